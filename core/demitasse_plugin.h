@@ -1,0 +1,168 @@
+/* demitasse_plugin.h: the operator-author API. Built-in operators and plugins use the
+ * same calls: describe an op with a dm_op_schema, implement it with one or more
+ * dm_kernel_def (keyed by op type, device and engine), register both.
+ *
+ * A plugin is a shared library that exports
+ *
+ *     DM_PLUGIN_EXPORT dm_status dm_plugin_entry(const dm_plugin_host *host);
+ *
+ * The loader first reads the exported `dm_plugin_api_version` (an int) and refuses the
+ * library unless it equals DM_PLUGIN_API_VERSION; then it calls dm_plugin_entry, which
+ * registers schemas and kernels through host->register_schema / host->register_kernel
+ * (the same functions the built-ins use). Use DM_PLUGIN_DECLARE_VERSION() once.
+ *
+ * A kernel reads its inputs and arguments and writes its outputs through a dm_op_ctx:
+ *
+ *     static dm_status swish_run(dm_op_ctx *ctx) {
+ *       const dm_tensor *x = dm_op_input(ctx, 0);
+ *       dm_tensor *y = dm_op_output(ctx, 0);
+ *       DM_TRY(dm_tensor_resize_like(y, x));
+ *       const float *px = dm_tensor_data(x);   float *py = dm_tensor_mutable_data(y);
+ *       for (int64_t i = 0; i < dm_tensor_numel(x); i++) py[i] = px[i] / (1 + expf(-px[i]));
+ *       return DM_OK;
+ *     }
+ *
+ * Errors: return dm_op_error(ctx, status, fmt, ...); the executor adds the op's
+ * index, type and name to the message.
+ */
+#ifndef DEMITASSE_PLUGIN_H
+#define DEMITASSE_PLUGIN_H
+
+#include "demitasse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a struct below or a host function changes. */
+#define DM_PLUGIN_API_VERSION 1
+
+#define DM_PLUGIN_EXPORT __attribute__((visibility("default")))
+#define DM_PLUGIN_DECLARE_VERSION() \
+  DM_PLUGIN_EXPORT const int dm_plugin_api_version = DM_PLUGIN_API_VERSION
+
+/* Propagates a failed status. */
+#define DM_TRY(expr)                 \
+  do {                               \
+    dm_status dm_try_s_ = (expr);    \
+    if (dm_try_s_ != DM_OK)          \
+      return dm_try_s_;              \
+  } while (0)
+
+typedef enum dm_device_type { DM_CPU = 0, DM_CUDA = 1 } dm_device_type;
+
+/* Argument types of an OperatorDef's `arg` entries. */
+typedef enum dm_arg_type {
+  DM_ARG_FLOAT = 1,   /* f (an integer value i is accepted too) */
+  DM_ARG_INT = 2,     /* i */
+  DM_ARG_STRING = 3,  /* s */
+  DM_ARG_FLOATS = 4,  /* floats */
+  DM_ARG_INTS = 5,    /* ints */
+  DM_ARG_STRINGS = 6, /* strings */
+  DM_ARG_NET = 7,     /* n */
+  DM_ARG_TENSOR = 8,  /* t */
+  DM_ARG_ANY = 9      /* not checked */
+} dm_arg_type;
+
+typedef struct dm_arg_spec {
+  const char *name;
+  dm_arg_type type;
+  int required; /* nonzero: instantiating an op without it fails */
+  const char *doc;
+} dm_arg_spec;
+
+/* How the mixed-precision pass treats an op (read by net passes). */
+typedef enum dm_precision_class {
+  DM_PREC_FOLLOW = 0, /* runs in the precision of its inputs (Relu, pooling, reshape) */
+  DM_PREC_FP16 = 1,   /* benefits from FP16 (Conv, FC and their gradients) */
+  DM_PREC_FP32 = 2,   /* must run in FP32 (softmax, losses, reductions, updates) */
+  DM_PREC_NONE = 3    /* not a float computation (fills, casts, integer ops) */
+} dm_precision_class;
+
+/* An in-place pair: output `out` may share the blob of input `in`. End lists with {-1,-1}. */
+typedef struct dm_inplace_pair {
+  int in, out;
+} dm_inplace_pair;
+
+typedef struct dm_op_ctx dm_op_ctx;
+
+/* A schema: what passes and the instantiator need to know about an op type. */
+typedef struct dm_op_schema {
+  const char *type;
+  int min_inputs, max_inputs;   /* max -1: unbounded */
+  int min_outputs, max_outputs; /* max -1: unbounded */
+  const dm_arg_spec *args;      /* terminated by {NULL}; may be NULL */
+  const dm_inplace_pair *inplace; /* allowed in-place pairs, {-1,-1}-terminated; NULL: none */
+  int inplace_any;                /* nonzero: any output may alias any input */
+  dm_precision_class precision;
+  const char *doc;
+} dm_op_schema;
+
+/* A kernel. `run` is called every time the net runs; `init` (optional) once at
+ * instantiation to validate arguments and build private state, freed by `fini`. */
+typedef struct dm_kernel_def {
+  const char *type;
+  dm_device_type device;
+  const char *engine; /* "" or NULL: the plain implementation */
+  dm_status (*init)(dm_op_ctx *ctx, void **state);
+  dm_status (*run)(dm_op_ctx *ctx);
+  void (*fini)(void *state);
+} dm_kernel_def;
+
+/* Registration (built-ins and plugins alike). The registry copies nothing: the structs
+ * and strings must outlive the process's use of the op (static storage, or a plugin
+ * that stays loaded). Registering an existing type (schema) or an existing
+ * (type, device, engine) (kernel) fails with DM_ERR_EXISTS. */
+DM_API dm_status dm_register_schema(const dm_op_schema *schema);
+DM_API dm_status dm_register_kernel(const dm_kernel_def *kernel);
+DM_API const dm_op_schema *dm_schema_lookup(const char *type);
+
+/* What a plugin's entry function receives. */
+typedef struct dm_plugin_host {
+  int api_version;
+  dm_status (*register_schema)(const dm_op_schema *schema);
+  dm_status (*register_kernel)(const dm_kernel_def *kernel);
+} dm_plugin_host;
+
+typedef dm_status (*dm_plugin_entry_fn)(const dm_plugin_host *host);
+
+/* Inside a kernel ---------------------------------------------------------------- */
+
+DM_API int dm_op_num_inputs(const dm_op_ctx *ctx);
+DM_API int dm_op_num_outputs(const dm_op_ctx *ctx);
+DM_API const dm_tensor *dm_op_input(dm_op_ctx *ctx, int i);
+DM_API dm_tensor *dm_op_output(dm_op_ctx *ctx, int i);
+DM_API const char *dm_op_input_name(const dm_op_ctx *ctx, int i);
+DM_API const char *dm_op_output_name(const dm_op_ctx *ctx, int i);
+DM_API const char *dm_op_type(const dm_op_ctx *ctx);
+/* The kernel's private state from init (NULL if none). */
+DM_API void *dm_op_state(dm_op_ctx *ctx);
+/* The op's device_option.random_seed if set, else `fallback`. */
+DM_API uint32_t dm_op_random_seed(const dm_op_ctx *ctx, uint32_t fallback);
+
+/* Arguments, validated against the schema at instantiation. *_or return the default
+ * when absent. */
+DM_API int dm_op_has_arg(const dm_op_ctx *ctx, const char *name);
+DM_API float dm_op_arg_float(const dm_op_ctx *ctx, const char *name, float dflt);
+DM_API int64_t dm_op_arg_int(const dm_op_ctx *ctx, const char *name, int64_t dflt);
+/* Borrowed; NULL-terminated copy not guaranteed for binary bytes: see *len. */
+DM_API const char *dm_op_arg_string(const dm_op_ctx *ctx, const char *name, const char *dflt);
+/* Arrays: *n receives the count; the pointer is borrowed (NULL if absent). */
+DM_API const float *dm_op_arg_floats(const dm_op_ctx *ctx, const char *name, size_t *n);
+DM_API const int64_t *dm_op_arg_ints(const dm_op_ctx *ctx, const char *name, size_t *n);
+DM_API const char *const *dm_op_arg_strings(const dm_op_ctx *ctx, const char *name, size_t *n);
+
+/* Records an error for this op and returns `s`. */
+DM_API dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) DM_PRINTF(3, 4);
+
+/* Tensors (write side). A resize keeps the storage when the byte size is unchanged,
+ * otherwise allocates fresh (64-byte aligned) storage; sizes are checked for overflow
+ * and against the workspace's tensor limit. */
+DM_API dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims);
+DM_API dm_status dm_tensor_resize_like(dm_tensor *t, const dm_tensor *like);
+DM_API void *dm_tensor_mutable_data(dm_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEMITASSE_PLUGIN_H */
