@@ -23,13 +23,22 @@ dm_status dm_error(dm_status s, const char *fmt, ...) {
 
 dm_status dm_error_prefix(dm_status s, const char *fmt, ...) {
   char prefix[512];
-  char old[DM_ERROR_CAP];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  int n = vsnprintf(prefix, sizeof prefix - 2, fmt, ap);
   va_end(ap);
-  memcpy(old, error_buf, sizeof old);
-  snprintf(error_buf, sizeof error_buf, "%s: %s", prefix, old);
+  if (n < 0)
+    return s;
+  size_t plen = strlen(prefix);
+  memcpy(prefix + plen, ": ", 3);
+  plen += 2;
+  /* Shift the old message right (truncating its tail), then put the prefix in front. */
+  size_t old = strnlen(error_buf, DM_ERROR_CAP - 1);
+  if (plen + old > DM_ERROR_CAP - 1)
+    old = DM_ERROR_CAP - 1 - plen;
+  memmove(error_buf + plen, error_buf, old);
+  error_buf[plen + old] = '\0';
+  memcpy(error_buf, prefix, plen);
   return s;
 }
 

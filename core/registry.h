@@ -1,0 +1,29 @@
+/* registry.h: op schemas and kernels, keyed by (type, device, engine) (internal).
+ *
+ * One process-wide registry, written when built-ins are registered (dm_init, once) and
+ * when plugins load, read when nets are instantiated; a read-write lock keeps those
+ * safe across threads. Entries point at static or plugin-owned structs (never freed).
+ */
+#ifndef DM_CORE_REGISTRY_H
+#define DM_CORE_REGISTRY_H
+
+#include "demitasse_plugin.h"
+#include "status.h"
+
+/* Finds the kernel for `type` on `device`, trying each engine of the comma-separated
+ * `engines` list in order, then the device's defaults (CUDA: "CUDNN"), then the plain
+ * implementation. *chosen_engine receives the engine used ("" = plain). */
+DM_HIDDEN dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
+                                     const dm_kernel_def **out);
+/* Number of registered schemas, and the i-th in sorted order (for `demitasse ops`). */
+DM_HIDDEN size_t dm_schema_count(void);
+DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
+
+/* Built-in registration tables, one per operator family, each ending in {NULL}. */
+typedef struct dm_op_family {
+  const dm_op_schema *const *schemas;
+  const dm_kernel_def *const *kernels;
+} dm_op_family;
+DM_HIDDEN dm_status dm_register_family(const dm_op_family *family);
+
+#endif

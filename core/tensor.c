@@ -1,0 +1,195 @@
+/* tensor.c: tensors with reference-counted, 64-byte aligned storage. */
+#include "tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel) {
+  if (ndim < 0 || ndim > DM_MAX_DIMS)
+    return dm_error(DM_ERR_SHAPE, "%d dimensions (at most %d supported)", ndim, DM_MAX_DIMS);
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (dims[i] < 0)
+      return dm_error(DM_ERR_SHAPE, "dimension %d is negative (%lld)", i, (long long)dims[i]);
+    if (__builtin_mul_overflow(n, dims[i], &n))
+      return dm_error(DM_ERR_LIMIT, "the product of the dimensions overflows 64 bits");
+  }
+  *numel = n;
+  return DM_OK;
+}
+
+dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes) {
+  size_t elem = dtype == DM_STRING ? sizeof(char *) : dm_dtype_size(dtype);
+  uint64_t total;
+  if (numel < 0 || __builtin_mul_overflow((uint64_t)numel, (uint64_t)elem, &total))
+    return dm_error(DM_ERR_LIMIT, "tensor size overflows (%lld elements of %zu bytes)",
+                    (long long)numel, elem);
+  if (total > limit)
+    return dm_error(DM_ERR_LIMIT,
+                    "tensor of %lld elements (%llu bytes) exceeds the limit of %llu bytes",
+                    (long long)numel, (unsigned long long)total, (unsigned long long)limit);
+  if (total > SIZE_MAX)
+    return dm_error(DM_ERR_LIMIT, "tensor too large for this machine");
+  *nbytes = (size_t)total;
+  return DM_OK;
+}
+
+static void storage_release(dm_storage *s) {
+  if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+    return;
+  if (s->dtype == DM_STRING && s->data) {
+    char **strs = s->data;
+    for (int64_t i = 0; i < s->count; i++)
+      free(strs[i]);
+  }
+  free(s->data);
+  free(s);
+}
+
+static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_storage **out) {
+  dm_storage *s = calloc(1, sizeof *s);
+  if (!s)
+    return DM_NOMEM("tensor storage");
+  /* aligned_alloc needs a size that is a multiple of the alignment */
+  size_t rounded = (nbytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+  if (rounded == 0)
+    rounded = DM_ALIGN;
+  s->data = aligned_alloc(DM_ALIGN, rounded);
+  if (!s->data) {
+    free(s);
+    return dm_error(DM_ERR_NOMEM, "out of memory allocating a tensor of %zu bytes", nbytes);
+  }
+  if (dtype == DM_STRING)
+    memset(s->data, 0, rounded); /* NULL strings until written */
+  atomic_init(&s->refs, 1);
+  s->device = DM_CPU;
+  s->dtype = dtype;
+  s->nbytes = nbytes;
+  s->count = count;
+  *out = s;
+  return DM_OK;
+}
+
+dm_tensor *dm_tensor_new(uint64_t limit) {
+  dm_tensor *t = calloc(1, sizeof *t);
+  if (t)
+    t->limit = limit;
+  return t;
+}
+
+void dm_tensor_reset(dm_tensor *t) {
+  storage_release(t->storage);
+  t->storage = NULL;
+  t->dtype = DM_UNDEFINED;
+  t->ndim = 0;
+  t->numel = 0;
+}
+
+void dm_tensor_free(dm_tensor *t) {
+  if (!t)
+    return;
+  dm_tensor_reset(t);
+  free(t);
+}
+
+dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims) {
+  if (dtype == DM_BYTE)
+    dtype = DM_UINT8;
+  if (!dm_dtype_is_valid(dtype) || dtype == DM_UNDEFINED)
+    return dm_error(DM_ERR_TYPE, "cannot allocate a tensor of data type %d", (int)dtype);
+  int64_t numel;
+  size_t nbytes;
+  DM_TRY(dm_shape_numel(ndim, dims, &numel));
+  DM_TRY(dm_shape_nbytes(dtype, numel, t->limit, &nbytes));
+  /* Keep the storage if nobody else shares it and the bytes fit exactly; a shared
+   * storage is kept too when the size matches, which is what in-place ops rely on. */
+  int keep = t->storage && t->storage->nbytes == nbytes && t->storage->dtype != DM_STRING &&
+             dtype != DM_STRING;
+  if (!keep) {
+    dm_storage *s = NULL;
+    DM_TRY(storage_alloc(dtype, numel, nbytes, &s));
+    storage_release(t->storage);
+    t->storage = s;
+  } else {
+    t->storage->dtype = dtype;
+  }
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++)
+    t->dims[i] = dims[i];
+  t->numel = numel;
+  return DM_OK;
+}
+
+dm_status dm_tensor_resize_like(dm_tensor *t, const dm_tensor *like) {
+  return dm_tensor_resize(t, like->dtype, like->ndim, like->dims);
+}
+
+void dm_tensor_share(dm_tensor *dst, const dm_tensor *src) {
+  if (dst == src)
+    return;
+  if (src->storage)
+    atomic_fetch_add(&src->storage->refs, 1);
+  storage_release(dst->storage);
+  dst->storage = src->storage;
+  dst->dtype = src->dtype;
+  dst->ndim = src->ndim;
+  memcpy(dst->dims, src->dims, sizeof dst->dims);
+  dst->numel = src->numel;
+}
+
+dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
+  if (dst == src)
+    return DM_OK;
+  if (src->dtype == DM_UNDEFINED) {
+    dm_tensor_reset(dst);
+    return DM_OK;
+  }
+  if (dst->storage && src->storage && dst->storage == src->storage) {
+    dm_tensor_share(dst, src);
+    return DM_OK;
+  }
+  DM_TRY(dm_tensor_resize_like(dst, src));
+  if (src->dtype == DM_STRING) {
+    char **d = dst->storage->data;
+    char *const *s = src->storage->data;
+    for (int64_t i = 0; i < src->numel; i++) {
+      free(d[i]);
+      d[i] = s[i] ? strdup(s[i]) : NULL;
+      if (s[i] && !d[i])
+        return DM_NOMEM("a string element");
+    }
+  } else if (src->numel > 0) {
+    memcpy(dst->storage->data, src->storage->data, dst->storage->nbytes);
+  }
+  return DM_OK;
+}
+
+int dm_tensor_same_shape(const dm_tensor *a, const dm_tensor *b) {
+  if (a->ndim != b->ndim)
+    return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dims[i] != b->dims[i])
+      return 0;
+  return 1;
+}
+
+const char *dm_shape_str(const dm_tensor *t, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  if (t->ndim == 0)
+    snprintf(buf, cap, "scalar");
+  for (int i = 0; i < t->ndim && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, i ? "x%lld" : "%lld", (long long)t->dims[i]);
+  return buf;
+}
+
+/* Public read-side accessors. */
+dm_dtype dm_tensor_dtype(const dm_tensor *t) { return t->dtype; }
+int dm_tensor_ndim(const dm_tensor *t) { return t->ndim; }
+const int64_t *dm_tensor_dims(const dm_tensor *t) { return t->dims; }
+int64_t dm_tensor_numel(const dm_tensor *t) { return t->numel; }
+size_t dm_tensor_nbytes(const dm_tensor *t) { return t->storage ? t->storage->nbytes : 0; }
+const void *dm_tensor_data(const dm_tensor *t) { return t->storage ? t->storage->data : NULL; }
+void *dm_tensor_mutable_data(dm_tensor *t) { return t->storage ? t->storage->data : NULL; }

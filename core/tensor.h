@@ -1,0 +1,60 @@
+/* tensor.h: tensors and reference-counted storage (internal).
+ *
+ * A tensor is a dtype, a shape and a view on a storage. Storage is reference-counted so
+ * that Reshape and in-place ops can share memory; a resize that keeps the byte size
+ * keeps the storage. CPU buffers are 64-byte aligned. STRING tensors hold an array of
+ * malloc'd char* that the storage frees.
+ */
+#ifndef DM_CORE_TENSOR_H
+#define DM_CORE_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "demitasse_plugin.h"
+#include "status.h"
+
+#define DM_ALIGN 64
+/* Default cap on one tensor's bytes; the workspace can change it. */
+#define DM_DEFAULT_TENSOR_LIMIT ((uint64_t)8 << 30)
+
+typedef struct dm_storage {
+  atomic_int refs;
+  dm_device_type device;
+  dm_dtype dtype; /* STRING storage frees its strings */
+  void *data;
+  size_t nbytes;
+  int64_t count; /* elements, for STRING cleanup */
+} dm_storage;
+
+struct dm_tensor {
+  dm_dtype dtype;
+  int ndim;
+  int64_t dims[DM_MAX_DIMS];
+  int64_t numel;
+  dm_storage *storage; /* NULL while empty */
+  uint64_t limit;      /* refuse larger allocations */
+};
+
+/* Product of dims with overflow check; negative dims are an error. */
+DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel);
+/* numel * size with overflow check against `limit`. */
+DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes);
+
+DM_HIDDEN dm_tensor *dm_tensor_new(uint64_t limit);
+DM_HIDDEN void dm_tensor_free(dm_tensor *t);
+/* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
+DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
+/* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
+DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
+/* Deep copy of src into dst (dst gets fresh storage unless it already has the size). */
+DM_HIDDEN dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src);
+/* Same shape (ndim and dims). */
+DM_HIDDEN int dm_tensor_same_shape(const dm_tensor *a, const dm_tensor *b);
+/* "2x3x4" into buf. */
+DM_HIDDEN const char *dm_shape_str(const dm_tensor *t, char *buf, size_t cap);
+DM_HIDDEN int dm_dtype_is_valid(int t);
+/* Name -> dtype (accepts "FLOAT", "float", "FLOAT16", "float16", "half", "INT32", ...). */
+DM_HIDDEN dm_status dm_dtype_from_name(const char *name, dm_dtype *out);
+
+#endif

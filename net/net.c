@@ -1,0 +1,286 @@
+/* net.c: instantiating a NetDef (ops resolved and validated once) and running it in order. */
+#include "net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/registry.h"
+
+const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap) {
+  const char *type = op->def->type ? op->def->type : "";
+  if (op->def->name && *op->def->name)
+    snprintf(buf, cap, "op %d (%s '%s')", op->index, type, op->def->name);
+  else
+    snprintf(buf, cap, "op %d (%s)", op->index, type);
+  return buf;
+}
+
+static const char *plural(int n, const char *word, char *buf, size_t cap) {
+  snprintf(buf, cap, "%d %s%s", n, word, n == 1 ? "" : "s");
+  return buf;
+}
+
+static dm_status check_arity(const char *what, int n, int lo, int hi) {
+  char a[32], b[32];
+  if (n >= lo && (hi < 0 || n <= hi))
+    return DM_OK;
+  if (lo == hi)
+    return dm_error(DM_ERR_INVALID, "takes %s, got %d", plural(lo, what, a, sizeof a), n);
+  if (hi < 0)
+    return dm_error(DM_ERR_INVALID, "takes at least %s, got %d", plural(lo, what, a, sizeof a), n);
+  return dm_error(DM_ERR_INVALID, "takes %d to %s, got %d", lo, plural(hi, what, b, sizeof b), n);
+}
+
+static const char *arg_type_name(dm_arg_type t) {
+  static const char *const names[] = {"?",      "float",   "int", "string", "floats",
+                                      "ints",   "strings", "net", "tensor", "any"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+/* What the Argument actually carries, for messages. */
+static const char *arg_carries(const Caffe2__Argument *a) {
+  if (a->has_f) return "a float (f)";
+  if (a->has_i) return "an int (i)";
+  if (a->s.data || a->has_s) return "a string (s)";
+  if (a->n_floats) return "floats";
+  if (a->n_ints) return "ints";
+  if (a->n_strings) return "strings";
+  if (a->n) return "a net (n)";
+  if (a->t) return "a tensor (t)";
+  return "no value";
+}
+
+static int arg_matches(const Caffe2__Argument *a, dm_arg_type t) {
+  int empty_list = !a->has_f && !a->has_i && !a->has_s && !a->n && !a->t && !a->n_floats &&
+                   !a->n_ints && !a->n_strings && !a->n_nets && !a->n_tensors;
+  switch (t) {
+  case DM_ARG_FLOAT: return a->has_f || a->has_i;
+  case DM_ARG_INT: return a->has_i;
+  case DM_ARG_STRING: return a->has_s;
+  case DM_ARG_FLOATS: return a->n_floats > 0 || a->n_ints > 0 || empty_list;
+  case DM_ARG_INTS: return a->n_ints > 0 || empty_list;
+  case DM_ARG_STRINGS: return a->n_strings > 0 || empty_list;
+  case DM_ARG_NET: return a->n != NULL;
+  case DM_ARG_TENSOR: return a->t != NULL;
+  case DM_ARG_ANY: return 1;
+  }
+  return 0;
+}
+
+static char *bytes_dup(ProtobufCBinaryData b) {
+  char *s = malloc(b.len + 1);
+  if (s) {
+    if (b.len)
+      memcpy(s, b.data, b.len);
+    s[b.len] = '\0';
+  }
+  return s;
+}
+
+static dm_status parse_args(dm_op_ctx *op) {
+  const Caffe2__OperatorDef *d = op->def;
+  op->n_args = d->n_arg;
+  op->args = calloc(d->n_arg ? d->n_arg : 1, sizeof *op->args);
+  if (!op->args)
+    return DM_NOMEM("op arguments");
+  for (size_t i = 0; i < d->n_arg; i++) {
+    const Caffe2__Argument *a = d->arg[i];
+    dm_arg *x = &op->args[i];
+    x->pb = a;
+    if (!a->name)
+      return dm_error(DM_ERR_INVALID, "argument %zu has no name", i);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(d->arg[j]->name, a->name) == 0)
+        return dm_error(DM_ERR_INVALID, "argument '%s' is given twice", a->name);
+    if (a->has_s && !(x->s = bytes_dup(a->s)))
+      return DM_NOMEM("a string argument");
+    if (a->n_strings) {
+      if (!(x->strs = calloc(a->n_strings + 1, sizeof *x->strs)))
+        return DM_NOMEM("a string list argument");
+      for (size_t j = 0; j < a->n_strings; j++)
+        if (!(x->strs[j] = bytes_dup(a->strings[j])))
+          return DM_NOMEM("a string list argument");
+    }
+  }
+  /* Against the schema: required arguments present, known ones of the right type.
+   * Arguments the schema does not list are allowed: Caffe2 nets carry hints (engine
+   * tuning, `order` on ops that ignore it) that a kernel may not read. */
+  for (const dm_arg_spec *spec = op->schema->args; spec && spec->name; spec++) {
+    const dm_arg *found = NULL;
+    for (size_t i = 0; i < op->n_args; i++)
+      if (strcmp(op->args[i].pb->name, spec->name) == 0)
+        found = &op->args[i];
+    if (!found && spec->required)
+      return dm_error(DM_ERR_INVALID, "missing required argument '%s' (%s)", spec->name,
+                      arg_type_name(spec->type));
+    if (found && !arg_matches(found->pb, spec->type))
+      return dm_error(DM_ERR_TYPE, "argument '%s' must be %s, but it holds %s", spec->name,
+                      arg_type_name(spec->type), arg_carries(found->pb));
+  }
+  return DM_OK;
+}
+
+static int inplace_allowed(const dm_op_schema *s, int in, int out) {
+  if (s->inplace_any)
+    return 1;
+  for (const dm_inplace_pair *p = s->inplace; p && p->in >= 0; p++)
+    if (p->in == in && p->out == out)
+      return 1;
+  return 0;
+}
+
+static dm_status resolve_blobs(dm_op_ctx *op, dm_workspace *ws) {
+  const Caffe2__OperatorDef *d = op->def;
+  op->n_in = (int)d->n_input;
+  op->n_out = (int)d->n_output;
+  op->in = calloc(d->n_input + 1, sizeof *op->in);
+  op->out = calloc(d->n_output + 1, sizeof *op->out);
+  if (!op->in || !op->out)
+    return DM_NOMEM("op blob lists");
+  for (int i = 0; i < op->n_in; i++) {
+    if (!d->input[i] || !*d->input[i])
+      return dm_error(DM_ERR_INVALID, "input %d has an empty name", i);
+    DM_TRY(dm_workspace_get_or_create(ws, d->input[i], &op->in[i]));
+  }
+  for (int o = 0; o < op->n_out; o++) {
+    if (!d->output[o] || !*d->output[o])
+      return dm_error(DM_ERR_INVALID, "output %d has an empty name", o);
+    DM_TRY(dm_workspace_get_or_create(ws, d->output[o], &op->out[o]));
+    for (int i = 0; i < op->n_in; i++)
+      if (op->out[o] == op->in[i] && !inplace_allowed(op->schema, i, o))
+        return dm_error(DM_ERR_INVALID,
+                        "output %d '%s' is input %d too, and this op cannot run in place", o,
+                        d->output[o], i);
+  }
+  return DM_OK;
+}
+
+static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
+  const Caffe2__OperatorDef *d = net->def->op[index];
+  op->net = net;
+  op->index = index;
+  op->def = d;
+  if (!d->type || !*d->type)
+    return dm_error(DM_ERR_INVALID, "the op has no type");
+  op->schema = dm_schema_lookup(d->type);
+  if (!op->schema)
+    return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", d->type);
+  DM_TRY(check_arity("input", (int)d->n_input, op->schema->min_inputs, op->schema->max_inputs));
+  DM_TRY(check_arity("output", (int)d->n_output, op->schema->min_outputs,
+                     op->schema->max_outputs));
+  const Caffe2__DeviceOption *dev = d->device_option ? d->device_option : net->def->device_option;
+  op->device = dev && dev->has_device_type ? (dm_device_type)dev->device_type : DM_CPU;
+  if (dev && dev->has_random_seed) {
+    op->has_seed = 1;
+    op->seed = dev->random_seed;
+  }
+  DM_TRY(parse_args(op));
+  DM_TRY(resolve_blobs(op, net->ws));
+  DM_TRY(dm_kernel_lookup(d->type, op->device, d->engine, &op->kernel));
+  if (op->kernel->init)
+    DM_TRY(op->kernel->init(op, &op->state));
+  return DM_OK;
+}
+
+static void free_op(dm_op_ctx *op) {
+  if (op->kernel && op->kernel->fini && op->state)
+    op->kernel->fini(op->state);
+  for (size_t i = 0; op->args && i < op->n_args; i++) {
+    free(op->args[i].s);
+    if (op->args[i].strs)
+      for (size_t j = 0; op->args[i].strs[j]; j++)
+        free(op->args[i].strs[j]);
+    free(op->args[i].strs);
+  }
+  free(op->args);
+  free(op->in);
+  free(op->out);
+}
+
+void dm_net_free(dm_net *net) {
+  if (!net)
+    return;
+  for (size_t i = 0; i < net->n_ops; i++)
+    free_op(&net->ops[i]);
+  free(net->ops);
+  if (net->def)
+    protobuf_c_message_free_unpacked(&net->def->base, NULL);
+  free(net->source);
+  free(net);
+}
+
+dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *source, dm_net **out) {
+  *out = NULL;
+  dm_net *net = calloc(1, sizeof *net);
+  if (!net) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return DM_NOMEM("a net");
+  }
+  net->ws = ws;
+  net->def = def;
+  net->source = strdup(source ? source : "<memory>");
+  net->ops = calloc(def->n_op ? def->n_op : 1, sizeof *net->ops);
+  if (!net->source || !net->ops) {
+    dm_net_free(net);
+    return DM_NOMEM("a net");
+  }
+  for (size_t i = 0; i < def->n_op; i++) {
+    net->n_ops = i + 1;
+    dm_status s = create_op(net, (int)i, &net->ops[i]);
+    if (s != DM_OK) {
+      char what[256];
+      dm_op_describe(&net->ops[i], what, sizeof what);
+      dm_error_prefix(s, "%s: %s", net->source, what);
+      dm_net_free(net);
+      return s;
+    }
+  }
+  *out = net;
+  return DM_OK;
+}
+
+/* Before an op writes an output, detach it from storage another blob shares (a Reshape
+ * view, say), unless the op reads that very tensor: writing must not change other blobs. */
+static void detach_outputs(dm_op_ctx *op) {
+  for (int o = 0; o < op->n_out; o++) {
+    dm_tensor *t = op->out[o]->tensor;
+    if (!t->storage || atomic_load(&t->storage->refs) == 1)
+      continue;
+    int aliased = 0;
+    for (int i = 0; i < op->n_in; i++)
+      if (op->in[i]->tensor->storage == t->storage)
+        aliased = 1;
+    if (!aliased)
+      dm_tensor_reset(t);
+  }
+}
+
+static dm_status run_op(dm_op_ctx *op) {
+  for (int i = 0; i < op->n_in; i++)
+    if (op->in[i]->tensor->dtype == DM_UNDEFINED)
+      return dm_error(DM_ERR_NOT_FOUND,
+                      "input %d '%s' has no data: no earlier op wrote it and it was not fed", i,
+                      op->in[i]->name);
+  detach_outputs(op);
+  return op->kernel->run(op);
+}
+
+dm_status dm_net_run(dm_net *net) {
+  if (!net)
+    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+  for (size_t i = 0; i < net->n_ops; i++) {
+    dm_status s = run_op(&net->ops[i]);
+    if (s != DM_OK) {
+      char what[256];
+      const char *name = net->def->name && *net->def->name ? net->def->name : net->source;
+      return dm_error_prefix(s, "net '%s': %s", name,
+                             dm_op_describe(&net->ops[i], what, sizeof what));
+    }
+  }
+  return DM_OK;
+}
+
+const char *dm_net_name(const dm_net *net) {
+  return net->def->name ? net->def->name : "";
+}

@@ -1,0 +1,52 @@
+/* net.h: a NetDef instantiated against a workspace, and the sequential executor (internal).
+ *
+ * Instantiation resolves every op once: its schema (arity, in-place rules, argument
+ * types and required arguments are checked here), its kernel by (type, device, engine),
+ * its blobs, and its kernel's private state. Running is then a loop over the ops.
+ */
+#ifndef DM_NET_NET_H
+#define DM_NET_NET_H
+
+#include "core/workspace.h"
+#include "proto/caffe2.pb-c.h"
+
+/* An argument of an op, with NUL-terminated copies of its string values. */
+typedef struct dm_arg {
+  const Caffe2__Argument *pb;
+  char *s;     /* copy of pb->s, or NULL */
+  char **strs; /* copies of pb->strings */
+} dm_arg;
+
+struct dm_op_ctx {
+  dm_net *net;
+  int index;
+  const Caffe2__OperatorDef *def;
+  const dm_op_schema *schema;
+  const dm_kernel_def *kernel;
+  dm_device_type device;
+  dm_blob **in, **out;
+  int n_in, n_out;
+  dm_arg *args;
+  size_t n_args;
+  void *state;
+  int has_seed;
+  uint32_t seed;
+};
+
+struct dm_net {
+  dm_workspace *ws;
+  Caffe2__NetDef *def; /* owned */
+  char *source;        /* file name for messages, or "<memory>" */
+  dm_op_ctx *ops;
+  size_t n_ops;
+};
+
+/* Instantiates `def` (taking ownership of it, even on failure) in `ws`. The net is not
+ * yet adopted by the workspace. */
+DM_HIDDEN dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *source,
+                                  dm_net **out);
+DM_HIDDEN void dm_net_free(dm_net *net);
+/* "op 3 (Conv 'conv1')" into buf. */
+DM_HIDDEN const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap);
+
+#endif

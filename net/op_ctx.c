@@ -1,0 +1,88 @@
+/* op_ctx.c: what a kernel sees of its op: blobs, arguments, seed, errors. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "net.h"
+
+int dm_op_num_inputs(const dm_op_ctx *ctx) { return ctx->n_in; }
+int dm_op_num_outputs(const dm_op_ctx *ctx) { return ctx->n_out; }
+
+const dm_tensor *dm_op_input(dm_op_ctx *ctx, int i) {
+  return i >= 0 && i < ctx->n_in ? ctx->in[i]->tensor : NULL;
+}
+
+dm_tensor *dm_op_output(dm_op_ctx *ctx, int i) {
+  return i >= 0 && i < ctx->n_out ? ctx->out[i]->tensor : NULL;
+}
+
+const char *dm_op_input_name(const dm_op_ctx *ctx, int i) {
+  return i >= 0 && i < ctx->n_in ? ctx->in[i]->name : NULL;
+}
+
+const char *dm_op_output_name(const dm_op_ctx *ctx, int i) {
+  return i >= 0 && i < ctx->n_out ? ctx->out[i]->name : NULL;
+}
+
+const char *dm_op_type(const dm_op_ctx *ctx) { return ctx->def->type; }
+void *dm_op_state(dm_op_ctx *ctx) { return ctx->state; }
+
+uint32_t dm_op_random_seed(const dm_op_ctx *ctx, uint32_t fallback) {
+  return ctx->has_seed ? ctx->seed : fallback;
+}
+
+static const dm_arg *find_arg(const dm_op_ctx *ctx, const char *name) {
+  for (size_t i = 0; i < ctx->n_args; i++)
+    if (strcmp(ctx->args[i].pb->name, name) == 0)
+      return &ctx->args[i];
+  return NULL;
+}
+
+int dm_op_has_arg(const dm_op_ctx *ctx, const char *name) { return find_arg(ctx, name) != NULL; }
+
+float dm_op_arg_float(const dm_op_ctx *ctx, const char *name, float dflt) {
+  const dm_arg *a = find_arg(ctx, name);
+  if (!a)
+    return dflt;
+  if (a->pb->has_f)
+    return a->pb->f;
+  return a->pb->has_i ? (float)a->pb->i : dflt;
+}
+
+int64_t dm_op_arg_int(const dm_op_ctx *ctx, const char *name, int64_t dflt) {
+  const dm_arg *a = find_arg(ctx, name);
+  return a && a->pb->has_i ? a->pb->i : dflt;
+}
+
+const char *dm_op_arg_string(const dm_op_ctx *ctx, const char *name, const char *dflt) {
+  const dm_arg *a = find_arg(ctx, name);
+  return a && a->s ? a->s : dflt;
+}
+
+const float *dm_op_arg_floats(const dm_op_ctx *ctx, const char *name, size_t *n) {
+  const dm_arg *a = find_arg(ctx, name);
+  *n = a ? a->pb->n_floats : 0;
+  return a ? a->pb->floats : NULL;
+}
+
+const int64_t *dm_op_arg_ints(const dm_op_ctx *ctx, const char *name, size_t *n) {
+  const dm_arg *a = find_arg(ctx, name);
+  *n = a ? a->pb->n_ints : 0;
+  return a ? a->pb->ints : NULL;
+}
+
+const char *const *dm_op_arg_strings(const dm_op_ctx *ctx, const char *name, size_t *n) {
+  const dm_arg *a = find_arg(ctx, name);
+  *n = a ? a->pb->n_strings : 0;
+  return a ? (const char *const *)a->strs : NULL;
+}
+
+dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  /* The executor prefixes net and op; the kernel only says what went wrong. */
+  return dm_error(s, "%s", msg);
+}
