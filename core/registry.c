@@ -119,6 +119,14 @@ static const dm_kernel_def *find_kernel(const char *type, int device, const char
   return e ? e->kernel : NULL;
 }
 
+int dm_kernel_exists(const char *type, dm_device_type device, const char *engine) {
+  const char *e = engine ? engine : "";
+  pthread_rwlock_rdlock(&lock);
+  const dm_kernel_def *k = find_kernel(type, device, e, strlen(e));
+  pthread_rwlock_unlock(&lock);
+  return k != NULL;
+}
+
 dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
                            const dm_kernel_def **out) {
   static const char *const device_defaults[] = {[DM_CPU] = "", [DM_CUDA] = "CUDNN"};

@@ -12,9 +12,11 @@
 
 /* Finds the kernel for `type` on `device`, trying each engine of the comma-separated
  * `engines` list in order, then the device's defaults (CUDA: "CUDNN"), then the plain
- * implementation. *chosen_engine receives the engine used ("" = plain). */
+ * implementation. */
 DM_HIDDEN dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
                                      const dm_kernel_def **out);
+/* Whether a kernel for exactly (type, device, engine) is registered. */
+DM_HIDDEN int dm_kernel_exists(const char *type, dm_device_type device, const char *engine);
 /* Number of registered schemas, and the i-th in sorted order (for `demitasse ops`). */
 DM_HIDDEN size_t dm_schema_count(void);
 DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);

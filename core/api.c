@@ -1,0 +1,50 @@
+/* api.c: the public calls that load nets into a workspace and run them. */
+#include "api.h"
+
+#include <stdlib.h>
+
+dm_status dm_netdef_read(const char *path, Caffe2__NetDef **out) {
+  ProtobufCMessage *m = NULL;
+  DM_TRY(dm_message_read_file(path, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
+  *out = (Caffe2__NetDef *)m;
+  return DM_OK;
+}
+
+dm_status dm_workspace_create_net(dm_workspace *ws, Caffe2__NetDef *def, const char *source,
+                                  dm_net **out) {
+  dm_net *net = NULL;
+  DM_TRY(dm_net_create(ws, def, source, &net));
+  dm_status s = dm_workspace_adopt_net(ws, net);
+  if (s != DM_OK) {
+    dm_net_free(net);
+    return s;
+  }
+  *out = net;
+  return DM_OK;
+}
+
+dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_net **out) {
+  if (!ws || !path || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: NULL argument");
+  *out = NULL;
+  Caffe2__NetDef *def = NULL;
+  DM_TRY(dm_netdef_read(path, &def));
+  return dm_workspace_create_net(ws, def, path, out);
+}
+
+dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size_t size, int text,
+                                        dm_net **out) {
+  if (!ws || (!data && size) || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_bytes: NULL argument");
+  *out = NULL;
+  ProtobufCMessage *m = NULL;
+  DM_TRY(dm_message_parse(data, size, "<memory>", &caffe2__net_def__descriptor,
+                          text ? DM_FORMAT_TEXT : DM_FORMAT_BINARY, &m));
+  return dm_workspace_create_net(ws, (Caffe2__NetDef *)m, "<memory>", out);
+}
+
+dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path) {
+  dm_net *net = NULL;
+  DM_TRY(dm_workspace_create_net_file(ws, path, &net));
+  return dm_net_run(net);
+}

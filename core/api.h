@@ -1,0 +1,14 @@
+/* api.h: internal helpers behind the public workspace/net calls (used by the CLI too). */
+#ifndef DM_CORE_API_H
+#define DM_CORE_API_H
+
+#include "net/net.h"
+#include "netio.h"
+
+/* Reads a NetDef file (.pb or .pbtxt); free with protobuf_c_message_free_unpacked. */
+DM_HIDDEN dm_status dm_netdef_read(const char *path, Caffe2__NetDef **out);
+/* Instantiates `def` (ownership taken) in `ws`, which adopts the net. */
+DM_HIDDEN dm_status dm_workspace_create_net(dm_workspace *ws, Caffe2__NetDef *def,
+                                            const char *source, dm_net **out);
+
+#endif
