@@ -126,6 +126,10 @@ typedef struct dm_plugin_host {
 
 typedef dm_status (*dm_plugin_entry_fn)(const dm_plugin_host *host);
 
+/* What a plugin defines (declared here so that plugins compile warning-free). */
+extern DM_PLUGIN_EXPORT const int dm_plugin_api_version;
+DM_PLUGIN_EXPORT dm_status dm_plugin_entry(const dm_plugin_host *host);
+
 /* Inside a kernel ---------------------------------------------------------------- */
 
 DM_API int dm_op_num_inputs(const dm_op_ctx *ctx);

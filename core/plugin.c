@@ -103,9 +103,12 @@ static dm_status load_locked(const char *path) {
   } else {
     static const dm_plugin_host host = {DM_PLUGIN_API_VERSION, pend_schema, pend_kernel};
     n_pending_schemas = n_pending_kernels = 0;
+    dm_error_clear();
     s = entry(&host);
-    if (s != DM_OK)
+    if (s != DM_OK && dm_last_error()[0])
       dm_error_prefix(s, "its dm_plugin_entry failed");
+    else if (s != DM_OK)
+      dm_error(s, "its dm_plugin_entry returned %s", dm_status_name(s));
     else if ((s = check_pending()) == DM_OK)
       s = commit_pending();
   }

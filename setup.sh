@@ -1,0 +1,20 @@
+#!/bin/sh
+# setup.sh: installs what Demitasse needs to build and test, from Debian packages, on a
+# fresh Debian 12 machine (idempotent: packages already present are skipped). The CUDA
+# toolkit is not a Debian package here; when /usr/local/cuda exists the build uses it.
+set -eu
+pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+      protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
+      libopenblas-dev libcmocka-dev uthash-dev python3 python3-numpy"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+echo "setup: dependencies present"

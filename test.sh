@@ -1,0 +1,51 @@
+#!/bin/sh
+# test.sh: sets up and runs every test: a warnings-as-errors build (with the CUDA backend
+# compiled and linked where nvcc exists) and its suite; the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer; and a short libFuzzer run of each file
+# loader. Ends with one line: "N passed, N failed, N skipped".
+#   ./test.sh            everything (what CI runs)
+#   ./test.sh --quick    the plain suite only
+# FUZZ_SECONDS (default 60) sets the length of each fuzzing run.
+set -u
+cd "$(dirname "$0")"
+./setup.sh || exit 1
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+# Runs one meson build + suite; appends "passed failed skipped" to $results.
+suite() { # name builddir meson-setup-args...
+  name=$1 dir=$2
+  shift 2
+  echo "== $name"
+  if [ ! -d "$dir" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; echo "1 0 0" >>"$results"; return; }
+  fi
+  if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+    tail -50 "$dir.build.log"; echo "build failed: $name"; echo "0 1 0" >>"$results"; return
+  fi
+  meson test -C "$dir" --print-errorlogs --num-processes 2 ${TEST_ARGS:-} | tail -20
+  python3 tools/summarize_tests.py "$dir/meson-logs/testlog.json" >>"$results"
+}
+
+cuda=auto
+command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || cuda=disabled
+suite "build (-Werror, cuda=$cuda)" build-ci -Dwerror=true -Dcuda=$cuda
+if [ $quick -eq 0 ]; then
+  # CUDA stays out of the sanitizer build: ASan and the CUDA runtime's memory mappings
+  # do not mix, and there is no GPU to exercise here anyway.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    suite "ASan+UBSan" build-asan -Dwerror=true -Dcuda=disabled \
+      -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+  echo "== fuzzing (${FUZZ_SECONDS:-60} s per target)"
+  if [ ! -d build-fuzz ]; then
+    CC=clang meson setup build-fuzz -Dfuzzers=true -Dcuda=disabled -Dbuildtype=debug >/dev/null 2>&1
+  fi
+  if ninja -C build-fuzz >build-fuzz.log 2>&1 && [ -x fuzz/run.sh ]; then
+    if fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-60}"; then echo "1 0 0"; else echo "0 1 0"; fi >>"$results"
+  else
+    tail -30 build-fuzz.log; echo "0 1 0" >>"$results"
+  fi
+fi
+awk '{p+=$1; f+=$2; s+=$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit (f > 0)}' "$results"

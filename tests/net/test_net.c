@@ -1,0 +1,280 @@
+/* test_net.c: instantiation and execution of nets: arity, arguments, in-place rules,
+ * missing inputs, size limits, engine fallback, and the context in error messages.
+ * The ops used here are registered by the test itself through the public registration
+ * calls, so these checks do not depend on any built-in kernel. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/registry.h"
+#include "core/tensor.h"
+#include "demitasse_plugin.h"
+#include "test_util.h"
+
+/* TestScale: Y = X * scale (+ offset); FP32 only. */
+static dm_status scale_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  if (dm_tensor_dtype(x) != DM_FLOAT)
+    return dm_op_error(ctx, DM_ERR_TYPE, "X must be FLOAT, got %s",
+                       dm_dtype_name(dm_tensor_dtype(x)));
+  float scale = dm_op_arg_float(ctx, "scale", 1.0f);
+  float offset = dm_op_arg_float(ctx, "offset", 0.0f);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  DM_TRY(dm_tensor_resize_like(y, x));
+  const float *px = dm_tensor_data(x);
+  float *py = dm_tensor_mutable_data(y);
+  for (int64_t i = 0; i < dm_tensor_numel(x); i++)
+    py[i] = px[i] * scale + offset;
+  return DM_OK;
+}
+
+/* TestFill: Y of shape `shape`, every element `value`. */
+static dm_status fill_run(dm_op_ctx *ctx) {
+  size_t n;
+  const int64_t *shape = dm_op_arg_ints(ctx, "shape", &n);
+  if (n > DM_MAX_DIMS)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "too many dimensions");
+  dm_tensor *y = dm_op_output(ctx, 0);
+  DM_TRY(dm_tensor_resize(y, DM_FLOAT, (int)n, shape));
+  float *py = dm_tensor_mutable_data(y);
+  float v = dm_op_arg_float(ctx, "value", 0.0f);
+  for (int64_t i = 0; i < dm_tensor_numel(y); i++)
+    py[i] = v;
+  return DM_OK;
+}
+
+/* TestAdd: C = A + B, shapes must match. */
+static dm_status add_run(dm_op_ctx *ctx) {
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  if (dm_tensor_numel(a) != dm_tensor_numel(b))
+    return dm_op_error(ctx, DM_ERR_SHAPE, "A has %lld elements but B has %lld",
+                       (long long)dm_tensor_numel(a), (long long)dm_tensor_numel(b));
+  dm_tensor *c = dm_op_output(ctx, 0);
+  DM_TRY(dm_tensor_resize_like(c, a));
+  const float *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);
+  float *pc = dm_tensor_mutable_data(c);
+  for (int64_t i = 0; i < dm_tensor_numel(a); i++)
+    pc[i] = pa[i] + pb[i];
+  return DM_OK;
+}
+
+/* An engine-specific TestScale that adds 1000 so a test can see which kernel ran. */
+static dm_status scale_fast_run(dm_op_ctx *ctx) {
+  DM_TRY(scale_run(ctx));
+  float *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+  for (int64_t i = 0; i < dm_tensor_numel(dm_op_output(ctx, 0)); i++)
+    py[i] += 1000.0f;
+  return DM_OK;
+}
+
+static const dm_arg_spec scale_args[] = {
+    {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL}};
+static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
+static const dm_op_schema scale_schema = {"TestScale", 1, 1, 1, 1, scale_args, scale_inplace,
+                                          0, DM_PREC_FOLLOW, "test"};
+static const dm_arg_spec fill_args[] = {{"shape", DM_ARG_INTS, 1, ""},
+                                        {"value", DM_ARG_FLOAT, 0, ""}, {NULL}};
+static const dm_op_schema fill_schema = {"TestFill", 0, 0, 1, 1, fill_args, NULL, 0,
+                                         DM_PREC_NONE, "test"};
+static const dm_op_schema add_schema = {"TestAdd", 2, 2, 1, 1, NULL, NULL, 0, DM_PREC_FOLLOW,
+                                        "test"};
+static const dm_kernel_def kernels[] = {
+    {"TestScale", DM_CPU, "", NULL, scale_run, NULL},
+    {"TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL},
+    {"TestFill", DM_CPU, NULL, NULL, fill_run, NULL},
+    {"TestAdd", DM_CPU, NULL, NULL, add_run, NULL},
+};
+
+static int setup_registry(void **state) {
+  (void)state;
+  if (dm_init() != DM_OK)
+    return -1;
+  if (dm_register_schema(&scale_schema) || dm_register_schema(&fill_schema) ||
+      dm_register_schema(&add_schema))
+    return -1;
+  for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+    if (dm_register_kernel(&kernels[i]))
+      return -1;
+  return 0;
+}
+
+static int ws_setup(void **state) { return dm_workspace_create((dm_workspace **)state); }
+static int ws_teardown(void **state) {
+  dm_workspace_destroy(*state);
+  return 0;
+}
+
+static const float *fetch_floats(dm_workspace *ws, const char *name, int64_t *n) {
+  const dm_tensor *t = NULL;
+  assert_ok(dm_workspace_fetch(ws, name, &t));
+  assert_int_equal(dm_tensor_dtype(t), DM_FLOAT);
+  *n = dm_tensor_numel(t);
+  return dm_tensor_data(t);
+}
+
+static void test_runs_in_order_and_in_place(void **state) {
+  dm_workspace *ws = *state;
+  assert_ok(run_text(ws, "name: 'n' "
+                         "op { output: 'x' type: 'TestFill' arg { name: 'shape' ints: [2, 3] } "
+                         "     arg { name: 'value' f: 2 } } "
+                         "op { input: 'x' output: 'x' type: 'TestScale' arg { name: 'scale' f: 3 } } "
+                         "op { input: 'x' input: 'x' output: 'y' type: 'TestAdd' }"));
+  int64_t n;
+  const float *y = fetch_floats(ws, "y", &n);
+  assert_int_equal(n, 6);
+  for (int i = 0; i < 6; i++)
+    assert_true(y[i] == 12.0f);
+}
+
+static void test_unknown_op(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' name: 'b' type: 'Bogus' }"),
+                    DM_ERR_NOT_FOUND, "op 0 (Bogus 'b')", "unknown operator type 'Bogus'");
+}
+
+static void test_wrong_arity(void **state) {
+  assert_status_msg(run_text(*state, "op { output: 'x' type: 'TestFill' arg { name: 'shape' ints: 1 } }"
+                                     "op { input: 'x' output: 'y' type: 'TestAdd' }"),
+                    DM_ERR_INVALID, "op 1 (TestAdd)", "takes 2 inputs, got 1");
+  assert_status_msg(run_text(*state, "op { output: 'a' output: 'b' type: 'TestFill' "
+                                     "arg { name: 'shape' ints: 1 } }"),
+                    DM_ERR_INVALID, "op 0 (TestFill)", "takes 1 output, got 2");
+}
+
+static void test_missing_required_arg(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' name: 's' type: 'TestScale' }"),
+                    DM_ERR_INVALID, "op 0 (TestScale 's')", "missing required argument 'scale'");
+}
+
+static void test_wrong_arg_type(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' type: 'TestScale' "
+                                     "arg { name: 'scale' s: 'big' } }"),
+                    DM_ERR_TYPE, "argument 'scale' must be float", "a string (s)");
+  assert_status_msg(run_text(*state, "op { output: 'y' type: 'TestFill' "
+                                     "arg { name: 'shape' f: 2.5 } }"),
+                    DM_ERR_TYPE, "argument 'shape' must be ints");
+}
+
+static void test_duplicate_arg(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' type: 'TestScale' "
+                                     "arg { name: 'scale' f: 1 } arg { name: 'scale' f: 2 } }"),
+                    DM_ERR_INVALID, "argument 'scale' is given twice");
+}
+
+static void test_in_place_refused(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' input: 'z' output: 'x' type: 'TestAdd' }"),
+                    DM_ERR_INVALID, "output 0 'x' is input 0 too", "cannot run in place");
+}
+
+static void test_missing_input_named(void **state) {
+  assert_status_msg(run_text(*state, "name: 'predict' "
+                                     "op { input: 'data' output: 'y' name: 'sc' type: 'TestScale' "
+                                     "arg { name: 'scale' f: 1 } }"),
+                    DM_ERR_NOT_FOUND, "net 'predict'", "op 0 (TestScale 'sc')",
+                    "input 0 'data' has no data");
+}
+
+static void test_inconsistent_shapes(void **state) {
+  assert_status_msg(
+      run_text(*state, "op { output: 'a' type: 'TestFill' arg { name: 'shape' ints: [2, 2] } }"
+                       "op { output: 'b' type: 'TestFill' arg { name: 'shape' ints: [3] } }"
+                       "op { input: 'a' input: 'b' output: 'c' name: 'add' type: 'TestAdd' }"),
+      DM_ERR_SHAPE, "op 2 (TestAdd 'add')", "A has 4 elements but B has 3");
+}
+
+static void test_shape_overflow_and_limit(void **state) {
+  dm_workspace *ws = *state;
+  assert_status_msg(run_text(ws, "op { output: 'a' type: 'TestFill' "
+                                 "arg { name: 'shape' ints: [4294967296, 4294967296] } }"),
+                    DM_ERR_LIMIT, "overflows");
+  dm_workspace_set_tensor_limit(ws, 1 << 20);
+  assert_status_msg(run_text(ws, "op { output: 'b' type: 'TestFill' "
+                                 "arg { name: 'shape' ints: [1024, 1024] } }"),
+                    DM_ERR_LIMIT, "exceeds the limit of 1048576 bytes");
+  assert_status_msg(run_text(ws, "op { output: 'c' type: 'TestFill' "
+                                 "arg { name: 'shape' ints: [2, -3] } }"),
+                    DM_ERR_SHAPE, "negative");
+  int64_t dims[2] = {INT64_MAX, 2};
+  float one = 1;
+  assert_status_msg(dm_workspace_feed(ws, "big", DM_FLOAT, 2, dims, &one), DM_ERR_LIMIT,
+                    "feeding blob 'big'");
+}
+
+static void test_engine_preference(void **state) {
+  dm_workspace *ws = *state;
+  float x = 1;
+  int64_t one = 1;
+  assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 1, &one, &x));
+  /* Preference list: an unknown engine falls through to the next, then to plain. */
+  assert_ok(run_text(ws, "op { input: 'x' output: 'a' type: 'TestScale' engine: 'NOPE,FAST' "
+                         "arg { name: 'scale' f: 2 } }"
+                         "op { input: 'x' output: 'b' type: 'TestScale' engine: 'NOPE' "
+                         "arg { name: 'scale' f: 2 } }"));
+  int64_t n;
+  assert_true(fetch_floats(ws, "a", &n)[0] == 1002.0f);
+  assert_true(fetch_floats(ws, "b", &n)[0] == 2.0f);
+}
+
+static void test_no_kernel_for_device(void **state) {
+  assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' type: 'TestScale' "
+                                     "device_option { device_type: 1 } arg { name: 'scale' f: 1 } }"),
+                    DM_ERR_NOT_FOUND, "no kernel for device CUDA");
+}
+
+static void test_feed_fetch_and_blob_names(void **state) {
+  dm_workspace *ws = *state;
+  int64_t dims[2] = {2, 2};
+  int32_t v[4] = {1, 2, 3, 4};
+  assert_ok(dm_workspace_feed(ws, "b", DM_INT32, 2, dims, v));
+  assert_ok(dm_workspace_feed(ws, "a", DM_INT32, 2, dims, v));
+  assert_int_equal(dm_workspace_blob_count(ws), 2);
+  assert_string_equal(dm_workspace_blob_name(ws, 0), "a");
+  assert_string_equal(dm_workspace_blob_name(ws, 1), "b");
+  const dm_tensor *t = NULL;
+  assert_ok(dm_workspace_fetch(ws, "a", &t));
+  assert_memory_equal(dm_tensor_data(t), v, sizeof v);
+  assert_status_msg(dm_workspace_fetch(ws, "zz", &t), DM_ERR_NOT_FOUND, "'zz'");
+}
+
+static void test_registration_refusals(void **state) {
+  (void)state;
+  assert_status_msg(dm_register_schema(&scale_schema), DM_ERR_EXISTS, "'TestScale'");
+  static const dm_kernel_def orphan = {"NoSuchOp", DM_CPU, "", NULL, scale_run, NULL};
+  assert_status_msg(dm_register_kernel(&orphan), DM_ERR_NOT_FOUND, "no schema");
+  assert_status_msg(dm_register_kernel(&kernels[0]), DM_ERR_EXISTS, "already exists");
+}
+
+/* Writing an output must not change another blob that shares its storage. */
+static void test_shared_storage_detached(void **state) {
+  dm_workspace *ws = *state;
+  float v = 5;
+  int64_t one = 1;
+  assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 1, &one, &v));
+  dm_blob *bx = dm_workspace_find(ws, "x"), *by = NULL;
+  assert_ok(dm_workspace_get_or_create(ws, "y", &by));
+  dm_tensor_share(by->tensor, bx->tensor); /* y is a view of x, as Reshape makes */
+  assert_ok(run_text(ws, "op { input: 'x' output: 'y' type: 'TestScale' arg { name: 'scale' f: 2 } }"));
+  int64_t n;
+  assert_true(fetch_floats(ws, "x", &n)[0] == 5.0f);
+  assert_true(fetch_floats(ws, "y", &n)[0] == 10.0f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_runs_in_order_and_in_place, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_op, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_arity, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_missing_required_arg, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_arg_type, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_arg, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_in_place_refused, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_missing_input_named, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_inconsistent_shapes, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_shape_overflow_and_limit, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_engine_preference, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_no_kernel_for_device, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_feed_fetch_and_blob_names, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_registration_refusals, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_shared_storage_detached, ws_setup, ws_teardown),
+  };
+  return cmocka_run_group_tests(tests, setup_registry, NULL);
+}

@@ -1,0 +1,35 @@
+/* bad_plugins.c: plugins that must be refused, one per build flavour (-DFLAVOUR=...):
+ * WRONG_VERSION declares API version 999; NO_ENTRY has a version but no entry symbol;
+ * CLASH registers an op named CLASH_NAME, which already exists; FAILING returns an error
+ * from its entry after registering, which must leave the registry untouched. */
+#include "demitasse_plugin.h"
+
+#if FLAVOUR_WRONG_VERSION
+DM_PLUGIN_EXPORT const int dm_plugin_api_version = 999;
+#else
+DM_PLUGIN_DECLARE_VERSION();
+#endif
+
+static dm_status noop_run(dm_op_ctx *ctx) {
+  (void)ctx;
+  return DM_OK;
+}
+
+#ifndef CLASH_NAME
+#define CLASH_NAME "BadPluginOp"
+#endif
+static const dm_op_schema schema = {.type = CLASH_NAME, .min_inputs = 0, .max_inputs = -1,
+                                    .min_outputs = 0, .max_outputs = -1};
+static const dm_kernel_def kernel = {.type = CLASH_NAME, .device = DM_CPU, .run = noop_run};
+
+#if !FLAVOUR_NO_ENTRY
+DM_PLUGIN_EXPORT dm_status dm_plugin_entry(const dm_plugin_host *host) {
+  DM_TRY(host->register_schema(&schema));
+  DM_TRY(host->register_kernel(&kernel));
+#if FLAVOUR_FAILING
+  return DM_ERR_INVALID;
+#else
+  return DM_OK;
+#endif
+}
+#endif
