@@ -6,6 +6,7 @@
  */
 #include "half.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,6 +80,24 @@ uint16_t dm_float_to_bf16(float f) {
 }
 
 float dm_bf16_to_float(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* double -> float rounding to odd: a float keeps 24 bits, at least two more than half
+ * (11) or bf16 (8) have, so rounding that float to nearest even then gives the correctly
+ * rounded result of the double (the classic round-to-odd argument). NaN and inf pass
+ * through; a finite double beyond the float range becomes inf, which both narrower
+ * formats would round it to anyway. */
+static float double_to_float_odd(double d) {
+  float f = (float)d;
+  if (f != f || (double)f == d || f - f != 0) /* NaN, exact, or inf */
+    return f;
+  uint32_t u = f2u(f);
+  if (fabs((double)f) > fabs(d)) /* rounded away from zero: step back toward it */
+    u--;
+  return u2f(u | 1u);
+}
+
+uint16_t dm_double_to_half(double d) { return dm_float_to_half(double_to_float_odd(d)); }
+uint16_t dm_double_to_bf16(double d) { return dm_float_to_bf16(double_to_float_odd(d)); }
 
 void dm_float_to_half_array_portable(const float *src, uint16_t *dst, size_t n) {
   for (size_t i = 0; i < n; i++)

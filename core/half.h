@@ -22,6 +22,9 @@ DM_HIDDEN uint16_t dm_float_to_half(float f);
 DM_HIDDEN float dm_half_to_float(uint16_t h);
 DM_HIDDEN uint16_t dm_float_to_bf16(float f);
 DM_HIDDEN float dm_bf16_to_float(uint16_t h);
+/* From double, rounded once (not double -> float -> half, which can round twice). */
+DM_HIDDEN uint16_t dm_double_to_half(double d);
+DM_HIDDEN uint16_t dm_double_to_bf16(double d);
 
 /* Arrays of n elements; src and dst must not overlap. */
 DM_HIDDEN void dm_float_to_half_array(const float *src, uint16_t *dst, size_t n);

@@ -80,21 +80,17 @@ static uint16_t cc_f2h(float f) {
 
 /* ---- references in double precision -------------------------------------------- */
 
-/* NaN rule (IEEE leaves the payload open; this is what F16C does and what we promise):
- * keep the sign, keep the top payload bits, set the quiet bit. */
-static uint16_t ref_f2h(float f) {
-  uint32_t x = f2u(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  if (isnan(f))
-    return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
-  double a = fabs((double)f);
+/* Finite (or infinite) double to half, rounded once, to nearest even. */
+static uint16_t ref_d2h(double d) {
+  uint16_t sign = signbit(d) ? 0x8000u : 0;
+  double a = fabs(d);
   if (a >= 65520.0) /* halfway between 65504 and 2^16 and beyond: inf (ties to even) */
     return (uint16_t)(sign | 0x7c00u);
   int e;
-  frexp(a, &e);      /* a = m * 2^e, m in [0.5, 1) */
-  int E = e - 1;     /* a in [2^E, 2^(E+1)) */
+  frexp(a, &e);  /* a = m * 2^e, m in [0.5, 1) */
+  int E = e - 1; /* a in [2^E, 2^(E+1)) */
   if (E < -14)
-    E = -14;         /* subnormal range shares the quantum of the smallest binade */
+    E = -14; /* subnormal range shares the quantum of the smallest binade */
   double q = ldexp(1.0, E - 10);
   double r = nearbyint(a / q); /* exact quotient; nearbyint: ties to even */
   double v = r * q;
@@ -106,6 +102,15 @@ static uint16_t ref_f2h(float f) {
   return (uint16_t)(sign | (uint16_t)((E + 15) << 10) | mant);
 }
 
+/* NaN rule (IEEE leaves the payload open; this is what F16C does and what we promise):
+ * keep the sign, keep the top payload bits, set the quiet bit. */
+static uint16_t ref_f2h(float f) {
+  uint32_t x = f2u(f);
+  if (isnan(f))
+    return (uint16_t)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+  return ref_d2h((double)f);
+}
+
 static uint32_t ref_h2f_bits(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -115,12 +120,9 @@ static uint32_t ref_h2f_bits(uint16_t h) {
   return sign | f2u((float)v);
 }
 
-static uint16_t ref_f2bf(float f) {
-  uint32_t x = f2u(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  if (isnan(f))
-    return (uint16_t)((x >> 16) | 0x40u);
-  double a = fabs((double)f);
+static uint16_t ref_d2bf(double d) {
+  uint16_t sign = signbit(d) ? 0x8000u : 0;
+  double a = fabs(d);
   if (a == 0)
     return sign;
   int e;
@@ -133,6 +135,12 @@ static uint16_t ref_f2bf(float f) {
   if (v >= ldexp(1.0, 128))
     return (uint16_t)(sign | 0x7f80u);
   return (uint16_t)(sign | (f2u((float)v) >> 16));
+}
+
+static uint16_t ref_f2bf(float f) {
+  if (isnan(f))
+    return (uint16_t)((f2u(f) >> 16) | 0x40u);
+  return ref_d2bf((double)f);
 }
 
 /* ---- the float test set ------------------------------------------------------- */
@@ -344,6 +352,46 @@ static void test_bf16(void **state) {
   assert_int_equal(bad, 0);
 }
 
+/* From double: the cases where going through float would round twice are a half's
+ * (or bf16's) midpoint nudged by less than half a float ulp, plus random doubles. */
+static void test_from_double(void **state) {
+  (void)state;
+  int bad = 0;
+  size_t n = 0;
+  uint64_t r = 0x2545f4914f6cdd1dull;
+  for (uint32_t h = 0; h < 0x10000u; h++) {
+    for (int bf = 0; bf < 2; bf++) {
+      double f = bf ? (double)u2f(h << 16) : (double)u2f(ref_h2f_bits((uint16_t)h));
+      if (isnan(f) || isinf(f))
+        continue;
+      double ulp = bf ? ldexp(fabs(f) > 0 ? fabs(f) : ldexp(1.0, -126), -8)
+                      : ldexp(1.0, (fabs(f) >= ldexp(1.0, -14) ? ilogb(f) : -14) - 11);
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      double tiny = ulp * ldexp(1.0, -30);
+      double cand[] = {f,
+                       f + ulp,
+                       f + ulp + tiny,
+                       f + ulp - tiny,
+                       f - ulp + tiny,
+                       f + ulp * ((double)(r >> 11) * ldexp(1.0, -53))};
+      for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++, n++) {
+        double d = cand[i];
+        uint16_t want = bf ? ref_d2bf(d) : ref_d2h(d);
+        uint16_t got = bf ? dm_double_to_bf16(d) : dm_double_to_half(d);
+        if (got != want && bad++ < 10)
+          print_error("%s from double %a: want %04x got %04x\n", bf ? "bf16" : "half", d, want,
+                      got);
+      }
+    }
+  }
+  assert_true(isnan(dm_half_to_float(dm_double_to_half(NAN))));
+  assert_int_equal(dm_double_to_half(1e300), 0x7c00);
+  assert_int_equal(dm_double_to_bf16(-1e300), 0xff80);
+  assert_int_equal(dm_double_to_half(1e-300), 0x0000);
+  print_message("from double: %zu values checked\n", n);
+  assert_int_equal(bad, 0);
+}
+
 /* Spot checks a reader can verify by hand. */
 static void test_known_values(void **state) {
   (void)state;
@@ -372,7 +420,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_values),  cmocka_unit_test(test_h2f_exhaustive_reference),
       cmocka_unit_test(test_h2f_roundtrip), cmocka_unit_test(test_f2h_reference),
-      cmocka_unit_test(test_bf16),          cmocka_unit_test(test_hardware),
+      cmocka_unit_test(test_bf16),          cmocka_unit_test(test_from_double),
+      cmocka_unit_test(test_hardware),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   free(float_set()->v);
