@@ -241,17 +241,17 @@ dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *sourc
 }
 
 /* Before an op writes an output, detach it from storage another blob shares (a Reshape
- * view, say), unless the op reads that very tensor: writing must not change other blobs. */
+ * view, say), unless the output is also an input of this op (in place): writing one
+ * blob must not change another. */
 static void detach_outputs(dm_op_ctx *op) {
   for (int o = 0; o < op->n_out; o++) {
     dm_tensor *t = op->out[o]->tensor;
     if (!t->storage || atomic_load(&t->storage->refs) == 1)
       continue;
-    int aliased = 0;
+    int in_place = 0;
     for (int i = 0; i < op->n_in; i++)
-      if (op->in[i]->tensor->storage == t->storage)
-        aliased = 1;
-    if (!aliased)
+      in_place |= op->in[i] == op->out[o];
+    if (!in_place)
       dm_tensor_reset(t);
   }
 }

@@ -8,6 +8,7 @@
 
 #include "core/registry.h"
 #include "core/tensor.h"
+#include "core/workspace.h"
 #include "demitasse_plugin.h"
 #include "test_util.h"
 
