@@ -1,0 +1,128 @@
+/* cli_util.c: messages, option helpers and tensor summaries for the CLI. */
+#include "cli_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+
+int dm_cli_fail(void) {
+  const char *msg = dm_last_error();
+  fprintf(stderr, "demitasse: %s\n", msg && *msg ? msg : "unknown error");
+  return DM_EXIT_ERROR;
+}
+
+int dm_cli_failf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("demitasse: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return DM_EXIT_ERROR;
+}
+
+int dm_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "demitasse %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\nTry 'demitasse %s --help'.\n", cmd);
+  va_end(ap);
+  return DM_EXIT_USAGE;
+}
+
+int dm_cli_bad_option(const char *cmd, char **argv) {
+  /* getopt_long leaves the offending word just before optind */
+  extern int optind, optopt;
+  const char *word = optind > 0 ? argv[optind - 1] : "?";
+  if (optopt && word[0] == '-' && word[1] != '-')
+    return dm_cli_usage_error(cmd, "bad or incomplete option '-%c'", optopt);
+  return dm_cli_usage_error(cmd, "bad or incomplete option '%s'", word);
+}
+
+int dm_strlist_push(dm_strlist *l, const char *s) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    const char **items = realloc(l->items, cap * sizeof *items);
+    if (!items)
+      return 0;
+    l->items = items;
+    l->cap = cap;
+  }
+  l->items[l->n++] = s;
+  return 1;
+}
+
+void dm_strlist_free(dm_strlist *l) {
+  free(l->items);
+  l->items = NULL;
+  l->n = l->cap = 0;
+}
+
+int dm_cli_split_binding(const char *arg, char **name, const char **path) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg || !eq[1])
+    return 0;
+  *name = strndup(arg, (size_t)(eq - arg));
+  *path = eq + 1;
+  return *name != NULL;
+}
+
+int dm_cli_parse_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
+/* One element as text; FP16/BF16 widened to float for printing. */
+static void print_value(FILE *f, const dm_tensor *t, int64_t i) {
+  const void *d = dm_tensor_data(t);
+  switch (t->dtype) {
+  case DM_FLOAT: fprintf(f, "%.6g", (double)((const float *)d)[i]); break;
+  case DM_DOUBLE: fprintf(f, "%.6g", ((const double *)d)[i]); break;
+  case DM_FLOAT16: fprintf(f, "%.5g", (double)dm_half_to_float(((const uint16_t *)d)[i])); break;
+  case DM_BFLOAT16: fprintf(f, "%.4g", (double)dm_bf16_to_float(((const uint16_t *)d)[i])); break;
+  case DM_INT32: fprintf(f, "%" PRId32, ((const int32_t *)d)[i]); break;
+  case DM_INT64: fprintf(f, "%" PRId64, ((const int64_t *)d)[i]); break;
+  case DM_INT16: fprintf(f, "%d", ((const int16_t *)d)[i]); break;
+  case DM_UINT16: fprintf(f, "%u", ((const uint16_t *)d)[i]); break;
+  case DM_INT8: fprintf(f, "%d", ((const int8_t *)d)[i]); break;
+  case DM_UINT8:
+  case DM_BYTE: fprintf(f, "%u", ((const uint8_t *)d)[i]); break;
+  case DM_BOOL: fputs(((const uint8_t *)d)[i] ? "true" : "false", f); break;
+  case DM_STRING: {
+    const char *s = ((char *const *)d)[i];
+    fprintf(f, "\"%.40s\"", s ? s : "");
+    break;
+  }
+  default: fputs("?", f);
+  }
+}
+
+void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_values) {
+  char shape[128];
+  if (t->dtype == DM_UNDEFINED) {
+    fprintf(f, "%s: (empty)\n", name);
+    return;
+  }
+  fprintf(f, "%s: %s %s [", name, dm_dtype_name(t->dtype),
+          t->ndim ? dm_shape_str(t, shape, sizeof shape) : "scalar");
+  int64_t n = t->numel < max_values ? t->numel : max_values;
+  for (int64_t i = 0; i < n && dm_tensor_data(t); i++) {
+    if (i)
+      fputs(", ", f);
+    print_value(f, t, i);
+  }
+  if (t->numel > n)
+    fprintf(f, ", ... (%" PRId64 " values)", t->numel);
+  fputs("]\n", f);
+}

@@ -1,0 +1,47 @@
+/* cli_util.h: helpers shared by the `demitasse` subcommands (exit codes, messages,
+ * option parsing, tensor summaries). */
+#ifndef DM_TOOLS_CLI_UTIL_H
+#define DM_TOOLS_CLI_UTIL_H
+
+#include <stdio.h>
+
+#include "core/tensor.h"
+
+/* Exit codes of every subcommand. */
+enum { DM_EXIT_OK = 0, DM_EXIT_ERROR = 1, DM_EXIT_USAGE = 2 };
+
+/* A subcommand: argv[0] is its name. Returns an exit code. */
+typedef int (*dm_cli_cmd_fn)(int argc, char **argv);
+
+int dm_cmd_run(int argc, char **argv);
+int dm_cmd_convert(int argc, char **argv);
+int dm_cmd_inspect(int argc, char **argv);
+int dm_cmd_info(int argc, char **argv);
+int dm_cmd_ops(int argc, char **argv);
+
+/* Prints "demitasse: <dm_last_error()>" on stderr; returns DM_EXIT_ERROR. */
+int dm_cli_fail(void);
+/* Prints "demitasse: <message>" on stderr; returns DM_EXIT_ERROR. */
+int dm_cli_failf(const char *fmt, ...) DM_PRINTF(1, 2);
+/* Prints "demitasse <cmd>: <message>" and a hint to use --help; returns DM_EXIT_USAGE. */
+int dm_cli_usage_error(const char *cmd, const char *fmt, ...) DM_PRINTF(2, 3);
+/* Reports what getopt_long rejected (call on '?' or ':'); returns DM_EXIT_USAGE. */
+int dm_cli_bad_option(const char *cmd, char **argv);
+
+/* A growable list of borrowed strings (argv entries), for repeated options. */
+typedef struct dm_strlist {
+  const char **items;
+  size_t n, cap;
+} dm_strlist;
+int dm_strlist_push(dm_strlist *l, const char *s); /* 0 on out of memory */
+void dm_strlist_free(dm_strlist *l);
+
+/* Splits "name=path" at the first '='; *name is malloc'd. 0 if malformed. */
+int dm_cli_split_binding(const char *arg, char **name, const char **path);
+/* A decimal integer in [lo, hi]; 0 if it is not one. */
+int dm_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* "name: FLOAT 1x10 [0.1, 0.2, ...]" with at most max_values values. */
+void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_values);
+
+#endif

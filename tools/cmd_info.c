@@ -1,0 +1,113 @@
+/* cmd_info.c: `demitasse info`, what this build and this machine offer: version, CPU
+ * features, BLAS and OpenMP threads, CUDA libraries and GPUs (or why none is usable). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "core/half.h"
+#include "dm_config.h"
+#include "gpu/device_info.h"
+
+#if DM_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#ifdef DM_CLI_HAVE_OPENBLAS
+/* Declared here rather than through <cblas.h>, whose OpenBLAS extras vary by version. */
+char *openblas_get_config(void);
+int openblas_get_num_threads(void);
+#endif
+
+static void help(FILE *f) {
+  fprintf(f, "usage: demitasse info [--no-selftest]\n\n"
+             "Prints the version; CPU features; the BLAS library and its threads; OpenMP\n"
+             "threads; CUDA runtime, driver, cuDNN, cuBLAS and NCCL versions; the GPUs, or\n"
+             "why none is usable. With a GPU, also converts a few floats to FP16 on it and\n"
+             "compares the bits with the CPU conversion.\n\n"
+             "  -n, --no-selftest  skip the GPU self-test\n"
+             "  -h, --help         this text\n");
+}
+
+static void print_cpu(void) {
+  printf("CPU features:");
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  /* __builtin_cpu_supports needs a string literal, hence no table */
+  printf(" sse4.2=%s", __builtin_cpu_supports("sse4.2") ? "yes" : "no");
+  printf(" avx=%s", __builtin_cpu_supports("avx") ? "yes" : "no");
+  printf(" avx2=%s", __builtin_cpu_supports("avx2") ? "yes" : "no");
+  printf(" avx512f=%s", __builtin_cpu_supports("avx512f") ? "yes" : "no");
+  printf(" f16c=%s", __builtin_cpu_supports("f16c") ? "yes" : "no");
+  printf(" fma=%s", __builtin_cpu_supports("fma") ? "yes" : "no");
+  printf("\n");
+#else
+  printf(" (not an x86 CPU; no feature probe)\n");
+#endif
+  printf("FP16 conversion: %s\n", dm_half_simd_available() ? "F16C" : "portable");
+}
+
+/* Converts awkward values (ties, subnormals, overflow, inf, nan) on GPU 0 and on the CPU. */
+static int gpu_selftest(void) {
+  static const float in[] = {0.0f,      -0.0f,      1.0f,      65504.0f,  65520.0f,
+                             1.0009765625f,  1.00048828125f, 5.96e-8f, 2.98e-8f, 1e-10f,
+                             -3.14159f, 1e30f,      -1e30f,    100000.0f, 0.1f};
+  size_t n = sizeof in / sizeof in[0];
+  uint16_t gpu[sizeof in / sizeof in[0]], cpu[sizeof in / sizeof in[0]];
+  if (dm_cuda_float_to_half(0, in, gpu, n) != DM_OK) {
+    printf("GPU self-test: FAILED: %s\n", dm_last_error());
+    return 0;
+  }
+  dm_float_to_half_array_portable(in, cpu, n);
+  for (size_t i = 0; i < n; i++)
+    if (gpu[i] != cpu[i]) {
+      printf("GPU self-test: FAILED: %g -> 0x%04x on GPU 0, 0x%04x on the CPU\n", (double)in[i],
+             gpu[i], cpu[i]);
+      return 0;
+    }
+  printf("GPU self-test: float->half on GPU 0 matches the CPU bit for bit (%zu values)\n", n);
+  return 1;
+}
+
+int dm_cmd_info(int argc, char **argv) {
+  static const struct option opts[] = {{"no-selftest", no_argument, NULL, 'n'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  int selftest = 1, c;
+  optind = 0;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "nh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'n': selftest = 0; break;
+    case 'h': help(stdout); return DM_EXIT_OK;
+    default: return dm_cli_bad_option("info", argv);
+    }
+  }
+  if (optind < argc)
+    return dm_cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
+
+  printf("demitasse %s\n", dm_version_string());
+  print_cpu();
+#ifdef DM_CLI_HAVE_OPENBLAS
+  printf("BLAS: %s, %d threads\n", openblas_get_config(), openblas_get_num_threads());
+#else
+  printf("BLAS: a CBLAS other than OpenBLAS (no configuration query)\n");
+#endif
+#if DM_HAVE_OPENMP
+  printf("OpenMP: %d threads (max), %d processors\n", omp_get_max_threads(), omp_get_num_procs());
+#else
+  printf("OpenMP: not built in\n");
+#endif
+  dm_cuda_info *info = malloc(sizeof *info);
+  if (!info)
+    return dm_cli_failf("out of memory");
+  char text[4096];
+  dm_cuda_info_get(info);
+  dm_cuda_info_format(info, text, sizeof text);
+  fputs(text, stdout);
+  int ok = 1;
+  if (info->n_gpus > 0 && selftest)
+    ok = gpu_selftest();
+  free(info);
+  return ok ? DM_EXIT_OK : DM_EXIT_ERROR;
+}

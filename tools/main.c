@@ -1,0 +1,55 @@
+/* main.c: the `demitasse` command line; dispatches to one file per subcommand.
+ *
+ * Exit codes: 0 success, 1 an error (message on stderr as "demitasse: ..."), 2 bad usage.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+typedef struct dm_cli_cmd {
+  const char *name;
+  dm_cli_cmd_fn fn;
+  const char *summary;
+} dm_cli_cmd;
+
+static const dm_cli_cmd commands[] = {
+    {"run", dm_cmd_run, "run a net (after an init net) on .npy inputs"},
+    {"convert", dm_cmd_convert, "convert protobuf files between binary (.pb) and text (.pbtxt)"},
+    {"inspect", dm_cmd_inspect, "list a net's ops, blobs and parameters; write a Graphviz graph"},
+    {"info", dm_cmd_info, "version, CPU features, BLAS, OpenMP, CUDA libraries and GPUs"},
+    {"ops", dm_cmd_ops, "list the registered operator types"},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: demitasse <command> [options]\n\n"
+             "Demitasse %s: Caffe2-style nets in C, for FP16 mixed-precision training.\n\n"
+             "commands:\n",
+          dm_version_string());
+  for (const dm_cli_cmd *c = commands; c->name; c++)
+    fprintf(f, "  %-8s %s\n", c->name, c->summary);
+  fprintf(f, "\n'demitasse <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return DM_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return DM_EXIT_OK;
+  }
+  if (strcmp(cmd, "--version") == 0) {
+    printf("demitasse %s\n", dm_version_string());
+    return DM_EXIT_OK;
+  }
+  for (const dm_cli_cmd *c = commands; c->name; c++)
+    if (strcmp(cmd, c->name) == 0)
+      return c->fn(argc - 1, argv + 1);
+  fprintf(stderr, "demitasse: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return DM_EXIT_USAGE;
+}
