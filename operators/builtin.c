@@ -9,6 +9,12 @@
 #endif
 
 static const dm_op_family *const families[] = {
+    &dm_family_fill,
+    &dm_family_fc,
+    &dm_family_activation,
+    &dm_family_softmax,
+    &dm_family_elementwise,
+    &dm_family_cast,
     NULL,
 };
 

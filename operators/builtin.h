@@ -5,6 +5,12 @@
 #include "core/registry.h"
 
 /* One table per family, defined in operators/<family>.c; listed in builtin.c. */
+extern const dm_op_family dm_family_fill;
+extern const dm_op_family dm_family_fc;
+extern const dm_op_family dm_family_activation;
+extern const dm_op_family dm_family_softmax;
+extern const dm_op_family dm_family_elementwise;
+extern const dm_op_family dm_family_cast;
 
 /* Registers every built-in family (and the CUDA kernels when built with CUDA). */
 DM_HIDDEN dm_status dm_register_builtin_ops(void);

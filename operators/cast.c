@@ -1,0 +1,286 @@
+/* cast.c: FloatToHalf, HalfToFloat, Cast (to any numeric dtype) and Copy.
+ *
+ * Cast goes element by element through one of two carriers: int64 for integer and BOOL
+ * sources (so INT64 values above 2^53 survive), double for floating sources (exact for
+ * all of them). Each conversion into the destination then rounds at most once:
+ * float -> FLOAT16/BFLOAT16 round to nearest even (dm_double_to_half rounds a double
+ * once, not twice through float). Rules where C leaves things undefined:
+ * floating -> integer truncates toward zero, saturates at the type's range and maps
+ * NaN to 0; integer -> narrower integer wraps (two's complement, as numpy's astype);
+ * anything -> BOOL is (x != 0), so NaN is true.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/half.h"
+#include "builtin.h"
+
+#define BLOCK 1024
+
+/* ---- schemas ------------------------------------------------------------------- */
+
+static const dm_op_schema float_to_half_schema = {
+    .type = "FloatToHalf", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .max_outputs = 1, .precision = DM_PREC_NONE,
+    .doc = "X (FLOAT) -> Y (FLOAT16), round to nearest even."};
+
+static const dm_op_schema half_to_float_schema = {
+    .type = "HalfToFloat", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .max_outputs = 1, .precision = DM_PREC_NONE, .doc = "X (FLOAT16) -> Y (FLOAT), exact."};
+
+static const dm_arg_spec cast_args[] = {
+    {"to", DM_ARG_ANY, 1, "target DataType: its number (FLOAT = 1, ...) or name (\"FLOAT16\")"},
+    {NULL, 0, 0, NULL},
+};
+
+static const dm_op_schema cast_schema = {
+    .type = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .args = cast_args, .precision = DM_PREC_NONE,
+    .doc = "X -> Y converted to `to` (any numeric dtype incl. FLOAT16, BFLOAT16, BOOL)."};
+
+static const dm_op_schema copy_schema = {
+    .type = "Copy", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .precision = DM_PREC_FOLLOW, .doc = "X -> Y, a deep copy (any dtype)."};
+
+/* ---- element conversion -------------------------------------------------------- */
+
+static int is_floating(dm_dtype t) {
+  return t == DM_FLOAT || t == DM_DOUBLE || t == DM_FLOAT16 || t == DM_BFLOAT16;
+}
+
+static int is_numeric(dm_dtype t) {
+  switch (t) {
+  case DM_FLOAT: case DM_INT32: case DM_BOOL: case DM_UINT8: case DM_INT8: case DM_UINT16:
+  case DM_INT16: case DM_INT64: case DM_FLOAT16: case DM_DOUBLE: case DM_BFLOAT16:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static void load_real(dm_dtype t, const void *src, int64_t i0, int64_t n, double *out) {
+  for (int64_t j = 0; j < n; j++) {
+    int64_t i = i0 + j;
+    switch (t) {
+    case DM_FLOAT: out[j] = ((const float *)src)[i]; break;
+    case DM_DOUBLE: out[j] = ((const double *)src)[i]; break;
+    case DM_FLOAT16: out[j] = dm_half_to_float(((const uint16_t *)src)[i]); break;
+    default: out[j] = dm_bf16_to_float(((const uint16_t *)src)[i]); break;
+    }
+  }
+}
+
+static void load_int(dm_dtype t, const void *src, int64_t i0, int64_t n, int64_t *out) {
+  for (int64_t j = 0; j < n; j++) {
+    int64_t i = i0 + j;
+    switch (t) {
+    case DM_INT32: out[j] = ((const int32_t *)src)[i]; break;
+    case DM_INT64: out[j] = ((const int64_t *)src)[i]; break;
+    case DM_BOOL: out[j] = ((const uint8_t *)src)[i] != 0; break;
+    case DM_UINT8: out[j] = ((const uint8_t *)src)[i]; break;
+    case DM_INT8: out[j] = ((const int8_t *)src)[i]; break;
+    case DM_UINT16: out[j] = ((const uint16_t *)src)[i]; break;
+    default: out[j] = ((const int16_t *)src)[i]; break; /* INT16 */
+    }
+  }
+}
+
+/* Truncate toward zero, saturate to [lo, hi], NaN -> 0. lo and hi are exact in double
+ * except INT64's hi (2^63 - 1), handled by comparing with 2^63. */
+static int64_t real_to_int(double d, int64_t lo, int64_t hi) {
+  if (d != d)
+    return 0;
+  if (d <= (double)lo)
+    return lo;
+  if (d >= (double)hi)
+    return hi;
+  return (int64_t)d;
+}
+
+static void store_real(dm_dtype t, void *dst, int64_t i0, int64_t n, const double *in) {
+  for (int64_t j = 0; j < n; j++) {
+    int64_t i = i0 + j;
+    double d = in[j];
+    switch (t) {
+    case DM_FLOAT: ((float *)dst)[i] = (float)d; break;
+    case DM_DOUBLE: ((double *)dst)[i] = d; break;
+    case DM_FLOAT16: ((uint16_t *)dst)[i] = dm_double_to_half(d); break;
+    case DM_BFLOAT16: ((uint16_t *)dst)[i] = dm_double_to_bf16(d); break;
+    case DM_BOOL: ((uint8_t *)dst)[i] = d != 0; break;
+    case DM_INT32: ((int32_t *)dst)[i] = (int32_t)real_to_int(d, INT32_MIN, INT32_MAX); break;
+    case DM_UINT8: ((uint8_t *)dst)[i] = (uint8_t)real_to_int(d, 0, UINT8_MAX); break;
+    case DM_INT8: ((int8_t *)dst)[i] = (int8_t)real_to_int(d, INT8_MIN, INT8_MAX); break;
+    case DM_UINT16: ((uint16_t *)dst)[i] = (uint16_t)real_to_int(d, 0, UINT16_MAX); break;
+    case DM_INT16: ((int16_t *)dst)[i] = (int16_t)real_to_int(d, INT16_MIN, INT16_MAX); break;
+    case DM_INT64:
+      /* (double)INT64_MAX rounds up to 2^63, so >= catches exactly the out-of-range ones */
+      ((int64_t *)dst)[i] = d != d ? 0 : d >= 0x1p63 ? INT64_MAX : d <= -0x1p63 ? INT64_MIN
+                                                                             : (int64_t)d;
+      break;
+    default: break;
+    }
+  }
+}
+
+/* int64 -> double rounded to odd (truncate, then set the last kept bit if anything was
+ * dropped): exact below 2^53, and above it still rounds correctly once more to a format
+ * with far fewer bits, where (double)v could have rounded onto a midpoint. */
+static double int_to_double_odd(int64_t v) {
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  int bits = 64 - __builtin_clzll(u | 1);
+  if (bits > 53) {
+    uint64_t mask = ((uint64_t)1 << (bits - 53)) - 1;
+    u = (u & ~mask) | ((u & mask) ? mask + 1 : 0);
+  }
+  double d = (double)u;
+  return v < 0 ? -d : d;
+}
+
+static void store_int(dm_dtype t, void *dst, int64_t i0, int64_t n, const int64_t *in) {
+  for (int64_t j = 0; j < n; j++) {
+    int64_t i = i0 + j, v = in[j];
+    switch (t) {
+    case DM_FLOAT: ((float *)dst)[i] = (float)v; break; /* one rounding from int64 */
+    case DM_DOUBLE: ((double *)dst)[i] = (double)v; break;
+    case DM_FLOAT16: ((uint16_t *)dst)[i] = dm_double_to_half(int_to_double_odd(v)); break;
+    case DM_BFLOAT16: ((uint16_t *)dst)[i] = dm_double_to_bf16(int_to_double_odd(v)); break;
+    case DM_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    /* narrowing wraps: the unsigned conversion is defined, the signed one is modular on
+     * every compiler we build with */
+    case DM_INT32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)v; break;
+    case DM_UINT8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
+    case DM_INT8: ((int8_t *)dst)[i] = (int8_t)(uint8_t)v; break;
+    case DM_UINT16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
+    case DM_INT16: ((int16_t *)dst)[i] = (int16_t)(uint16_t)v; break;
+    case DM_INT64: ((int64_t *)dst)[i] = v; break;
+    default: break;
+    }
+  }
+}
+
+/* Converts all of x into y (already sized, dtype `to`). Elements are read block by block
+ * before they are written, so y may share x's storage when the sizes match. */
+static void convert(const dm_tensor *x, dm_tensor *y, dm_dtype to) {
+  const void *src = dm_tensor_data(x);
+  void *dst = dm_tensor_mutable_data(y);
+  int64_t n = x->numel;
+  if (x->dtype == to) {
+    if (src != dst)
+      memmove(dst, src, (size_t)n * dm_dtype_size(to));
+    return;
+  }
+  if (x->dtype == DM_FLOAT && to == DM_FLOAT16 && src != dst) {
+    dm_float_to_half_array(src, dst, (size_t)n);
+    return;
+  }
+  if (x->dtype == DM_FLOAT16 && to == DM_FLOAT && src != dst) {
+    dm_half_to_float_array(src, dst, (size_t)n);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+    int64_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+    if (is_floating(x->dtype)) {
+      double buf[BLOCK];
+      load_real(x->dtype, src, i0, m, buf);
+      store_real(to, dst, i0, m, buf);
+    } else {
+      int64_t buf[BLOCK];
+      load_int(x->dtype, src, i0, m, buf);
+      store_int(to, dst, i0, m, buf);
+    }
+  }
+}
+
+/* Casts x into y; when they share storage but the element size changes, the result is
+ * built aside first (a resize would free what is still to be read). */
+static dm_status cast_to(dm_op_ctx *ctx, dm_dtype to) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (!is_numeric(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "cannot cast X of type %s (numeric types only)",
+                       dm_dtype_name(x->dtype));
+  if (dm_tensors_alias(y, x) && dm_dtype_size(to) != dm_dtype_size(x->dtype)) {
+    dm_tensor *tmp = dm_tensor_new(y->limit);
+    if (!tmp)
+      return DM_NOMEM("a cast result");
+    dm_status s = dm_tensor_resize(tmp, to, x->ndim, x->dims);
+    if (s == DM_OK) {
+      convert(x, tmp, to);
+      dm_tensor_share(y, tmp);
+    }
+    dm_tensor_free(tmp);
+    return s;
+  }
+  DM_TRY(dm_tensor_resize(y, to, x->ndim, x->dims));
+  convert(x, y, to);
+  return DM_OK;
+}
+
+/* ---- kernels ------------------------------------------------------------------- */
+
+static dm_status float_to_half_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  if (x->dtype != DM_FLOAT)
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; FloatToHalf takes FLOAT",
+                       dm_dtype_name(x->dtype));
+  return cast_to(ctx, DM_FLOAT16);
+}
+
+static dm_status half_to_float_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  if (x->dtype != DM_FLOAT16)
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; HalfToFloat takes FLOAT16",
+                       dm_dtype_name(x->dtype));
+  return cast_to(ctx, DM_FLOAT);
+}
+
+/* `to` is resolved once, at instantiation; the state is the dtype number itself. */
+static dm_status cast_init(dm_op_ctx *ctx, void **state) {
+  dm_dtype to;
+  const char *name = dm_op_arg_string(ctx, "to", NULL);
+  if (name) {
+    if (dm_dtype_from_name(name, &to) != DM_OK)
+      return dm_op_error(ctx, DM_ERR_TYPE, "unknown 'to' data type '%s'", name);
+  } else if (dm_op_has_arg(ctx, "to") && dm_op_arg_int(ctx, "to", -1) >= 0) {
+    int64_t v = dm_op_arg_int(ctx, "to", -1);
+    if (v > 1000 || !dm_dtype_is_valid((int)v))
+      return dm_op_error(ctx, DM_ERR_TYPE, "unknown 'to' data type %lld", (long long)v);
+    to = (dm_dtype)v == DM_BYTE ? DM_UINT8 : (dm_dtype)v;
+  } else {
+    return dm_op_error(ctx, DM_ERR_TYPE, "'to' must be a DataType number or name");
+  }
+  if (!is_numeric(to))
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "cannot cast to %s (numeric types only)",
+                       dm_dtype_name(to));
+  *state = (void *)(intptr_t)to;
+  return DM_OK;
+}
+
+static dm_status cast_run(dm_op_ctx *ctx) {
+  return cast_to(ctx, (dm_dtype)(intptr_t)dm_op_state(ctx));
+}
+
+static dm_status copy_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (dm_tensors_alias(y, x)) /* a view of X: make Y its own copy */
+    dm_tensor_reset(y);
+  return dm_tensor_copy(y, x);
+}
+
+static const dm_kernel_def float_to_half_cpu = {.type = "FloatToHalf", .device = DM_CPU,
+                                                .run = float_to_half_run};
+static const dm_kernel_def half_to_float_cpu = {.type = "HalfToFloat", .device = DM_CPU,
+                                                .run = half_to_float_run};
+static const dm_kernel_def cast_cpu = {.type = "Cast", .device = DM_CPU, .init = cast_init,
+                                       .run = cast_run};
+static const dm_kernel_def copy_cpu = {.type = "Copy", .device = DM_CPU, .run = copy_run};
+
+static const dm_op_schema *const schemas[] = {&float_to_half_schema, &half_to_float_schema,
+                                              &cast_schema, &copy_schema, NULL};
+static const dm_kernel_def *const kernels[] = {&float_to_half_cpu, &half_to_float_cpu,
+                                               &cast_cpu, &copy_cpu, NULL};
+const dm_op_family dm_family_cast = {schemas, kernels};

@@ -1,0 +1,122 @@
+/* test_softmax.c: Softmax against a double-precision reference, FP32 and FP16.
+ *
+ * Bound per element (derived, see the kernel's three steps): x_j - max rounds with
+ * relative error u, which exp turns into |x_j - max| u; expf adds at most 2 u; the
+ * row sum of D terms at most D u; the division 2 u. So
+ * |y - ref| <= ref (|x_j - max| + D + 4) u32 + 2^-149, the last term for the two
+ * roundings (exp, then the scaling) that can land in FP32's subnormal range (2^-150
+ * each). An FP16 output adds u16 |y32| + 2^-25 (its own subnormal spacing is 2^-24).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "core/half.h"
+#include "op_test_util.h"
+
+static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
+static int teardown(void **state) {
+  dm_workspace_destroy(*state);
+  return 0;
+}
+
+/* x: ndim dims d, softmax from axis (given as arg_axis, possibly negative). */
+static void check_softmax(dm_workspace *ws, int ndim, const int64_t *d, int axis, int arg_axis,
+                          int fp16, double lo, double hi, uint64_t seed) {
+  int64_t N = 1, D = 1;
+  for (int i = 0; i < ndim; i++)
+    *(i < axis ? &N : &D) *= d[i];
+  size_t n = (size_t)(N * D);
+  float *xf = malloc(n * sizeof *xf);
+  uint16_t *xh = malloc(n * 2);
+  double *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) {
+    xf[i] = (float)opt_uniform(&seed, lo, hi);
+    xh[i] = dm_float_to_half(xf[i]);
+    x[i] = fp16 ? dm_half_to_float(xh[i]) : xf[i];
+  }
+  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  opt_feed(ws, "X", t, ndim, d, fp16 ? (void *)xh : (void *)xf);
+  opt_op *op = opt_new("Softmax");
+  opt_in(op, "X"), opt_out(op, "Y");
+  if (arg_axis != 1)
+    opt_arg_int(op, "axis", arg_axis);
+  if (opt_run(op, ws) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  const dm_tensor *y = opt_fetch(ws, "Y", t, ndim, d);
+  double worst = 0;
+  for (int64_t i = 0; i < N; i++) {
+    const double *r = x + i * D;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < D; j++)
+      mx = fmax(mx, r[j]);
+    for (int64_t j = 0; j < D; j++)
+      sum += exp(r[j] - mx);
+    for (int64_t j = 0; j < D; j++) {
+      double ref = exp(r[j] - mx) / sum;
+      double tol = ref * (fabs(r[j] - mx) + (double)D + 4) * OPT_U32 + 0x1p-149;
+      if (fp16)
+        tol += OPT_U16 * (ref + tol) + 0x1p-25;
+      size_t k = (size_t)(i * D + j);
+      double got = fp16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[k])
+                        : ((const float *)dm_tensor_data(y))[k];
+      if (!(fabs(got - ref) <= tol))
+        fail_msg("Y[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
+                 (long long)j, got, ref, tol);
+      worst = fmax(worst, fabs(got - ref) / tol);
+    }
+  }
+  print_message("Softmax %s N=%lld D=%lld: worst error %.2f of the bound\n",
+                fp16 ? "FP16" : "FP32", (long long)N, (long long)D, worst);
+  free(xf), free(xh), free(x);
+}
+
+static void test_softmax_fp32(void **state) {
+  int64_t d2[] = {8, 10}, d3[] = {2, 3, 50};
+  check_softmax(*state, 2, d2, 1, 1, 0, -5, 5, 1);
+  check_softmax(*state, 3, d3, 2, -1, 0, -5, 5, 2);
+  check_softmax(*state, 3, d3, 1, 1, 0, -5, 5, 3);
+  /* large logits: without the max subtraction expf would overflow */
+  check_softmax(*state, 2, d2, 1, 1, 0, 900, 1000, 4);
+  int64_t big[] = {64, 1000};
+  check_softmax(*state, 2, big, 1, 1, 0, -10, 10, 5);
+}
+
+static void test_softmax_fp16(void **state) {
+  int64_t d2[] = {8, 10}, d3[] = {2, 3, 50};
+  check_softmax(*state, 2, d2, 1, 1, 1, -5, 5, 11);
+  check_softmax(*state, 3, d3, 2, -1, 1, -5, 5, 12);
+  check_softmax(*state, 2, d2, 1, 1, 1, 60000, 65504, 13); /* near FP16's top */
+  int64_t big[] = {64, 1000};
+  check_softmax(*state, 2, big, 1, 1, 1, -10, 10, 14);
+}
+
+static void test_softmax_errors(void **state) {
+  dm_workspace *ws = *state;
+  float z[4] = {0};
+  int64_t d[] = {2, 2};
+  opt_feed(ws, "X", DM_FLOAT, 2, d, z);
+  opt_op *op = opt_new("Softmax");
+  opt_in(op, "X"), opt_out(op, "Y");
+  opt_arg_int(op, "axis", 3);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "axis 3 is out of range", NULL);
+  double dz[4] = {0};
+  opt_feed(ws, "D", DM_DOUBLE, 2, d, dz);
+  op = opt_new("Softmax");
+  opt_in(op, "D"), opt_out(op, "Y");
+  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "X is DOUBLE", NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_softmax_fp32),
+      cmocka_unit_test(test_softmax_fp16),
+      cmocka_unit_test(test_softmax_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
