@@ -2,6 +2,7 @@
 #include "cli_util.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -38,7 +39,6 @@ int dm_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 int dm_cli_bad_option(const char *cmd, char **argv) {
   /* getopt_long leaves the offending word just before optind */
-  extern int optind, optopt;
   const char *word = optind > 0 ? argv[optind - 1] : "?";
   if (optopt && word[0] == '-' && word[1] != '-')
     return dm_cli_usage_error(cmd, "bad or incomplete option '-%c'", optopt);

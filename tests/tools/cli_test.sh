@@ -128,7 +128,7 @@ expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" &&
 
 # a malformed .npy input says which input, which file and what is wrong
 printf '\223NUMPY\001\000\077\000{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 4), }   \n0123456789' >"$T/bad.npy"
-expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" --input "data=$T/bad.npy" &&
+expect 1 "$DM" run --net "$EX/predict_net.pbtxt" --input "data=$T/bad.npy" &&
   has err "demitasse: input 'data': $T/bad.npy: header says shape (1, 4) of <f4 = 16 bytes but the file holds 10"
 printf 'not numpy' >"$T/junk.npy"
 expect 1 "$DM" run --net "$EX/predict_net.pbtxt" --input "data=$T/junk.npy" && has err "not a .npy file"

@@ -49,8 +49,9 @@ int main(void) {
   for (size_t i = 0; i < n; i++) {
     int both_nan = (gpu[i] & 0x7c00) == 0x7c00 && (gpu[i] & 0x3ff) && (cpu[i] & 0x7c00) == 0x7c00 &&
                    (cpu[i] & 0x3ff);
-    /* NaN payloads may differ between the two; NaN-ness and sign must not */
-    if (gpu[i] != cpu[i] && !(both_nan && (gpu[i] & 0x8000) == (cpu[i] & 0x8000))) {
+    /* NaN stays NaN; the GPU's cvt.rn.f16.f32 returns a canonical NaN (sign and payload
+     * dropped) where the CPU keeps them, as IEEE 754 allows either */
+    if (gpu[i] != cpu[i] && !both_nan) {
       if (bad++ < 10)
         printf("FAIL: %a -> GPU 0x%04x, CPU 0x%04x\n", (double)in[i], gpu[i], cpu[i]);
     }
