@@ -113,7 +113,7 @@ static void test_sum_integers(void **state) {
 
 static void test_sum_errors(void **state) {
   dm_workspace *ws = *state;
-  float z[8] = {0};
+  double z[8] = {0}; /* big enough for every dtype fed below */
   int64_t d23[] = {2, 3}, d24[] = {2, 4};
   opt_feed(ws, "a", DM_FLOAT, 2, d23, z);
   opt_feed(ws, "b", DM_FLOAT, 2, d24, z);
