@@ -99,7 +99,7 @@ static int check_errors(void) {
     ok = 0;
   }
   s = dm_workspace_run_net_file(ws, "/nonexistent/net.pb");
-  if (s != DM_ERR_IO || !strstr(dm_last_error(), "/nonexistent/net.pb")) {
+  if (s != DM_ERR_NOT_FOUND || !strstr(dm_last_error(), "/nonexistent/net.pb")) {
     fprintf(stderr, "missing file: %s: %s\n", dm_status_name(s), dm_last_error());
     ok = 0;
   }
