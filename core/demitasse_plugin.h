@@ -86,6 +86,13 @@ typedef struct dm_inplace_pair {
 
 typedef struct dm_op_ctx dm_op_ctx;
 
+/* What one run of an op costs, for `demitasse inspect` and the benchmarks. */
+typedef struct dm_op_cost {
+  double flops;         /* multiply-adds count as 2 */
+  double bytes_read;    /* inputs */
+  double bytes_written; /* outputs */
+} dm_op_cost;
+
 /* A schema: what passes and the instantiator need to know about an op type. */
 typedef struct dm_op_schema {
   const char *type;
@@ -96,6 +103,13 @@ typedef struct dm_op_schema {
   int inplace_any;                /* nonzero: any output may alias any input */
   dm_precision_class precision;
   const char *doc;
+  /* Shape and type inference, optional: checks the inputs' dtypes and shapes and
+   * declares every output with dm_op_set_output. Passes call it with shape-only tensors
+   * (dm_op_shape_only(ctx) is nonzero, inputs have no data); kernels call it first,
+   * when dm_op_set_output also allocates, so the checks are written once. */
+  dm_status (*infer)(dm_op_ctx *ctx);
+  /* Cost for the inferred shapes, optional (the default counts bytes only). */
+  void (*cost)(dm_op_ctx *ctx, dm_op_cost *cost);
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at
@@ -155,6 +169,13 @@ DM_API const char *dm_op_arg_string(const dm_op_ctx *ctx, const char *name, cons
 DM_API const float *dm_op_arg_floats(const dm_op_ctx *ctx, const char *name, size_t *n);
 DM_API const int64_t *dm_op_arg_ints(const dm_op_ctx *ctx, const char *name, size_t *n);
 DM_API const char *const *dm_op_arg_strings(const dm_op_ctx *ctx, const char *name, size_t *n);
+
+/* Nonzero while shapes are being inferred: tensors carry dtype and shape, no data. */
+DM_API int dm_op_shape_only(const dm_op_ctx *ctx);
+/* Declares output i: in shape-only mode records dtype and shape, otherwise resizes it
+ * (allocating as dm_tensor_resize does). */
+DM_API dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndim,
+                                  const int64_t *dims);
 
 /* Records an error for this op and returns `s`. */
 DM_API dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) DM_PRINTF(3, 4);

@@ -122,6 +122,27 @@ dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t
   return DM_OK;
 }
 
+dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims) {
+  if (dtype == DM_BYTE)
+    dtype = DM_UINT8;
+  if (!dm_dtype_is_valid(dtype) || dtype == DM_UNDEFINED)
+    return dm_error(DM_ERR_TYPE, "invalid data type %d", (int)dtype);
+  int64_t numel;
+  size_t nbytes;
+  DM_TRY(dm_shape_numel(ndim, dims, &numel));
+  DM_TRY(dm_shape_nbytes(dtype, numel, t->limit, &nbytes));
+  if (t->storage && (t->storage->nbytes != nbytes || dtype == DM_STRING)) {
+    storage_release(t->storage);
+    t->storage = NULL;
+  }
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++)
+    t->dims[i] = dims[i];
+  t->numel = numel;
+  return DM_OK;
+}
+
 dm_status dm_tensor_resize_like(dm_tensor *t, const dm_tensor *like) {
   return dm_tensor_resize(t, like->dtype, like->ndim, like->dims);
 }

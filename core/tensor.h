@@ -43,6 +43,10 @@ DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limi
 
 DM_HIDDEN dm_tensor *dm_tensor_new(uint64_t limit);
 DM_HIDDEN void dm_tensor_free(dm_tensor *t);
+/* Sets dtype and shape without allocating (shape inference); storage is dropped unless
+ * its size still fits exactly. */
+DM_HIDDEN dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim,
+                                        const int64_t *dims);
 /* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */

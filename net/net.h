@@ -31,6 +31,7 @@ struct dm_op_ctx {
   void *state;
   int has_seed;
   uint32_t seed;
+  int shape_only; /* set while inferring shapes */
 };
 
 struct dm_net {

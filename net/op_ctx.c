@@ -77,6 +77,19 @@ const char *const *dm_op_arg_strings(const dm_op_ctx *ctx, const char *name, siz
   return a ? (const char *const *)a->strs : NULL;
 }
 
+int dm_op_shape_only(const dm_op_ctx *ctx) { return ctx->shape_only; }
+
+dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndim, const int64_t *dims) {
+  if (i < 0 || i >= ctx->n_out)
+    return dm_error(DM_ERR_INVALID, "output %d does not exist (the op has %d)", i, ctx->n_out);
+  dm_tensor *t = ctx->out[i]->tensor;
+  dm_status s = ctx->shape_only ? dm_tensor_set_shape(t, dtype, ndim, dims)
+                                : dm_tensor_resize(t, dtype, ndim, dims);
+  if (s != DM_OK)
+    return dm_error_prefix(s, "output %d '%s'", i, ctx->out[i]->name);
+  return DM_OK;
+}
+
 dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) {
   char msg[1024];
   va_list ap;

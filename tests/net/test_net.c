@@ -71,14 +71,16 @@ static dm_status scale_fast_run(dm_op_ctx *ctx) {
 static const dm_arg_spec scale_args[] = {
     {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL}};
 static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
-static const dm_op_schema scale_schema = {"TestScale", 1, 1, 1, 1, scale_args, scale_inplace,
-                                          0, DM_PREC_FOLLOW, "test"};
+static const dm_op_schema scale_schema = {.type = "TestScale", .min_inputs = 1, .max_inputs = 1,
+                                          .min_outputs = 1, .max_outputs = 1, .args = scale_args,
+                                          .inplace = scale_inplace};
 static const dm_arg_spec fill_args[] = {{"shape", DM_ARG_INTS, 1, ""},
                                         {"value", DM_ARG_FLOAT, 0, ""}, {NULL}};
-static const dm_op_schema fill_schema = {"TestFill", 0, 0, 1, 1, fill_args, NULL, 0,
-                                         DM_PREC_NONE, "test"};
-static const dm_op_schema add_schema = {"TestAdd", 2, 2, 1, 1, NULL, NULL, 0, DM_PREC_FOLLOW,
-                                        "test"};
+static const dm_op_schema fill_schema = {.type = "TestFill", .min_outputs = 1,
+                                         .max_outputs = 1, .args = fill_args,
+                                         .precision = DM_PREC_NONE};
+static const dm_op_schema add_schema = {.type = "TestAdd", .min_inputs = 2, .max_inputs = 2,
+                                        .min_outputs = 1, .max_outputs = 1};
 static const dm_kernel_def kernels[] = {
     {"TestScale", DM_CPU, "", NULL, scale_run, NULL},
     {"TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL},
