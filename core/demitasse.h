@@ -88,6 +88,14 @@ typedef enum dm_dtype {
 
 #define DM_MAX_DIMS 8
 
+/* Propagates a failed status. */
+#define DM_TRY(expr)                 \
+  do {                               \
+    dm_status dm_try_s_ = (expr);    \
+    if (dm_try_s_ != DM_OK)          \
+      return dm_try_s_;              \
+  } while (0)
+
 typedef struct dm_workspace dm_workspace;
 typedef struct dm_net dm_net;
 typedef struct dm_tensor dm_tensor;

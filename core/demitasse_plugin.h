@@ -41,13 +41,6 @@ extern "C" {
 #define DM_PLUGIN_DECLARE_VERSION() \
   DM_PLUGIN_EXPORT const int dm_plugin_api_version = DM_PLUGIN_API_VERSION
 
-/* Propagates a failed status. */
-#define DM_TRY(expr)                 \
-  do {                               \
-    dm_status dm_try_s_ = (expr);    \
-    if (dm_try_s_ != DM_OK)          \
-      return dm_try_s_;              \
-  } while (0)
 
 typedef enum dm_device_type { DM_CPU = 0, DM_CUDA = 1 } dm_device_type;
 
@@ -85,6 +78,7 @@ typedef struct dm_inplace_pair {
 } dm_inplace_pair;
 
 typedef struct dm_op_ctx dm_op_ctx;
+typedef struct dm_grad_ctx dm_grad_ctx;
 
 /* What one run of an op costs, for `demitasse inspect` and the benchmarks. */
 typedef struct dm_op_cost {
@@ -110,6 +104,12 @@ typedef struct dm_op_schema {
   dm_status (*infer)(dm_op_ctx *ctx);
   /* Cost for the inferred shapes, optional (the default counts bytes only). */
   void (*cost)(dm_op_ctx *ctx, dm_op_cost *cost);
+  /* Gradient maker: emits the ops that compute the gradients of the inputs from those
+   * of the outputs (see "Gradient makers" below). With gradient NULL, no_gradient
+   * nonzero means the op passes no gradient back (fills, StopGradient, Iter); zero means
+   * differentiating through it is an error (Accuracy, optimizer updates). */
+  dm_status (*gradient)(dm_grad_ctx *g);
+  int no_gradient;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at
@@ -179,6 +179,46 @@ DM_API dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndi
 
 /* Records an error for this op and returns `s`. */
 DM_API dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) DM_PRINTF(3, 4);
+
+/* Gradient makers -----------------------------------------------------------------
+ * Called by the gradient pass for a forward op some of whose outputs have gradients.
+ * Names follow Caffe2: the gradient of blob X is X_grad (or a temporary the pass sums
+ * when X feeds several ops). Emitted ops copy the forward op's arguments, device and
+ * engine and carry is_gradient_op. A typical maker:
+ *
+ *     static dm_status relu_gradient(dm_grad_ctx *g) {   // ReluGradient: Y, dY -> dX
+ *       const char *in[] = {dm_grad_output(g, 0), dm_grad_output_grad(g, 0)};
+ *       const char *out[] = {dm_grad_input_grad(g, 0)};
+ *       return dm_grad_emit(g, "ReluGradient", 2, in, 1, out);
+ *     }
+ */
+DM_API int dm_grad_num_inputs(const dm_grad_ctx *g);
+DM_API int dm_grad_num_outputs(const dm_grad_ctx *g);
+/* Forward blob names. */
+DM_API const char *dm_grad_input(const dm_grad_ctx *g, int i);
+DM_API const char *dm_grad_output(const dm_grad_ctx *g, int i);
+/* The gradient of output i, or NULL when no gradient reaches it. */
+DM_API const char *dm_grad_output_grad(const dm_grad_ctx *g, int i);
+/* The name to write input i's gradient to. */
+DM_API const char *dm_grad_input_grad(const dm_grad_ctx *g, int i);
+/* Nonzero when the loss can use input i's gradient (it leads to a parameter or an
+ * external input); a maker may skip the rest (Conv's `no_gradient_to_input`). */
+DM_API int dm_grad_input_needed(const dm_grad_ctx *g, int i);
+/* Declares that input i's gradient is the existing blob `blob` (no op needed), as when
+ * Sum passes dY to every input. */
+DM_API dm_status dm_grad_set_input_grad(dm_grad_ctx *g, int i, const char *blob);
+/* The forward op's arguments. */
+DM_API int dm_grad_has_arg(const dm_grad_ctx *g, const char *name);
+DM_API int64_t dm_grad_arg_int(const dm_grad_ctx *g, const char *name, int64_t dflt);
+DM_API float dm_grad_arg_float(const dm_grad_ctx *g, const char *name, float dflt);
+/* Emits a gradient op. */
+DM_API dm_status dm_grad_emit(dm_grad_ctx *g, const char *type, int n_in, const char *const *in,
+                              int n_out, const char *const *out);
+/* Sets (adds or replaces) an argument of the op emitted last. */
+DM_API dm_status dm_grad_set_arg_int(dm_grad_ctx *g, const char *name, int64_t v);
+DM_API dm_status dm_grad_set_arg_float(dm_grad_ctx *g, const char *name, float v);
+/* Drops every copied argument of the op emitted last (for ops that take none). */
+DM_API void dm_grad_clear_args(dm_grad_ctx *g);
 
 /* Tensors (write side). A resize keeps the storage when the byte size is unchanged,
  * otherwise allocates fresh (64-byte aligned) storage; sizes are checked for overflow

@@ -1,0 +1,517 @@
+/* gradient.c: the gradient pass, and the dm_grad_* calls gradient makers use. */
+#include "gradient.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demitasse_plugin.h"
+#include "netdef_build.h"
+
+/* One (blob, version) in the forward net's SSA form. */
+typedef struct version_info {
+  int consumers;  /* forward ops on the loss path that read this version */
+  int remaining;  /* consumers not yet visited in the backward walk */
+  char **partials; /* gradient contributions so far */
+  size_t n_partials;
+  char *grad;     /* the final gradient blob name, once known */
+} version_info;
+
+typedef struct blob_versions {
+  char *name;
+  version_info *v; /* indexed by version */
+  int n;           /* versions so far */
+} blob_versions;
+
+typedef struct pass_state {
+  Caffe2__NetDef *net;
+  blob_versions *blobs;
+  size_t n_blobs;
+  int **in_ver, **out_ver; /* per forward op */
+  char *on_path;           /* per forward op: some output reaches a loss */
+  char *needed;            /* per blob index: loss gradient can use it */
+} pass_state;
+
+struct dm_grad_ctx {
+  const Caffe2__OperatorDef *op;
+  const char **out_grads;
+  char **in_grads;      /* names chosen by the pass */
+  char **in_alias;      /* set by dm_grad_set_input_grad */
+  const char *needed;   /* per input, or NULL = all */
+  Caffe2__NetDef *out;
+  Caffe2__OperatorDef *last;
+  char *scratch;        /* returned strings */
+};
+
+/* --- dm_grad_* calls ---------------------------------------------------------------- */
+
+int dm_grad_num_inputs(const dm_grad_ctx *g) { return (int)g->op->n_input; }
+int dm_grad_num_outputs(const dm_grad_ctx *g) { return (int)g->op->n_output; }
+const char *dm_grad_input(const dm_grad_ctx *g, int i) {
+  return i >= 0 && (size_t)i < g->op->n_input ? g->op->input[i] : NULL;
+}
+const char *dm_grad_output(const dm_grad_ctx *g, int i) {
+  return i >= 0 && (size_t)i < g->op->n_output ? g->op->output[i] : NULL;
+}
+const char *dm_grad_output_grad(const dm_grad_ctx *g, int i) {
+  return i >= 0 && (size_t)i < g->op->n_output ? g->out_grads[i] : NULL;
+}
+const char *dm_grad_input_grad(const dm_grad_ctx *g, int i) {
+  return i >= 0 && (size_t)i < g->op->n_input ? g->in_grads[i] : NULL;
+}
+int dm_grad_input_needed(const dm_grad_ctx *g, int i) {
+  if (i < 0 || (size_t)i >= g->op->n_input)
+    return 0;
+  return g->needed ? g->needed[i] : 1;
+}
+
+dm_status dm_grad_set_input_grad(dm_grad_ctx *g, int i, const char *blob) {
+  if (i < 0 || (size_t)i >= g->op->n_input)
+    return dm_error(DM_ERR_INVALID, "gradient maker: input %d does not exist", i);
+  char *copy = strdup(blob);
+  if (!copy)
+    return DM_NOMEM("a gradient name");
+  free(g->in_alias[i]);
+  g->in_alias[i] = copy;
+  return DM_OK;
+}
+
+int dm_grad_has_arg(const dm_grad_ctx *g, const char *name) {
+  return dm_opdef_find_arg(g->op, name) != NULL;
+}
+int64_t dm_grad_arg_int(const dm_grad_ctx *g, const char *name, int64_t dflt) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(g->op, name);
+  return a && a->has_i ? a->i : dflt;
+}
+float dm_grad_arg_float(const dm_grad_ctx *g, const char *name, float dflt) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(g->op, name);
+  if (a && a->has_f)
+    return a->f;
+  return a && a->has_i ? (float)a->i : dflt;
+}
+
+dm_status dm_grad_emit(dm_grad_ctx *g, const char *type, int n_in, const char *const *in,
+                       int n_out, const char *const *out) {
+  Caffe2__OperatorDef *op;
+  DM_TRY(dm_opdef_new(type, &op));
+  dm_status s = DM_OK;
+  for (int i = 0; i < n_in && s == DM_OK; i++)
+    s = in[i] ? dm_opdef_add_input(op, in[i])
+              : dm_error(DM_ERR_INVALID, "gradient maker: input %d of %s is NULL", i, type);
+  for (int i = 0; i < n_out && s == DM_OK; i++)
+    s = out[i] ? dm_opdef_add_output(op, out[i])
+               : dm_error(DM_ERR_INVALID, "gradient maker: output %d of %s is NULL", i, type);
+  /* Copy the forward op's arguments, device and engine: the gradient kernel reads the
+   * same conv geometry, axis, etc. */
+  for (size_t i = 0; i < g->op->n_arg && s == DM_OK; i++) {
+    Caffe2__Argument *a = NULL;
+    s = DM_PB_CLONE(Caffe2__Argument, g->op->arg[i], &a);
+    if (s == DM_OK) {
+      Caffe2__Argument **arr = realloc(op->arg, (op->n_arg + 1) * sizeof *arr);
+      if (!arr) {
+        protobuf_c_message_free_unpacked(&a->base, NULL);
+        s = DM_NOMEM("an argument");
+      } else {
+        op->arg = arr;
+        op->arg[op->n_arg++] = a;
+      }
+    }
+  }
+  if (s == DM_OK && g->op->device_option)
+    s = DM_PB_CLONE(Caffe2__DeviceOption, g->op->device_option, &op->device_option);
+  if (s == DM_OK && g->op->engine && !(op->engine = strdup(g->op->engine)))
+    s = DM_NOMEM("an engine name");
+  op->has_is_gradient_op = 1;
+  op->is_gradient_op = 1;
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  DM_TRY(dm_netdef_append_op(g->out, op));
+  g->last = op;
+  return DM_OK;
+}
+
+static dm_status need_last(const dm_grad_ctx *g) {
+  return g->last ? DM_OK : dm_error(DM_ERR_INVALID, "gradient maker: no op emitted yet");
+}
+
+dm_status dm_grad_set_arg_int(dm_grad_ctx *g, const char *name, int64_t v) {
+  DM_TRY(need_last(g));
+  return dm_opdef_set_arg_int(g->last, name, v);
+}
+
+dm_status dm_grad_set_arg_float(dm_grad_ctx *g, const char *name, float v) {
+  DM_TRY(need_last(g));
+  return dm_opdef_set_arg_float(g->last, name, v);
+}
+
+void dm_grad_clear_args(dm_grad_ctx *g) {
+  if (g->last)
+    dm_opdef_clear_args(g->last);
+}
+
+/* --- running one maker -------------------------------------------------------------- */
+
+static void grad_ctx_free(dm_grad_ctx *g) {
+  for (size_t i = 0; i < g->op->n_input; i++) {
+    free(g->in_grads[i]);
+    free(g->in_alias[i]);
+  }
+  free(g->in_grads);
+  free(g->in_alias);
+}
+
+static char *str_printf(const char *fmt, const char *a, int k) {
+  int n = snprintf(NULL, 0, fmt, a, k);
+  char *s = malloc((size_t)n + 1);
+  if (s)
+    snprintf(s, (size_t)n + 1, fmt, a, k);
+  return s;
+}
+
+/* Calls the maker of `op`. in_names[i] is the name the pass wants input i's gradient
+ * written to; on return, alias[i] (if set) names an existing blob instead. */
+static dm_status run_maker(const Caffe2__OperatorDef *op, const dm_op_schema *schema,
+                           const char **out_grads, char **in_names, const char *needed,
+                           Caffe2__NetDef *out, char ***alias_out) {
+  dm_grad_ctx g = {.op = op, .out_grads = out_grads, .needed = needed, .out = out};
+  g.in_grads = calloc(op->n_input + 1, sizeof *g.in_grads);
+  g.in_alias = calloc(op->n_input + 1, sizeof *g.in_alias);
+  if (!g.in_grads || !g.in_alias) {
+    free(g.in_grads);
+    free(g.in_alias);
+    return DM_NOMEM("gradient names");
+  }
+  for (size_t i = 0; i < op->n_input; i++)
+    if (!(g.in_grads[i] = strdup(in_names[i]))) {
+      grad_ctx_free(&g);
+      return DM_NOMEM("gradient names");
+    }
+  dm_status s = schema->gradient(&g);
+  if (s == DM_OK) {
+    *alias_out = g.in_alias;
+    g.in_alias = calloc(op->n_input + 1, sizeof *g.in_alias); /* keep free() simple */
+  }
+  grad_ctx_free(&g);
+  return s;
+}
+
+dm_status dm_op_gradient_ops(const Caffe2__OperatorDef *op, const char *const *output_grads,
+                             Caffe2__NetDef *out) {
+  const dm_op_schema *schema = dm_schema_lookup(op->type ? op->type : "");
+  if (!schema)
+    return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", op->type ? op->type : "");
+  if (!schema->gradient)
+    return dm_error(DM_ERR_INVALID, "%s has no gradient", op->type);
+  char **names = calloc(op->n_input + 1, sizeof *names);
+  if (!names)
+    return DM_NOMEM("gradient names");
+  dm_status s = DM_OK;
+  for (size_t i = 0; i < op->n_input && s == DM_OK; i++)
+    if (!(names[i] = str_printf("%s_grad", op->input[i], 0)))
+      s = DM_NOMEM("gradient names");
+  char **alias = NULL;
+  if (s == DM_OK)
+    s = run_maker(op, schema, (const char **)output_grads, names, NULL, out, &alias);
+  for (size_t i = 0; i < op->n_input; i++) {
+    free(names[i]);
+    if (alias)
+      free(alias[i]);
+  }
+  free(names);
+  free(alias);
+  return s;
+}
+
+/* --- the pass ----------------------------------------------------------------------- */
+
+static long blob_id(pass_state *ps, const char *name, int create) {
+  for (size_t i = 0; i < ps->n_blobs; i++)
+    if (strcmp(ps->blobs[i].name, name) == 0)
+      return (long)i;
+  if (!create)
+    return -1;
+  blob_versions *b = realloc(ps->blobs, (ps->n_blobs + 1) * sizeof *b);
+  if (!b)
+    return -2;
+  ps->blobs = b;
+  b[ps->n_blobs] = (blob_versions){strdup(name), NULL, 0};
+  if (!b[ps->n_blobs].name)
+    return -2;
+  return (long)ps->n_blobs++;
+}
+
+static version_info *version_at(pass_state *ps, long id, int ver) {
+  blob_versions *b = &ps->blobs[id];
+  if (ver >= b->n) {
+    version_info *v = realloc(b->v, (size_t)(ver + 1) * sizeof *v);
+    if (!v)
+      return NULL;
+    memset(v + b->n, 0, (size_t)(ver + 1 - b->n) * sizeof *v);
+    b->v = v;
+    b->n = ver + 1;
+  }
+  return &b->v[ver];
+}
+
+static void pass_free(pass_state *ps, size_t n_ops) {
+  for (size_t i = 0; i < ps->n_blobs; i++) {
+    for (int k = 0; k < ps->blobs[i].n; k++) {
+      version_info *v = &ps->blobs[i].v[k];
+      for (size_t j = 0; j < v->n_partials; j++)
+        free(v->partials[j]);
+      free(v->partials);
+      free(v->grad);
+    }
+    free(ps->blobs[i].v);
+    free(ps->blobs[i].name);
+  }
+  free(ps->blobs);
+  for (size_t i = 0; i < n_ops; i++) {
+    if (ps->in_ver)
+      free(ps->in_ver[i]);
+    if (ps->out_ver)
+      free(ps->out_ver[i]);
+  }
+  free(ps->in_ver);
+  free(ps->out_ver);
+  free(ps->on_path);
+  free(ps->needed);
+}
+
+/* SSA versions: reading blob b sees its current version; writing makes a new one. */
+static dm_status number_versions(pass_state *ps, size_t n_ops) {
+  Caffe2__NetDef *net = ps->net;
+  ps->in_ver = calloc(n_ops + 1, sizeof *ps->in_ver);
+  ps->out_ver = calloc(n_ops + 1, sizeof *ps->out_ver);
+  ps->on_path = calloc(n_ops + 1, 1);
+  if (!ps->in_ver || !ps->out_ver || !ps->on_path)
+    return DM_NOMEM("the gradient pass");
+  for (size_t i = 0; i < n_ops; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    ps->in_ver[i] = calloc(op->n_input + 1, sizeof(int));
+    ps->out_ver[i] = calloc(op->n_output + 1, sizeof(int));
+    if (!ps->in_ver[i] || !ps->out_ver[i])
+      return DM_NOMEM("the gradient pass");
+    for (size_t j = 0; j < op->n_input; j++) {
+      long id = blob_id(ps, op->input[j], 1);
+      if (id < 0)
+        return DM_NOMEM("the gradient pass");
+      ps->in_ver[i][j] = ps->blobs[id].n ? ps->blobs[id].n - 1 : 0;
+      if (!version_at(ps, id, ps->in_ver[i][j]))
+        return DM_NOMEM("the gradient pass");
+    }
+    for (size_t j = 0; j < op->n_output; j++) {
+      long id = blob_id(ps, op->output[j], 1);
+      if (id < 0)
+        return DM_NOMEM("the gradient pass");
+      /* A blob first written here (never read before) starts at version 0. */
+      ps->out_ver[i][j] = ps->blobs[id].n;
+      if (!version_at(ps, id, ps->out_ver[i][j]))
+        return DM_NOMEM("the gradient pass");
+    }
+  }
+  ps->needed = calloc(ps->n_blobs + 1, 1);
+  return ps->needed ? DM_OK : DM_NOMEM("the gradient pass");
+}
+
+/* Marks the ops whose outputs reach a loss through differentiable ops, counts the
+ * consumers of each version among them, and marks the blobs whose gradient is wanted. */
+static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *losses,
+                           size_t n_losses) {
+  Caffe2__NetDef *net = ps->net;
+  /* reach[id][ver]: this version of the blob feeds a loss. */
+  char **reach = calloc(ps->n_blobs + 1, sizeof *reach);
+  if (!reach)
+    return DM_NOMEM("the gradient pass");
+  dm_status s = DM_OK;
+  for (size_t i = 0; i < ps->n_blobs && s == DM_OK; i++)
+    if (!(reach[i] = calloc((size_t)ps->blobs[i].n + 1, 1)))
+      s = DM_NOMEM("the gradient pass");
+  for (size_t l = 0; l < n_losses && s == DM_OK; l++) {
+    long id = blob_id(ps, losses[l], 0);
+    if (id < 0 || ps->blobs[id].n == 0)
+      s = dm_error(DM_ERR_NOT_FOUND, "loss blob '%s' is not produced by the net", losses[l]);
+    else
+      reach[id][ps->blobs[id].n - 1] = 1;
+  }
+  for (size_t i = n_ops; i-- > 0 && s == DM_OK;) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    int hit = 0;
+    for (size_t j = 0; j < op->n_output; j++)
+      hit |= reach[blob_id(ps, op->output[j], 0)][ps->out_ver[i][j]];
+    if (!hit)
+      continue;
+    const dm_op_schema *schema = dm_schema_lookup(op->type ? op->type : "");
+    if (!schema)
+      s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i,
+                   op->type ? op->type : "");
+    else if (!schema->gradient && !schema->no_gradient)
+      s = dm_error(DM_ERR_INVALID,
+                   "op %zu (%s): the loss depends on its output, but it has no gradient", i,
+                   op->type);
+    if (s != DM_OK || !schema->gradient)
+      continue;
+    ps->on_path[i] = 1;
+    for (size_t j = 0; j < op->n_input; j++) {
+      long id = blob_id(ps, op->input[j], 0);
+      reach[id][ps->in_ver[i][j]] = 1;
+      ps->blobs[id].v[ps->in_ver[i][j]].consumers++;
+      ps->blobs[id].v[ps->in_ver[i][j]].remaining++;
+      ps->needed[id] = 1;
+    }
+  }
+  for (size_t i = 0; i < ps->n_blobs; i++)
+    free(reach[i]);
+  free(reach);
+  return s;
+}
+
+/* When the last consumer of a version has been visited, its partials become X_grad. */
+static dm_status finish_version(pass_state *ps, long id, version_info *v) {
+  const char *name = ps->blobs[id].name;
+  if (v->n_partials == 0)
+    return DM_OK;
+  if (v->n_partials == 1 && v->consumers <= 1) {
+    v->grad = v->partials[0];
+    v->partials[0] = NULL;
+    v->n_partials = 0;
+    return DM_OK;
+  }
+  char *grad = str_printf("%s_grad", name, 0);
+  Caffe2__OperatorDef *sum = NULL;
+  dm_status s = grad ? dm_opdef_new("Sum", &sum) : DM_NOMEM("a gradient name");
+  for (size_t k = 0; k < v->n_partials && s == DM_OK; k++)
+    s = dm_opdef_add_input(sum, v->partials[k]);
+  if (s == DM_OK)
+    s = dm_opdef_add_output(sum, grad);
+  if (s == DM_OK) {
+    sum->has_is_gradient_op = 1;
+    sum->is_gradient_op = 1;
+    s = dm_netdef_append_op(ps->net, sum);
+    sum = NULL;
+  }
+  if (sum)
+    protobuf_c_message_free_unpacked(&sum->base, NULL);
+  if (s != DM_OK) {
+    free(grad);
+    return s;
+  }
+  v->grad = grad;
+  return DM_OK;
+}
+
+/* Whether the ops emitted since `start` (or an alias) produced gradient `name`. */
+static int wrote_grad(const pass_state *ps, size_t start, const char *alias, const char *name) {
+  if (alias)
+    return 1;
+  for (size_t k = start; k < ps->net->n_op; k++)
+    for (size_t o = 0; o < ps->net->op[k]->n_output; o++)
+      if (strcmp(ps->net->op[k]->output[o], name) == 0)
+        return 1;
+  return 0;
+}
+
+static dm_status backward_op(pass_state *ps, size_t i) {
+  const Caffe2__OperatorDef *op = ps->net->op[i];
+  const dm_op_schema *schema = dm_schema_lookup(op->type);
+  const char **out_grads = calloc(op->n_output + 1, sizeof *out_grads);
+  char **in_names = calloc(op->n_input + 1, sizeof *in_names);
+  char *needed = calloc(op->n_input + 1, 1);
+  char **alias = NULL;
+  dm_status s = out_grads && in_names && needed ? DM_OK : DM_NOMEM("the gradient pass");
+  int any = 0;
+  for (size_t j = 0; j < op->n_output && s == DM_OK; j++) {
+    version_info *v = &ps->blobs[blob_id(ps, op->output[j], 0)].v[ps->out_ver[i][j]];
+    out_grads[j] = v->grad;
+    any |= v->grad != NULL;
+  }
+  for (size_t j = 0; j < op->n_input && s == DM_OK; j++) {
+    long id = blob_id(ps, op->input[j], 0);
+    version_info *v = &ps->blobs[id].v[ps->in_ver[i][j]];
+    needed[j] = ps->needed[id];
+    in_names[j] = v->consumers > 1 ? str_printf("_%s_grad_autosplit_%d", op->input[j],
+                                                v->consumers - v->remaining)
+                                   : str_printf("%s_grad", op->input[j], 0);
+    if (!in_names[j])
+      s = DM_NOMEM("a gradient name");
+  }
+  size_t start = ps->net->n_op;
+  if (s == DM_OK && any) {
+    s = run_maker(op, schema, out_grads, in_names, needed, ps->net, &alias);
+    if (s != DM_OK)
+      dm_error_prefix(s, "gradient of op %zu (%s)", i, op->type);
+  }
+  /* Record what each input received, and finish versions whose consumers are done. */
+  for (size_t j = 0; j < op->n_input && s == DM_OK; j++) {
+    long id = blob_id(ps, op->input[j], 0);
+    version_info *v = &ps->blobs[id].v[ps->in_ver[i][j]];
+    if (any && wrote_grad(ps, start, alias ? alias[j] : NULL, in_names[j])) {
+      char *name = alias && alias[j] ? alias[j] : in_names[j];
+      char **p = realloc(v->partials, (v->n_partials + 1) * sizeof *p);
+      if (!p) {
+        s = DM_NOMEM("the gradient pass");
+        break;
+      }
+      v->partials = p;
+      v->partials[v->n_partials++] = strdup(name);
+      if (!v->partials[v->n_partials - 1])
+        s = DM_NOMEM("a gradient name");
+    }
+    if (--v->remaining == 0 && s == DM_OK)
+      s = finish_version(ps, id, v);
+  }
+  for (size_t j = 0; j < op->n_input; j++) {
+    if (in_names)
+      free(in_names[j]);
+    if (alias)
+      free(alias[j]);
+  }
+  free(alias);
+  free(in_names);
+  free(out_grads);
+  free(needed);
+  return s;
+}
+
+dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, size_t n_losses) {
+  size_t n_ops = net->n_op;
+  pass_state ps = {.net = net};
+  dm_status s = number_versions(&ps, n_ops);
+  if (s == DM_OK)
+    s = mark_path(&ps, n_ops, losses, n_losses);
+  /* Seed: d loss / d loss = 1, shaped like the loss. */
+  for (size_t l = 0; l < n_losses && s == DM_OK; l++) {
+    long id = blob_id(&ps, losses[l], 0);
+    version_info *v = &ps.blobs[id].v[ps.blobs[id].n - 1];
+    Caffe2__OperatorDef *fill = NULL;
+    char *grad = str_printf("%s_autogen_grad", losses[l], 0);
+    s = grad ? dm_opdef_new("ConstantFill", &fill) : DM_NOMEM("a gradient name");
+    if (s == DM_OK)
+      s = dm_opdef_add_input(fill, losses[l]);
+    if (s == DM_OK)
+      s = dm_opdef_add_output(fill, grad);
+    if (s == DM_OK)
+      s = dm_opdef_set_arg_float(fill, "value", 1.0f);
+    if (s == DM_OK) {
+      fill->has_is_gradient_op = 1;
+      fill->is_gradient_op = 1;
+      s = dm_netdef_append_op(net, fill);
+      fill = NULL;
+    }
+    if (fill)
+      protobuf_c_message_free_unpacked(&fill->base, NULL);
+    if (s == DM_OK && v->grad)
+      s = dm_error(DM_ERR_INVALID, "loss '%s' is given twice", losses[l]);
+    if (s == DM_OK)
+      v->grad = grad;
+    else
+      free(grad);
+  }
+  for (size_t i = n_ops; i-- > 0 && s == DM_OK;)
+    if (ps.on_path[i])
+      s = backward_op(&ps, i);
+  pass_free(&ps, n_ops);
+  return s;
+}

@@ -1,0 +1,179 @@
+/* netdef_build.c: malloc-based construction of NetDef and OperatorDef messages. */
+#include "netdef_build.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+dm_status dm_pb_clone(const ProtobufCMessage *m, ProtobufCMessage **out) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = malloc(len ? len : 1);
+  if (!buf)
+    return DM_NOMEM("a message copy");
+  protobuf_c_message_pack(m, buf);
+  *out = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
+  free(buf);
+  return *out ? DM_OK : DM_NOMEM("a message copy");
+}
+
+/* Grows a malloc'd array of pointers by one slot. */
+static dm_status grow(void ***arr, size_t n) {
+  void **a = realloc(*arr, (n + 1) * sizeof *a);
+  if (!a)
+    return DM_NOMEM("a repeated field");
+  *arr = a;
+  return DM_OK;
+}
+
+dm_status dm_strv_push(char ***arr, size_t *n, const char *s) {
+  char *copy = strdup(s);
+  if (!copy || grow((void ***)arr, *n) != DM_OK) {
+    free(copy);
+    return DM_NOMEM("a string");
+  }
+  (*arr)[(*n)++] = copy;
+  return DM_OK;
+}
+
+dm_status dm_opdef_new(const char *type, Caffe2__OperatorDef **out) {
+  Caffe2__OperatorDef *op = malloc(sizeof *op);
+  if (!op)
+    return DM_NOMEM("an op");
+  caffe2__operator_def__init(op);
+  if (type && !(op->type = strdup(type))) {
+    free(op);
+    return DM_NOMEM("an op");
+  }
+  *out = op;
+  return DM_OK;
+}
+
+dm_status dm_opdef_add_input(Caffe2__OperatorDef *op, const char *name) {
+  return dm_strv_push(&op->input, &op->n_input, name);
+}
+
+dm_status dm_opdef_add_output(Caffe2__OperatorDef *op, const char *name) {
+  return dm_strv_push(&op->output, &op->n_output, name);
+}
+
+Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t i = 0; i < op->n_arg; i++)
+    if (op->arg[i]->name && strcmp(op->arg[i]->name, name) == 0)
+      return op->arg[i];
+  return NULL;
+}
+
+/* A fresh, empty argument named `name`, replacing any of that name. */
+static dm_status fresh_arg(Caffe2__OperatorDef *op, const char *name, Caffe2__Argument **out) {
+  Caffe2__Argument *a = malloc(sizeof *a);
+  if (!a)
+    return DM_NOMEM("an argument");
+  caffe2__argument__init(a);
+  if (!(a->name = strdup(name))) {
+    free(a);
+    return DM_NOMEM("an argument");
+  }
+  for (size_t i = 0; i < op->n_arg; i++)
+    if (op->arg[i]->name && strcmp(op->arg[i]->name, name) == 0) {
+      protobuf_c_message_free_unpacked(&op->arg[i]->base, NULL);
+      op->arg[i] = a;
+      *out = a;
+      return DM_OK;
+    }
+  if (grow((void ***)&op->arg, op->n_arg) != DM_OK) {
+    protobuf_c_message_free_unpacked(&a->base, NULL);
+    return DM_NOMEM("an argument");
+  }
+  op->arg[op->n_arg++] = a;
+  *out = a;
+  return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_int(Caffe2__OperatorDef *op, const char *name, int64_t v) {
+  Caffe2__Argument *a;
+  DM_TRY(fresh_arg(op, name, &a));
+  a->has_i = 1;
+  a->i = v;
+  return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_float(Caffe2__OperatorDef *op, const char *name, float v) {
+  Caffe2__Argument *a;
+  DM_TRY(fresh_arg(op, name, &a));
+  a->has_f = 1;
+  a->f = v;
+  return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_string(Caffe2__OperatorDef *op, const char *name, const char *v) {
+  Caffe2__Argument *a;
+  DM_TRY(fresh_arg(op, name, &a));
+  size_t len = strlen(v);
+  if (!(a->s.data = malloc(len ? len : 1)))
+    return DM_NOMEM("an argument");
+  memcpy(a->s.data, v, len);
+  a->s.len = len;
+  a->has_s = 1;
+  return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_ints(Caffe2__OperatorDef *op, const char *name, const int64_t *v,
+                                size_t n) {
+  Caffe2__Argument *a;
+  DM_TRY(fresh_arg(op, name, &a));
+  if (n && !(a->ints = malloc(n * sizeof *a->ints)))
+    return DM_NOMEM("an argument");
+  if (n)
+    memcpy(a->ints, v, n * sizeof *v);
+  a->n_ints = n;
+  return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_floats(Caffe2__OperatorDef *op, const char *name, const float *v,
+                                  size_t n) {
+  Caffe2__Argument *a;
+  DM_TRY(fresh_arg(op, name, &a));
+  if (n && !(a->floats = malloc(n * sizeof *a->floats)))
+    return DM_NOMEM("an argument");
+  if (n)
+    memcpy(a->floats, v, n * sizeof *v);
+  a->n_floats = n;
+  return DM_OK;
+}
+
+void dm_opdef_clear_args(Caffe2__OperatorDef *op) {
+  for (size_t i = 0; i < op->n_arg; i++)
+    protobuf_c_message_free_unpacked(&op->arg[i]->base, NULL);
+  free(op->arg);
+  op->arg = NULL;
+  op->n_arg = 0;
+}
+
+dm_status dm_netdef_insert_op(Caffe2__NetDef *net, size_t at, Caffe2__OperatorDef *op) {
+  if (grow((void ***)&net->op, net->n_op) != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return DM_NOMEM("an op list");
+  }
+  if (at > net->n_op)
+    at = net->n_op;
+  memmove(net->op + at + 1, net->op + at, (net->n_op - at) * sizeof *net->op);
+  net->op[at] = op;
+  net->n_op++;
+  return DM_OK;
+}
+
+dm_status dm_netdef_append_op(Caffe2__NetDef *net, Caffe2__OperatorDef *op) {
+  return dm_netdef_insert_op(net, net->n_op, op);
+}
+
+dm_status dm_netdef_new(const char *name, Caffe2__NetDef **out) {
+  Caffe2__NetDef *n = malloc(sizeof *n);
+  if (!n)
+    return DM_NOMEM("a net");
+  caffe2__net_def__init(n);
+  if (name && !(n->name = strdup(name))) {
+    free(n);
+    return DM_NOMEM("a net");
+  }
+  *out = n;
+  return DM_OK;
+}
