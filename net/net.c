@@ -210,6 +210,22 @@ void dm_net_free(dm_net *net) {
   free(net);
 }
 
+dm_status dm_net_append_op(dm_net *net, int index) {
+  if (index < 0 || (size_t)index >= net->def->n_op)
+    return dm_error(DM_ERR_INVALID, "op %d does not exist", index);
+  if (net->n_ops == net->cap_ops) {
+    size_t cap = net->cap_ops ? 2 * net->cap_ops : 16;
+    dm_op_ctx *ops = realloc(net->ops, cap * sizeof *ops);
+    if (!ops)
+      return DM_NOMEM("a net's op list");
+    net->ops = ops;
+    net->cap_ops = cap;
+  }
+  dm_op_ctx *op = &net->ops[net->n_ops++];
+  *op = (dm_op_ctx){0};
+  return create_op(net, index, op);
+}
+
 dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *source, dm_net **out) {
   *out = NULL;
   dm_net *net = calloc(1, sizeof *net);
@@ -220,14 +236,14 @@ dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *sourc
   net->ws = ws;
   net->def = def;
   net->source = strdup(source ? source : "<memory>");
-  net->ops = calloc(def->n_op ? def->n_op : 1, sizeof *net->ops);
+  net->cap_ops = def->n_op ? def->n_op : 1;
+  net->ops = calloc(net->cap_ops, sizeof *net->ops);
   if (!net->source || !net->ops) {
     dm_net_free(net);
     return DM_NOMEM("a net");
   }
   for (size_t i = 0; i < def->n_op; i++) {
-    net->n_ops = i + 1;
-    dm_status s = create_op(net, (int)i, &net->ops[i]);
+    dm_status s = dm_net_append_op(net, (int)i);
     if (s != DM_OK) {
       char what[256];
       dm_op_describe(&net->ops[i], what, sizeof what);

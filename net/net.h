@@ -39,7 +39,7 @@ struct dm_net {
   Caffe2__NetDef *def; /* owned */
   char *source;        /* file name for messages, or "<memory>" */
   dm_op_ctx *ops;
-  size_t n_ops;
+  size_t n_ops, cap_ops;
 };
 
 /* Instantiates `def` (taking ownership of it, even on failure) in `ws`. The net is not
@@ -47,6 +47,9 @@ struct dm_net {
 DM_HIDDEN dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *source,
                                   dm_net **out);
 DM_HIDDEN void dm_net_free(dm_net *net);
+/* Instantiates def->op[index] as the net's next op (for passes that build a net op by
+ * op). The error message has no op prefix; the caller adds it. */
+DM_HIDDEN dm_status dm_net_append_op(dm_net *net, int index);
 /* "op 3 (Conv 'conv1')" into buf. */
 DM_HIDDEN const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap);
 
