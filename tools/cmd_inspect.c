@@ -12,14 +12,22 @@
 
 #include "cli_util.h"
 #include "core/api.h"
+#include "inspect_shapes.h"
 
 static void help(FILE *f) {
-  fprintf(f, "usage: demitasse inspect NET [--init INIT] [--dot OUT.dot]\n\n"
+  fprintf(f, "usage: demitasse inspect NET [--init INIT] [--dot OUT.dot]\n"
+             "                         [--input NAME=D0,D1,..[:DTYPE]]... [--out-channels TABLE]\n\n"
              "Prints the ops of NET (index, type, name, inputs -> outputs, engine, device),\n"
              "its blobs and its external inputs and outputs. With --init, also counts the\n"
              "parameters the init net creates and lists the inputs left to feed.\n\n"
              "  -i, --init FILE  the init net that fills NET's weights\n"
              "  -d, --dot FILE   write a Graphviz graph (ops as boxes, blobs as ellipses)\n"
+             "  -I, --input NAME=D0,D1,..[:DTYPE]\n"
+             "                   an input's shape (dtype default float): prints every blob's\n"
+             "                   dtype and shape and each op's FLOPs and bytes\n"
+             "  -c, --out-channels TABLE\n"
+             "                   output channels of each Conv/FC weight (lines 'blob count'),\n"
+             "                   for parameter shapes when there is no --init\n"
              "  -h, --help       this text\n");
 }
 
@@ -230,7 +238,8 @@ static dm_status write_dot(const Caffe2__NetDef *def, blob_table *t, const char 
   return DM_OK;
 }
 
-static dm_status inspect(const char *path, const char *init, const char *dot) {
+static dm_status inspect(const char *path, const char *init, const char *dot,
+                         const char *table, const dm_strlist *inputs) {
   Caffe2__NetDef *def = NULL;
   blob_table t = {0};
   DM_TRY(dm_netdef_read(path, &def));
@@ -251,6 +260,8 @@ static dm_status inspect(const char *path, const char *init, const char *dot) {
   print_list("external outputs", def->external_output, def->n_external_output);
   if (init && (s = print_params(def, init)) != DM_OK)
     goto cleanup;
+  if (inputs->n && (s = dm_inspect_shapes(def, path, init, table, inputs->items, inputs->n)) != DM_OK)
+    goto cleanup;
   if (dot) {
     if ((s = write_dot(def, &t, dot)) != DM_OK)
       goto cleanup;
@@ -265,23 +276,36 @@ cleanup:
 int dm_cmd_inspect(int argc, char **argv) {
   static const struct option opts[] = {{"init", required_argument, NULL, 'i'},
                                        {"dot", required_argument, NULL, 'd'},
+                                       {"input", required_argument, NULL, 'I'},
+                                       {"out-channels", required_argument, NULL, 'c'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  const char *init = NULL, *dot = NULL;
-  int c;
+  const char *init = NULL, *dot = NULL, *table = NULL;
+  dm_strlist inputs = {0};
+  int c, rc = DM_EXIT_OK;
   optind = 0;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "i:d:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "i:d:I:c:h", opts, NULL)) != -1) {
     switch (c) {
     case 'i': init = optarg; break;
     case 'd': dot = optarg; break;
-    case 'h': help(stdout); return DM_EXIT_OK;
-    default: return dm_cli_bad_option("inspect", argv);
+    case 'c': table = optarg; break;
+    case 'I':
+      if (!dm_strlist_push(&inputs, optarg)) {
+        dm_strlist_free(&inputs);
+        return dm_cli_failf("out of memory");
+      }
+      break;
+    case 'h': help(stdout); dm_strlist_free(&inputs); return DM_EXIT_OK;
+    default: dm_strlist_free(&inputs); return dm_cli_bad_option("inspect", argv);
     }
   }
   if (argc - optind != 1)
-    return dm_cli_usage_error("inspect", "wants one net file (got %d)", argc - optind);
-  if (inspect(argv[optind], init, dot) != DM_OK)
-    return dm_cli_fail();
-  return DM_EXIT_OK;
+    rc = dm_cli_usage_error("inspect", "wants one net file (got %d)", argc - optind);
+  else if (table && !inputs.n)
+    rc = dm_cli_usage_error("inspect", "--out-channels needs --input shapes");
+  else if (inspect(argv[optind], init, dot, table, &inputs) != DM_OK)
+    rc = dm_cli_fail();
+  dm_strlist_free(&inputs);
+  return rc;
 }
