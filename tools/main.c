@@ -17,6 +17,7 @@ static const dm_cli_cmd commands[] = {
     {"run", dm_cmd_run, "run a net (after an init net) on .npy inputs"},
     {"convert", dm_cmd_convert, "convert protobuf files between binary (.pb) and text (.pbtxt)"},
     {"inspect", dm_cmd_inspect, "list a net's ops, blobs and parameters; write a Graphviz graph"},
+    {"init-net", dm_cmd_init_net, "an init net for a weightless predict net (shapes inferred)"},
     {"info", dm_cmd_info, "version, CPU features, BLAS, OpenMP, CUDA libraries and GPUs"},
     {"ops", dm_cmd_ops, "list the registered operator types"},
     {NULL, NULL, NULL},
@@ -28,7 +29,7 @@ static void usage(FILE *f) {
              "commands:\n",
           dm_version_string());
   for (const dm_cli_cmd *c = commands; c->name; c++)
-    fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    fprintf(f, "  %-9s %s\n", c->name, c->summary);
   fprintf(f, "\n'demitasse <command> --help' describes a command's options.\n");
 }
 
