@@ -1,6 +1,10 @@
 /* common.c: helpers shared by the CPU operator files. */
 #include "common.h"
 
+#include <string.h>
+
+#include "core/half.h"
+
 dm_status dm_op_canonical_axis(dm_op_ctx *ctx, const char *what, int64_t axis, int ndim,
                                int end_ok, int *out) {
   int64_t a = axis < 0 ? axis + ndim : axis;
@@ -20,4 +24,79 @@ int64_t dm_dims_product(const dm_tensor *t, int lo, int hi) {
 
 int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b) {
   return a == b || (a->storage && a->storage == b->storage);
+}
+
+int dm_is_float_or_half(dm_dtype t) { return t == DM_FLOAT || t == DM_FLOAT16; }
+
+void dm_load_f32(dm_dtype t, const void *src, int64_t i0, int64_t n, float *dst) {
+  if (t == DM_FLOAT16)
+    dm_half_to_float_array((const uint16_t *)src + i0, dst, (size_t)n);
+  else if (t == DM_DOUBLE)
+    for (int64_t j = 0; j < n; j++)
+      dst[j] = (float)((const double *)src)[i0 + j];
+  else
+    memcpy(dst, (const float *)src + i0, (size_t)n * sizeof(float));
+}
+
+void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const float *src) {
+  if (t == DM_FLOAT16)
+    dm_float_to_half_array(src, (uint16_t *)dst + i0, (size_t)n);
+  else if (t == DM_DOUBLE)
+    for (int64_t j = 0; j < n; j++)
+      ((double *)dst)[i0 + j] = src[j];
+  else
+    memcpy((float *)dst + i0, src, (size_t)n * sizeof(float));
+}
+
+dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt, dm_dtype *out) {
+  const char *s = dm_op_arg_string(ctx, name, NULL);
+  if (s) {
+    if (dm_dtype_from_name(s, out) != DM_OK)
+      return dm_op_error(ctx, DM_ERR_TYPE, "unknown '%s' data type '%s'", name, s);
+    return DM_OK;
+  }
+  if (!dm_op_has_arg(ctx, name)) {
+    *out = dflt;
+    return DM_OK;
+  }
+  /* An absent i is the only case where two different defaults come back. */
+  int is_int = dm_op_arg_int(ctx, name, 0) == dm_op_arg_int(ctx, name, 1);
+  int64_t v = dm_op_arg_int(ctx, name, -1);
+  if (!is_int)
+    return dm_op_error(ctx, DM_ERR_TYPE, "'%s' must be a DataType number or name", name);
+  if (v <= 0 || v > 1000 || !dm_dtype_is_valid((int)v))
+    return dm_op_error(ctx, DM_ERR_TYPE, "unknown '%s' data type %lld", name, (long long)v);
+  *out = (dm_dtype)v == DM_BYTE ? DM_UINT8 : (dm_dtype)v;
+  return DM_OK;
+}
+
+dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why) {
+  if (dm_tensor_data(dm_op_input(ctx, i)) || dm_op_input(ctx, i)->numel == 0)
+    return DM_OK;
+  return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                     "the output shape depends on the values of input %d '%s' (%s), which "
+                     "shape inference does not have",
+                     i, dm_op_input_name(ctx, i), why);
+}
+
+void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c) {
+  for (int i = 0; i < dm_op_num_inputs(ctx); i++) {
+    const dm_tensor *t = dm_op_input(ctx, i);
+    c->bytes_read += (double)t->numel * (double)dm_dtype_size(t->dtype);
+  }
+  for (int o = 0; o < dm_op_num_outputs(ctx); o++) {
+    const dm_tensor *t = dm_op_output(ctx, o);
+    c->bytes_written += (double)t->numel * (double)dm_dtype_size(t->dtype);
+  }
+}
+
+dm_status dm_op_order_axis(dm_op_ctx *ctx, int *out) {
+  const char *order = dm_op_arg_string(ctx, "order", "NCHW");
+  if (strcmp(order, "NCHW") == 0)
+    *out = 1;
+  else if (strcmp(order, "NHWC") == 0)
+    *out = 3;
+  else
+    return dm_op_error(ctx, DM_ERR_INVALID, "'order' is '%s'; expected NCHW or NHWC", order);
+  return DM_OK;
 }

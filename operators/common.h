@@ -13,4 +13,36 @@ DM_HIDDEN int64_t dm_dims_product(const dm_tensor *t, int lo, int hi);
 /* Nonzero when a and b share storage (so writing one changes the other). */
 DM_HIDDEN int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b);
 
+/* FLOAT or FLOAT16: the dtypes of the float kernels (FP16 in, FP32 compute, FP16 out). */
+DM_HIDDEN int dm_is_float_or_half(dm_dtype t);
+/* n elements from index i0 of a FLOAT, FLOAT16 or DOUBLE array, widened/narrowed to
+ * float (exact for FLOAT16), and back (FLOAT16 rounded to nearest even, once). */
+DM_HIDDEN void dm_load_f32(dm_dtype t, const void *src, int64_t i0, int64_t n, float *dst);
+DM_HIDDEN void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const float *src);
+
+/* A DataType argument given as a number or a name ("FLOAT16"); `dflt` when absent.
+ * DM_ERR_TYPE names the argument for anything else. */
+DM_HIDDEN dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt,
+                                    dm_dtype *out);
+/* DM_ERR_UNSUPPORTED while inferring shapes when input i has no values to read (the
+ * output shape depends on them: Reshape's new_shape, input_as_shape, Split's sizes). */
+DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
+/* Adds the bytes of every input and output to *c (the part of a cost all ops share). */
+DM_HIDDEN void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c);
+/* The OperatorDef `order` argument's channel axis: NCHW -> 1, NHWC -> 3. */
+DM_HIDDEN dm_status dm_op_order_axis(dm_op_ctx *ctx, int *out);
+
+/* Fill shapes (defined in fill.c, shared with random_fill.c). Arguments `shape`,
+ * `input_as_shape`, `extra_shape` as Caffe2's FillerOp: */
+#define DM_FILL_SHAPE_ARGS                                                               \
+  {"shape", DM_ARG_INTS, 0, "output shape when there is no input"},                     \
+      {"input_as_shape", DM_ARG_INT, 0, "use the input's values (1-D int) as the shape"}, \
+      {"extra_shape", DM_ARG_INTS, 0, "dims appended to the input-derived shape"}
+/* Instantiation-time checks of those arguments. */
+DM_HIDDEN dm_status dm_fill_check_shape_args(dm_op_ctx *ctx, int shape_required);
+/* The output shape for this run (the input may change between runs). */
+DM_HIDDEN dm_status dm_fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims);
+/* Declares output 0 with that shape (allocating unless shape-only); *y is the output. */
+DM_HIDDEN dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **y);
+
 #endif

@@ -5,7 +5,8 @@
  * followed by `extra_shape`. Giving both `shape` and an input is an error, as are
  * `extra_shape` or `input_as_shape` without an input. ConstantFill's `dtype` defaults to
  * FLOAT, or to INT64/STRING when only an integer/string `value` is given (as in Caffe2).
- * Argument errors that do not depend on inputs are found at instantiation.
+ * Argument errors that do not depend on inputs are found at instantiation; the rest in
+ * `infer`, which the kernels call first. Fills pass no gradient back (no_gradient).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -18,13 +19,8 @@
 
 /* ---- shape ---------------------------------------------------------------------- */
 
-#define SHAPE_ARGS                                                                       \
-  {"shape", DM_ARG_INTS, 0, "output shape when there is no input"},                     \
-      {"input_as_shape", DM_ARG_INT, 0, "use the input's values (1-D int) as the shape"}, \
-      {"extra_shape", DM_ARG_INTS, 0, "dims appended to the input-derived shape"}
-
 /* Instantiation-time checks of the shape arguments. */
-static dm_status check_shape_args(dm_op_ctx *ctx, int shape_required) {
+dm_status dm_fill_check_shape_args(dm_op_ctx *ctx, int shape_required) {
   size_t n;
   if (dm_op_num_inputs(ctx) > 0) {
     if (dm_op_has_arg(ctx, "shape"))
@@ -49,7 +45,7 @@ static dm_status check_shape_args(dm_op_ctx *ctx, int shape_required) {
 }
 
 /* The output shape, per run (the input may change between runs). */
-static dm_status fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
+dm_status dm_fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
   size_t n = 0;
   const int64_t *d;
   int k = 0;
@@ -62,6 +58,7 @@ static dm_status fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
   }
   const dm_tensor *x = dm_op_input(ctx, 0);
   if (dm_op_arg_int(ctx, "input_as_shape", 0)) {
+    DM_TRY(dm_op_need_values(ctx, 0, "input_as_shape"));
     if (x->ndim != 1 || (x->dtype != DM_INT64 && x->dtype != DM_INT32))
       return dm_op_error(ctx, DM_ERR_SHAPE,
                          "with input_as_shape the input must be a 1-D INT64 (or INT32) "
@@ -87,15 +84,14 @@ static dm_status fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
   return DM_OK;
 }
 
-/* Resizes output 0 to the fill shape; DM_ERR_SHAPE names the bad dim. */
-static dm_status resize_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **out) {
+dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **out) {
   int ndim;
   int64_t dims[DM_MAX_DIMS];
-  DM_TRY(fill_shape(ctx, &ndim, dims));
+  DM_TRY(dm_fill_shape(ctx, &ndim, dims));
   dm_tensor *y = dm_op_output(ctx, 0);
-  if (dm_op_num_inputs(ctx) > 0 && dm_tensors_alias(y, dm_op_input(ctx, 0)))
+  if (!dm_op_shape_only(ctx) && dm_op_num_inputs(ctx) > 0 && dm_tensors_alias(y, dm_op_input(ctx, 0)))
     dm_tensor_reset(y); /* Y replaces X in its blob (or a view of it): do not write into X */
-  DM_TRY(dm_tensor_resize(y, dtype, ndim, dims));
+  DM_TRY(dm_op_set_output(ctx, 0, dtype, ndim, dims));
   *out = y;
   return DM_OK;
 }
@@ -106,30 +102,13 @@ static int arg_is_int(const dm_op_ctx *ctx, const char *name) {
   return dm_op_arg_int(ctx, name, 0) == dm_op_arg_int(ctx, name, 1);
 }
 
-/* A dtype argument given as a DataType number or a name. */
-static dm_status dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt, dm_dtype *out) {
-  const char *s = dm_op_arg_string(ctx, name, NULL);
-  if (s) {
-    if (dm_dtype_from_name(s, out) != DM_OK)
-      return dm_op_error(ctx, DM_ERR_TYPE, "unknown '%s' data type '%s'", name, s);
-    return DM_OK;
-  }
-  if (!dm_op_has_arg(ctx, name)) {
-    *out = dflt;
-    return DM_OK;
-  }
-  int64_t v = dm_op_arg_int(ctx, name, -1);
-  if (!arg_is_int(ctx, name) || v < 0 || v > 1000 || !dm_dtype_is_valid((int)v) ||
-      v == DM_UNDEFINED)
-    return dm_op_error(ctx, DM_ERR_TYPE, "unknown '%s' data type %lld", name, (long long)v);
-  *out = (dm_dtype)v == DM_BYTE ? DM_UINT8 : (dm_dtype)v;
-  return DM_OK;
-}
-
 /* ---- ConstantFill ------------------------------------------------------------------ */
 
+static dm_status constant_fill_infer(dm_op_ctx *ctx);
+static void fill_cost(dm_op_ctx *ctx, dm_op_cost *c);
+
 static const dm_arg_spec constant_fill_args[] = {
-    SHAPE_ARGS,
+    DM_FILL_SHAPE_ARGS,
     {"value", DM_ARG_ANY, 0, "the fill value (float, int or string; default 0)"},
     {"dtype", DM_ARG_ANY, 0, "output DataType (number or name); default from value, else FLOAT"},
     {NULL, 0, 0, NULL},
@@ -138,29 +117,47 @@ static const dm_arg_spec constant_fill_args[] = {
 static const dm_op_schema constant_fill_schema = {
     .type = "ConstantFill", .min_inputs = 0, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .args = constant_fill_args, .precision = DM_PREC_NONE,
-    .doc = "[X] -> Y filled with `value`, of shape `shape` (or X's, see input_as_shape)."};
+    .doc = "[X] -> Y filled with `value`, of shape `shape` (or X's, see input_as_shape).",
+    .infer = constant_fill_infer, .cost = fill_cost, .no_gradient = 1};
 
-static dm_status constant_fill_init(dm_op_ctx *ctx, void **state) {
-  DM_TRY(check_shape_args(ctx, 0));
+/* The output dtype: `dtype`, else from the type of `value` (Caffe2's rule). */
+static dm_status constant_fill_dtype(dm_op_ctx *ctx, dm_dtype *out) {
   dm_dtype dflt = DM_FLOAT;
   if (dm_op_arg_string(ctx, "value", NULL))
     dflt = DM_STRING;
   else if (dm_op_has_arg(ctx, "value") && arg_is_int(ctx, "value"))
     dflt = DM_INT64;
   dm_dtype t;
-  DM_TRY(dtype_arg(ctx, "dtype", dflt, &t));
+  DM_TRY(dm_op_dtype_arg(ctx, "dtype", dflt, &t));
   if ((t == DM_STRING) != (dm_op_arg_string(ctx, "value", NULL) != NULL) &&
       dm_op_has_arg(ctx, "value"))
     return dm_op_error(ctx, DM_ERR_TYPE, "'value' is %s but dtype is %s",
                        t == DM_STRING ? "a number" : "a string", dm_dtype_name(t));
-  *state = (void *)(intptr_t)t;
+  *out = t;
   return DM_OK;
 }
 
-static dm_status constant_fill_run(dm_op_ctx *ctx) {
-  dm_dtype t = (dm_dtype)(intptr_t)dm_op_state(ctx);
+static dm_status constant_fill_init(dm_op_ctx *ctx, void **state) {
+  (void)state;
+  DM_TRY(dm_fill_check_shape_args(ctx, 0));
+  dm_dtype t;
+  return constant_fill_dtype(ctx, &t);
+}
+
+static dm_status constant_fill_infer(dm_op_ctx *ctx) {
+  dm_dtype t;
   dm_tensor *y;
-  DM_TRY(resize_output(ctx, t, &y));
+  DM_TRY(constant_fill_dtype(ctx, &t));
+  return dm_fill_set_output(ctx, t, &y);
+}
+
+/* Fills write every output element once. */
+static void fill_cost(dm_op_ctx *ctx, dm_op_cost *c) { dm_cost_io(ctx, c); }
+
+static dm_status constant_fill_run(dm_op_ctx *ctx) {
+  DM_TRY(constant_fill_infer(ctx));
+  dm_tensor *y = dm_op_output(ctx, 0);
+  dm_dtype t = y->dtype;
   int64_t n = y->numel;
   void *p = dm_tensor_mutable_data(y);
   if (t == DM_STRING) {
@@ -256,7 +253,7 @@ static dm_status given_fill_init(dm_op_ctx *ctx, void **state) {
   const given_fill *g = given_of(ctx);
   if (!g)
     return dm_op_error(ctx, DM_ERR_INVALID, "no GivenTensor fill named '%s'", dm_op_type(ctx));
-  DM_TRY(check_shape_args(ctx, 1));
+  DM_TRY(dm_fill_check_shape_args(ctx, 1));
   size_t n = values_count(ctx, g->kind);
   if (g->kind == V_INTS) {
     const int64_t *v = dm_op_arg_ints(ctx, "values", &n);
@@ -274,15 +271,23 @@ static dm_status given_fill_init(dm_op_ctx *ctx, void **state) {
   return DM_OK;
 }
 
+static dm_status given_fill_infer(dm_op_ctx *ctx) {
+  const given_fill *g = given_of(ctx);
+  if (!g)
+    return dm_op_error(ctx, DM_ERR_INVALID, "no GivenTensor fill named '%s'", dm_op_type(ctx));
+  int ndim;
+  int64_t dims[DM_MAX_DIMS];
+  DM_TRY(dm_fill_shape(ctx, &ndim, dims));
+  DM_TRY(check_count(ctx, values_count(ctx, g->kind), ndim, dims));
+  dm_tensor *y;
+  return dm_fill_set_output(ctx, g->dtype, &y);
+}
+
 static dm_status given_fill_run(dm_op_ctx *ctx) {
   const given_fill *g = &given_fills[(intptr_t)dm_op_state(ctx) - 1];
   size_t n = values_count(ctx, g->kind);
-  int ndim;
-  int64_t dims[DM_MAX_DIMS];
-  DM_TRY(fill_shape(ctx, &ndim, dims));
-  DM_TRY(check_count(ctx, n, ndim, dims));
-  dm_tensor *y;
-  DM_TRY(resize_output(ctx, g->dtype, &y));
+  DM_TRY(given_fill_infer(ctx));
+  dm_tensor *y = dm_op_output(ctx, 0);
   void *p = dm_tensor_mutable_data(y);
   size_t nf = 0, ni = 0, ns = 0;
   const float *fv = dm_op_arg_floats(ctx, "values", &nf);
@@ -308,11 +313,12 @@ static dm_status given_fill_run(dm_op_ctx *ctx) {
 
 #define GIVEN_SCHEMA(var, name, vtype, docstr)                                               \
   static const dm_arg_spec var##_args[] = {                                              \
-      SHAPE_ARGS, {"values", vtype, 1, "the values, row-major; count = shape product"}, \
+      DM_FILL_SHAPE_ARGS, {"values", vtype, 1, "the values, row-major; count = shape product"}, \
       {NULL, 0, 0, NULL}};                                                               \
   static const dm_op_schema var##_schema = {                                             \
       .type = name, .min_inputs = 0, .max_inputs = 1, .min_outputs = 1,                  \
-      .max_outputs = 1, .args = var##_args, .precision = DM_PREC_NONE, .doc = docstr};   \
+      .max_outputs = 1, .args = var##_args, .precision = DM_PREC_NONE, .doc = docstr,    \
+      .infer = given_fill_infer, .cost = fill_cost, .no_gradient = 1};                  \
   static const dm_kernel_def var##_cpu = {.type = name, .device = DM_CPU,                \
                                           .init = given_fill_init, .run = given_fill_run}
 
