@@ -1,7 +1,9 @@
-/* activation.c: Relu for FP32 and FP16 (in place allowed).
+/* activation.c: Relu and ReluGradient for FP32 and FP16 (in place allowed).
  *
  * y = max(x, 0) with NaN passed through (a NaN must stay visible to the overflow check
  * of mixed-precision training) and -0 and -inf mapped to +0.
+ * ReluGradient: Y, dY -> dX = dY where Y > 0, else 0 (Caffe2's rule, which reads Y, not
+ * X, so that Relu can run in place); dX may be dY's blob.
  */
 #include "dm_config.h"
 
@@ -9,6 +11,27 @@
 #include "builtin.h"
 
 static const dm_inplace_pair relu_inplace[] = {{0, 0}, {-1, -1}};
+static const dm_inplace_pair relu_grad_inplace[] = {{1, 0}, {-1, -1}};
+
+static dm_status relu_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  if (!dm_is_float_or_half(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Relu takes FLOAT or FLOAT16",
+                       dm_dtype_name(x->dtype));
+  /* In place (y == x) the resize keeps the storage: same bytes. */
+  return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
+}
+
+static void relu_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  c->flops = (double)dm_op_output(ctx, 0)->numel;
+}
+
+static dm_status relu_gradient(dm_grad_ctx *g) { /* ReluGradient: Y, dY -> dX */
+  const char *in[] = {dm_grad_output(g, 0), dm_grad_output_grad(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, "ReluGradient", 2, in, 1, out);
+}
 
 static const dm_op_schema relu_schema = {
     .type = "Relu",
@@ -19,16 +42,15 @@ static const dm_op_schema relu_schema = {
     .inplace = relu_inplace,
     .precision = DM_PREC_FOLLOW,
     .doc = "X -> Y = max(X, 0); FLOAT or FLOAT16; may run in place.",
+    .infer = relu_infer,
+    .cost = relu_cost,
+    .gradient = relu_gradient,
 };
 
 static dm_status relu_run(dm_op_ctx *ctx) {
+  DM_TRY(relu_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
-  if (x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16)
-    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Relu takes FLOAT or FLOAT16",
-                       dm_dtype_name(x->dtype));
-  /* In place (y == x) the resize keeps the storage: same bytes. */
-  DM_TRY(dm_tensor_resize_like(y, x));
   int64_t n = x->numel;
   if (x->dtype == DM_FLOAT) {
     const float *px = dm_tensor_data(x); /* (n) */
@@ -52,8 +74,64 @@ static dm_status relu_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def relu_cpu = {.type = "Relu", .device = DM_CPU, .run = relu_run};
+/* ---- ReluGradient ---------------------------------------------------------------- */
 
-static const dm_op_schema *const schemas[] = {&relu_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&relu_cpu, NULL};
+static dm_status relu_grad_infer(dm_op_ctx *ctx) {
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  char a[96], b[96];
+  if (!dm_is_float_or_half(y->dtype) || dy->dtype != y->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE, "Y, dY are %s, %s; expected both FLOAT or both FLOAT16",
+                       dm_dtype_name(y->dtype), dm_dtype_name(dy->dtype));
+  if (!dm_tensor_same_shape(y, dy))
+    return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s but dY is %s", dm_shape_str(y, a, sizeof a),
+                       dm_shape_str(dy, b, sizeof b));
+  if (dm_op_output(ctx, 0) == y)
+    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not Y's");
+  return dm_op_set_output(ctx, 0, y->dtype, y->ndim, y->dims);
+}
+
+static dm_status relu_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(relu_grad_infer(ctx));
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  int64_t n = y->numel;
+  if (y->dtype == DM_FLOAT) {
+    const float *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) */
+    float *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+#if DM_HAVE_OPENMP
+#pragma omp parallel for simd if (n > (1 << 16))
+#endif
+    for (int64_t i = 0; i < n; i++)
+      pdx[i] = py[i] > 0.0f ? pdy[i] : 0.0f;
+  } else {
+    const uint16_t *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) FP16 bits */
+    uint16_t *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+    /* Y > 0 on the bits: sign clear, nonzero, not NaN (magnitude at most inf). */
+#if DM_HAVE_OPENMP
+#pragma omp parallel for simd if (n > (1 << 16))
+#endif
+    for (int64_t i = 0; i < n; i++)
+      pdx[i] = !(py[i] & 0x8000u) && py[i] != 0 && py[i] <= 0x7c00u ? pdy[i] : 0;
+  }
+  return DM_OK;
+}
+
+static const dm_op_schema relu_grad_schema = {
+    .type = "ReluGradient",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .min_outputs = 1,
+    .max_outputs = 1,
+    .inplace = relu_grad_inplace,
+    .precision = DM_PREC_FOLLOW,
+    .doc = "Y, dY -> dX = dY * (Y > 0); dX may be dY.",
+    .infer = relu_grad_infer,
+    .cost = relu_cost,
+};
+
+static const dm_kernel_def relu_cpu = {.type = "Relu", .device = DM_CPU, .run = relu_run};
+static const dm_kernel_def relu_grad_cpu = {.type = "ReluGradient", .device = DM_CPU,
+                                            .run = relu_grad_run};
+
+static const dm_op_schema *const schemas[] = {&relu_schema, &relu_grad_schema, NULL};
+static const dm_kernel_def *const kernels[] = {&relu_cpu, &relu_grad_cpu, NULL};
 const dm_op_family dm_family_activation = {schemas, kernels};

@@ -1,10 +1,16 @@
-/* fc.c: FC (fully connected), Y = X W^T + b, for FP32 and FP16.
+/* fc.c: FC (fully connected), Y = X W^T + b, and FCGradient, for FP32 and FP16.
  *
  * X is flattened to M x K at `axis`, W to N x K at `axis_w`; Y keeps X's leading dims and
- * appends N. The FP16 kernel takes FP16 X and W (bias FP16 or FP32), accumulates in FP32
- * and rounds Y to FP16 once, as tensor cores do (see operators/math/gemm.h).
+ * appends N. The FP16 kernels take FP16 X and W (bias FP16 or FP32), accumulate in FP32
+ * and round each result to FP16 once, as tensor cores do (see operators/math/gemm.h).
+ *
+ * FCGradient: X, W, dY -> dW (W's shape), db (N), dX (X's shape), as Caffe2 (which always
+ * emits dX): dW = dY^T X, db = column sums of dY, dX = dY W. db takes dY's dtype.
  */
+#include <stdlib.h>
+
 #include "common.h"
+#include "core/half.h"
 #include "math/gemm.h"
 #include "builtin.h"
 
@@ -15,6 +21,71 @@ static const dm_arg_spec fc_args[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* The GEMM geometry shared by FC and FCGradient. */
+typedef struct fc_dims {
+  int axis, axis_w;
+  int64_t M, N, K;
+} fc_dims;
+
+static dm_status fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, fc_dims *d) {
+  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &d->axis));
+  DM_TRY(dm_op_canonical_axis(ctx, "axis_w", dm_op_arg_int(ctx, "axis_w", 1), w->ndim, 0,
+                              &d->axis_w));
+  d->M = dm_dims_product(x, 0, d->axis);
+  d->K = dm_dims_product(x, d->axis, x->ndim);
+  d->N = dm_dims_product(w, 0, d->axis_w);
+  int64_t Kw = dm_dims_product(w, d->axis_w, w->ndim);
+  char xs[96], ws[96];
+  if (d->K != Kw)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "X is %s flattened at axis %d to %lldx%lld, but W is %s: K differs "
+                       "(%lld vs %lld)",
+                       dm_shape_str(x, xs, sizeof xs), d->axis, (long long)d->M,
+                       (long long)d->K, dm_shape_str(w, ws, sizeof ws), (long long)d->K,
+                       (long long)Kw);
+  return DM_OK;
+}
+
+/* ---- FC ------------------------------------------------------------------------- */
+
+static dm_status fc_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
+  fc_dims d;
+  DM_TRY(fc_geometry(ctx, x, w, &d));
+  char ws[96];
+  if (b->numel != d.N)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "b has %lld elements, but W is %s: N = %lld",
+                       (long long)b->numel, dm_shape_str(w, ws, sizeof ws), (long long)d.N);
+  int fp16 = x->dtype == DM_FLOAT16;
+  if ((x->dtype != DM_FLOAT && !fp16) || w->dtype != x->dtype ||
+      (b->dtype != x->dtype && !(fp16 && b->dtype == DM_FLOAT)))
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W, b are %s, %s, %s; expected all FLOAT, or FLOAT16 X and W with "
+                       "a FLOAT16 or FLOAT b",
+                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(b->dtype));
+  int64_t dims[DM_MAX_DIMS];
+  for (int i = 0; i < d.axis; i++)
+    dims[i] = x->dims[i];
+  dims[d.axis] = d.N;
+  return dm_op_set_output(ctx, 0, x->dtype, d.axis + 1, dims);
+}
+
+static void fc_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *y = dm_op_output(ctx, 0);
+  int64_t n = y->ndim ? y->dims[y->ndim - 1] : 1, m = n ? y->numel / n : 0;
+  int64_t k = m ? x->numel / m : 0;
+  dm_cost_io(ctx, c);
+  c->flops = 2.0 * (double)m * (double)n * (double)k + (double)y->numel;
+}
+
+/* FCGradient: X, W, dY -> dW, db, dX. */
+static dm_status fc_gradient(dm_grad_ctx *g) {
+  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 1), dm_grad_input_grad(g, 2),
+                       dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, "FCGradient", 3, in, 3, out);
+}
+
 static const dm_op_schema fc_schema = {
     .type = "FC",
     .min_inputs = 3,
@@ -24,58 +95,132 @@ static const dm_op_schema fc_schema = {
     .args = fc_args,
     .precision = DM_PREC_FP16,
     .doc = "X, W (N x K), b (N) -> Y = X W^T + b; X flattened to M x K at `axis`.",
+    .infer = fc_infer,
+    .cost = fc_cost,
+    .gradient = fc_gradient,
 };
 
 static dm_status fc_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
   dm_tensor *y = dm_op_output(ctx, 0);
-  int axis, axis_w;
-  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
-  DM_TRY(dm_op_canonical_axis(ctx, "axis_w", dm_op_arg_int(ctx, "axis_w", 1), w->ndim, 0,
-                              &axis_w));
-  int64_t M = dm_dims_product(x, 0, axis), K = dm_dims_product(x, axis, x->ndim);
-  int64_t N = dm_dims_product(w, 0, axis_w), Kw = dm_dims_product(w, axis_w, w->ndim);
-  char xs[96], ws[96];
-  if (K != Kw)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "X is %s flattened at axis %d to %lldx%lld, but W is %s: K differs "
-                       "(%lld vs %lld)",
-                       dm_shape_str(x, xs, sizeof xs), axis, (long long)M, (long long)K,
-                       dm_shape_str(w, ws, sizeof ws), (long long)K, (long long)Kw);
-  if (b->numel != N)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "b has %lld elements, but W is %s: N = %lld",
-                       (long long)b->numel, dm_shape_str(w, ws, sizeof ws), (long long)N);
-  int fp16 = x->dtype == DM_FLOAT16;
-  if ((x->dtype != DM_FLOAT && !fp16) || w->dtype != x->dtype ||
-      (b->dtype != x->dtype && !(fp16 && b->dtype == DM_FLOAT)))
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, b are %s, %s, %s; expected all FLOAT, or FLOAT16 X and W with "
-                       "a FLOAT16 or FLOAT b",
-                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(b->dtype));
   if (dm_tensors_alias(y, x) || dm_tensors_alias(y, w) || dm_tensors_alias(y, b))
     dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
-  int64_t dims[DM_MAX_DIMS];
-  for (int i = 0; i < axis; i++)
-    dims[i] = x->dims[i];
-  dims[axis] = N;
-  DM_TRY(dm_tensor_resize(y, x->dtype, axis + 1, dims));
-  dm_status s;
-  if (fp16) {
-    s = dm_gemm_f16(0, 1, M, N, K, dm_tensor_data(x), dm_tensor_data(w), dm_tensor_data(b),
-                    b->dtype == DM_FLOAT16, dm_tensor_mutable_data(y));
-  } else {
-    float *py = dm_tensor_mutable_data(y); /* (M, N) */
-    const float *pb = dm_tensor_data(b);   /* (N) */
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++)
-        py[i * N + j] = pb[j];
-    s = dm_gemm_f32(0, 1, M, N, K, 1.0f, dm_tensor_data(x), dm_tensor_data(w), 1.0f, py);
-  }
-  return s;
+  DM_TRY(fc_infer(ctx));
+  fc_dims d;
+  DM_TRY(fc_geometry(ctx, x, w, &d));
+  int64_t M = d.M, N = d.N, K = d.K;
+  if (x->dtype == DM_FLOAT16)
+    return dm_gemm_f16(0, 1, M, N, K, dm_tensor_data(x), dm_tensor_data(w), dm_tensor_data(b),
+                       b->dtype == DM_FLOAT16, dm_tensor_mutable_data(y));
+  float *py = dm_tensor_mutable_data(y); /* (M, N) */
+  const float *pb = dm_tensor_data(b);   /* (N) */
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++)
+      py[i * N + j] = pb[j];
+  return dm_gemm_f32(0, 1, M, N, K, 1.0f, dm_tensor_data(x), dm_tensor_data(w), 1.0f, py);
 }
 
-static const dm_kernel_def fc_cpu = {.type = "FC", .device = DM_CPU, .run = fc_run};
+/* ---- FCGradient ------------------------------------------------------------------ */
 
-static const dm_op_schema *const schemas[] = {&fc_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&fc_cpu, NULL};
+static dm_status fc_grad_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  fc_dims d;
+  DM_TRY(fc_geometry(ctx, x, w, &d));
+  if (!dm_is_float_or_half(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W, dY are %s, %s, %s; expected all FLOAT or all FLOAT16",
+                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
+  char s[96];
+  if (dy->numel != d.M * d.N || dy->ndim < 1 || dy->dims[dy->ndim - 1] != d.N)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s; expected %lld rows of N = %lld",
+                       dm_shape_str(dy, s, sizeof s), (long long)d.M, (long long)d.N);
+  for (int o = 0; o < dm_op_num_outputs(ctx); o++)
+    for (int i = 0; i < 3; i++)
+      if (dm_op_output(ctx, o) == dm_op_input(ctx, i))
+        return dm_op_error(ctx, DM_ERR_INVALID, "output %d is input %d; FCGradient cannot run "
+                                                "in place", o, i);
+  int64_t n = d.N;
+  DM_TRY(dm_op_set_output(ctx, 0, w->dtype, w->ndim, w->dims));
+  DM_TRY(dm_op_set_output(ctx, 1, dy->dtype, 1, &n));
+  if (dm_op_num_outputs(ctx) > 2)
+    DM_TRY(dm_op_set_output(ctx, 2, x->dtype, x->ndim, x->dims));
+  return DM_OK;
+}
+
+static void fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
+  int64_t n = dm_op_output(ctx, 1)->numel, m = n ? dy->numel / n : 0, k = m ? x->numel / m : 0;
+  dm_cost_io(ctx, c);
+  /* dW and dX are one M x N x K product each; db one pass over dY */
+  c->flops = 2.0 * (double)m * (double)n * (double)k * (dm_op_num_outputs(ctx) > 2 ? 2 : 1) +
+             (double)dy->numel;
+}
+
+static dm_status fc_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(fc_grad_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  fc_dims d;
+  DM_TRY(fc_geometry(ctx, x, w, &d));
+  int64_t M = d.M, N = d.N, K = d.K;
+  dm_tensor *dw = dm_op_output(ctx, 0), *db = dm_op_output(ctx, 1);
+  dm_tensor *dx = dm_op_num_outputs(ctx) > 2 ? dm_op_output(ctx, 2) : NULL;
+  /* db[j] = sum_i dY[i][j], accumulated in double (more than FP32's accuracy, and the
+   * same on every thread count), rounded once into db's dtype. */
+  double *acc = calloc((size_t)(N ? N : 1), sizeof *acc);
+  float *row = malloc((size_t)(N ? N : 1) * sizeof *row);
+  if (!acc || !row) {
+    free(acc);
+    free(row);
+    return DM_NOMEM("FCGradient bias accumulator");
+  }
+  for (int64_t i = 0; i < M; i++) {
+    dm_load_f32(dy->dtype, dm_tensor_data(dy), i * N, N, row);
+    for (int64_t j = 0; j < N; j++)
+      acc[j] += row[j];
+  }
+  for (int64_t j = 0; j < N; j++)
+    row[j] = (float)acc[j];
+  if (db->dtype == DM_FLOAT16) /* double -> half once, not via float */
+    for (int64_t j = 0; j < N; j++)
+      ((uint16_t *)dm_tensor_mutable_data(db))[j] = dm_double_to_half(acc[j]);
+  else
+    dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, N, row);
+  free(acc);
+  free(row);
+  if (x->dtype == DM_FLOAT16) {
+    /* dW (N x K) = dY^T (N x M) X (M x K); dX (M x K) = dY (M x N) W (N x K) */
+    DM_TRY(dm_gemm_f16(1, 0, N, K, M, dm_tensor_data(dy), dm_tensor_data(x), NULL, 0,
+                       dm_tensor_mutable_data(dw)));
+    if (dx)
+      DM_TRY(dm_gemm_f16(0, 0, M, K, N, dm_tensor_data(dy), dm_tensor_data(w), NULL, 0,
+                         dm_tensor_mutable_data(dx)));
+    return DM_OK;
+  }
+  DM_TRY(dm_gemm_f32(1, 0, N, K, M, 1.0f, dm_tensor_data(dy), dm_tensor_data(x), 0.0f,
+                     dm_tensor_mutable_data(dw)));
+  if (dx)
+    DM_TRY(dm_gemm_f32(0, 0, M, K, N, 1.0f, dm_tensor_data(dy), dm_tensor_data(w), 0.0f,
+                       dm_tensor_mutable_data(dx)));
+  return DM_OK;
+}
+
+static const dm_op_schema fc_grad_schema = {
+    .type = "FCGradient",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .min_outputs = 2,
+    .max_outputs = 3,
+    .args = fc_args,
+    .precision = DM_PREC_FP16,
+    .doc = "X, W, dY -> dW, db, [dX] for FC (same axis, axis_w).",
+    .infer = fc_grad_infer,
+    .cost = fc_grad_cost,
+};
+
+static const dm_kernel_def fc_cpu = {.type = "FC", .device = DM_CPU, .run = fc_run};
+static const dm_kernel_def fc_grad_cpu = {.type = "FCGradient", .device = DM_CPU,
+                                          .run = fc_grad_run};
+
+static const dm_op_schema *const schemas[] = {&fc_schema, &fc_grad_schema, NULL};
+static const dm_kernel_def *const kernels[] = {&fc_cpu, &fc_grad_cpu, NULL};
 const dm_op_family dm_family_fc = {schemas, kernels};
