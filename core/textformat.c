@@ -9,6 +9,7 @@
  */
 #include "netio.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <locale.h>
@@ -332,7 +333,7 @@ static dm_status decode_string(parser *p, bytebuf *b) {
     case 't': b->buf[b->len++] = '\t'; break;
     case 'v': b->buf[b->len++] = '\v'; break;
     case '\\': case '\'': case '"': case '?': b->buf[b->len++] = e; break;
-    case 'x': case 'X': {
+    case 'x': { /* lower case only: protoc refuses \X */
       unsigned v = 0, k = 0;
       while (k < 2 && i + 1 < n && is_hex((unsigned char)s[i + 1])) {
         v = v * 16 + (unsigned)hex_val((unsigned char)s[++i]);
@@ -921,9 +922,8 @@ static void sb_quoted(sbuf *b, const uint8_t *s, size_t n) {
   sb_put(b, "\"", 1);
 }
 
-/* protoc's SimpleFtoa/SimpleDtoa: the short form when it reads back to the same value,
- * else enough digits to round-trip exactly. Checked with our own reader (strtod, then
- * rounding to float), the same path protoc's parser takes. */
+/* protoc's SimpleFtoa/SimpleDtoa: the short form (6 or 15 digits) when it reads back
+ * to the same value, else enough digits (9 or 17) to round-trip exactly. */
 static void fmt_float(char *buf, size_t n, float v) {
   if (isnan(v)) {
     snprintf(buf, n, "nan");
@@ -931,7 +931,12 @@ static void fmt_float(char *buf, size_t n, float v) {
     snprintf(buf, n, v < 0 ? "-inf" : "inf");
   } else {
     format_c(buf, n, "%.*g", FLT_DIG, v);
-    if (double_to_float(strtod_c(buf, NULL)) != v)
+    /* protoc's check is strtof with errno, which reports ERANGE for denormals, so those
+     * always get all 9 digits; ours must read the short form back as well. */
+    locale_t loc = get_c_locale();
+    errno = 0;
+    float back = loc ? strtof_l(buf, NULL, loc) : strtof(buf, NULL);
+    if (errno != 0 || back != v || double_to_float(strtod_c(buf, NULL)) != v)
       format_c(buf, n, "%.*g", FLT_DIG + 3, v);
   }
 }
