@@ -1,21 +1,36 @@
-/* elementwise.c: Sum of same-shaped tensors, X0 + X1 + ... + Xn -> Y (in place on X0).
+/* elementwise.c: Sum, Add/Sub/Mul/Div (Caffe2's legacy broadcast), Scale and
+ * SumReduceLike, with their gradient makers.
  *
- * Works in blocks: every input's block is read and summed in a local accumulator before
- * the block of Y is written, so Y may share storage with any input. FP16 inputs are
- * summed in FP32 and rounded once (tensor-core style); integer sums wrap around
- * (two's complement) instead of invoking C's undefined signed overflow.
+ * Sum works in blocks: every input's block is read and summed in a local accumulator
+ * before the block of Y is written, so Y may share storage with any input. FP16 inputs
+ * are computed in FP32 and rounded once (tensor-core style); integer results wrap
+ * (two's complement) instead of invoking C's undefined signed overflow, and an integer
+ * division by zero is an error (checked before anything is written).
+ *
+ * Gradients (dC = C's gradient): Sum and Add pass dC through (no op) to every input
+ * of C's shape; a broadcast B gets SumReduceLike(dC, B), which sums dC over the
+ * broadcast dims. Sub negates B's (Scale by -1). Mul: dA = Mul(dC, B) (same broadcast),
+ * dB = SumReduceLike(Mul(dC, A)). Div reads C and B, not A (so it may run in place on A):
+ * dA = Div(dC, B), dB = -SumReduceLike(dC * C / B). The chains run in place on dB's
+ * blob, so no temporary names are needed.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "dm_config.h"
 
 #include "common.h"
+#include "broadcast.h"
 #include "core/half.h"
 #include "builtin.h"
 
 #define BLOCK 1024
 
 static const dm_inplace_pair sum_inplace[] = {{0, 0}, {-1, -1}};
+
+static dm_status sum_infer(dm_op_ctx *ctx);
+static void elementwise_cost(dm_op_ctx *ctx, dm_op_cost *c);
+static dm_status sum_gradient(dm_grad_ctx *g);
 
 static const dm_op_schema sum_schema = {
     .type = "Sum",
@@ -26,6 +41,9 @@ static const dm_op_schema sum_schema = {
     .inplace = sum_inplace,
     .precision = DM_PREC_FOLLOW,
     .doc = "X0, X1, ... (same shape and dtype) -> Y = elementwise sum; Y may be X0.",
+    .infer = sum_infer,
+    .cost = elementwise_cost,
+    .gradient = sum_gradient,
 };
 
 /* One block [i0, i0 + n) for an accumulator type ACC over element type T; LOAD widens an
@@ -50,7 +68,7 @@ static const dm_op_schema sum_schema = {
 #define TO_I32(v) ((int32_t)(v)) /* uint32 -> int32: modular on every target compiler */
 #define TO_I64(v) ((int64_t)(v))
 
-static dm_status sum_run(dm_op_ctx *ctx) {
+static dm_status sum_infer(dm_op_ctx *ctx) {
   const dm_tensor *x0 = dm_op_input(ctx, 0);
   int nin = dm_op_num_inputs(ctx);
   dm_dtype t = x0->dtype;
@@ -69,8 +87,29 @@ static dm_status sum_run(dm_op_ctx *ctx) {
                          dm_op_input_name(ctx, k), dm_shape_str(xk, a, sizeof a),
                          dm_op_input_name(ctx, 0), dm_shape_str(x0, b, sizeof b));
   }
+  return dm_op_set_output(ctx, 0, t, x0->ndim, x0->dims);
+}
+
+/* One operation per input element: (inputs - 1) additions per output element for Sum,
+ * one for the binary ops and Scale. */
+static void elementwise_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  int nin = dm_op_num_inputs(ctx);
+  c->flops = (double)dm_op_output(ctx, 0)->numel * (nin > 2 ? nin - 1 : 1);
+}
+
+static dm_status sum_gradient(dm_grad_ctx *g) {
+  for (int i = 0; i < dm_grad_num_inputs(g); i++)
+    DM_TRY(dm_grad_set_input_grad(g, i, dm_grad_output_grad(g, 0)));
+  return DM_OK;
+}
+
+static dm_status sum_run(dm_op_ctx *ctx) {
+  DM_TRY(sum_infer(ctx));
+  const dm_tensor *x0 = dm_op_input(ctx, 0);
+  int nin = dm_op_num_inputs(ctx);
+  dm_dtype t = x0->dtype;
   dm_tensor *y = dm_op_output(ctx, 0);
-  DM_TRY(dm_tensor_resize_like(y, x0));
   void *out = dm_tensor_mutable_data(y);
   int64_t total = x0->numel;
 #if DM_HAVE_OPENMP
@@ -92,6 +131,353 @@ static dm_status sum_run(dm_op_ctx *ctx) {
 
 static const dm_kernel_def sum_cpu = {.type = "Sum", .device = DM_CPU, .run = sum_run};
 
-static const dm_op_schema *const schemas[] = {&sum_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&sum_cpu, NULL};
+/* ---- Add / Sub / Mul / Div ------------------------------------------------------- */
+
+typedef enum bin_kind { B_ADD, B_SUB, B_MUL, B_DIV } bin_kind;
+
+static const dm_arg_spec binary_args[] = {
+    {"broadcast", DM_ARG_INT, 0, "1: B is broadcast onto A (legacy rules); default 0"},
+    {"axis", DM_ARG_INT, 0, "where B's dims start in A's (default -1: trailing)"},
+    {NULL, 0, 0, NULL},
+};
+/* C may be A's blob, or B's when B has A's shape (a broadcast B is smaller than C). */
+static const dm_inplace_pair binary_inplace[] = {{0, 0}, {1, 0}, {-1, -1}};
+
+static bin_kind kind_of(dm_op_ctx *ctx) {
+  const char *t = dm_op_type(ctx);
+  return t[0] == 'A' ? B_ADD : t[0] == 'S' ? B_SUB : t[0] == 'M' ? B_MUL : B_DIV;
+}
+
+static int binary_dtype_ok(dm_dtype t) {
+  return t == DM_FLOAT || t == DM_FLOAT16 || t == DM_DOUBLE || t == DM_INT32 || t == DM_INT64;
+}
+
+static dm_status binary_infer(dm_op_ctx *ctx) {
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  if (!binary_dtype_ok(a->dtype) || b->dtype != a->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "A, B are %s, %s; expected the same dtype, one of FLOAT, FLOAT16, DOUBLE, "
+                       "INT32, INT64",
+                       dm_dtype_name(a->dtype), dm_dtype_name(b->dtype));
+  dm_bcast g;
+  DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
+  if (g.broadcasting && dm_op_output(ctx, 0) == b)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "C is B's blob, but B is broadcast (smaller than C): run in place on A");
+  return dm_op_set_output(ctx, 0, a->dtype, a->ndim, a->dims);
+}
+
+#define OP_ADD(x, y) ((x) + (y))
+#define OP_SUB(x, y) ((x) - (y))
+#define OP_MUL(x, y) ((x) * (y))
+#define OP_DIV(x, y) ((x) / (y))
+/* Integers: modular through the unsigned type; INT_MIN / -1 wraps too. */
+#define IOP_ADD(U, x, y) ((U)(x) + (U)(y))
+#define IOP_SUB(U, x, y) ((U)(x) - (U)(y))
+#define IOP_MUL(U, x, y) ((U)(x) * (U)(y))
+#define IOP_DIV(U, x, y) ((y) == -1 ? (U)0 - (U)(x) : (U)((x) / (y)))
+
+#if DM_HAVE_OPENMP
+#define OMP_FOR_BIG _Pragma("omp parallel for if (rows * g.post > (1 << 16))")
+#else
+#define OMP_FOR_BIG
+#endif
+
+/* C[r * post + q] = OP(A[r * post + q], B[r % n]) over rows r of (pre * n). With no
+ * broadcast (post = 1, n = numel) this is the flat elementwise loop. */
+#define BIN_LOOP(T, EXPR)                                                   \
+  do {                                                                      \
+    const T *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);              \
+    T *pc = dm_tensor_mutable_data(c);                                      \
+    int64_t rows = g.pre * g.n;                                             \
+    OMP_FOR_BIG                                                             \
+    for (int64_t r = 0; r < rows; r++) {                                    \
+      const T y = pb[r % g.n];                                              \
+      for (int64_t q = r * g.post; q < (r + 1) * g.post; q++) {             \
+        const T x = pa[q];                                                  \
+        pc[q] = (T)(EXPR);                                                  \
+      }                                                                     \
+    }                                                                       \
+  } while (0)
+
+/* FP16: each element widened exactly, computed in FP32, rounded once. */
+#define BIN_LOOP_HALF(EXPR)                                                 \
+  do {                                                                      \
+    const uint16_t *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);       \
+    uint16_t *pc = dm_tensor_mutable_data(c);                               \
+    int64_t rows = g.pre * g.n;                                             \
+    OMP_FOR_BIG                                                             \
+    for (int64_t r = 0; r < rows; r++) {                                    \
+      const float y = dm_half_to_float(pb[r % g.n]);                        \
+      for (int64_t q = r * g.post; q < (r + 1) * g.post; q++) {             \
+        const float x = dm_half_to_float(pa[q]);                            \
+        pc[q] = dm_float_to_half(EXPR);                                     \
+      }                                                                     \
+    }                                                                       \
+  } while (0)
+
+#define BIN_SWITCH(KIND, F, I)                                              \
+  switch (KIND) {                                                           \
+  case B_ADD: F(I##ADD); break;                                             \
+  case B_SUB: F(I##SUB); break;                                             \
+  case B_MUL: F(I##MUL); break;                                             \
+  case B_DIV: F(I##DIV); break;                                             \
+  }
+
+static dm_status binary_run(dm_op_ctx *ctx) {
+  DM_TRY(binary_infer(ctx));
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  dm_tensor *c = dm_op_output(ctx, 0);
+  dm_bcast g;
+  DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
+  bin_kind k = kind_of(ctx);
+  if (k == B_DIV && (a->dtype == DM_INT32 || a->dtype == DM_INT64))
+    for (int64_t j = 0; j < b->numel; j++)
+      if (a->dtype == DM_INT32 ? ((const int32_t *)dm_tensor_data(b))[j] == 0
+                               : ((const int64_t *)dm_tensor_data(b))[j] == 0)
+        return dm_op_error(ctx, DM_ERR_INVALID, "integer division by zero: B[%lld] is 0",
+                           (long long)j);
+  if (a->numel == 0)
+    return DM_OK;
+#define F32(OP) BIN_LOOP(float, OP(x, y))
+#define F64(OP) BIN_LOOP(double, OP(x, y))
+#define F16(OP) BIN_LOOP_HALF(OP(x, y))
+#define I32(OP) BIN_LOOP(int32_t, OP(uint32_t, x, y))
+#define I64(OP) BIN_LOOP(int64_t, OP(uint64_t, x, y))
+  switch (a->dtype) {
+  case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
+  case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
+  case DM_FLOAT16: BIN_SWITCH(k, F16, OP_) break;
+  case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
+  case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
+  default: break;
+  }
+#undef F32
+#undef F64
+#undef F16
+#undef I32
+#undef I64
+  return DM_OK;
+}
+
+/* Emits SumReduceLike(src, B) -> dst with the forward's broadcast axis. */
+static dm_status emit_reduce_like(dm_grad_ctx *g, const char *src, const char *dst) {
+  const char *in[] = {src, dm_grad_input(g, 1)};
+  const char *out[] = {dst};
+  int64_t axis = dm_grad_arg_int(g, "axis", -1);
+  DM_TRY(dm_grad_emit(g, "SumReduceLike", 2, in, 1, out));
+  dm_grad_clear_args(g);
+  return dm_grad_set_arg_int(g, "axis", axis);
+}
+
+/* Emits Scale(x) -> y by `scale`. */
+static dm_status emit_scale(dm_grad_ctx *g, const char *x, const char *y, float scale) {
+  const char *in[] = {x};
+  const char *out[] = {y};
+  DM_TRY(dm_grad_emit(g, "Scale", 1, in, 1, out));
+  dm_grad_clear_args(g);
+  return dm_grad_set_arg_float(g, "scale", scale);
+}
+
+static dm_status add_sub_gradient(dm_grad_ctx *g, int negate) {
+  const char *dc = dm_grad_output_grad(g, 0), *db = dm_grad_input_grad(g, 1);
+  int bcast = dm_grad_arg_int(g, "broadcast", 0) != 0;
+  DM_TRY(dm_grad_set_input_grad(g, 0, dc)); /* A has C's shape */
+  if (!dm_grad_input_needed(g, 1))
+    return DM_OK;
+  if (bcast) {
+    DM_TRY(emit_reduce_like(g, dc, db));
+    return negate ? emit_scale(g, db, db, -1.0f) : DM_OK;
+  }
+  return negate ? emit_scale(g, dc, db, -1.0f) : dm_grad_set_input_grad(g, 1, dc);
+}
+
+static dm_status add_gradient(dm_grad_ctx *g) { return add_sub_gradient(g, 0); }
+static dm_status sub_gradient(dm_grad_ctx *g) { return add_sub_gradient(g, 1); }
+
+static dm_status mul_gradient(dm_grad_ctx *g) {
+  const char *dc = dm_grad_output_grad(g, 0), *a = dm_grad_input(g, 0), *b = dm_grad_input(g, 1);
+  const char *da = dm_grad_input_grad(g, 0), *db = dm_grad_input_grad(g, 1);
+  int bcast = dm_grad_arg_int(g, "broadcast", 0) != 0;
+  if (dm_grad_input_needed(g, 0)) { /* dA = dC * B, broadcast as the forward */
+    const char *in[] = {dc, b}, *out[] = {da};
+    DM_TRY(dm_grad_emit(g, "Mul", 2, in, 1, out));
+  }
+  if (!dm_grad_input_needed(g, 1))
+    return DM_OK;
+  const char *in[] = {dc, a}, *out[] = {db}; /* same shapes: no broadcast */
+  DM_TRY(dm_grad_emit(g, "Mul", 2, in, 1, out));
+  dm_grad_clear_args(g);
+  return bcast ? emit_reduce_like(g, db, db) : DM_OK;
+}
+
+static dm_status div_gradient(dm_grad_ctx *g) {
+  const char *dc = dm_grad_output_grad(g, 0), *c = dm_grad_output(g, 0), *b = dm_grad_input(g, 1);
+  const char *da = dm_grad_input_grad(g, 0), *db = dm_grad_input_grad(g, 1);
+  int bcast = dm_grad_arg_int(g, "broadcast", 0) != 0;
+  if (dm_grad_input_needed(g, 0)) { /* dA = dC / B, broadcast as the forward */
+    const char *in[] = {dc, b}, *out[] = {da};
+    DM_TRY(dm_grad_emit(g, "Div", 2, in, 1, out));
+  }
+  if (!dm_grad_input_needed(g, 1))
+    return DM_OK;
+  const char *in1[] = {dc, c}, *out1[] = {db}; /* dB = dC * C ... */
+  DM_TRY(dm_grad_emit(g, "Mul", 2, in1, 1, out1));
+  dm_grad_clear_args(g);
+  const char *in2[] = {db, b}; /* ... / B (the forward's broadcast, args copied) ... */
+  DM_TRY(dm_grad_emit(g, "Div", 2, in2, 1, out1));
+  if (bcast)
+    DM_TRY(emit_reduce_like(g, db, db));
+  return emit_scale(g, db, db, -1.0f); /* ... negated */
+}
+
+#define BINARY_SCHEMA(var, name, grad, docstr)                                          \
+  static const dm_op_schema var##_schema = {                                            \
+      .type = name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, \
+      .args = binary_args, .inplace = binary_inplace, .precision = DM_PREC_FOLLOW,      \
+      .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad}; \
+  static const dm_kernel_def var##_cpu = {.type = name, .device = DM_CPU, .run = binary_run}
+
+BINARY_SCHEMA(add, "Add", add_gradient, "A, B -> C = A + B (B broadcast when broadcast=1).");
+BINARY_SCHEMA(sub, "Sub", sub_gradient, "A, B -> C = A - B (B broadcast when broadcast=1).");
+BINARY_SCHEMA(mul, "Mul", mul_gradient, "A, B -> C = A * B (B broadcast when broadcast=1).");
+BINARY_SCHEMA(div, "Div", div_gradient, "A, B -> C = A / B (B broadcast when broadcast=1).");
+
+/* ---- Scale ----------------------------------------------------------------------- */
+
+static const dm_arg_spec scale_args[] = {
+    {"scale", DM_ARG_FLOAT, 0, "the factor (default 1.0)"},
+    {NULL, 0, 0, NULL},
+};
+static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
+
+static dm_status scale_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  if (!dm_is_float_or_half(x->dtype) && x->dtype != DM_DOUBLE)
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Scale takes FLOAT, FLOAT16 or DOUBLE",
+                       dm_dtype_name(x->dtype));
+  return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
+}
+
+static dm_status scale_run(dm_op_ctx *ctx) {
+  DM_TRY(scale_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  float k = dm_op_arg_float(ctx, "scale", 1.0f);
+  int64_t n = x->numel;
+  if (x->dtype == DM_DOUBLE) {
+    const double *px = dm_tensor_data(x);
+    double *py = dm_tensor_mutable_data(y);
+    for (int64_t i = 0; i < n; i++)
+      py[i] = (double)k * px[i];
+    return DM_OK;
+  }
+  /* FLOAT and FLOAT16 in FP32 blocks (FP16: widened, scaled, rounded once) */
+#if DM_HAVE_OPENMP
+#pragma omp parallel for if (n > (1 << 16))
+#endif
+  for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+    float buf[BLOCK];
+    int64_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+    dm_load_f32(x->dtype, dm_tensor_data(x), i0, m, buf);
+    for (int64_t j = 0; j < m; j++)
+      buf[j] *= k;
+    dm_store_f32(x->dtype, dm_tensor_mutable_data(y), i0, m, buf);
+  }
+  return DM_OK;
+}
+
+static dm_status scale_gradient(dm_grad_ctx *g) { /* Scale(dY) by the same factor */
+  const char *in[] = {dm_grad_output_grad(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, "Scale", 1, in, 1, out);
+}
+
+static const dm_op_schema scale_schema = {
+    .type = "Scale", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .args = scale_args, .inplace = scale_inplace, .precision = DM_PREC_FOLLOW,
+    .doc = "X -> Y = scale * X (FLOAT, FLOAT16, DOUBLE); may run in place.",
+    .infer = scale_infer, .cost = elementwise_cost, .gradient = scale_gradient};
+static const dm_kernel_def scale_cpu = {.type = "Scale", .device = DM_CPU, .run = scale_run};
+
+/* ---- SumReduceLike --------------------------------------------------------------- */
+
+static const dm_arg_spec reduce_like_args[] = {
+    {"axis", DM_ARG_INT, 0, "where B's dims start in A's (default -1: trailing)"},
+    {NULL, 0, 0, NULL},
+};
+/* In place on A: C is built aside (it is smaller), then takes A's blob. */
+static const dm_inplace_pair reduce_like_inplace[] = {{0, 0}, {-1, -1}};
+
+static dm_status reduce_like_infer(dm_op_ctx *ctx) {
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  if (!dm_is_float_or_half(a->dtype) && a->dtype != DM_DOUBLE)
+    return dm_op_error(ctx, DM_ERR_TYPE, "A is %s; SumReduceLike takes FLOAT, FLOAT16 or DOUBLE",
+                       dm_dtype_name(a->dtype));
+  dm_bcast g;
+  DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  if (dm_op_shape_only(ctx) || !dm_tensors_alias(dm_op_output(ctx, 0), a))
+    return dm_op_set_output(ctx, 0, a->dtype, b->ndim, b->dims);
+  return DM_OK; /* in place: the kernel resizes after reading A */
+}
+
+static dm_status reduce_like_run(dm_op_ctx *ctx) {
+  DM_TRY(reduce_like_infer(ctx));
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  dm_bcast g;
+  DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  /* C[j] = sum over (p, q) of A[p][j][q], in double: more than FP32's accuracy, and the
+   * same for every thread count. */
+  double *acc = calloc((size_t)(g.n ? g.n : 1), sizeof *acc);
+  float *row = malloc((size_t)(g.post ? g.post : 1) * sizeof *row);
+  if (!acc || !row) {
+    free(acc);
+    free(row);
+    return DM_NOMEM("SumReduceLike accumulators");
+  }
+  for (int64_t r = 0; r < g.pre * g.n; r++) {
+    double t = 0;
+    if (a->dtype == DM_DOUBLE) {
+      const double *pa = (const double *)dm_tensor_data(a) + r * g.post;
+      for (int64_t q = 0; q < g.post; q++)
+        t += pa[q];
+    } else {
+      dm_load_f32(a->dtype, dm_tensor_data(a), r * g.post, g.post, row);
+      for (int64_t q = 0; q < g.post; q++)
+        t += row[q];
+    }
+    acc[r % g.n] += t;
+  }
+  free(row);
+  dm_tensor *c = dm_op_output(ctx, 0);
+  dm_dtype t = a->dtype;
+  dm_status s = dm_op_set_output(ctx, 0, t, b->ndim, b->dims); /* A was fully read */
+  for (int64_t j = 0; s == DM_OK && j < g.n; j++) {
+    if (t == DM_DOUBLE)
+      ((double *)dm_tensor_mutable_data(c))[j] = acc[j];
+    else if (t == DM_FLOAT16) /* double -> half once, not via float */
+      ((uint16_t *)dm_tensor_mutable_data(c))[j] = dm_double_to_half(acc[j]);
+    else
+      ((float *)dm_tensor_mutable_data(c))[j] = (float)acc[j];
+  }
+  free(acc);
+  return s;
+}
+
+static const dm_op_schema reduce_like_schema = {
+    .type = "SumReduceLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+    .max_outputs = 1, .args = reduce_like_args, .inplace = reduce_like_inplace,
+    .precision = DM_PREC_FOLLOW,
+    .doc = "A, B -> C of B's shape: A summed over the dims B is broadcast along (legacy "
+           "broadcast rules, `axis`); the gradient of a broadcast operand.",
+    .infer = reduce_like_infer, .cost = elementwise_cost};
+static const dm_kernel_def reduce_like_cpu = {.type = "SumReduceLike", .device = DM_CPU,
+                                              .run = reduce_like_run};
+
+static const dm_op_schema *const schemas[] = {&sum_schema,   &add_schema,   &sub_schema,
+                                              &mul_schema,   &div_schema,   &scale_schema,
+                                              &reduce_like_schema, NULL};
+static const dm_kernel_def *const kernels[] = {&sum_cpu,   &add_cpu,   &sub_cpu,
+                                               &mul_cpu,   &div_cpu,   &scale_cpu,
+                                               &reduce_like_cpu, NULL};
 const dm_op_family dm_family_elementwise = {schemas, kernels};
