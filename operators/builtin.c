@@ -15,6 +15,10 @@ static const dm_op_family *const families[] = {
     &dm_family_softmax,
     &dm_family_elementwise,
     &dm_family_cast,
+    &dm_family_batchnorm,
+    &dm_family_lrn,
+    &dm_family_dropout,
+    &dm_family_loss,
     NULL,
 };
 

@@ -11,6 +11,10 @@ extern const dm_op_family dm_family_activation;
 extern const dm_op_family dm_family_softmax;
 extern const dm_op_family dm_family_elementwise;
 extern const dm_op_family dm_family_cast;
+extern const dm_op_family dm_family_batchnorm;
+extern const dm_op_family dm_family_lrn;
+extern const dm_op_family dm_family_dropout;
+extern const dm_op_family dm_family_loss;
 
 /* Registers every built-in family (and the CUDA kernels when built with CUDA). */
 DM_HIDDEN dm_status dm_register_builtin_ops(void);
