@@ -8,6 +8,11 @@
  * floating -> integer truncates toward zero, saturates at the type's range and maps
  * NaN to 0; integer -> narrower integer wraps (two's complement, as numpy's astype);
  * anything -> BOOL is (x != 0), so NaN is true.
+ *
+ * Gradients: FloatToHalf and HalfToFloat are each other's; Copy's is Copy. Cast's is
+ * CastLike(dY, X) -> dX, which casts dY to X's dtype: a gradient maker sees blob names,
+ * not dtypes, and Caffe2's way (a `from_type` argument the net must carry) breaks on
+ * nets that lack it. CastLike reads only X's dtype, never its values.
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,14 +27,28 @@
 
 /* ---- schemas ------------------------------------------------------------------- */
 
+static dm_status float_to_half_infer(dm_op_ctx *ctx);
+static dm_status half_to_float_infer(dm_op_ctx *ctx);
+static dm_status cast_infer(dm_op_ctx *ctx);
+static dm_status cast_like_infer(dm_op_ctx *ctx);
+static dm_status copy_infer(dm_op_ctx *ctx);
+static void cast_cost(dm_op_ctx *ctx, dm_op_cost *c);
+static void copy_cost(dm_op_ctx *ctx, dm_op_cost *c);
+static dm_status float_to_half_gradient(dm_grad_ctx *g);
+static dm_status half_to_float_gradient(dm_grad_ctx *g);
+static dm_status cast_gradient(dm_grad_ctx *g);
+static dm_status copy_gradient(dm_grad_ctx *g);
+
 static const dm_op_schema float_to_half_schema = {
     .type = "FloatToHalf", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .precision = DM_PREC_NONE,
-    .doc = "X (FLOAT) -> Y (FLOAT16), round to nearest even."};
+    .doc = "X (FLOAT) -> Y (FLOAT16), round to nearest even.", .infer = float_to_half_infer,
+    .cost = cast_cost, .gradient = float_to_half_gradient};
 
 static const dm_op_schema half_to_float_schema = {
     .type = "HalfToFloat", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-    .max_outputs = 1, .precision = DM_PREC_NONE, .doc = "X (FLOAT16) -> Y (FLOAT), exact."};
+    .max_outputs = 1, .precision = DM_PREC_NONE, .doc = "X (FLOAT16) -> Y (FLOAT), exact.",
+    .infer = half_to_float_infer, .cost = cast_cost, .gradient = half_to_float_gradient};
 
 static const dm_arg_spec cast_args[] = {
     {"to", DM_ARG_ANY, 1, "target DataType: its number (FLOAT = 1, ...) or name (\"FLOAT16\")"},
@@ -39,11 +58,20 @@ static const dm_arg_spec cast_args[] = {
 static const dm_op_schema cast_schema = {
     .type = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .args = cast_args, .precision = DM_PREC_NONE,
-    .doc = "X -> Y converted to `to` (any numeric dtype incl. FLOAT16, BFLOAT16, BOOL)."};
+    .doc = "X -> Y converted to `to` (any numeric dtype incl. FLOAT16, BFLOAT16, BOOL).",
+    .infer = cast_infer, .cost = cast_cost, .gradient = cast_gradient};
+
+static const dm_op_schema cast_like_schema = {
+    .type = "CastLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .precision = DM_PREC_NONE,
+    .doc = "X, like -> Y = X converted to like's dtype (like's values are not read); "
+           "Cast's gradient.",
+    .infer = cast_like_infer, .cost = cast_cost, .gradient = cast_gradient};
 
 static const dm_op_schema copy_schema = {
     .type = "Copy", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .precision = DM_PREC_FOLLOW, .doc = "X -> Y, a deep copy (any dtype)."};
+    .precision = DM_PREC_FOLLOW, .doc = "X -> Y, a deep copy (any dtype).",
+    .infer = copy_infer, .cost = copy_cost, .gradient = copy_gradient};
 
 /* ---- element conversion -------------------------------------------------------- */
 
@@ -219,26 +247,39 @@ static dm_status cast_to(dm_op_ctx *ctx, dm_dtype to) {
   return DM_OK;
 }
 
-/* ---- kernels ------------------------------------------------------------------- */
+/* ---- inference ----------------------------------------------------------------- */
 
-static dm_status float_to_half_run(dm_op_ctx *ctx) {
+/* Declares Y as X's shape in dtype `to`. In place with a different element size the
+ * kernel resizes after converting (the old bytes are still to be read). */
+static dm_status declare_cast(dm_op_ctx *ctx, const dm_tensor *x, dm_dtype to) {
+  if (!is_numeric(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "cannot cast X of type %s (numeric types only)",
+                       dm_dtype_name(x->dtype));
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (!dm_op_shape_only(ctx) && dm_tensors_alias(y, x) &&
+      dm_dtype_size(to) != dm_dtype_size(x->dtype))
+    return DM_OK;
+  return dm_op_set_output(ctx, 0, to, x->ndim, x->dims);
+}
+
+static dm_status float_to_half_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   if (x->dtype != DM_FLOAT)
     return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; FloatToHalf takes FLOAT",
                        dm_dtype_name(x->dtype));
-  return cast_to(ctx, DM_FLOAT16);
+  return declare_cast(ctx, x, DM_FLOAT16);
 }
 
-static dm_status half_to_float_run(dm_op_ctx *ctx) {
+static dm_status half_to_float_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   if (x->dtype != DM_FLOAT16)
     return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; HalfToFloat takes FLOAT16",
                        dm_dtype_name(x->dtype));
-  return cast_to(ctx, DM_FLOAT);
+  return declare_cast(ctx, x, DM_FLOAT);
 }
 
-/* `to` is resolved once, at instantiation; the state is the dtype number itself. */
-static dm_status cast_init(dm_op_ctx *ctx, void **state) {
+/* `to` as a DataType number or name. */
+static dm_status cast_target(dm_op_ctx *ctx, dm_dtype *out) {
   dm_dtype to;
   const char *name = dm_op_arg_string(ctx, "to", NULL);
   if (name) {
@@ -255,12 +296,81 @@ static dm_status cast_init(dm_op_ctx *ctx, void **state) {
   if (!is_numeric(to))
     return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "cannot cast to %s (numeric types only)",
                        dm_dtype_name(to));
+  *out = to;
+  return DM_OK;
+}
+
+static dm_status cast_infer(dm_op_ctx *ctx) {
+  dm_dtype to;
+  DM_TRY(cast_target(ctx, &to));
+  return declare_cast(ctx, dm_op_input(ctx, 0), to);
+}
+
+static dm_status cast_like_infer(dm_op_ctx *ctx) {
+  const dm_tensor *like = dm_op_input(ctx, 1);
+  if (!is_numeric(like->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "cannot cast to %s (numeric types only)",
+                       dm_dtype_name(like->dtype));
+  return declare_cast(ctx, dm_op_input(ctx, 0), like->dtype);
+}
+
+static dm_status copy_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
+}
+
+/* One conversion per element. */
+static void cast_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  c->flops = (double)dm_op_output(ctx, 0)->numel;
+}
+
+static void copy_cost(dm_op_ctx *ctx, dm_op_cost *c) { dm_cost_io(ctx, c); }
+
+/* ---- gradient makers ------------------------------------------------------------- */
+
+static dm_status emit1(dm_grad_ctx *g, const char *type, int with_x) {
+  const char *in[] = {dm_grad_output_grad(g, 0), dm_grad_input(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  DM_TRY(dm_grad_emit(g, type, with_x ? 2 : 1, in, 1, out));
+  dm_grad_clear_args(g);
+  return DM_OK;
+}
+
+static dm_status float_to_half_gradient(dm_grad_ctx *g) { return emit1(g, "HalfToFloat", 0); }
+static dm_status half_to_float_gradient(dm_grad_ctx *g) { return emit1(g, "FloatToHalf", 0); }
+static dm_status cast_gradient(dm_grad_ctx *g) { return emit1(g, "CastLike", 1); }
+static dm_status copy_gradient(dm_grad_ctx *g) { return emit1(g, "Copy", 0); }
+
+/* ---- kernels ------------------------------------------------------------------- */
+
+static dm_status float_to_half_run(dm_op_ctx *ctx) {
+  DM_TRY(float_to_half_infer(ctx));
+  return cast_to(ctx, DM_FLOAT16);
+}
+
+static dm_status half_to_float_run(dm_op_ctx *ctx) {
+  DM_TRY(half_to_float_infer(ctx));
+  return cast_to(ctx, DM_FLOAT);
+}
+
+/* `to` is resolved once, at instantiation; the state is the dtype number itself. */
+static dm_status cast_init(dm_op_ctx *ctx, void **state) {
+  dm_dtype to;
+  DM_TRY(cast_target(ctx, &to));
   *state = (void *)(intptr_t)to;
   return DM_OK;
 }
 
 static dm_status cast_run(dm_op_ctx *ctx) {
-  return cast_to(ctx, (dm_dtype)(intptr_t)dm_op_state(ctx));
+  dm_dtype to = (dm_dtype)(intptr_t)dm_op_state(ctx);
+  DM_TRY(declare_cast(ctx, dm_op_input(ctx, 0), to));
+  return cast_to(ctx, to);
+}
+
+static dm_status cast_like_run(dm_op_ctx *ctx) {
+  DM_TRY(cast_like_infer(ctx));
+  return cast_to(ctx, dm_op_input(ctx, 1)->dtype);
 }
 
 static dm_status copy_run(dm_op_ctx *ctx) {
@@ -268,6 +378,7 @@ static dm_status copy_run(dm_op_ctx *ctx) {
   dm_tensor *y = dm_op_output(ctx, 0);
   if (dm_tensors_alias(y, x)) /* a view of X: make Y its own copy */
     dm_tensor_reset(y);
+  DM_TRY(copy_infer(ctx));
   return dm_tensor_copy(y, x);
 }
 
@@ -277,10 +388,13 @@ static const dm_kernel_def half_to_float_cpu = {.type = "HalfToFloat", .device =
                                                 .run = half_to_float_run};
 static const dm_kernel_def cast_cpu = {.type = "Cast", .device = DM_CPU, .init = cast_init,
                                        .run = cast_run};
+static const dm_kernel_def cast_like_cpu = {.type = "CastLike", .device = DM_CPU,
+                                            .run = cast_like_run};
 static const dm_kernel_def copy_cpu = {.type = "Copy", .device = DM_CPU, .run = copy_run};
 
 static const dm_op_schema *const schemas[] = {&float_to_half_schema, &half_to_float_schema,
-                                              &cast_schema, &copy_schema, NULL};
+                                              &cast_schema, &cast_like_schema,
+                                              &copy_schema, NULL};
 static const dm_kernel_def *const kernels[] = {&float_to_half_cpu, &half_to_float_cpu,
-                                               &cast_cpu, &copy_cpu, NULL};
+                                               &cast_cpu, &cast_like_cpu, &copy_cpu, NULL};
 const dm_op_family dm_family_cast = {schemas, kernels};
