@@ -11,6 +11,7 @@
  * kernel runs: shape inference sees no data).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dm_config.h"
@@ -162,22 +163,42 @@ static void swl_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   c->bytes_written = (double)dm_tensor_nbytes(x);
 }
 
+/* Caffe2 passes back only the loss's gradient. A net that also differentiates through
+ * the softmax output (another loss on the probabilities) gets that part too, from
+ * SoftmaxGradient, and the two are summed; both parts must then have the same dtype
+ * (FLOAT logits), since the softmax part is FP32. */
 static dm_status swl_gradient(dm_grad_ctx *g) {
-  if (!dm_grad_output_grad(g, 1))
-    return dm_error(DM_ERR_INVALID, "SoftmaxWithLoss passes a gradient back only from its loss "
-                    "output '%s', which has none", dm_grad_output(g, 1));
-  int has_w = dm_grad_num_inputs(g) == 3;
-  const char *in[5];
-  int k = 0;
-  in[k++] = dm_grad_input(g, 0);
-  in[k++] = dm_grad_input(g, 1);
-  if (has_w)
-    in[k++] = dm_grad_input(g, 2);
-  in[k++] = dm_grad_output(g, 0);
-  in[k++] = dm_grad_output_grad(g, 1);
-  /* Labels and weights get no gradient. */
-  const char *out[] = {dm_grad_input_grad(g, 0)};
-  return dm_grad_emit(g, "SoftmaxWithLossGradient", k, in, 1, out);
+  const char *dp = dm_grad_output_grad(g, 0), *dl = dm_grad_output_grad(g, 1);
+  const char *dx = dm_grad_input_grad(g, 0);
+  char part_p[512], part_l[512];
+  snprintf(part_p, sizeof part_p, "%s_softmax_part", dx);
+  snprintf(part_l, sizeof part_l, "%s_loss_part", dx);
+  if (dl) {
+    int has_w = dm_grad_num_inputs(g) == 3;
+    const char *in[5];
+    int k = 0;
+    in[k++] = dm_grad_input(g, 0);
+    in[k++] = dm_grad_input(g, 1);
+    if (has_w)
+      in[k++] = dm_grad_input(g, 2);
+    in[k++] = dm_grad_output(g, 0);
+    in[k++] = dl;
+    /* Labels and weights get no gradient. */
+    const char *out[] = {dp ? part_l : dx};
+    DM_TRY(dm_grad_emit(g, "SoftmaxWithLossGradient", k, in, 1, out));
+  }
+  if (dp) {
+    const char *in[] = {dm_grad_output(g, 0), dp};
+    const char *out[] = {dl ? part_p : dx};
+    DM_TRY(dm_grad_emit(g, "SoftmaxGradient", 2, in, 1, out));
+  }
+  if (dp && dl) {
+    const char *in[] = {part_l, part_p};
+    const char *out[] = {dx};
+    DM_TRY(dm_grad_emit(g, "Sum", 2, in, 1, out));
+    dm_grad_clear_args(g);
+  }
+  return DM_OK;
 }
 
 static const dm_op_schema swl_schema = {
