@@ -45,4 +45,8 @@ DM_HIDDEN dm_status dm_fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims);
 /* Declares output 0 with that shape (allocating unless shape-only); *y is the output. */
 DM_HIDDEN dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **y);
 
+/* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of random_fill.c:
+ * out = the 4 words for counter ctr under key. */
+DM_HIDDEN void dm_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
 #endif
