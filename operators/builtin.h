@@ -11,6 +11,7 @@ extern const dm_op_family dm_family_activation;
 extern const dm_op_family dm_family_softmax;
 extern const dm_op_family dm_family_elementwise;
 extern const dm_op_family dm_family_cast;
+extern const dm_op_family dm_family_conv;
 extern const dm_op_family dm_family_random_fill;
 extern const dm_op_family dm_family_tensor_ops;
 extern const dm_op_family dm_family_batchnorm;

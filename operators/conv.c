@@ -1,0 +1,517 @@
+/* conv.c: Conv and ConvGradient (2-D, NCHW and NHWC, groups, dilation), FP32 and FP16.
+ *
+ * Method: per image and per group, im2col unfolds the input patches into a column
+ * matrix and one sgemm with the filter gives the output (1x1 stride-1 unpadded
+ * convolutions use the image itself as the column matrix). Images run in parallel
+ * (OpenMP), each thread with its own column buffer; with one image the BLAS threads.
+ *
+ * Layouts (Caffe2's): NCHW X (N, C, H, W), W (M, C/group, kH, kW), Y (N, M, outH, outW);
+ * NHWC X (N, H, W, C), W (M, kH, kW, C/group), Y (N, outH, outW, M); b (M).
+ *
+ * FP16 is faithful to tensor cores: FP16 X and W (bias FP16 or FP32) are widened
+ * exactly to FP32, accumulated in FP32 (sgemm), and each output is rounded to FP16 once.
+ * The gradient does the same with dY, X and W, rounding dW, db and dX once at the end.
+ */
+#include "dm_config.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#if DM_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "builtin.h"
+#include "common.h"
+#include "conv_args.h"
+#include "core/half.h"
+#include "math/im2col.h"
+
+/* Per-thread scratch above this is traded for fewer threads (large images). */
+#define CONV_SCRATCH_BUDGET ((size_t)512 << 20)
+
+/* Everything one run needs, from the arguments and the input shapes. */
+typedef struct conv_plan {
+  dm_conv_args a;
+  dm_conv_geom g;
+  int64_t M, Cg, Mg; /* output channels, channels per group in and out */
+  int64_t K;         /* Cg*kH*kW: the reduction behind one output */
+  int64_t HWin, HWout;
+  int one_by_one;    /* 1x1, stride 1, no pad: X is its own column matrix */
+  dm_im2col_shape cs;
+} conv_plan;
+
+static const char *order_name(const conv_plan *p) { return p->a.nhwc ? "NHWC" : "NCHW"; }
+
+/* Checks W against X and the arguments, and fills the plan. */
+static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_plan *p) {
+  DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
+  DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
+  const dm_conv_geom *g = &p->g;
+  char xs[96], ws[96];
+  if (w->ndim != 4)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s; Conv takes a 4-D filter (%s)",
+                       dm_shape_str(w, ws, sizeof ws), p->a.nhwc ? "M, kH, kW, C/group"
+                                                                 : "M, C/group, kH, kW");
+  int64_t grp = p->a.group;
+  p->M = w->dims[0];
+  if (g->C % grp != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "group %lld does not divide the %lld input channels of X (%s)",
+                       (long long)grp, (long long)g->C, dm_shape_str(x, xs, sizeof xs));
+  if (p->M % grp != 0 || p->M == 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "group %lld does not divide the %lld output channels of W (%s)",
+                       (long long)grp, (long long)p->M, dm_shape_str(w, ws, sizeof ws));
+  p->Cg = g->C / grp;
+  p->Mg = p->M / grp;
+  int64_t wc = w->dims[p->a.nhwc ? 3 : 1], wkh = w->dims[p->a.nhwc ? 1 : 2],
+          wkw = w->dims[p->a.nhwc ? 2 : 3];
+  if (wc != p->Cg)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "W is %s (%s), but X (%s) has %lld channels in %lld group(s): W's "
+                       "C/group must be %lld, not %lld",
+                       dm_shape_str(w, ws, sizeof ws), order_name(p), dm_shape_str(x, xs, sizeof xs),
+                       (long long)g->C, (long long)grp, (long long)p->Cg, (long long)wc);
+  if (wkh != g->kernel[0] || wkw != g->kernel[1])
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (%s), but the kernel is %lldx%lld",
+                       dm_shape_str(w, ws, sizeof ws), order_name(p), (long long)g->kernel[0],
+                       (long long)g->kernel[1]);
+  p->K = p->Cg * g->kernel[0] * g->kernel[1];
+  p->HWin = g->H * g->W;
+  p->HWout = g->outH * g->outW;
+  /* The BLAS takes int sizes and leading dimensions. */
+  if (p->K > INT_MAX || p->HWout > INT_MAX || p->M > INT_MAX || g->C > INT_MAX ||
+      p->K * p->HWout > INT64_MAX / 64)
+    return dm_op_error(ctx, DM_ERR_LIMIT, "Conv of X %s with W %s exceeds the BLAS index range",
+                       dm_shape_str(x, xs, sizeof xs), dm_shape_str(w, ws, sizeof ws));
+  p->one_by_one = g->kernel[0] == 1 && g->kernel[1] == 1 && g->stride[0] == 1 &&
+                  g->stride[1] == 1 && !g->pads[0] && !g->pads[1] && !g->pads[2] && !g->pads[3];
+  p->cs = (dm_im2col_shape){.C = p->Cg, .H = g->H, .W = g->W, .kh = g->kernel[0],
+                            .kw = g->kernel[1], .sh = g->stride[0], .sw = g->stride[1],
+                            .dh = g->dilation[0], .dw = g->dilation[1], .pt = g->pads[0],
+                            .pl = g->pads[1], .outH = g->outH, .outW = g->outW};
+  return DM_OK;
+}
+
+/* An output that shares storage with an input (a Reshape view) gets fresh storage. */
+static void unalias(dm_op_ctx *ctx, int out) {
+  if (dm_op_shape_only(ctx))
+    return;
+  dm_tensor *y = dm_op_output(ctx, out);
+  for (int i = 0; i < dm_op_num_inputs(ctx); i++)
+    if (dm_tensors_alias(y, dm_op_input(ctx, i)))
+      dm_tensor_reset(y);
+}
+
+/* Conv: X, W, [b] -> Y. */
+static dm_status conv_prepare(dm_op_ctx *ctx, conv_plan *p) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
+  int fp16 = x->dtype == DM_FLOAT16;
+  if ((x->dtype != DM_FLOAT && !fp16) || w->dtype != x->dtype ||
+      (b && b->dtype != x->dtype && !(fp16 && b->dtype == DM_FLOAT)))
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 X and W with a "
+                       "FLOAT16 or FLOAT b",
+                       b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
+                       b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
+  DM_TRY(plan_make(ctx, x, w, p));
+  char bs[96], ws[96];
+  if (b && (b->ndim != 1 || b->dims[0] != p->M))
+    return dm_op_error(ctx, DM_ERR_SHAPE, "b is %s, but W is %s: b must hold M = %lld values",
+                       dm_shape_str(b, bs, sizeof bs), dm_shape_str(w, ws, sizeof ws),
+                       (long long)p->M);
+  int64_t dims[4];
+  dm_conv_out_dims(&p->a, &p->g, p->M, dims);
+  unalias(ctx, 0);
+  return dm_op_set_output(ctx, 0, x->dtype, 4, dims);
+}
+
+static dm_status conv_infer(dm_op_ctx *ctx) {
+  conv_plan p;
+  return conv_prepare(ctx, &p);
+}
+
+/* ConvGradient: X, W, dY -> dW, [db], [dX]. Which outputs exist follows Caffe2: with a
+ * bias (no_bias = 0) dW, db, [dX]; without, dW, [dX]. */
+static dm_status conv_grad_prepare(dm_op_ctx *ctx, conv_plan *p, int *has_db, int *has_dx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  if ((x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16) || w->dtype != x->dtype ||
+      dy->dtype != x->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W, dY are %s, %s, %s; expected all FLOAT or all FLOAT16",
+                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
+  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
+  if (no_bias && n_out == 3)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "no_bias is set, so the outputs are dW and dX; got 3 outputs");
+  if (!no_bias && n_out == 1)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "without no_bias the outputs are dW, db and optionally dX; got 1 output");
+  *has_db = !no_bias;
+  *has_dx = n_out == (no_bias ? 2 : 3);
+  DM_TRY(plan_make(ctx, x, w, p));
+  int64_t dims[4];
+  dm_conv_out_dims(&p->a, &p->g, p->M, dims);
+  char ds[96];
+  if (dy->ndim != 4 || memcmp(dy->dims, dims, sizeof dims) != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s, but Conv's Y is %lldx%lldx%lldx%lld",
+                       dm_shape_str(dy, ds, sizeof ds), (long long)dims[0], (long long)dims[1],
+                       (long long)dims[2], (long long)dims[3]);
+  for (int o = 0; o < n_out; o++)
+    unalias(ctx, o);
+  DM_TRY(dm_op_set_output(ctx, 0, w->dtype, 4, w->dims));
+  if (*has_db)
+    DM_TRY(dm_op_set_output(ctx, 1, dy->dtype, 1, &p->M));
+  if (*has_dx)
+    DM_TRY(dm_op_set_output(ctx, n_out - 1, x->dtype, 4, x->dims));
+  return DM_OK;
+}
+
+static dm_status conv_grad_infer(dm_op_ctx *ctx) {
+  conv_plan p;
+  int db, dx;
+  return conv_grad_prepare(ctx, &p, &db, &dx);
+}
+
+/* FLOPs = 2 * (outputs) * K, K = C/group*kH*kW = numel(W) / M. */
+static void conv_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  const dm_tensor *w = dm_op_input(ctx, 1), *y = dm_op_output(ctx, 0);
+  if (w->ndim == 4 && w->dims[0] > 0)
+    c->flops = 2.0 * (double)y->numel * (double)(w->numel / w->dims[0]);
+}
+
+/* dW and dX each cost a forward pass; db one add per dY element. */
+static void conv_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  const dm_tensor *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  if (w->ndim != 4 || w->dims[0] <= 0)
+    return;
+  int n_out = dm_op_num_outputs(ctx), no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0;
+  double fwd = 2.0 * (double)dy->numel * (double)(w->numel / w->dims[0]);
+  c->flops = fwd * (n_out == (no_bias ? 2 : 3) ? 2 : 1) + (no_bias ? 0 : (double)dy->numel);
+}
+
+/* Caffe2's GetConvGradient: dX only when wanted; no_bias for a bias-less Conv. */
+static dm_status conv_gradient(dm_grad_ctx *g) {
+  int has_b = dm_grad_num_inputs(g) == 3;
+  int want_dx = !dm_grad_arg_int(g, "no_gradient_to_input", 0) && dm_grad_input_needed(g, 0);
+  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0)};
+  const char *out[3];
+  int n = 0;
+  out[n++] = dm_grad_input_grad(g, 1);
+  if (has_b)
+    out[n++] = dm_grad_input_grad(g, 2);
+  if (want_dx)
+    out[n++] = dm_grad_input_grad(g, 0);
+  DM_TRY(dm_grad_emit(g, "ConvGradient", 3, in, n, out));
+  if (!has_b)
+    DM_TRY(dm_grad_set_arg_int(g, "no_bias", 1));
+  if (!want_dx)
+    DM_TRY(dm_grad_set_arg_int(g, "no_gradient_to_input", 1));
+  return DM_OK;
+}
+
+/* Threads for N images, fewer when each needs `per_thread` bytes of scratch. */
+static int thread_count(int64_t N, size_t per_thread) {
+#if DM_HAVE_OPENMP
+  int64_t t = omp_get_max_threads();
+  if (per_thread > 0 && t > (int64_t)(CONV_SCRATCH_BUDGET / per_thread))
+    t = (int64_t)(CONV_SCRATCH_BUDGET / per_thread);
+  if (t > N)
+    t = N;
+  return t < 1 ? 1 : (int)t;
+#else
+  (void)N, (void)per_thread;
+  return 1;
+#endif
+}
+
+static int thread_id(void) {
+#if DM_HAVE_OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+/* One image forward, in FP32. x (C, H, W) or (H, W, C); w the whole filter; b (M) or
+ * NULL; y (M, outH, outW) or (outH, outW, M); col (K, outH*outW) scratch. */
+static void conv_image(const conv_plan *p, const float *x, const float *w, const float *b,
+                       float *y, float *col) {
+  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, HW = (int)p->HWout,
+            C = (int)p->g.C;
+  for (int64_t grp = 0; grp < p->a.group; grp++) {
+    const float *wg = w + grp * p->Mg * p->K; /* (Mg, K) */
+    if (!p->a.nhwc) {
+      const float *src = x + grp * p->Cg * p->HWin; /* (K, HW) */
+      if (!p->one_by_one) {
+        dm_im2col_nchw(&p->cs, src, col);
+        src = col;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Mg, HW, K, 1.0f, wg, K, src, HW,
+                  0.0f, y + grp * p->Mg * p->HWout, HW);
+    } else {
+      const float *src = x + grp * p->Cg; /* (HW, K), leading dim C or K */
+      int ld = C;
+      if (!p->one_by_one) {
+        dm_im2col_nhwc(&p->cs, C, src, col);
+        src = col;
+        ld = K;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, HW, Mg, K, 1.0f, src, ld, wg, K,
+                  0.0f, y + grp * p->Mg, M);
+    }
+  }
+  if (!b)
+    return;
+  if (!p->a.nhwc) {
+    for (int64_t m = 0; m < p->M; m++)
+      for (int64_t i = 0; i < p->HWout; i++)
+        y[m * p->HWout + i] += b[m];
+  } else {
+    for (int64_t i = 0; i < p->HWout; i++)
+      for (int64_t m = 0; m < p->M; m++)
+        y[i * p->M + m] += b[m];
+  }
+}
+
+static dm_status conv_run(dm_op_ctx *ctx) {
+  conv_plan p;
+  DM_TRY(conv_prepare(ctx, &p));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
+  dm_tensor *y = dm_op_output(ctx, 0);
+  const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
+  if (N == 0)
+    return DM_OK;
+  const int fp16 = x->dtype == DM_FLOAT16;
+  /* Scratch per thread: col (K, HWout); FP16 adds the widened image and its output. */
+  size_t n_col = p.one_by_one ? 0 : (size_t)(p.K * p.HWout);
+  size_t per = n_col + (fp16 ? (size_t)(xs + ys) : 0);
+  size_t n_w = fp16 ? (size_t)w->numel : 0, n_b = b && b->dtype == DM_FLOAT16 ? (size_t)p.M : 0;
+  int nt = thread_count(N, per * sizeof(float));
+  float *buf = malloc(((size_t)nt * per + n_w + n_b + 1) * sizeof(float));
+  if (!buf)
+    return DM_NOMEM("Conv column buffers");
+  float *wf = buf + (size_t)nt * per, *bf = wf + n_w; /* FP16 W and b, widened once */
+  const float *pw = dm_tensor_data(w), *pb = b ? dm_tensor_data(b) : NULL;
+  if (fp16) {
+    dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
+    pw = wf;
+    if (n_b) {
+      dm_half_to_float_array(dm_tensor_data(b), bf, n_b);
+      pb = bf;
+    }
+  }
+  const void *px = dm_tensor_data(x);
+  void *py = dm_tensor_mutable_data(y);
+#if DM_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+  for (int64_t n = 0; n < N; n++) {
+    float *col = buf + (size_t)thread_id() * per;
+    if (!fp16) {
+      conv_image(&p, (const float *)px + n * xs, pw, pb, (float *)py + n * ys, col);
+    } else {
+      float *xf = col + n_col, *yf = xf + xs; /* (C, H, W), (M, outH, outW) or NHWC */
+      dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
+      conv_image(&p, xf, pw, pb, yf, col);
+      dm_float_to_half_array(yf, (uint16_t *)py + n * ys, (size_t)ys);
+    }
+  }
+  free(buf);
+  return DM_OK;
+}
+
+/* One image backward, in FP32: dw (M, K) and db (M) accumulate; dx (image) is
+ * overwritten when not NULL. col (K, HWout) scratch. */
+static void conv_grad_image(const conv_plan *p, const float *x, const float *w, const float *dy,
+                            float *dw, float *db, float *dx, float *col) {
+  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, HW = (int)p->HWout,
+            C = (int)p->g.C, Cg = (int)p->Cg, HWin = (int)p->HWin;
+  if (dx && !p->one_by_one)
+    memset(dx, 0, (size_t)(p->g.C * p->HWin) * sizeof *dx);
+  for (int64_t grp = 0; grp < p->a.group; grp++) {
+    const float *wg = w + grp * p->Mg * p->K; /* (Mg, K) */
+    float *dwg = dw + grp * p->Mg * p->K;
+    if (!p->a.nhwc) {
+      const float *dyg = dy + grp * p->Mg * p->HWout; /* (Mg, HW) */
+      const float *src = x + grp * p->Cg * p->HWin;   /* (K, HW) */
+      if (!p->one_by_one) {
+        dm_im2col_nchw(&p->cs, src, col);
+        src = col;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, K, HW, 1.0f, dyg, HW, src, HW,
+                  1.0f, dwg, K);
+      if (!dx)
+        continue;
+      float *dxg = dx + grp * p->Cg * p->HWin;
+      if (p->one_by_one) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Cg, HW, Mg, 1.0f, wg, K, dyg, HW,
+                    0.0f, dxg, HWin);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, HW, Mg, 1.0f, wg, K, dyg, HW,
+                    0.0f, col, HW);
+        dm_col2im_nchw(&p->cs, col, dxg);
+      }
+    } else {
+      const float *dyg = dy + grp * p->Mg; /* (HW, Mg), leading dim M */
+      const float *src = x + grp * p->Cg;  /* (HW, K), leading dim C or K */
+      int ld = C;
+      if (!p->one_by_one) {
+        dm_im2col_nhwc(&p->cs, C, src, col);
+        src = col;
+        ld = K;
+      }
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Mg, K, HW, 1.0f, dyg, M, src, ld,
+                  1.0f, dwg, K);
+      if (!dx)
+        continue;
+      if (p->one_by_one) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, HW, Cg, Mg, 1.0f, dyg, M, wg, K,
+                    0.0f, dx + grp * p->Cg, C);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, HW, K, Mg, 1.0f, dyg, M, wg, K,
+                    0.0f, col, K);
+        dm_col2im_nhwc(&p->cs, C, col, dx + grp * p->Cg);
+      }
+    }
+  }
+  if (!db)
+    return;
+  if (!p->a.nhwc) {
+    for (int64_t m = 0; m < p->M; m++) {
+      float s = 0.0f;
+      for (int64_t i = 0; i < p->HWout; i++)
+        s += dy[m * p->HWout + i];
+      db[m] += s;
+    }
+  } else {
+    for (int64_t i = 0; i < p->HWout; i++)
+      for (int64_t m = 0; m < p->M; m++)
+        db[m] += dy[i * p->M + m];
+  }
+}
+
+static dm_status conv_grad_run(dm_op_ctx *ctx) {
+  conv_plan p;
+  int has_db, has_dx;
+  DM_TRY(conv_grad_prepare(ctx, &p, &has_db, &has_dx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  dm_tensor *dw = dm_op_output(ctx, 0), *db = has_db ? dm_op_output(ctx, 1) : NULL;
+  dm_tensor *dx = has_dx ? dm_op_output(ctx, dm_op_num_outputs(ctx) - 1) : NULL;
+  const int fp16 = x->dtype == DM_FLOAT16;
+  const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
+  const size_t n_w = (size_t)w->numel, n_acc = n_w + (size_t)p.M;
+  /* Scratch per thread: dW and db accumulators, col (K, HWout); FP16 adds the widened
+   * X, dY and dX images. */
+  size_t n_col = p.one_by_one ? 0 : (size_t)(p.K * p.HWout);
+  size_t per = n_acc + n_col + (fp16 ? (size_t)(2 * xs + ys) : 0);
+  int nt = thread_count(N, per * sizeof(float));
+  float *buf = calloc((size_t)nt * per + n_w + n_acc + 1, sizeof(float));
+  if (!buf)
+    return DM_NOMEM("ConvGradient buffers");
+  float *wf = buf + (size_t)nt * per, *sum = wf + n_w; /* widened W; dW, db summed */
+  const float *pw = fp16 ? wf : dm_tensor_data(w);
+  if (fp16)
+    dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
+  const void *px = dm_tensor_data(x), *pdy = dm_tensor_data(dy);
+  void *pdx = dx ? dm_tensor_mutable_data(dx) : NULL;
+#if DM_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+  for (int64_t n = 0; n < N; n++) {
+    float *acc = buf + (size_t)thread_id() * per; /* dW (M, K) then db (M) */
+    float *col = acc + n_acc;
+    if (!fp16) {
+      conv_grad_image(&p, (const float *)px + n * xs, pw, (const float *)pdy + n * ys, acc,
+                      has_db ? acc + n_w : NULL, pdx ? (float *)pdx + n * xs : NULL, col);
+    } else {
+      float *xf = col + n_col, *dyf = xf + xs, *dxf = dyf + ys;
+      dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
+      dm_half_to_float_array((const uint16_t *)pdy + n * ys, dyf, (size_t)ys);
+      conv_grad_image(&p, xf, pw, dyf, acc, has_db ? acc + n_w : NULL, pdx ? dxf : NULL, col);
+      if (pdx)
+        dm_float_to_half_array(dxf, (uint16_t *)pdx + n * xs, (size_t)xs);
+    }
+  }
+  /* Threads' partial sums in a fixed order, so a run is reproducible. */
+  for (int t = 0; t < nt; t++) {
+    const float *acc = buf + (size_t)t * per;
+    for (size_t i = 0; i < n_acc; i++)
+      sum[i] += acc[i];
+  }
+  dm_store_f32(dw->dtype, dm_tensor_mutable_data(dw), 0, (int64_t)n_w, sum);
+  if (db)
+    dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, p.M, sum + n_w);
+  free(buf);
+  return DM_OK;
+}
+
+/* Schemas ------------------------------------------------------------------------ */
+
+#define CONV_ARGS                                                                         \
+  DM_CONV_POOL_ARG_SPECS, {"dilation", DM_ARG_INT, 0, "dilation (default 1)"},            \
+      {"dilation_h", DM_ARG_INT, 0, "dilation height"},                                   \
+      {"dilation_w", DM_ARG_INT, 0, "dilation width"},                                    \
+      {"dilations", DM_ARG_INTS, 0, "dilations [h, w]"},                                  \
+      {"group", DM_ARG_INT, 0, "channel groups (default 1; C for depthwise)"},            \
+      {"no_bias", DM_ARG_INT, 0, "ConvGradient: there is no bias, so no db"},             \
+      {"exhaustive_search", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},              \
+      {"ws_nbytes_limit", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                \
+      {"enable_tensor_core", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},             \
+      {"float16_compute", DM_ARG_ANY, 0, "GPU hint; the CPU always accumulates in FP32"}, \
+      {"shared_buffer", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                  \
+      {"deterministic", DM_ARG_ANY, 0, "GPU hint (the CPU is deterministic)"}
+
+static const dm_arg_spec conv_args[] = {CONV_ARGS, {NULL, 0, 0, NULL}};
+static const dm_arg_spec conv_grad_args[] = {
+    CONV_ARGS,
+    {"no_gradient_to_input", DM_ARG_INT, 0, "set by the gradient maker when dX is not needed"},
+    {NULL, 0, 0, NULL},
+};
+
+static dm_status conv_init(dm_op_ctx *ctx, void **state) {
+  (void)state;
+  dm_conv_args a; /* argument errors at instantiation, not at the first run */
+  return dm_conv_args_parse(ctx, 0, &a);
+}
+
+static const dm_op_schema conv_schema = {
+    .type = "Conv",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .min_outputs = 1,
+    .max_outputs = 1,
+    .args = conv_args,
+    .precision = DM_PREC_FP16,
+    .doc = "X, W (M x C/group x kH x kW; NHWC: M x kH x kW x C/group), [b (M)] -> Y.",
+    .infer = conv_infer,
+    .cost = conv_cost,
+    .gradient = conv_gradient,
+};
+
+static const dm_op_schema conv_grad_schema = {
+    .type = "ConvGradient",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .min_outputs = 1,
+    .max_outputs = 3,
+    .args = conv_grad_args,
+    .precision = DM_PREC_FP16,
+    .doc = "X, W, dY -> dW, db, [dX]; with no_bias: dW, [dX].",
+    .infer = conv_grad_infer,
+    .cost = conv_grad_cost,
+};
+
+static const dm_kernel_def conv_cpu = {
+    .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run};
+static const dm_kernel_def conv_grad_cpu = {
+    .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run};
+
+static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};
+static const dm_kernel_def *const kernels[] = {&conv_cpu, &conv_grad_cpu, NULL};
+const dm_op_family dm_family_conv = {schemas, kernels};

@@ -1,0 +1,81 @@
+/* conv_args.h: the arguments Conv and the pools share, parsed and checked in one place,
+ * and the output size they give for an input (internal).
+ *
+ * Caffe2's conventions (shared/reference/caffe2-ops.md), 2-D only:
+ *   kernel | kernel_h + kernel_w | kernels [h, w]          (required unless global_pooling)
+ *   stride | stride_h + stride_w | strides [h, w]          (default 1)
+ *   pad | pad_t + pad_l + pad_b + pad_r | pads [t, l, b, r] (default 0)
+ *   dilation | dilation_h + dilation_w | dilations [h, w]  (default 1; 1 when group != 1)
+ *   group = 1, order = NCHW | NHWC, legacy_pad = 0..3, global_pooling = 0.
+ * Every check lives here so that a net's shape inference and the kernels report the
+ * same errors with the same words.
+ */
+#ifndef DM_OPERATORS_CONV_ARGS_H
+#define DM_OPERATORS_CONV_ARGS_H
+
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* Caffe2's LegacyPadding. */
+enum {
+  DM_LEGACY_NOTSET = 0,
+  DM_LEGACY_VALID = 1,        /* no padding; out = (in - k) / stride + 1 */
+  DM_LEGACY_SAME = 2,         /* out = ceil(in / stride); an odd total pad puts the extra at the tail */
+  DM_LEGACY_CAFFE_POOLING = 3 /* ceil output size; last window dropped if it starts in the pad */
+};
+
+typedef struct dm_conv_args {
+  int64_t kernel[2];   /* h, w; 0 while global pooling takes them from the input */
+  int64_t stride[2];   /* h, w */
+  int64_t dilation[2]; /* h, w */
+  int64_t pads[4];     /* t, l, b, r as given (legacy_pad may replace them) */
+  int64_t group;
+  int nhwc;            /* order: 0 NCHW, 1 NHWC */
+  int legacy_pad;
+  int global_pooling;
+} dm_conv_args;
+
+/* One input's geometry: everything a kernel loop needs. */
+typedef struct dm_conv_geom {
+  int64_t N, C, H, W;      /* input (whatever the order) */
+  int64_t kernel[2], stride[2], dilation[2];
+  int64_t pads[4];         /* effective t, l, b, r after legacy_pad */
+  int64_t outH, outW;
+} dm_conv_geom;
+
+/* The argument specs both families list (append to a schema's own, then {NULL}). */
+#define DM_CONV_POOL_ARG_SPECS                                                               \
+  {"kernel", DM_ARG_INT, 0, "square kernel size"},                                          \
+      {"kernel_h", DM_ARG_INT, 0, "kernel height (with kernel_w)"},                         \
+      {"kernel_w", DM_ARG_INT, 0, "kernel width (with kernel_h)"},                          \
+      {"kernels", DM_ARG_INTS, 0, "kernel [h, w]"},                                         \
+      {"stride", DM_ARG_INT, 0, "stride (default 1)"},                                      \
+      {"stride_h", DM_ARG_INT, 0, "stride height"},                                         \
+      {"stride_w", DM_ARG_INT, 0, "stride width"},                                          \
+      {"strides", DM_ARG_INTS, 0, "strides [h, w]"},                                        \
+      {"pad", DM_ARG_INT, 0, "padding on every side (default 0)"},                          \
+      {"pad_t", DM_ARG_INT, 0, "top padding"},                                              \
+      {"pad_l", DM_ARG_INT, 0, "left padding"},                                             \
+      {"pad_b", DM_ARG_INT, 0, "bottom padding"},                                           \
+      {"pad_r", DM_ARG_INT, 0, "right padding"},                                            \
+      {"pads", DM_ARG_INTS, 0, "paddings [t, l, b, r]"},                                    \
+      {"order", DM_ARG_STRING, 0, "NCHW (default) or NHWC"},                                \
+      {"legacy_pad", DM_ARG_INT, 0, "0 NOTSET, 1 VALID, 2 SAME, 3 CAFFE_LEGACY_POOLING"}
+
+/* Reads and checks the arguments (values in range, forms not mixed, dilation with group,
+ * pooling without dilation). is_pool: the op is a pool (global_pooling allowed,
+ * dilation must be 1, group ignored). */
+DM_HIDDEN dm_status dm_conv_args_parse(dm_op_ctx *ctx, int is_pool, dm_conv_args *a);
+
+/* The geometry for input x (4-D in a's order): kernel from the input for global
+ * pooling, pads and output size per legacy_pad, the kernel checked to fit the padded
+ * input; for pools, every window must hold at least one input element. */
+DM_HIDDEN dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, const dm_tensor *x,
+                                     int is_pool, dm_conv_geom *g);
+
+/* Output dims (N, C, outH, outW) in a's order into dims[4]. */
+DM_HIDDEN void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t channels,
+                                int64_t dims[4]);
+
+#endif
