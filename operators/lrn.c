@@ -144,7 +144,7 @@ static const dm_op_schema lrn_schema = {
     .args = lrn_args,
     .precision = DM_PREC_FP32,
     .doc = "X -> Y = X * scale^-beta, [scale = bias + alpha/size * (sum of squares over a "
-           "window of size channels)] (FLOAT).",
+           "window of size channels)]; FLOAT, or FLOAT16 computed in FP32.",
     .infer = lrn_infer,
     .cost = lrn_cost,
     .gradient = lrn_gradient,
