@@ -252,7 +252,8 @@ static void strip_unknown_comments(char *t) {
   for (char *r = t; *r;) {
     char *nl = strchr(r, '\n');
     size_t n = nl ? (size_t)(nl - r + 1) : strlen(r);
-    if (!strstr(r, "# unknown field ") || strstr(r, "# unknown field ") >= r + n) {
+    size_t ind = strspn(r, " "); /* whole comment lines only, not string values */
+    if (strncmp(r + ind, "# unknown field ", 16) != 0) {
       memmove(w, r, n);
       w += n;
     }
