@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "core/half.h"
+#include "demitasse_plugin.h"
+#include "grad_check.h"
 #include "op_test_util.h"
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
@@ -112,11 +114,98 @@ static void test_softmax_errors(void **state) {
   opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "X is DOUBLE", NULL);
 }
 
+static void test_softmax_gradient_fd(void **state) {
+  (void)state;
+  float x[2 * 3 * 5];
+  uint64_t s = 21;
+  for (int i = 0; i < 30; i++)
+    x[i] = (float)opt_uniform(&s, -3, 3);
+  gc_input in2[] = {{"X", 2, {6, 5}, x, 1, 0}};
+  double r1 = gc_check("type: 'Softmax' input: 'X' output: 'Y'", in2, 1, 1, 5);
+  gc_input in3[] = {{"X", 3, {2, 3, 5}, x, 1, 0}};
+  double r2 = gc_check("type: 'Softmax' input: 'X' output: 'Y' arg { name: 'axis' i: 1 }", in3,
+                       1, 1, 15);
+  double r3 = gc_check("type: 'Softmax' input: 'X' output: 'Y' arg { name: 'axis' i: -1 }", in3,
+                       1, 1, 5);
+  gc_input in1[] = {{"X", 2, {1, 7}, x, 1, 0}}; /* batch 1 */
+  double r4 = gc_check("type: 'Softmax' input: 'X' output: 'Y'", in1, 1, 1, 7);
+  print_message("Softmax gradient: worst %.2f / %.2f / %.2f / %.2f of the tolerance\n", r1, r2,
+                r3, r4);
+  const dm_op_schema *sc = dm_schema_lookup("Softmax");
+  assert_non_null(sc->gradient);
+  assert_non_null(sc->infer);
+  assert_non_null(sc->cost);
+  assert_int_equal(dm_schema_lookup("SoftmaxGradient")->precision, DM_PREC_FP32);
+}
+
+/* SoftmaxGradient on given Y, dY (FP32 or FP16) against the double formula. */
+static void check_softmax_grad(dm_workspace *ws, int64_t N, int64_t D, int fp16, uint64_t seed) {
+  size_t n = (size_t)(N * D);
+  float *yf = malloc(n * sizeof *yf), *df = malloc(n * sizeof *df);
+  uint16_t *yh = malloc(n * 2), *dh = malloc(n * 2);
+  double *y = malloc(n * sizeof *y), *dy = malloc(n * sizeof *dy);
+  for (size_t i = 0; i < n; i++) {
+    yf[i] = (float)opt_uniform(&seed, 0, 1), df[i] = (float)opt_uniform(&seed, -2, 2);
+    yh[i] = dm_float_to_half(yf[i]), dh[i] = dm_float_to_half(df[i]);
+    y[i] = fp16 ? dm_half_to_float(yh[i]) : yf[i];
+    dy[i] = fp16 ? dm_half_to_float(dh[i]) : df[i];
+  }
+  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  int64_t d[] = {N, D};
+  opt_feed(ws, "Yg", t, 2, d, fp16 ? (void *)yh : (void *)yf);
+  opt_feed(ws, "dYg", t, 2, d, fp16 ? (void *)dh : (void *)df);
+  opt_op *op = opt_new("SoftmaxGradient");
+  opt_in(op, "Yg"), opt_in(op, "dYg"), opt_out(op, "dXg");
+  if (opt_run(op, ws) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  const dm_tensor *dx = opt_fetch(ws, "dXg", t, 2, d);
+  double worst = 0;
+  for (int64_t i = 0; i < N; i++) {
+    double dot = 0, S = 0;
+    for (int64_t j = 0; j < D; j++)
+      dot += dy[i * D + j] * y[i * D + j], S += fabs(dy[i * D + j] * y[i * D + j]);
+    for (int64_t j = 0; j < D; j++) {
+      size_t k = (size_t)(i * D + j);
+      double ref = y[k] * (dy[k] - dot);
+      double tol = fabs(y[k]) * (2 * OPT_U32 * (fabs(dy[k]) + fabs(dot)) + (double)(D + 2) * 0x1p-53 * S) +
+                   OPT_U32 * fabs(ref) + 0x1p-149;
+      if (fp16)
+        tol += OPT_U16 * (fabs(ref) + tol) + 0x1p-25;
+      double got = fp16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(dx))[k])
+                        : ((const float *)dm_tensor_data(dx))[k];
+      if (!(fabs(got - ref) <= tol))
+        fail_msg("dX[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
+                 (long long)j, got, ref, tol);
+      worst = fmax(worst, fabs(got - ref) / tol);
+    }
+  }
+  print_message("SoftmaxGradient %s N=%lld D=%lld: worst error %.2f of the bound\n",
+                fp16 ? "FP16" : "FP32", (long long)N, (long long)D, worst);
+  free(yf), free(df), free(yh), free(dh), free(y), free(dy);
+}
+
+static void test_softmax_gradient_op(void **state) {
+  check_softmax_grad(*state, 8, 10, 0, 31);
+  check_softmax_grad(*state, 3, 1000, 0, 32);
+  check_softmax_grad(*state, 8, 10, 1, 33);
+  check_softmax_grad(*state, 3, 1000, 1, 34);
+  dm_workspace *ws = *state;
+  float z[6] = {0};
+  int64_t a[] = {2, 3}, b[] = {3, 2};
+  opt_feed(ws, "Ya", DM_FLOAT, 2, a, z);
+  opt_feed(ws, "dYb", DM_FLOAT, 2, b, z);
+  opt_op *op = opt_new("SoftmaxGradient");
+  opt_in(op, "Ya"), opt_in(op, "dYb"), opt_out(op, "dX");
+  opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "Y is FLOAT 2x3 but dY is FLOAT 3x2", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_fp32),
       cmocka_unit_test(test_softmax_fp16),
       cmocka_unit_test(test_softmax_errors),
+      cmocka_unit_test(test_softmax_gradient_fd),
+      cmocka_unit_test(test_softmax_gradient_op),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
