@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/half.h"
+#include "grad_check.h"
 #include "op_test_util.h"
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
@@ -76,11 +77,48 @@ static void test_relu_type_error(void **state) {
   opt_expect_error(run_relu(ws, "I", "Y"), DM_ERR_TYPE, "X is INT32", NULL);
 }
 
+/* ReluGradient: dX = dY where Y > 0, exactly (a selection), FP32 and FP16, in place on
+ * dY; and the maker + kernel against finite differences of Relu. */
+static void test_relu_gradient(void **state) {
+  dm_workspace *ws = *state;
+  float y[8] = {1, 0, -0.0f, 2.5f, NAN, INFINITY, 0x1p-149f, 3};
+  float g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const float want[8] = {1, 0, 0, 4, 0, 6, 7, 8};
+  uint16_t yh[8], gh[8];
+  for (int i = 0; i < 8; i++)
+    yh[i] = dm_float_to_half(y[i]), gh[i] = dm_float_to_half(g[i]);
+  yh[6] = 1; /* the smallest FP16 subnormal: > 0 */
+  int64_t d = 8;
+  for (int half = 0; half < 2; half++) {
+    dm_dtype t = half ? DM_FLOAT16 : DM_FLOAT;
+    opt_feed(ws, "Y", t, 1, &d, half ? (void *)yh : (void *)y);
+    opt_feed(ws, "dY", t, 1, &d, half ? (void *)gh : (void *)g);
+    opt_op *op = opt_new("ReluGradient");
+    opt_in(op, "Y"), opt_in(op, "dY"), opt_out(op, "dY");
+    assert_int_equal(opt_run(op, ws), DM_OK);
+    const void *dx = dm_tensor_data(opt_fetch(ws, "dY", t, 1, &d));
+    for (int i = 0; i < 8; i++) {
+      double got = half ? dm_half_to_float(((const uint16_t *)dx)[i]) : ((const float *)dx)[i];
+      if (got != want[i])
+        fail_msg("half %d: dX[%d] = %g, want %g", half, i, got, want[i]);
+    }
+  }
+  static float x[60];
+  uint64_t seed = 41;
+  for (int i = 0; i < 60; i++) { /* |x| >= 0.05, away from the kink at 0 */
+    double v = opt_uniform(&seed, 0.05, 2);
+    x[i] = (float)(i % 3 ? v : -v);
+  }
+  gc_input in[] = {{"X", 3, {3, 4, 5}, x, 1, 0}};
+  gc_check("type: 'Relu' input: 'X' output: 'Y'", in, 1, 1, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_relu_fp32),
       cmocka_unit_test(test_relu_fp16),
       cmocka_unit_test(test_relu_type_error),
+      cmocka_unit_test(test_relu_gradient),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,6 +4,9 @@
  * an FP32 accumulation of K products and the bias errs by at most (K + 1) u32 S
  * (u32 = 2^-24); the FP16 kernel then rounds once to FP16, adding u16 |y| (u16 = 2^-11)
  * plus half the smallest subnormal, 2^-25, in the subnormal range.
+ * FCGradient: dW sums M products, dX sums N, each errs by (len) u32 S (S the sum of
+ * |products|) and the FP16 kernel adds one rounding; db is summed in double and rounded
+ * once. FP32 gradients are also checked by finite differences (grad_check.h).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "core/half.h"
+#include "grad_check.h"
 #include "op_test_util.h"
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
@@ -170,12 +174,101 @@ static void test_fc_errors(void **state) {
                    NULL);
 }
 
+/* FCGradient against double sums of the stored values, FP32 and FP16. */
+static void test_fc_gradient_reference(void **state) {
+  dm_workspace *ws = *state;
+  enum { M = 6, K = 35, N = 7 };
+  static float xf[M * K], wf[N * K], gf[M * N];
+  static uint16_t xh[M * K], wh[N * K], gh[M * N];
+  uint64_t seed = 31;
+  for (int i = 0; i < M * K; i++)
+    xf[i] = (float)opt_uniform(&seed, -2, 2), xh[i] = dm_float_to_half(xf[i]);
+  for (int i = 0; i < N * K; i++)
+    wf[i] = (float)opt_uniform(&seed, -1, 1), wh[i] = dm_float_to_half(wf[i]);
+  for (int i = 0; i < M * N; i++)
+    gf[i] = (float)opt_uniform(&seed, -1, 1), gh[i] = dm_float_to_half(gf[i]);
+  int64_t xd[4] = {M, 5, 7, 1}, wd[2] = {N, K}, gd[2] = {M, N}, nd = N;
+  for (int half = 0; half < 2; half++) {
+    dm_dtype t = half ? DM_FLOAT16 : DM_FLOAT;
+    opt_feed(ws, "X", t, 4, xd, half ? (void *)xh : (void *)xf);
+    opt_feed(ws, "W", t, 2, wd, half ? (void *)wh : (void *)wf);
+    opt_feed(ws, "dY", t, 2, gd, half ? (void *)gh : (void *)gf);
+    opt_op *op = opt_new("FCGradient");
+    opt_in(op, "X"), opt_in(op, "W"), opt_in(op, "dY");
+    opt_out(op, "dW"), opt_out(op, "db"), opt_out(op, "dX");
+    assert_int_equal(opt_run(op, ws), DM_OK);
+    const void *dw = dm_tensor_data(opt_fetch(ws, "dW", t, 2, wd));
+    const void *db = dm_tensor_data(opt_fetch(ws, "db", t, 1, &nd));
+    const void *dx = dm_tensor_data(opt_fetch(ws, "dX", t, 4, xd));
+#define V(f, h, i) (half ? (double)dm_half_to_float(h[i]) : (double)f[i])
+#define GOT(p, i) (half ? (double)dm_half_to_float(((const uint16_t *)p)[i]) : (double)((const float *)p)[i])
+    double r16 = half ? OPT_U16 : 0, sub = half ? 0x1p-25 : 0;
+    for (int n = 0; n < N; n++) {
+      double ref = 0, S = 0;
+      for (int m = 0; m < M; m++)
+        ref += V(gf, gh, m * N + n), S += fabs(V(gf, gh, m * N + n));
+      assert_true(fabs(GOT(db, n) - ref) <= 1e-12 * S + r16 * fabs(ref) + (half ? sub : OPT_U32 * fabs(ref)));
+      for (int k = 0; k < K; k++) {
+        ref = 0, S = 0;
+        for (int m = 0; m < M; m++) {
+          double p = V(gf, gh, m * N + n) * V(xf, xh, m * K + k);
+          ref += p, S += fabs(p);
+        }
+        double tol = M * OPT_U32 * S + r16 * fabs(ref) + sub;
+        if (!(fabs(GOT(dw, n * K + k) - ref) <= tol))
+          fail_msg("half %d: dW[%d][%d] = %.9g, reference %.9g", half, n, k, GOT(dw, n * K + k), ref);
+      }
+    }
+    for (int m = 0; m < M; m++)
+      for (int k = 0; k < K; k++) {
+        double ref = 0, S = 0;
+        for (int n = 0; n < N; n++) {
+          double p = V(gf, gh, m * N + n) * V(wf, wh, n * K + k);
+          ref += p, S += fabs(p);
+        }
+        double tol = N * OPT_U32 * S + r16 * fabs(ref) + sub;
+        if (!(fabs(GOT(dx, m * K + k) - ref) <= tol))
+          fail_msg("half %d: dX[%d][%d] = %.9g, reference %.9g", half, m, k, GOT(dx, m * K + k), ref);
+      }
+#undef V
+#undef GOT
+  }
+  /* mixed dtypes are refused */
+  opt_feed(ws, "dY", DM_FLOAT, 2, gd, gf);
+  opt_op *op = opt_new("FCGradient");
+  opt_in(op, "X"), opt_in(op, "W"), opt_in(op, "dY");
+  opt_out(op, "dW"), opt_out(op, "db"), opt_out(op, "dX");
+  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "expected all FLOAT or all FLOAT16", NULL);
+}
+
+/* The maker (FC -> FCGradient) and kernel against finite differences of FC, FP32. */
+static void test_fc_gradient_fd(void **state) {
+  (void)state;
+  static float x[4 * 60], w[6 * 60], b[6];
+  uint64_t seed = 37;
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+    x[i] = (float)opt_uniform(&seed, -1, 1);
+  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+    w[i] = (float)opt_uniform(&seed, -1, 1);
+  for (size_t i = 0; i < 6; i++)
+    b[i] = (float)opt_uniform(&seed, -1, 1);
+  gc_input in[] = {{"X", 4, {2, 3, 4, 5}, x, 1, 0}, {"W", 2, {6, 20}, w, 1, 0},
+                   {"b", 1, {6}, b, 1, 0}};
+  /* axis 2: X is 6 x 20 */
+  gc_check("type: 'FC' input: 'X' input: 'W' input: 'b' output: 'Y' arg { name: 'axis' i: 2 }",
+           in, 3, 1, 20);
+  gc_input in2[] = {{"X", 2, {4, 60}, x, 1, 0}, {"W", 2, {6, 60}, w, 1, 0}, {"b", 1, {6}, b, 1, 0}};
+  gc_check("type: 'FC' input: 'X' input: 'W' input: 'b' output: 'Y'", in2, 3, 1, 60);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fc_fp32),
       cmocka_unit_test(test_fc_fp16),
       cmocka_unit_test(test_fc_fp16_overflow),
       cmocka_unit_test(test_fc_errors),
+      cmocka_unit_test(test_fc_gradient_reference),
+      cmocka_unit_test(test_fc_gradient_fd),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
