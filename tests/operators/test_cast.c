@@ -11,11 +11,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "core/half.h"
+#include "core/netio.h"
+#include "grad_check.h"
+#include "net/gradient.h"
 #include "op_test_util.h"
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
@@ -195,11 +199,71 @@ static void test_copy(void **state) {
   assert_ptr_not_equal(dm_tensor_data(y), dm_tensor_data(xt)); /* a deep copy */
 }
 
+/* CastLike converts to the second input's dtype with Cast's rules; the gradients of
+ * FloatToHalf/HalfToFloat/Cast/Copy are emitted as documented and give back dY's values
+ * in the forward input's dtype. */
+static void test_cast_like_and_gradients(void **state) {
+  dm_workspace *ws = *state;
+  float x[4] = {1.0f, -2.5f, 65504.0f, 1e6f};
+  uint16_t like[1] = {0};
+  int64_t d = 4, one = 1;
+  opt_feed(ws, "X", DM_FLOAT, 1, &d, x);
+  opt_feed(ws, "L", DM_FLOAT16, 1, &one, like);
+  opt_op *op = opt_new("CastLike");
+  opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "Z");
+  assert_int_equal(opt_run(op, ws), DM_OK);
+  const uint16_t *h = dm_tensor_data(opt_fetch(ws, "Z", DM_FLOAT16, 1, &d));
+  assert_true(h[0] == 0x3c00 && h[1] == 0xc100 && h[2] == 0x7bff && h[3] == 0x7c00);
+
+  ProtobufCMessage *m = NULL;
+  const char *text = "op { type: 'FloatToHalf' input: 'x' output: 'h' }"
+                     "op { type: 'Cast' input: 'h' output: 'd' arg { name: 'to' s: 'DOUBLE' } }"
+                     "op { type: 'Copy' input: 'd' output: 'c' }"
+                     "op { type: 'Cast' input: 'c' output: 'f' arg { name: 'to' i: 1 } }"
+                     "op { type: 'HalfToFloat' input: 'h' output: 'g' }"
+                     "op { type: 'Sum' input: 'f' input: 'g' output: 'loss' }";
+  assert_int_equal(dm_text_parse(text, strlen(text), "t", &caffe2__net_def__descriptor, &m), DM_OK);
+  Caffe2__NetDef *net = (Caffe2__NetDef *)m;
+  const char *loss = "loss";
+  assert_int_equal(dm_add_gradient_ops(net, &loss, 1), DM_OK);
+  /* each maker's ops, in whatever order the pass walks them */
+  const char *want[] = {"CastLike", "Copy", "FloatToHalf", "HalfToFloat"};
+  const size_t count[] = {2, 1, 1, 1};
+  for (size_t w = 0; w < 4; w++) {
+    size_t c = 0;
+    for (size_t i = 6; i < net->n_op; i++)
+      c += strcmp(net->op[i]->type, want[w]) == 0;
+    if (c != count[w])
+      fail_msg("%zu %s ops in the backward pass, expected %zu", c, want[w], count[w]);
+  }
+  dm_net *n = NULL;
+  assert_int_equal(dm_workspace_feed(ws, "x", DM_FLOAT, 1, &d, x), DM_OK);
+  /* run forward + backward: x_grad = 2 (one path through each branch), FLOAT like x */
+  uint8_t *buf = malloc(protobuf_c_message_get_packed_size(&net->base));
+  size_t len = protobuf_c_message_pack(&net->base, buf);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  assert_int_equal(dm_workspace_create_net_bytes(ws, buf, len, 0, &n), DM_OK);
+  free(buf);
+  assert_int_equal(dm_net_run(n), DM_OK);
+  const float *gx = dm_tensor_data(opt_fetch(ws, "x_grad", DM_FLOAT, 1, &d));
+  for (int i = 0; i < 4; i++)
+    assert_true(gx[i] == 2.0f);
+
+  static float v[30];
+  uint64_t seed = 3;
+  for (int i = 0; i < 30; i++)
+    v[i] = (float)opt_uniform(&seed, -2, 2);
+  gc_input in[] = {{"X", 2, {5, 6}, v, 1, 0}};
+  gc_check("type: 'Cast' input: 'X' output: 'Y' arg { name: 'to' s: 'FLOAT' }", in, 1, 1, 1);
+  gc_check("type: 'Copy' input: 'X' output: 'Y'", in, 1, 1, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_float_half),       cmocka_unit_test(test_cast_float_to_ints),
       cmocka_unit_test(test_cast_round_trips), cmocka_unit_test(test_cast_precision),
       cmocka_unit_test(test_cast_errors),      cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_cast_like_and_gradients),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
