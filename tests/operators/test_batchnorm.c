@@ -361,7 +361,7 @@ static void test_errors(void **state) {
   run_bn(ws, "X", "s16", 1, 1, "NCWH", DM_ERR_INVALID, "order is 'NCWH'");
   run_bn(ws, "X", "s16", 5, 1, NULL, DM_ERR_INVALID, "is_test=1 takes 1 output");
   run_bn(ws, "X", "s16", 1, 0, NULL, DM_ERR_INVALID, "training (is_test=0) takes 5 outputs");
-  int32_t iz[64] = {0};
+  int32_t iz[2 * 16 * 4] = {0};
   opt_feed(ws, "I", DM_INT32, 4, dx, iz);
   run_bn(ws, "I", "s16", 1, 1, NULL, DM_ERR_TYPE, "X is INT32");
   /* The gradient: dY must match X. */
