@@ -187,6 +187,23 @@ dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
   return DM_OK;
 }
 
+dm_status dm_tensor_make_unique(dm_tensor *t) {
+  if (!t->storage || atomic_load(&t->storage->refs) == 1)
+    return DM_OK;
+  dm_tensor *copy = dm_tensor_new(t->limit);
+  if (!copy)
+    return DM_NOMEM("a tensor");
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, t->dims, sizeof dims);
+  dm_status s = dm_tensor_resize(copy, t->dtype, t->ndim, dims);
+  if (s == DM_OK)
+    s = dm_tensor_copy(copy, t);
+  if (s == DM_OK)
+    dm_tensor_share(t, copy);
+  dm_tensor_free(copy);
+  return s;
+}
+
 int dm_tensor_same_shape(const dm_tensor *a, const dm_tensor *b) {
   if (a->ndim != b->ndim)
     return 0;

@@ -51,6 +51,9 @@ DM_HIDDEN dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim,
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
 DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
+/* Gives t storage of its own (a copy) if its storage is shared: copy-on-write before an
+ * op writes a view in place. */
+DM_HIDDEN dm_status dm_tensor_make_unique(dm_tensor *t);
 /* Deep copy of src into dst (dst gets fresh storage unless it already has the size). */
 DM_HIDDEN dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src);
 /* Same shape (ndim and dims). */

@@ -257,9 +257,9 @@ dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *sourc
 }
 
 /* Before an op writes an output, detach it from storage another blob shares (a Reshape
- * view, say), unless the output is also an input of this op (in place): writing one
- * blob must not change another. */
-static void detach_outputs(dm_op_ctx *op) {
+ * view, say): writing one blob must not change another. An output that is also an input
+ * (in place) gets a private copy of its data; any other output just drops the share. */
+static dm_status detach_outputs(dm_op_ctx *op) {
   for (int o = 0; o < op->n_out; o++) {
     dm_tensor *t = op->out[o]->tensor;
     if (!t->storage || atomic_load(&t->storage->refs) == 1)
@@ -269,7 +269,10 @@ static void detach_outputs(dm_op_ctx *op) {
       in_place |= op->in[i] == op->out[o];
     if (!in_place)
       dm_tensor_reset(t);
+    else
+      DM_TRY(dm_tensor_make_unique(t));
   }
+  return DM_OK;
 }
 
 static dm_status run_op(dm_op_ctx *op) {
@@ -278,7 +281,7 @@ static dm_status run_op(dm_op_ctx *op) {
       return dm_error(DM_ERR_NOT_FOUND,
                       "input %d '%s' has no data: no earlier op wrote it and it was not fed", i,
                       op->in[i]->name);
-  detach_outputs(op);
+  DM_TRY(detach_outputs(op));
   return op->kernel->run(op);
 }
 

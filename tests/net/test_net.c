@@ -259,6 +259,11 @@ static void test_shared_storage_detached(void **state) {
   int64_t n;
   assert_true(fetch_floats(ws, "x", &n)[0] == 5.0f);
   assert_true(fetch_floats(ws, "y", &n)[0] == 10.0f);
+  /* In place on a view: the view gets its own copy first (copy-on-write). */
+  dm_tensor_share(by->tensor, bx->tensor);
+  assert_ok(run_text(ws, "op { input: 'y' output: 'y' type: 'TestScale' arg { name: 'scale' f: 3 } }"));
+  assert_true(fetch_floats(ws, "x", &n)[0] == 5.0f);
+  assert_true(fetch_floats(ws, "y", &n)[0] == 15.0f);
 }
 
 int main(void) {
