@@ -1,9 +1,13 @@
 /* conv.c: Conv and ConvGradient (2-D, NCHW and NHWC, groups, dilation), FP32 and FP16.
  *
- * Method: per image and per group, im2col unfolds the input patches into a column
- * matrix and one sgemm with the filter gives the output (1x1 stride-1 unpadded
- * convolutions use the image itself as the column matrix). Images run in parallel
- * (OpenMP), each thread with its own column buffer; with one image the BLAS threads.
+ * Method: im2col unfolds the input patches into a column matrix and sgemm with the
+ * filter gives the output (1x1 stride-1 unpadded convolutions use the image itself as
+ * the column matrix). The columns of a chunk of images sit side by side, so there is one
+ * large sgemm per group and chunk rather than one small one per image, and the BLAS's
+ * own threads do the parallel work. No OpenMP here on purpose: calling a pthreads
+ * OpenBLAS from OpenMP threads made both thread pools spin against each other (a LeNet
+ * step took 936 ms instead of 52), and even OpenMP-parallel im2col beside the BLAS
+ * threads cost 3x on a busy 2-core machine; im2col is a few per cent of the time.
  *
  * Layouts (Caffe2's): NCHW X (N, C, H, W), W (M, C/group, kH, kW), Y (N, M, outH, outW);
  * NHWC X (N, H, W, C), W (M, kH, kW, C/group), Y (N, outH, outW, M); b (M).
@@ -18,9 +22,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#if DM_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #include "builtin.h"
 #include "common.h"
@@ -28,8 +29,9 @@
 #include "core/half.h"
 #include "math/im2col.h"
 
-/* Per-thread scratch above this is traded for fewer threads (large images). */
-#define CONV_SCRATCH_BUDGET ((size_t)512 << 20)
+/* Images go through in chunks whose column block fits in about this many bytes (tests
+ * lower it to exercise chunking). */
+size_t dm_conv_chunk_bytes = (size_t)64 << 20;
 
 /* Everything one run needs, from the arguments and the input shapes. */
 typedef struct conv_plan {
@@ -214,67 +216,68 @@ static dm_status conv_gradient(dm_grad_ctx *g) {
   return DM_OK;
 }
 
-/* Threads for N images, fewer when each needs `per_thread` bytes of scratch. */
-static int thread_count(int64_t N, size_t per_thread) {
-#if DM_HAVE_OPENMP
-  int64_t t = omp_get_max_threads();
-  if (per_thread > 0 && t > (int64_t)(CONV_SCRATCH_BUDGET / per_thread))
-    t = (int64_t)(CONV_SCRATCH_BUDGET / per_thread);
-  if (t > N)
-    t = N;
-  return t < 1 ? 1 : (int)t;
-#else
-  (void)N, (void)per_thread;
-  return 1;
-#endif
+/* Images per chunk: the column block of a chunk (and the FP32 copies FP16 needs) stays
+ * within dm_conv_chunk_bytes. */
+static int64_t chunk_images(const conv_plan *p, int fp16, int grad) {
+  size_t per = (size_t)(p->K * p->HWout) + (size_t)(p->M * p->HWout); /* col, Y or dY block */
+  if (fp16)
+    per += (size_t)(p->g.C * p->HWin) * (grad ? 2 : 1) + (size_t)(p->M * p->HWout);
+  int64_t b = (int64_t)(dm_conv_chunk_bytes / (per * sizeof(float)));
+  return b < 1 ? 1 : b > p->g.N ? p->g.N : b;
 }
 
-static int thread_id(void) {
-#if DM_HAVE_OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
-/* One image forward, in FP32. x (C, H, W) or (H, W, C); w the whole filter; b (M) or
- * NULL; y (M, outH, outW) or (outH, outW, M); col (K, outH*outW) scratch. */
-static void conv_image(const conv_plan *p, const float *x, const float *w, const float *b,
-                       float *y, float *col) {
-  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, HW = (int)p->HWout,
-            C = (int)p->g.C;
+/* Conv on nb images in FP32. x: their images; y: their outputs (Y's layout; for FP16 a
+ * scratch block); col: (K, nb*HW) NCHW or (nb*HW, K) NHWC; ybig: (M, nb*HW) for NCHW.
+ * y16 (FP16 output) receives the outputs rounded once. */
+static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
+                       const float *b, float *y, uint16_t *y16, float *col, float *ybig) {
+  const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
+  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, C = (int)p->g.C;
   for (int64_t grp = 0; grp < p->a.group; grp++) {
     const float *wg = w + grp * p->Mg * p->K; /* (Mg, K) */
-    if (!p->a.nhwc) {
-      const float *src = x + grp * p->Cg * p->HWin; /* (K, HW) */
-      if (!p->one_by_one) {
-        dm_im2col_nchw(&p->cs, src, col);
-        src = col;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Mg, HW, K, 1.0f, wg, K, src, HW,
-                  0.0f, y + grp * p->Mg * p->HWout, HW);
-    } else {
-      const float *src = x + grp * p->Cg; /* (HW, K), leading dim C or K */
+    if (p->a.nhwc) {
+      const float *src = x + grp * p->Cg; /* (L, K), leading dim C (1x1) or K */
       int ld = C;
       if (!p->one_by_one) {
-        dm_im2col_nhwc(&p->cs, C, src, col);
-        src = col;
-        ld = K;
+        for (int64_t i = 0; i < nb; i++)
+          dm_im2col_nhwc(&p->cs, C, x + i * xs + grp * p->Cg, col + i * HW * K);
+        src = col, ld = K;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, HW, Mg, K, 1.0f, src, ld, wg, K,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, Mg, K, 1.0f, src, ld, wg, K,
                   0.0f, y + grp * p->Mg, M);
+    } else {
+      const float *src = col; /* (K, L) */
+      if (p->one_by_one && nb == 1) {
+        src = x + grp * p->Cg * p->HWin;
+      } else {
+        for (int64_t i = 0; i < nb; i++)
+          dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Mg, (int)L, K, 1.0f, wg, K, src,
+                  (int)L, 0.0f, ybig + grp * p->Mg * L, (int)L);
     }
   }
-  if (!b)
-    return;
-  if (!p->a.nhwc) {
-    for (int64_t m = 0; m < p->M; m++)
-      for (int64_t i = 0; i < p->HWout; i++)
-        y[m * p->HWout + i] += b[m];
-  } else {
-    for (int64_t i = 0; i < p->HWout; i++)
-      for (int64_t m = 0; m < p->M; m++)
-        y[i * p->M + m] += b[m];
+  /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), then FP16's rounding. */
+  for (int64_t i = 0; i < nb; i++) {
+    if (!p->a.nhwc) {
+      for (int64_t m = 0; m < p->M; m++) {
+        float *r = ybig + m * L + i * HW; /* FP16: add the bias in place, then round */
+        float *d = y16 ? r : y + i * ys + m * HW;
+        float bm = b ? b[m] : 0.0f;
+        for (int64_t j = 0; j < HW; j++)
+          d[j] = r[j] + bm;
+        if (y16)
+          dm_float_to_half_array(d, y16 + i * ys + m * HW, (size_t)HW);
+      }
+    } else {
+      float *yi = y + i * ys; /* (HW, M) */
+      if (b)
+        for (int64_t j = 0; j < HW; j++)
+          for (int64_t m = 0; m < p->M; m++)
+            yi[j * p->M + m] += b[m];
+      if (y16)
+        dm_float_to_half_array(yi, y16 + i * ys, (size_t)ys);
+    }
   }
 }
 
@@ -288,17 +291,17 @@ static dm_status conv_run(dm_op_ctx *ctx) {
   if (N == 0)
     return DM_OK;
   const int fp16 = x->dtype == DM_FLOAT16;
-  /* Scratch per thread: col (K, HWout); FP16 adds the widened image and its output. */
-  size_t n_col = p.one_by_one ? 0 : (size_t)(p.K * p.HWout);
-  size_t per = n_col + (fp16 ? (size_t)(xs + ys) : 0);
-  size_t n_w = fp16 ? (size_t)w->numel : 0, n_b = b && b->dtype == DM_FLOAT16 ? (size_t)p.M : 0;
-  int nt = thread_count(N, per * sizeof(float));
-  float *buf = malloc(((size_t)nt * per + n_w + n_b + 1) * sizeof(float));
+  const int64_t B = chunk_images(&p, fp16, 0);
+  /* Scratch: col (K, B*HW); ybig (M, B*HW) (NCHW, or FP16's FP32 Y); FP16: X, W, b. */
+  size_t n_col = (size_t)(B * p.K * p.HWout), n_big = (size_t)(B * ys);
+  size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_w = fp16 ? (size_t)w->numel : 0;
+  size_t n_b = b && b->dtype == DM_FLOAT16 ? (size_t)p.M : 0;
+  float *buf = malloc((n_col + n_big + n_x + n_w + n_b + 1) * sizeof(float));
   if (!buf)
     return DM_NOMEM("Conv column buffers");
-  float *wf = buf + (size_t)nt * per, *bf = wf + n_w; /* FP16 W and b, widened once */
+  float *col = buf, *ybig = col + n_col, *xf = ybig + n_big, *wf = xf + n_x, *bf = wf + n_w;
   const float *pw = dm_tensor_data(w), *pb = b ? dm_tensor_data(b) : NULL;
-  if (fp16) {
+  if (fp16) { /* widened once (exact) */
     dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
     pw = wf;
     if (n_b) {
@@ -306,77 +309,84 @@ static dm_status conv_run(dm_op_ctx *ctx) {
       pb = bf;
     }
   }
-  const void *px = dm_tensor_data(x);
-  void *py = dm_tensor_mutable_data(y);
-#if DM_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-  for (int64_t n = 0; n < N; n++) {
-    float *col = buf + (size_t)thread_id() * per;
+  for (int64_t n0 = 0; n0 < N; n0 += B) {
+    int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
-      conv_image(&p, (const float *)px + n * xs, pw, pb, (float *)py + n * ys, col);
+      conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb,
+                 (float *)dm_tensor_mutable_data(y) + n0 * ys, NULL, col, ybig);
     } else {
-      float *xf = col + n_col, *yf = xf + xs; /* (C, H, W), (M, outH, outW) or NHWC */
-      dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
-      conv_image(&p, xf, pw, pb, yf, col);
-      dm_float_to_half_array(yf, (uint16_t *)py + n * ys, (size_t)ys);
+      dm_half_to_float_array((const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
+      conv_chunk(&p, nb, xf, pw, pb, ybig, (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col,
+                 ybig);
     }
   }
   free(buf);
   return DM_OK;
 }
 
-/* One image backward, in FP32: dw (M, K) and db (M) accumulate; dx (image) is
- * overwritten when not NULL. col (K, HWout) scratch. */
-static void conv_grad_image(const conv_plan *p, const float *x, const float *w, const float *dy,
-                            float *dw, float *db, float *dx, float *col) {
-  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, HW = (int)p->HWout,
-            C = (int)p->g.C, Cg = (int)p->Cg, HWin = (int)p->HWin;
-  if (dx && !p->one_by_one)
-    memset(dx, 0, (size_t)(p->g.C * p->HWin) * sizeof *dx);
+/* ConvGradient on nb images in FP32: dw (M, K) and db (M) accumulate; dx (their images,
+ * or NULL) is overwritten. col as in conv_chunk; dybig (M, nb*HW) for NCHW. */
+static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
+                            const float *dy, float *dw, float *db, float *dx, float *col,
+                            float *dybig) {
+  const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
+  const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, C = (int)p->g.C, Cg = (int)p->Cg;
+  const int direct = p->one_by_one && (p->a.nhwc || nb == 1); /* X is the column matrix */
+  if (dx && !direct)
+    memset(dx, 0, (size_t)(nb * xs) * sizeof *dx);
+  if (!p->a.nhwc && nb > 1) { /* dY as one (M, nb*HW) matrix */
+    for (int64_t i = 0; i < nb; i++)
+      for (int64_t m = 0; m < p->M; m++)
+        memcpy(dybig + m * L + i * HW, dy + i * ys + m * HW, (size_t)HW * sizeof *dy);
+  } else {
+    dybig = (float *)dy; /* already that matrix (read only) */
+  }
   for (int64_t grp = 0; grp < p->a.group; grp++) {
     const float *wg = w + grp * p->Mg * p->K; /* (Mg, K) */
     float *dwg = dw + grp * p->Mg * p->K;
-    if (!p->a.nhwc) {
-      const float *dyg = dy + grp * p->Mg * p->HWout; /* (Mg, HW) */
-      const float *src = x + grp * p->Cg * p->HWin;   /* (K, HW) */
-      if (!p->one_by_one) {
-        dm_im2col_nchw(&p->cs, src, col);
-        src = col;
+    if (p->a.nhwc) {
+      const float *dyg = dy + grp * p->Mg; /* (L, Mg), leading dim M */
+      const float *src = x + grp * p->Cg;  /* (L, K), leading dim C or K */
+      int ld = C;
+      if (!direct) {
+        for (int64_t i = 0; i < nb; i++)
+          dm_im2col_nhwc(&p->cs, C, x + i * xs + grp * p->Cg, col + i * HW * K);
+        src = col, ld = K;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, K, HW, 1.0f, dyg, HW, src, HW,
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Mg, K, (int)L, 1.0f, dyg, M, src, ld,
                   1.0f, dwg, K);
       if (!dx)
         continue;
-      float *dxg = dx + grp * p->Cg * p->HWin;
-      if (p->one_by_one) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Cg, HW, Mg, 1.0f, wg, K, dyg, HW,
-                    0.0f, dxg, HWin);
+      if (direct) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, Cg, Mg, 1.0f, dyg, M, wg,
+                    K, 0.0f, dx + grp * p->Cg, C);
       } else {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, HW, Mg, 1.0f, wg, K, dyg, HW,
-                    0.0f, col, HW);
-        dm_col2im_nchw(&p->cs, col, dxg);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, K, Mg, 1.0f, dyg, M, wg,
+                    K, 0.0f, col, K);
+        for (int64_t i = 0; i < nb; i++)
+          dm_col2im_nhwc(&p->cs, C, col + i * HW * K, dx + i * xs + grp * p->Cg);
       }
     } else {
-      const float *dyg = dy + grp * p->Mg; /* (HW, Mg), leading dim M */
-      const float *src = x + grp * p->Cg;  /* (HW, K), leading dim C or K */
-      int ld = C;
-      if (!p->one_by_one) {
-        dm_im2col_nhwc(&p->cs, C, src, col);
-        src = col;
-        ld = K;
+      const float *dyg = dybig + grp * p->Mg * L; /* (Mg, L) */
+      const float *src = col;                     /* (K, L) */
+      if (direct) {
+        src = x + grp * p->Cg * p->HWin;
+      } else {
+        for (int64_t i = 0; i < nb; i++)
+          dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
       }
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Mg, K, HW, 1.0f, dyg, M, src, ld,
-                  1.0f, dwg, K);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, K, (int)L, 1.0f, dyg, (int)L, src,
+                  (int)L, 1.0f, dwg, K);
       if (!dx)
         continue;
-      if (p->one_by_one) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, HW, Cg, Mg, 1.0f, dyg, M, wg, K,
-                    0.0f, dx + grp * p->Cg, C);
+      if (direct) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Cg, (int)HW, Mg, 1.0f, wg, K, dyg,
+                    (int)HW, 0.0f, dx + grp * p->Cg * p->HWin, (int)p->HWin);
       } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, HW, K, Mg, 1.0f, dyg, M, wg, K,
-                    0.0f, col, K);
-        dm_col2im_nhwc(&p->cs, C, col, dx + grp * p->Cg);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, (int)L, Mg, 1.0f, wg, K, dyg,
+                    (int)L, 0.0f, col, (int)L);
+        for (int64_t i = 0; i < nb; i++)
+          dm_col2im_nchw(&p->cs, col + i * HW, L, dx + i * xs + grp * p->Cg * p->HWin);
       }
     }
   }
@@ -385,14 +395,14 @@ static void conv_grad_image(const conv_plan *p, const float *x, const float *w, 
   if (!p->a.nhwc) {
     for (int64_t m = 0; m < p->M; m++) {
       float s = 0.0f;
-      for (int64_t i = 0; i < p->HWout; i++)
-        s += dy[m * p->HWout + i];
+      for (int64_t j = 0; j < L; j++)
+        s += dybig[m * L + j];
       db[m] += s;
     }
   } else {
-    for (int64_t i = 0; i < p->HWout; i++)
+    for (int64_t j = 0; j < L; j++)
       for (int64_t m = 0; m < p->M; m++)
-        db[m] += dy[i * p->M + m];
+        db[m] += dy[j * p->M + m];
   }
 }
 
@@ -405,45 +415,40 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   dm_tensor *dx = has_dx ? dm_op_output(ctx, dm_op_num_outputs(ctx) - 1) : NULL;
   const int fp16 = x->dtype == DM_FLOAT16;
   const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
-  const size_t n_w = (size_t)w->numel, n_acc = n_w + (size_t)p.M;
-  /* Scratch per thread: dW and db accumulators, col (K, HWout); FP16 adds the widened
-   * X, dY and dX images. */
-  size_t n_col = p.one_by_one ? 0 : (size_t)(p.K * p.HWout);
-  size_t per = n_acc + n_col + (fp16 ? (size_t)(2 * xs + ys) : 0);
-  int nt = thread_count(N, per * sizeof(float));
-  float *buf = calloc((size_t)nt * per + n_w + n_acc + 1, sizeof(float));
+  const int64_t B = chunk_images(&p, fp16, 1);
+  /* Scratch: col, dybig; the dW and db sums; FP16: W, and the X, dX, dY chunks. */
+  size_t n_col = (size_t)(B * p.K * p.HWout), n_big = (size_t)(B * ys);
+  size_t n_w = (size_t)w->numel, n_sum = n_w + (size_t)p.M;
+  size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_dy = fp16 ? (size_t)(B * ys) : 0;
+  size_t n_wf = fp16 ? n_w : 0;
+  float *buf = calloc(n_col + n_big + n_sum + n_wf + 2 * n_x + n_dy + 1, sizeof(float));
   if (!buf)
     return DM_NOMEM("ConvGradient buffers");
-  float *wf = buf + (size_t)nt * per, *sum = wf + n_w; /* widened W; dW, db summed */
-  const float *pw = fp16 ? wf : dm_tensor_data(w);
-  if (fp16)
+  float *col = buf, *dybig = col + n_col, *sum = dybig + n_big, *wf = sum + n_sum;
+  float *xf = wf + n_wf, *dxf = xf + n_x, *dyf = dxf + n_x;
+  const float *pw = dm_tensor_data(w);
+  if (fp16) {
     dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
-  const void *px = dm_tensor_data(x), *pdy = dm_tensor_data(dy);
-  void *pdx = dx ? dm_tensor_mutable_data(dx) : NULL;
-#if DM_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-  for (int64_t n = 0; n < N; n++) {
-    float *acc = buf + (size_t)thread_id() * per; /* dW (M, K) then db (M) */
-    float *col = acc + n_acc;
+    pw = wf;
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += B) {
+    int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
-      conv_grad_image(&p, (const float *)px + n * xs, pw, (const float *)pdy + n * ys, acc,
-                      has_db ? acc + n_w : NULL, pdx ? (float *)pdx + n * xs : NULL, col);
+      conv_grad_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw,
+                      (const float *)dm_tensor_data(dy) + n0 * ys, sum, has_db ? sum + n_w : NULL,
+                      dx ? (float *)dm_tensor_mutable_data(dx) + n0 * xs : NULL, col, dybig);
     } else {
-      float *xf = col + n_col, *dyf = xf + xs, *dxf = dyf + ys;
-      dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
-      dm_half_to_float_array((const uint16_t *)pdy + n * ys, dyf, (size_t)ys);
-      conv_grad_image(&p, xf, pw, dyf, acc, has_db ? acc + n_w : NULL, pdx ? dxf : NULL, col);
-      if (pdx)
-        dm_float_to_half_array(dxf, (uint16_t *)pdx + n * xs, (size_t)xs);
+      dm_half_to_float_array((const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
+      dm_half_to_float_array((const uint16_t *)dm_tensor_data(dy) + n0 * ys, dyf,
+                             (size_t)(nb * ys));
+      conv_grad_chunk(&p, nb, xf, pw, dyf, sum, has_db ? sum + n_w : NULL, dx ? dxf : NULL, col,
+                      dybig);
+      if (dx)
+        dm_float_to_half_array(dxf, (uint16_t *)dm_tensor_mutable_data(dx) + n0 * xs,
+                               (size_t)(nb * xs));
     }
   }
-  /* Threads' partial sums in a fixed order, so a run is reproducible. */
-  for (int t = 0; t < nt; t++) {
-    const float *acc = buf + (size_t)t * per;
-    for (size_t i = 0; i < n_acc; i++)
-      sum[i] += acc[i];
-  }
+  /* dW, db rounded once (FP16) or copied. */
   dm_store_f32(dw->dtype, dm_tensor_mutable_data(dw), 0, (int64_t)n_w, sum);
   if (db)
     dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, p.M, sum + n_w);

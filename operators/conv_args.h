@@ -74,6 +74,9 @@ DM_HIDDEN dm_status dm_conv_args_parse(dm_op_ctx *ctx, int is_pool, dm_conv_args
 DM_HIDDEN dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, const dm_tensor *x,
                                      int is_pool, dm_conv_geom *g);
 
+/* Conv's scratch per chunk of images, in bytes (defined in conv.c; tests lower it). */
+extern DM_HIDDEN size_t dm_conv_chunk_bytes;
+
 /* Output dims (N, C, outH, outW) in a's order into dims[4]. */
 DM_HIDDEN void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t channels,
                                 int64_t dims[4]);

@@ -19,12 +19,11 @@ static void valid_run(const dm_im2col_shape *s, int64_t off, int64_t *lo, int64_
   *hi = clamp(ceil_div(s->W + s->pl - off, s->sw), *lo, s->outW);
 }
 
-void dm_im2col_nchw(const dm_im2col_shape *s, const float *x, float *col) {
-  const int64_t HW = s->outH * s->outW;
+void dm_im2col_nchw(const dm_im2col_shape *s, const float *x, int64_t ldcol, float *col) {
   for (int64_t c = 0; c < s->C; c++)
     for (int64_t i = 0; i < s->kh; i++)
       for (int64_t j = 0; j < s->kw; j++) {
-        float *row = col + ((c * s->kh + i) * s->kw + j) * HW; /* (outH, outW) */
+        float *row = col + ((c * s->kh + i) * s->kw + j) * ldcol; /* (outH, outW) */
         int64_t off = j * s->dw, lo, hi;
         valid_run(s, off, &lo, &hi);
         for (int64_t oh = 0; oh < s->outH; oh++) {
@@ -46,12 +45,11 @@ void dm_im2col_nchw(const dm_im2col_shape *s, const float *x, float *col) {
       }
 }
 
-void dm_col2im_nchw(const dm_im2col_shape *s, const float *col, float *x) {
-  const int64_t HW = s->outH * s->outW;
+void dm_col2im_nchw(const dm_im2col_shape *s, const float *col, int64_t ldcol, float *x) {
   for (int64_t c = 0; c < s->C; c++)
     for (int64_t i = 0; i < s->kh; i++)
       for (int64_t j = 0; j < s->kw; j++) {
-        const float *row = col + ((c * s->kh + i) * s->kw + j) * HW;
+        const float *row = col + ((c * s->kh + i) * s->kw + j) * ldcol;
         int64_t off = j * s->dw, lo, hi;
         valid_run(s, off, &lo, &hi);
         for (int64_t oh = 0; oh < s->outH; oh++) {

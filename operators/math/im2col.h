@@ -21,10 +21,13 @@ typedef struct dm_im2col_shape {
   int64_t outH, outW; /* output spatial size */
 } dm_im2col_shape;
 
-/* NCHW. x: (C, H, W) -> col: (C*kh*kw, outH*outW), row (c*kh + i)*kw + j. */
-DM_HIDDEN void dm_im2col_nchw(const dm_im2col_shape *s, const float *x, float *col);
+/* NCHW. x: (C, H, W) -> col: (C*kh*kw, outH*outW) with row stride ldcol >= outH*outW
+ * (so several images can sit side by side in one matrix), row (c*kh + i)*kw + j. */
+DM_HIDDEN void dm_im2col_nchw(const dm_im2col_shape *s, const float *x, int64_t ldcol,
+                              float *col);
 /* The adjoint: x (C, H, W) += fold(col). */
-DM_HIDDEN void dm_col2im_nchw(const dm_im2col_shape *s, const float *col, float *x);
+DM_HIDDEN void dm_col2im_nchw(const dm_im2col_shape *s, const float *col, int64_t ldcol,
+                              float *x);
 
 /* NHWC. x: (H, W, ldx) with this group's C channels first at each pixel (ldx >= C is
  * the pixel stride, so a group is x + g*C) -> col: (outH*outW, kh*kw*C), column

@@ -23,6 +23,7 @@
 #include "core/half.h"
 #include "core/netio.h"
 #include "core/workspace.h"
+#include "operators/conv_args.h"
 #include "grad_check.h"
 #include "net/shape_infer.h"
 #include "op_test_util.h"
@@ -366,6 +367,22 @@ static void test_conv_grad_fp16(void **state) {
   print_message("ConvGradient FP16: worst error %.3f of the bound\n", worst_grad16);
 }
 
+/* The same tables with the images split into chunks: one image per chunk, and chunks of
+ * a few images with a shorter last one. */
+static void test_conv_chunked(void **state) {
+  size_t saved = dm_conv_chunk_bytes;
+  size_t budgets[] = {1, 2000, 300000};
+  for (int k = 0; k < 3; k++) {
+    dm_conv_chunk_bytes = budgets[k];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      for (int v = 0; v < 4; v++) {
+        run_forward(*state, &cases[i], v & 1, v >> 1, 0, (int)i + v);
+        run_grad(*state, &cases[i], v & 1, v >> 1, i % 5 == 2, (int)i + v);
+      }
+  }
+  dm_conv_chunk_bytes = saved;
+}
+
 /* The gradient maker and kernels end to end, against finite differences of Conv. */
 static void test_conv_grad_check(void **state) {
   (void)state;
@@ -579,6 +596,7 @@ int main(void) {
       cmocka_unit_test(test_conv_fp16),
       cmocka_unit_test(test_conv_grad_fp32),
       cmocka_unit_test(test_conv_grad_fp16),
+      cmocka_unit_test(test_conv_chunked),
       cmocka_unit_test(test_conv_grad_check),
       cmocka_unit_test(test_conv_infer),
       cmocka_unit_test(test_conv_legacy_pad),
