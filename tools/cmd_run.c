@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "core/api.h"
+#include "core/half.h"
 #include "core/npy.h"
 #include "gpu/device_info.h"
 
@@ -14,7 +15,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: demitasse run --net NET [--init INIT] [--input NAME=FILE.npy]...\n"
           "                     [--output NAME=FILE.npy]... [--iters N] [--plugin LIB]...\n"
-          "                     [--device cpu|cuda]\n\n"
+          "                     [--device cpu|cuda] [--precision fp32|fp16]\n\n"
           "Runs INIT once (it fills the weights), feeds the inputs, then runs NET N times\n"
           "and prints the time per iteration. Nets are .pb (binary) or .pbtxt (text).\n"
           "Without --output, prints each external output of NET (shape, type, first values).\n\n"
@@ -25,11 +26,15 @@ static void help(FILE *f) {
           "  -N, --iters N           run the net N times (default 1)\n"
           "  -p, --plugin LIB        load an operator plugin (repeatable)\n"
           "  -d, --device DEV        cpu (default) or cuda: place both nets on GPU 0\n"
+          "  -P, --precision P       fp32 (default) or fp16: after the init net and the\n"
+          "                          inputs, every FLOAT blob becomes FLOAT16, so the net\n"
+          "                          runs its FP16 kernels (FP32 accumulation inside)\n"
           "  -h, --help              this text\n");
 }
 
 typedef struct run_opts {
   const char *net, *init, *device;
+  int fp16;
   dm_strlist inputs, outputs, plugins;
   long iters;
 } run_opts;
@@ -112,6 +117,27 @@ static dm_status write_outputs(dm_workspace *ws, const dm_strlist *outputs) {
   return DM_OK;
 }
 
+/* Every FLOAT blob to FLOAT16 (rounded to nearest even), for --precision fp16. */
+static dm_status blobs_to_half(dm_workspace *ws) {
+  for (dm_blob *b = ws->blobs; b; b = b->hh.next) {
+    dm_tensor *t = b->tensor;
+    if (t->dtype != DM_FLOAT)
+      continue;
+    dm_tensor *h = dm_tensor_new(t->limit);
+    if (!h)
+      return dm_error(DM_ERR_NOMEM, "out of memory");
+    dm_status s = dm_tensor_resize(h, DM_FLOAT16, t->ndim, t->dims);
+    if (s == DM_OK) {
+      dm_float_to_half_array(dm_tensor_data(t), dm_tensor_mutable_data(h), (size_t)t->numel);
+      dm_tensor_share(t, h);
+    }
+    dm_tensor_free(h);
+    if (s != DM_OK)
+      return dm_error_prefix(s, "blob '%s' to FLOAT16", b->name);
+  }
+  return DM_OK;
+}
+
 /* The net's external outputs, or the last op's outputs when it declares none. */
 static void print_summary(dm_workspace *ws, const dm_net *net) {
   const Caffe2__NetDef *def = net->def;
@@ -149,7 +175,9 @@ static dm_status run(const run_opts *o) {
     if ((s = load_net(ws, o->init, cuda, &init)) != DM_OK || (s = dm_net_run(init)) != DM_OK)
       goto cleanup;
   }
-  if ((s = feed_inputs(ws, &o->inputs)) != DM_OK || (s = load_net(ws, o->net, cuda, &net)) != DM_OK)
+  if ((s = feed_inputs(ws, &o->inputs)) != DM_OK ||
+      (o->fp16 && (s = blobs_to_half(ws)) != DM_OK) ||
+      (s = load_net(ws, o->net, cuda, &net)) != DM_OK)
     goto cleanup;
   double total = 0, best = 0;
   for (long it = 0; it < o->iters; it++) {
@@ -179,12 +207,13 @@ int dm_cmd_run(int argc, char **argv) {
       {"input", required_argument, NULL, 'I'},  {"output", required_argument, NULL, 'o'},
       {"iters", required_argument, NULL, 'N'},  {"plugin", required_argument, NULL, 'p'},
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
+      {"precision", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   run_opts o = {.device = "cpu", .iters = 1};
   int c, rc = DM_EXIT_OK;
   optind = 0;
   opterr = 0;
-  while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "n:i:I:o:N:p:d:h", opts, NULL)) != -1) {
+  while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "n:i:I:o:N:p:d:P:h", opts, NULL)) != -1) {
     char *name = NULL;
     const char *path;
     switch (c) {
@@ -211,6 +240,11 @@ int dm_cmd_run(int argc, char **argv) {
       if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
         rc = dm_cli_usage_error("run", "--device wants cpu or cuda, got '%s'", optarg);
       o.device = optarg;
+      break;
+    case 'P':
+      if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "fp16") != 0)
+        rc = dm_cli_usage_error("run", "--precision wants fp32 or fp16, got '%s'", optarg);
+      o.fp16 = strcmp(optarg, "fp16") == 0;
       break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);
