@@ -40,7 +40,7 @@ if [ $quick -eq 0 ]; then
       -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
   echo "== fuzzing (${FUZZ_SECONDS:-60} s per target)"
   if [ ! -d build-fuzz ]; then
-    CC=clang meson setup build-fuzz -Dfuzzers=true -Dcuda=disabled -Dbuildtype=debug >/dev/null 2>&1
+    CC=clang meson setup build-fuzz -Dfuzzers=true -Dwerror=true -Dcuda=disabled -Dbuildtype=debug >/dev/null 2>&1
   fi
   if ninja -C build-fuzz >build-fuzz.log 2>&1 && [ -x fuzz/run.sh ]; then
     if fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-60}"; then echo "1 0 0"; else echo "0 1 0"; fi >>"$results"

@@ -112,9 +112,12 @@ int main(int argc, char **argv) {
   char init[8192];
   size_t used = (size_t)snprintf(init, sizeof init, "%s", lenet ? lenet_init : bneck_init);
   const char **params = lenet ? lenet_params : bneck_params;
+  /* FloatToHalf cannot run in place (the dtype changes): cast, then copy back. */
   for (const char **p = params; fp16 && *p; p++)
     used += (size_t)snprintf(init + used, sizeof init - used,
-                             "op { input: '%s' output: '%s' type: 'FloatToHalf' }\n", *p, *p);
+                             "op { input: '%s' output: '%s_h' type: 'FloatToHalf' }\n"
+                             "op { input: '%s_h' output: '%s' type: 'Copy' }\n",
+                             *p, *p, *p, *p);
   dm_net *init_net = NULL;
   if (check(dm_workspace_create_net_bytes(ws, init, strlen(init), 1, &init_net)) ||
       check(dm_net_run(init_net)))
@@ -140,7 +143,8 @@ int main(int argc, char **argv) {
   /* The step: (FloatToHalf data), forward, loss in FP32, gradient ops. */
   char text[8192], pre[256] = "", cast[256] = "";
   if (fp16) {
-    snprintf(pre, sizeof pre, "op { input: 'data' output: 'data' type: 'FloatToHalf' }\n");
+    snprintf(pre, sizeof pre, "op { input: 'data' output: 'data_h' type: 'FloatToHalf' }\n"
+                              "op { input: 'data_h' output: 'data' type: 'Copy' }\n");
     snprintf(cast, sizeof cast, "op { input: '%s' output: '%s_fp32' type: 'HalfToFloat' }\n",
              lenet ? "pred" : "out", lenet ? "pred" : "out");
   }

@@ -24,6 +24,7 @@
 #include "core/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #else
@@ -50,7 +51,9 @@ static float u2f(uint32_t u) {
 
 static int have_f16c(void) {
 #if HAVE_X86
-  return __builtin_cpu_supports("f16c");
+  /* CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know f16c) */
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 #else
   return 0;
 #endif

@@ -69,13 +69,13 @@ static dm_status scale_fast_run(dm_op_ctx *ctx) {
 }
 
 static const dm_arg_spec scale_args[] = {
-    {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL}};
+    {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL, 0, 0, NULL}};
 static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
 static const dm_op_schema scale_schema = {.type = "TestScale", .min_inputs = 1, .max_inputs = 1,
                                           .min_outputs = 1, .max_outputs = 1, .args = scale_args,
                                           .inplace = scale_inplace};
 static const dm_arg_spec fill_args[] = {{"shape", DM_ARG_INTS, 1, ""},
-                                        {"value", DM_ARG_FLOAT, 0, ""}, {NULL}};
+                                        {"value", DM_ARG_FLOAT, 0, ""}, {NULL, 0, 0, NULL}};
 static const dm_op_schema fill_schema = {.type = "TestFill", .min_outputs = 1,
                                          .max_outputs = 1, .args = fill_args,
                                          .precision = DM_PREC_NONE};
