@@ -1,0 +1,349 @@
+/* optimizer_pass.c: appends Caffe2's update ops after the gradient pass (see
+ * optimizer_pass.h for what it emits and why base_lr's sign depends on the optimizer). */
+#include "optimizer_pass.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netdef_build.h"
+#include "operators/lr_policy.h"
+
+void dm_optimizer_opts_init(dm_optimizer_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->kind = DM_OPTIM_SGD;
+  o->lr = 0.01;
+  o->momentum = 0.9;
+  o->beta1 = 0.9;
+  o->beta2 = 0.999;
+  o->epsilon = 1e-5;
+}
+
+dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out) {
+  static const char *const names[] = {"sgd", "momentum", "adam"};
+  for (int k = 0; k < 3; k++)
+    if (strcmp(name, names[k]) == 0) {
+      *out = (dm_optimizer_kind)k;
+      return DM_OK;
+    }
+  return dm_error(DM_ERR_INVALID, "unknown optimizer '%s' (sgd, momentum, adam)", name);
+}
+
+void dm_optimizer_free_names(char **names, size_t n) {
+  for (size_t i = 0; names && i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+/* ---- finding the parameters ------------------------------------------------------- */
+
+static int in_list(const char *const *list, size_t n, const char *s) {
+  for (size_t i = 0; i < n; i++)
+    if (list[i] && strcmp(list[i], s) == 0)
+      return 1;
+  return 0;
+}
+
+/* Whether some op of the net writes `blob`. */
+static int net_writes(const Caffe2__NetDef *net, const char *blob) {
+  for (size_t i = 0; i < net->n_op; i++)
+    for (size_t o = 0; o < net->op[i]->n_output; o++)
+      if (strcmp(net->op[i]->output[o], blob) == 0)
+        return 1;
+  return 0;
+}
+
+/* Whether the forward op `before` or an earlier forward op writes `blob`. */
+static int forward_writes_before(const Caffe2__NetDef *net, size_t before, const char *blob) {
+  for (size_t i = 0; i < before; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (op->is_gradient_op)
+      continue;
+    for (size_t o = 0; o < op->n_output; o++)
+      if (strcmp(op->output[o], blob) == 0)
+        return 1;
+  }
+  return 0;
+}
+
+static char *grad_name(const char *p) {
+  size_t n = strlen(p) + sizeof "_grad";
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, "%s_grad", p);
+  return s;
+}
+
+/* Adds `name` to the candidates when it is new, has a gradient and is not excluded. */
+static dm_status consider(const Caffe2__NetDef *net, const char *name, const char *const *exclude,
+                          size_t n_exclude, char ***out, size_t *n) {
+  if (in_list(exclude, n_exclude, name) || in_list((const char *const *)*out, *n, name))
+    return DM_OK;
+  char *g = grad_name(name);
+  if (!g)
+    return DM_NOMEM("a gradient name");
+  int has = net_writes(net, g);
+  free(g);
+  return has ? dm_strv_push(out, n, name) : DM_OK;
+}
+
+dm_status dm_find_trainable_params(const Caffe2__NetDef *net, const char *const *exclude,
+                                   size_t n_exclude, char ***out, size_t *n_out) {
+  char **names = NULL;
+  size_t n = 0;
+  dm_status s = DM_OK;
+  for (size_t i = 0; i < net->n_external_input && s == DM_OK; i++)
+    s = consider(net, net->external_input[i], exclude, n_exclude, &names, &n);
+  for (size_t i = 0; i < net->n_op && s == DM_OK; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (op->is_gradient_op)
+      continue;
+    for (size_t j = 0; j < op->n_input && s == DM_OK; j++)
+      if (!forward_writes_before(net, i, op->input[j]))
+        s = consider(net, op->input[j], exclude, n_exclude, &names, &n);
+  }
+  if (s != DM_OK) {
+    dm_optimizer_free_names(names, n);
+    return s;
+  }
+  *out = names;
+  *n_out = n;
+  return DM_OK;
+}
+
+/* ---- building ops ----------------------------------------------------------------- */
+
+static dm_status new_op(const char *type, const char *const *in, size_t n_in,
+                        const char *const *out, size_t n_out, Caffe2__OperatorDef **op) {
+  DM_TRY(dm_opdef_new(type, op));
+  dm_status s = DM_OK;
+  for (size_t i = 0; i < n_in && s == DM_OK; i++)
+    s = dm_opdef_add_input(*op, in[i]);
+  for (size_t i = 0; i < n_out && s == DM_OK; i++)
+    s = dm_opdef_add_output(*op, out[i]);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&(*op)->base, NULL);
+    *op = NULL;
+  }
+  return s;
+}
+
+/* Appends `op` if every argument went in (s), else frees it. */
+static dm_status finish(Caffe2__NetDef *net, Caffe2__OperatorDef *op, dm_status s) {
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  return dm_netdef_append_op(net, op);
+}
+
+/* ConstantFill -> name: FLOAT [1] `value`, or with `like`, like's shape (value 0). */
+static dm_status fill(Caffe2__NetDef *init, const char *name, const char *like, int dtype,
+                      double value) {
+  Caffe2__OperatorDef *op;
+  const char *in[1] = {like}, *out[1] = {name};
+  DM_TRY(new_op("ConstantFill", in, like ? 1 : 0, out, 1, &op));
+  static const int64_t one[1] = {1};
+  dm_status s = like ? DM_OK : dm_opdef_set_arg_ints(op, "shape", one, 1);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_int(op, "dtype", dtype);
+  if (s == DM_OK)
+    s = dtype == 10 ? dm_opdef_set_arg_int(op, "value", (int64_t)value)
+                    : dm_opdef_set_arg_float(op, "value", (float)value);
+  return finish(init, op, s);
+}
+
+static dm_status learning_rate_op(Caffe2__NetDef *net, const dm_optimizer_opts *o,
+                                  const dm_lr_policy *p) {
+  Caffe2__OperatorDef *op;
+  const char *in[1] = {DM_OPTIM_ITER_BLOB}, *out[1] = {DM_OPTIM_LR_BLOB};
+  DM_TRY(new_op("LearningRate", in, 1, out, 1, &op));
+  /* Caffe2's optimizer.py: WeightedSum and Adam add lr * step (so base_lr < 0),
+   * MomentumSGDUpdate subtracts it (base_lr > 0). */
+  double base = o->kind == DM_OPTIM_MOMENTUM ? o->lr : -o->lr;
+  dm_status s = dm_opdef_set_arg_float(op, "base_lr", (float)base);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_string(op, "policy", o->policy ? o->policy : "fixed");
+  if (s == DM_OK && p->kind == DM_LR_STEP)
+    s = dm_opdef_set_arg_int(op, "stepsize", p->stepsize);
+  if (s == DM_OK && (p->kind == DM_LR_STEP || p->kind == DM_LR_EXP || p->kind == DM_LR_INV))
+    s = dm_opdef_set_arg_float(op, "gamma", (float)p->gamma);
+  if (s == DM_OK && (p->kind == DM_LR_INV || p->kind == DM_LR_POLY))
+    s = dm_opdef_set_arg_float(op, "power", (float)p->power);
+  if (s == DM_OK && p->kind == DM_LR_POLY)
+    s = dm_opdef_set_arg_int(op, "max_iter", p->max_iter);
+  if (s == DM_OK && p->warmup_iter > 0) {
+    s = dm_opdef_set_arg_int(op, "warmup_iter", p->warmup_iter);
+    if (s == DM_OK)
+      s = dm_opdef_set_arg_float(op, "warmup_start", (float)p->warmup_start);
+  }
+  return finish(net, op, s);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* "<p><suffix>" in buf (names longer than buf are refused). */
+static dm_status suffixed(char *buf, size_t cap, const char *p, const char *suffix) {
+  if ((size_t)snprintf(buf, cap, "%s%s", p, suffix) >= cap)
+    return dm_error(DM_ERR_LIMIT, "parameter name '%.64s...' is too long", p);
+  return DM_OK;
+}
+
+static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const char *p,
+                            const dm_optimizer_opts *o) {
+  char g[512], m1[512], m2[512];
+  DM_TRY(suffixed(g, sizeof g, p, "_grad"));
+  if (!net_writes(net, g))
+    return dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'", p, g);
+  Caffe2__OperatorDef *op;
+  dm_status s;
+  if (o->weight_decay > 0 && (o->decay_all || ends_with(p, "_w"))) {
+    const char *in[4] = {g, DM_OPTIM_ONE_BLOB, p, DM_OPTIM_WD_BLOB}, *out[1] = {g};
+    DM_TRY(new_op("WeightedSum", in, 4, out, 1, &op));
+    DM_TRY(finish(net, op, DM_OK));
+  }
+  switch (o->kind) {
+  case DM_OPTIM_SGD: {
+    const char *in[4] = {p, DM_OPTIM_ONE_BLOB, g, DM_OPTIM_LR_BLOB}, *out[1] = {p};
+    DM_TRY(new_op("WeightedSum", in, 4, out, 1, &op));
+    return finish(net, op, DM_OK);
+  }
+  case DM_OPTIM_MOMENTUM: {
+    DM_TRY(suffixed(m1, sizeof m1, p, "_momentum"));
+    const char *in[4] = {g, m1, DM_OPTIM_LR_BLOB, p}, *out[3] = {g, m1, p};
+    DM_TRY(fill(init, m1, p, 1, 0));
+    DM_TRY(new_op("MomentumSGDUpdate", in, 4, out, 3, &op));
+    s = dm_opdef_set_arg_float(op, "momentum", (float)o->momentum);
+    if (s == DM_OK)
+      s = dm_opdef_set_arg_int(op, "nesterov", o->nesterov ? 1 : 0);
+    return finish(net, op, s);
+  }
+  case DM_OPTIM_ADAM: {
+    DM_TRY(suffixed(m1, sizeof m1, p, "_first_moment"));
+    DM_TRY(suffixed(m2, sizeof m2, p, "_second_moment"));
+    const char *in[6] = {p, m1, m2, g, DM_OPTIM_LR_BLOB, DM_OPTIM_ITER_BLOB};
+    const char *out[3] = {p, m1, m2};
+    DM_TRY(fill(init, m1, p, 1, 0));
+    DM_TRY(fill(init, m2, p, 1, 0));
+    DM_TRY(new_op("Adam", in, 6, out, 3, &op));
+    s = dm_opdef_set_arg_float(op, "beta1", (float)o->beta1);
+    if (s == DM_OK)
+      s = dm_opdef_set_arg_float(op, "beta2", (float)o->beta2);
+    if (s == DM_OK)
+      s = dm_opdef_set_arg_float(op, "epsilon", (float)o->epsilon);
+    return finish(net, op, s);
+  }
+  }
+  return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
+}
+
+/* ---- checks ---------------------------------------------------------------------------- */
+
+static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
+  if (!(isfinite(o->lr) && o->lr > 0))
+    return dm_error(DM_ERR_INVALID, "the learning rate must be finite and > 0 (it is %g)", o->lr);
+  if (!(isfinite(o->weight_decay) && o->weight_decay >= 0))
+    return dm_error(DM_ERR_INVALID, "weight decay must be finite and >= 0 (it is %g)",
+                    o->weight_decay);
+  if (o->kind == DM_OPTIM_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
+    return dm_error(DM_ERR_INVALID, "momentum must be in [0, 1) (it is %g)", o->momentum);
+  if (o->kind == DM_OPTIM_ADAM &&
+      !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->epsilon > 0 &&
+        isfinite(o->epsilon)))
+    return dm_error(DM_ERR_INVALID, "Adam needs beta1, beta2 in [0, 1) and epsilon > 0");
+  memset(p, 0, sizeof *p);
+  DM_TRY(dm_lr_kind_from_name(o->policy ? o->policy : "fixed", &p->kind));
+  p->stepsize = o->stepsize;
+  p->gamma = o->gamma;
+  p->power = o->power;
+  p->max_iter = o->max_iter;
+  p->warmup_iter = o->warmup_iter;
+  p->warmup_start = o->warmup_start;
+  /* Every parameter counts as given; the ranges catch what was left at 0. */
+  return dm_lr_policy_check(p, 1, 1, 1, 1);
+}
+
+/* DM_ERR_EXISTS when a blob of `net` already has a name the pass creates. */
+static dm_status check_free(const Caffe2__NetDef *net, const char *name) {
+  for (size_t i = 0; i < net->n_external_input; i++)
+    if (strcmp(net->external_input[i], name) == 0)
+      goto taken;
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    for (size_t j = 0; j < op->n_input; j++)
+      if (strcmp(op->input[j], name) == 0)
+        goto taken;
+    for (size_t j = 0; j < op->n_output; j++)
+      if (strcmp(op->output[j], name) == 0)
+        goto taken;
+  }
+  return DM_OK;
+taken:
+  return dm_error(DM_ERR_EXISTS,
+                  "the optimizer pass creates blob '%s', but the net already uses that name", name);
+}
+
+static dm_status check_names(const Caffe2__NetDef *net, const char *const *params, size_t n,
+                             const dm_optimizer_opts *o) {
+  DM_TRY(check_free(net, DM_OPTIM_ITER_BLOB));
+  DM_TRY(check_free(net, DM_OPTIM_LR_BLOB));
+  DM_TRY(check_free(net, DM_OPTIM_ONE_BLOB));
+  DM_TRY(check_free(net, DM_OPTIM_WD_BLOB));
+  static const char *const suffixes[3][2] = {
+      {NULL, NULL}, {"_momentum", NULL}, {"_first_moment", "_second_moment"}};
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++) {
+      const char *suf = suffixes[o->kind][k];
+      char name[512];
+      if (!suf)
+        continue;
+      DM_TRY(suffixed(name, sizeof name, params[i], suf));
+      DM_TRY(check_free(net, name));
+    }
+  return DM_OK;
+}
+
+dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, size_t n_params,
+                               const dm_optimizer_opts *o, Caffe2__NetDef *init_add) {
+  if ((unsigned)o->kind > DM_OPTIM_ADAM)
+    return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
+  dm_lr_policy policy;
+  DM_TRY(check_opts(o, &policy));
+  char **found = NULL;
+  if (!params) {
+    DM_TRY(dm_find_trainable_params(net, o->exclude, o->n_exclude, &found, &n_params));
+    params = (const char *const *)found;
+  }
+  dm_status s = n_params ? DM_OK
+                         : dm_error(DM_ERR_INVALID, "the net has no trainable parameters (no "
+                                                    "input with a <name>_grad): run the gradient "
+                                                    "pass first");
+  if (s == DM_OK)
+    s = check_names(net, params, n_params, o);
+  /* State, created once by the init-net addition. */
+  if (s == DM_OK)
+    s = fill(init_add, DM_OPTIM_ITER_BLOB, NULL, 10, 0);
+  int need_one = o->kind == DM_OPTIM_SGD || o->weight_decay > 0;
+  if (s == DM_OK && need_one)
+    s = fill(init_add, DM_OPTIM_ONE_BLOB, NULL, 1, 1);
+  if (s == DM_OK && o->weight_decay > 0)
+    s = fill(init_add, DM_OPTIM_WD_BLOB, NULL, 1, o->weight_decay);
+  /* Iter first, as Caffe2 builds it, then the rate, then one update per param. */
+  if (s == DM_OK) {
+    Caffe2__OperatorDef *op;
+    const char *io[1] = {DM_OPTIM_ITER_BLOB};
+    s = new_op("Iter", io, 1, io, 1, &op);
+    if (s == DM_OK)
+      s = finish(net, op, DM_OK);
+  }
+  if (s == DM_OK)
+    s = learning_rate_op(net, o, &policy);
+  for (size_t i = 0; i < n_params && s == DM_OK; i++)
+    s = update_ops(net, init_add, params[i], o);
+  dm_optimizer_free_names(found, found ? n_params : 0);
+  return s;
+}

@@ -1,0 +1,95 @@
+/* optimizer_pass.h: the optimizer pass, NetDef -> NetDef (internal).
+ *
+ * Run after the gradient pass: given a net whose backward ops write <p>_grad for each
+ * trainable parameter p, it appends Caffe2's update ops, so that a user writes only the
+ * forward net plus flags:
+ *
+ *   Iter(optimizer_iteration) -> optimizer_iteration                 (once)
+ *   LearningRate(optimizer_iteration) -> lr   base_lr, policy args    (once)
+ *   WeightedSum(p_grad, optimizer_one, p, optimizer_weight_decay) -> p_grad
+ *                                        (weight decay; params named *_w, or all)
+ *   sgd:      WeightedSum(p, optimizer_one, p_grad, lr) -> p
+ *   momentum: MomentumSGDUpdate(p_grad, p_momentum, lr, p) -> p_grad, p_momentum, p
+ *   adam:     Adam(p, p_first_moment, p_second_moment, p_grad, lr, optimizer_iteration)
+ *                 -> p, p_first_moment, p_second_moment
+ *
+ * The sign of base_lr follows Caffe2's optimizer.py, because the ops differ: WeightedSum
+ * and Adam ADD lr * step, so base_lr = -lr; MomentumSGDUpdate SUBTRACTS, so base_lr = +lr.
+ * Iter runs before the updates, as in Caffe2, so the first step sees iteration 1 (the
+ * learning-rate policy and Adam's correction, t = iter + 1 = 2, are Caffe2's).
+ *
+ * The state those ops need is created by ops appended to a second NetDef, the init-net
+ * addition, to run once after the user's init net (it reads the params' shapes):
+ *   ConstantFill() -> optimizer_iteration   (INT64 [1], 0)
+ *   ConstantFill() -> optimizer_one, optimizer_weight_decay   (FLOAT [1])
+ *   ConstantFill(p) -> p_momentum | p_first_moment, p_second_moment   (p's shape, 0)
+ *
+ * Weight decay is L2 through the gradient (grad += wd * param), as Caffe2's
+ * AddWeightDecay. Its shapes are unknown when the pass runs, so "weights" (decayed by
+ * default; biases are not) are the params whose names end in "_w", Caffe2's brew
+ * convention (fc1_w, conv1_w); decay_all decays every param.
+ */
+#ifndef DM_NET_OPTIMIZER_PASS_H
+#define DM_NET_OPTIMIZER_PASS_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "proto/caffe2.pb-c.h"
+
+/* Blob names the pass creates. */
+#define DM_OPTIM_ITER_BLOB "optimizer_iteration"
+#define DM_OPTIM_LR_BLOB "lr"
+#define DM_OPTIM_ONE_BLOB "optimizer_one"
+#define DM_OPTIM_WD_BLOB "optimizer_weight_decay"
+
+typedef enum dm_optimizer_kind {
+  DM_OPTIM_SGD = 0,      /* WeightedSum */
+  DM_OPTIM_MOMENTUM = 1, /* MomentumSGDUpdate */
+  DM_OPTIM_ADAM = 2      /* Adam */
+} dm_optimizer_kind;
+
+typedef struct dm_optimizer_opts {
+  dm_optimizer_kind kind;
+  double lr;           /* > 0, the step size; the pass signs base_lr (see above) */
+  double momentum;     /* MOMENTUM: mu in [0, 1) */
+  int nesterov;        /* MOMENTUM */
+  double beta1, beta2, epsilon; /* ADAM */
+  double weight_decay; /* >= 0; 0: none */
+  int decay_all;       /* 0: decay only params named *_w; 1: every param */
+  const char *policy;  /* learning-rate policy name; NULL: "fixed" */
+  int64_t stepsize;    /* step */
+  double gamma;        /* step, exp, inv */
+  double power;        /* inv, poly */
+  int64_t max_iter;    /* poly */
+  int64_t warmup_iter; /* 0: no warmup */
+  double warmup_start; /* warmup multiplier at iteration 0 */
+  /* Inputs of the forward net that are not parameters (data, labels), for
+   * dm_find_trainable_params when no params are passed. Borrowed. */
+  const char *const *exclude;
+  size_t n_exclude;
+} dm_optimizer_opts;
+
+/* Caffe2's defaults: SGD, lr 0.01, momentum 0.9, beta1 0.9, beta2 0.999, epsilon 1e-5,
+ * no weight decay, policy fixed, no warmup, nothing excluded. */
+DM_HIDDEN void dm_optimizer_opts_init(dm_optimizer_opts *o);
+/* "sgd", "momentum", "adam". */
+DM_HIDDEN dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out);
+
+/* The trainable parameters of a net after the gradient pass: every input of the forward
+ * part (its external_input, and blobs a non-gradient op reads before any forward op
+ * writes them), in first-use order, for which some op writes <name>_grad, minus
+ * `exclude`. *out is a malloc'd array of malloc'd names (dm_optimizer_free_names). */
+DM_HIDDEN dm_status dm_find_trainable_params(const Caffe2__NetDef *net, const char *const *exclude,
+                                             size_t n_exclude, char ***out, size_t *n_out);
+DM_HIDDEN void dm_optimizer_free_names(char **names, size_t n);
+
+/* Appends the update ops for `params` (NULL: dm_find_trainable_params with o->exclude)
+ * to `net`, and their state's fills to `init_add` (both modified in place). Fails with
+ * DM_ERR_INVALID on bad options or a param without <p>_grad, DM_ERR_EXISTS if a name the
+ * pass creates is already a blob of `net`. On failure the nets may hold part of it. */
+DM_HIDDEN dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params,
+                                         size_t n_params, const dm_optimizer_opts *o,
+                                         Caffe2__NetDef *init_add);
+
+#endif
