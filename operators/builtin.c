@@ -24,6 +24,7 @@ static const dm_op_family *const families[] = {
     &dm_family_dropout,
     &dm_family_loss,
     &dm_family_save_load,
+    &dm_family_db_input,
     &dm_family_optimizer,
     NULL,
 };

@@ -20,6 +20,7 @@ extern const dm_op_family dm_family_lrn;
 extern const dm_op_family dm_family_dropout;
 extern const dm_op_family dm_family_loss;
 extern const dm_op_family dm_family_save_load;
+extern const dm_op_family dm_family_db_input;
 extern const dm_op_family dm_family_optimizer;
 
 /* Registers every built-in family (and the CUDA kernels when built with CUDA). */
