@@ -15,6 +15,7 @@ typedef int (*dm_cli_cmd_fn)(int argc, char **argv);
 
 int dm_cmd_run(int argc, char **argv);
 int dm_cmd_convert(int argc, char **argv);
+int dm_cmd_rewrite(int argc, char **argv);
 int dm_cmd_inspect(int argc, char **argv);
 int dm_cmd_info(int argc, char **argv);
 int dm_cmd_ops(int argc, char **argv);
