@@ -159,12 +159,16 @@ static dm_status iter_run(dm_op_ctx *ctx) {
       cur = 0;
     }
   } else {
-    DM_TRY(iter_infer(ctx));
-    if (skip_requested(ctx, 1))
-      return DM_OK; /* in place: unchanged */
+    /* Read the count before infer resizes the blob (an empty one grows to one element,
+     * whose fresh storage holds no count yet). */
     const dm_tensor *it = dm_op_input(ctx, 0);
-    if (it->numel == 1)
+    if (it->dtype == DM_INT64 && it->numel == 1)
       cur = *(const int64_t *)dm_tensor_data(it);
+    DM_TRY(iter_infer(ctx));
+    if (skip_requested(ctx, 1)) {
+      *(int64_t *)dm_tensor_mutable_data(y) = cur; /* unchanged (an empty count is 0) */
+      return DM_OK;
+    }
   }
   if (cur == INT64_MAX)
     return dm_op_error(ctx, DM_ERR_LIMIT, "the iteration count overflows INT64");

@@ -110,6 +110,10 @@ static void test_iter(void **state) {
   opt_feed(ws, "skip", DM_BOOL, 1, one, &no);
   assert_int_equal(run_iter(ws, "it", "skip"), DM_OK);
   assert_int_equal(fetch_iter(ws, "it"), 9);
+  opt_feed(ws, "skip", DM_BOOL, 1, one, &yes); /* skipped, an empty count reads 0 */
+  opt_feed(ws, "empty", DM_INT64, 1, zero, &unused);
+  assert_int_equal(run_iter(ws, "empty", "skip"), DM_OK);
+  assert_int_equal(fetch_iter(ws, "empty"), 0);
   /* Errors: not in place; wrong dtype; overflow. */
   opt_op *op = opt_new("Iter");
   opt_in(op, "it");
