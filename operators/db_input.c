@@ -315,7 +315,8 @@ static dm_status index_db(dm_op_ctx *ctx, dbi_state *st) {
                    key_of(st, 0, ks, sizeof ks), k, tp->n_dims);
     else if ((s = dm_shape_numel((int)tp->n_dims, tp->dims, &sp->numel)) == DM_OK) {
       sp->ndim = (int)tp->n_dims;
-      memcpy(sp->dims, tp->dims, tp->n_dims * sizeof *tp->dims);
+      if (tp->n_dims) /* a scalar's dims may be NULL */
+        memcpy(sp->dims, tp->dims, tp->n_dims * sizeof *tp->dims);
       size_t bytes;
       int64_t total;
       if (__builtin_mul_overflow(sp->numel, st->batch, &total))

@@ -350,8 +350,8 @@ static dm_status unpack_values(const Caffe2__TensorProto *tp, dm_tensor *t, int6
     char **s = (char **)d;
     for (size_t i = 0; i < n; i++) {
       free(s[b + (int64_t)i]); /* set already if records overlap (an error found later) */
-      if (!(s[b + (int64_t)i] = strndup((const char *)tp->string_data[i].data,
-                                        tp->string_data[i].len)))
+      const ProtobufCBinaryData *v = &tp->string_data[i]; /* data may be NULL when empty */
+      if (!(s[b + (int64_t)i] = strndup(v->len ? (const char *)v->data : "", v->len)))
         return DM_NOMEM("a string element");
     }
     return DM_OK;
@@ -577,7 +577,7 @@ static dm_status load_record(load_job *j, pending *p, const Caffe2__BlobProto *b
     if (s != DM_OK)
       return dm_error_prefix(s, "%s", where);
   } else if (p->t->dtype != dt || p->t->ndim != (int)tp->n_dims ||
-             memcmp(p->t->dims, tp->dims, tp->n_dims * sizeof *tp->dims) != 0) {
+             (tp->n_dims && memcmp(p->t->dims, tp->dims, tp->n_dims * sizeof *tp->dims) != 0)) {
     return dm_error(DM_ERR_SHAPE, "%s: dtype or shape differs from the blob's other records",
                     where);
   }

@@ -389,7 +389,7 @@ static void test_errors(void **state) {
   dm_workspace *ws = NULL;
   assert_int_equal(dm_workspace_create(&ws), DM_OK);
   dm_net *net = input_net(ws, db, 4, 0, 0, 1);
-  int32_t lab[4];
+  int32_t lab[8];
   run_batch(ws, net, 0, 1, 4, lab); /* records 0..3 are fine */
   int64_t b = 1;
   assert_int_equal(dm_workspace_feed(ws, "iter", DM_INT64, 0, NULL, &b), DM_OK);
