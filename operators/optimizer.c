@@ -34,6 +34,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dm_config.h"
@@ -43,10 +44,12 @@
 #include "core/half.h"
 #include "lr_policy.h"
 
+/* Threads for loops over `n` elements (the pragma names the local variable n); each
+ * element is independent, so results do not depend on the thread count. */
 #if DM_HAVE_OPENMP
-#define OMP_FOR_BIG(n) _Pragma("omp parallel for if (n > (1 << 16))")
+#define OMP_FOR_N _Pragma("omp parallel for if (n > (1 << 16))")
 #else
-#define OMP_FOR_BIG(n)
+#define OMP_FOR_N
 #endif
 
 /* ---- shared helpers ---------------------------------------------------------------- */
@@ -294,18 +297,29 @@ static dm_status ws_run(dm_op_ctx *ctx) {
   }
   int np = ws_pairs(ctx);
   int64_t n = dm_op_input(ctx, 0)->numel;
+  const float **x = malloc((size_t)np * sizeof *x);
+  float *w = malloc((size_t)np * sizeof *w);
+  if (!x || !w) {
+    free(x);
+    free(w);
+    return DM_NOMEM("WeightedSum's input list");
+  }
+  for (int k = 0; k < np; k++) {
+    x[k] = dm_tensor_data(dm_op_input(ctx, 2 * k));
+    w[k] = *(const float *)dm_tensor_data(dm_op_input(ctx, 2 * k + 1));
+  }
   float *y = dm_tensor_mutable_data(dm_op_output(ctx, 0));
   /* Caffe2: y = w0 * x0, then y += wk * xk for each further pair, in FP32. Each element
    * reads every input before y is written, so Y may be X0. */
-  OMP_FOR_BIG(n)
+  OMP_FOR_N
   for (int64_t i = 0; i < n; i++) {
-    float acc = *(const float *)dm_tensor_data(dm_op_input(ctx, 1)) *
-                ((const float *)dm_tensor_data(dm_op_input(ctx, 0)))[i];
+    float acc = w[0] * x[0][i];
     for (int k = 1; k < np; k++)
-      acc += *(const float *)dm_tensor_data(dm_op_input(ctx, 2 * k + 1)) *
-             ((const float *)dm_tensor_data(dm_op_input(ctx, 2 * k)))[i];
+      acc += w[k] * x[k][i];
     y[i] = acc;
   }
+  free(x);
+  free(w);
   return DM_OK;
 }
 
@@ -358,7 +372,7 @@ static dm_status momentum_run(dm_op_ctx *ctx) {
   int64_t n = dm_op_input(ctx, M_GRAD)->numel;
   /* Caffe2's momentum_sgd_update, element by element: every input is read before any
    * output is written, so each output may share its input's blob. */
-  OMP_FOR_BIG(n)
+  OMP_FOR_N
   for (int64_t i = 0; i < n; i++) {
     const float gi = g[i], mi = m[i], pi = p[i];
     float adj, mnew;
@@ -438,7 +452,7 @@ static dm_status adam_run(dm_op_ctx *ctx) {
   float *nm = dm_tensor_mutable_data(dm_op_output(ctx, 1));
   float *nv = dm_tensor_mutable_data(dm_op_output(ctx, 2));
   int64_t n = dm_op_input(ctx, A_PARAM)->numel;
-  OMP_FOR_BIG(n)
+  OMP_FOR_N
   for (int64_t i = 0; i < n; i++) {
     const float gi = g[i], wi = w[i];
     const float mi = m[i] * b1 + gi * (1 - b1);
