@@ -122,7 +122,9 @@ static void feed_strings(dm_workspace *ws, const char *name, int64_t n) {
   char **s = dm_tensor_mutable_data(b->tensor);
   for (int64_t i = 0; i < n; i++) {
     char tmp[64];
-    snprintf(tmp, sizeof tmp, i % 3 == 0 ? "" : "string \xc3\xa9 %lld", (long long)i);
+    snprintf(tmp, sizeof tmp, "string \xc3\xa9 %lld", (long long)i);
+    if (i % 3 == 0)
+      tmp[0] = '\0'; /* empty strings too */
     s[i] = strdup(tmp);
   }
 }
