@@ -267,14 +267,16 @@ static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
   return dm_lr_policy_check(p, 1, 1, 1, 1);
 }
 
-/* DM_ERR_EXISTS when a blob of `net` already has a name the pass creates. */
-static dm_status check_free(const Caffe2__NetDef *net, const char *name) {
-  for (size_t i = 0; i < net->n_external_input; i++)
+/* DM_ERR_EXISTS when a blob of `net` already has a name the pass creates. With
+ * `may_read`, ops may read it (the iteration counter: a data input op reads it to pick
+ * its batch) but not write it. */
+static dm_status check_free(const Caffe2__NetDef *net, const char *name, int may_read) {
+  for (size_t i = 0; i < net->n_external_input && !may_read; i++)
     if (strcmp(net->external_input[i], name) == 0)
       goto taken;
   for (size_t i = 0; i < net->n_op; i++) {
     const Caffe2__OperatorDef *op = net->op[i];
-    for (size_t j = 0; j < op->n_input; j++)
+    for (size_t j = 0; j < op->n_input && !may_read; j++)
       if (strcmp(op->input[j], name) == 0)
         goto taken;
     for (size_t j = 0; j < op->n_output; j++)
@@ -289,10 +291,10 @@ taken:
 
 static dm_status check_names(const Caffe2__NetDef *net, const char *const *params, size_t n,
                              const dm_optimizer_opts *o) {
-  DM_TRY(check_free(net, DM_OPTIM_ITER_BLOB));
-  DM_TRY(check_free(net, DM_OPTIM_LR_BLOB));
-  DM_TRY(check_free(net, DM_OPTIM_ONE_BLOB));
-  DM_TRY(check_free(net, DM_OPTIM_WD_BLOB));
+  DM_TRY(check_free(net, DM_OPTIM_ITER_BLOB, 1));
+  DM_TRY(check_free(net, DM_OPTIM_LR_BLOB, 0));
+  DM_TRY(check_free(net, DM_OPTIM_ONE_BLOB, 0));
+  DM_TRY(check_free(net, DM_OPTIM_WD_BLOB, 0));
   static const char *const suffixes[3][2] = {
       {NULL, NULL}, {"_momentum", NULL}, {"_first_moment", "_second_moment"}};
   for (size_t i = 0; i < n; i++)
@@ -302,7 +304,7 @@ static dm_status check_names(const Caffe2__NetDef *net, const char *const *param
       if (!suf)
         continue;
       DM_TRY(suffixed(name, sizeof name, params[i], suf));
-      DM_TRY(check_free(net, name));
+      DM_TRY(check_free(net, name, 0));
     }
   return DM_OK;
 }

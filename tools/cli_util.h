@@ -20,6 +20,7 @@ int dm_cmd_inspect(int argc, char **argv);
 int dm_cmd_info(int argc, char **argv);
 int dm_cmd_ops(int argc, char **argv);
 int dm_cmd_init_net(int argc, char **argv);
+int dm_cmd_train(int argc, char **argv);
 int dm_cmd_make_db(int argc, char **argv);
 
 /* Prints "demitasse: <dm_last_error()>" on stderr; returns DM_EXIT_ERROR. */

@@ -13,7 +13,7 @@
 #include "core/netio.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"
-#include "net/optimizer_pass.h"
+#include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
 
 static void help(FILE *f) {
@@ -23,16 +23,9 @@ static void help(FILE *f) {
           "as .pbtxt (or writes OUT: text or binary by its extension).\n\n"
           "  --grad               add the backward pass (the gradient of X is X_grad)\n"
           "  --loss LOSS          a loss blob (repeatable; required with --grad)\n"
-          "  --optimizer KIND     then add updates: sgd, momentum or adam (needs --grad)\n"
-          "  --lr X               step size, > 0 (default 0.01); base_lr gets Caffe2's sign:\n"
-          "                       -X for sgd and adam, +X for momentum\n"
-          "  --momentum M         momentum (default 0.9)    --nesterov   Nesterov momentum\n"
-          "  --beta1 B --beta2 B --epsilon E   Adam (defaults 0.9, 0.999, 1e-5)\n"
-          "  --weight-decay W     L2 decay added to the gradients of params named *_w\n"
-          "  --decay-all          decay every param, biases too\n"
-          "  --policy P           fixed (default), step, exp, inv, poly\n"
-          "  --stepsize N --gamma G --power P --max-iter N   the policy's parameters\n"
-          "  --warmup-iter N --warmup-start F   linear warmup from F * lr over N iterations\n"
+          "  --optimizer KIND     then add the updates (needs --grad); its flags:\n");
+  dm_optim_help(f);
+  fprintf(f,
           "  --data NAME          a net input that is not a parameter (repeatable; default\n"
           "                       'data' and 'label')\n"
           "  --init-out FILE      write the optimizer's state fills (an init-net addition,\n"
@@ -42,19 +35,7 @@ static void help(FILE *f) {
           "  -h, --help           this text\n");
 }
 
-enum {
-  O_GRAD = 256, O_LOSS, O_OPT, O_LR, O_MOM, O_NEST, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL,
-  O_POLICY, O_STEP, O_GAMMA, O_POWER, O_MAXIT, O_WU_IT, O_WU_START, O_DATA, O_INIT, O_FP16
-};
-
-static int parse_double(const char *s, double *out) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v))
-    return 0;
-  *out = v;
-  return 1;
-}
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FP16 };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -100,20 +81,14 @@ static dm_status rewrite(rewrite_job *j) {
 }
 
 int dm_cmd_rewrite(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"grad", no_argument, NULL, O_GRAD},          {"loss", required_argument, NULL, O_LOSS},
-      {"optimizer", required_argument, NULL, O_OPT}, {"lr", required_argument, NULL, O_LR},
-      {"momentum", required_argument, NULL, O_MOM}, {"nesterov", no_argument, NULL, O_NEST},
-      {"beta1", required_argument, NULL, O_B1},     {"beta2", required_argument, NULL, O_B2},
-      {"epsilon", required_argument, NULL, O_EPS},  {"weight-decay", required_argument, NULL, O_WD},
-      {"decay-all", no_argument, NULL, O_DECAY_ALL}, {"policy", required_argument, NULL, O_POLICY},
-      {"stepsize", required_argument, NULL, O_STEP}, {"gamma", required_argument, NULL, O_GAMMA},
-      {"power", required_argument, NULL, O_POWER},  {"max-iter", required_argument, NULL, O_MAXIT},
-      {"warmup-iter", required_argument, NULL, O_WU_IT},
-      {"warmup-start", required_argument, NULL, O_WU_START},
-      {"data", required_argument, NULL, O_DATA},    {"init-out", required_argument, NULL, O_INIT},
-      {"output", required_argument, NULL, 'o'},     {"fp16", no_argument, NULL, O_FP16},
-      {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+  static const struct option own[] = {
+      {"grad", no_argument, NULL, O_GRAD},        {"loss", required_argument, NULL, O_LOSS},
+      {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
+      {"output", required_argument, NULL, 'o'},   {"fp16", no_argument, NULL, O_FP16},
+      {"help", no_argument, NULL, 'h'}};
+  struct option *opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+  if (!opts)
+    return dm_cli_failf("out of memory");
   rewrite_job j = {0};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
@@ -121,49 +96,14 @@ int dm_cmd_rewrite(int argc, char **argv) {
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-    double v = 0;
-    long n = 0;
-    int is_real = c == O_LR || c == O_MOM || c == O_B1 || c == O_B2 || c == O_EPS ||
-                  c == O_WD || c == O_GAMMA || c == O_POWER || c == O_WU_START;
-    int is_int = c == O_STEP || c == O_MAXIT || c == O_WU_IT;
-    if (is_real && !parse_double(optarg, &v)) {
-      const struct option *o = opts;
-      while (o->name && o->val != c)
-        o++;
-      rc = dm_cli_usage_error("rewrite", "--%s wants a number, got '%s'", o->name, optarg);
-      break;
-    }
-    if (is_int && !dm_cli_parse_long(optarg, 0, 1L << 62, &n)) {
-      rc = dm_cli_usage_error("rewrite", "'%s' is not a non-negative integer", optarg);
-      break;
-    }
+    if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc))
+      continue;
     switch (c) {
     case O_GRAD: j.grad = 1; break;
     case O_LOSS:
       if (!dm_strlist_push(&j.losses, optarg))
         rc = dm_cli_failf("out of memory");
       break;
-    case O_OPT:
-      if (dm_optimizer_kind_from_name(optarg, &j.opts.kind) != DM_OK)
-        rc = dm_cli_usage_error("rewrite", "--optimizer wants sgd, momentum or adam, got '%s'",
-                                optarg);
-      j.optimize = 1;
-      break;
-    case O_LR: j.opts.lr = v; break;
-    case O_MOM: j.opts.momentum = v; break;
-    case O_NEST: j.opts.nesterov = 1; break;
-    case O_B1: j.opts.beta1 = v; break;
-    case O_B2: j.opts.beta2 = v; break;
-    case O_EPS: j.opts.epsilon = v; break;
-    case O_WD: j.opts.weight_decay = v; break;
-    case O_DECAY_ALL: j.opts.decay_all = 1; break;
-    case O_POLICY: j.opts.policy = optarg; break;
-    case O_STEP: j.opts.stepsize = n; break;
-    case O_GAMMA: j.opts.gamma = v; break;
-    case O_POWER: j.opts.power = v; break;
-    case O_MAXIT: j.opts.max_iter = n; break;
-    case O_WU_IT: j.opts.warmup_iter = n; break;
-    case O_WU_START: j.opts.warmup_start = v; break;
     case O_DATA:
       if (!dm_strlist_push(&data, optarg))
         rc = dm_cli_failf("out of memory");
@@ -198,5 +138,6 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   dm_strlist_free(&j.losses);
   dm_strlist_free(&data);
+  free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
 }

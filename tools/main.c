@@ -16,6 +16,7 @@ typedef struct dm_cli_cmd {
 static const dm_cli_cmd commands[] = {
     {"run", dm_cmd_run, "run a net (after an init net) on .npy inputs"},
     {"rewrite", dm_cmd_rewrite, "add the backward pass and optimizer updates; print the net"},
+    {"train", dm_cmd_train, "train a net: gradient and optimizer passes, tests, checkpoints"},
     {"convert", dm_cmd_convert, "convert protobuf files between binary (.pb) and text (.pbtxt)"},
     {"inspect", dm_cmd_inspect, "list a net's ops, blobs and parameters; write a Graphviz graph"},
     {"init-net", dm_cmd_init_net, "an init net for a weightless predict net (shapes inferred)"},

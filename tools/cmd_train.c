@@ -1,0 +1,324 @@
+/* cmd_train.c: `demitasse train`, the training loop: an init net, a training net (a
+ * forward net with its loss; the gradient and optimizer passes are applied here unless
+ * the net already has gradient ops) run for N iterations, a test net every K, a progress
+ * line, a metrics CSV with an SVG of the curves beside it, and checkpoints (Save/Load
+ * ops, written atomically) to resume from.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_util.h"
+#include "core/api.h"
+#include "net/gradient.h"
+#include "net/netdef_build.h"
+#include "optim_flags.h"
+#include "train_report.h"
+
+typedef struct train_opts {
+  const char *init, *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
+  long iters, test_every, test_iters, checkpoint_every, log_every;
+  int resume, optimize;
+  dm_optimizer_opts opt;
+  dm_strlist plugins;
+} train_opts;
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: demitasse train --init INIT --net TRAIN_NET --iters N [options]\n\n"
+          "Runs INIT once, then TRAIN_NET N times. TRAIN_NET is a forward net with a loss\n"
+          "(and its data input op); unless it already has gradient ops, the gradient pass\n"
+          "and the optimizer pass (flags below) are applied to it on the fly.\n\n"
+          "  -i, --init FILE          the init net (weights)\n"
+          "  -n, --net FILE           the training net\n"
+          "  -N, --iters N            iterations in all (a resumed run continues to N)\n"
+          "  -l, --loss BLOB          the loss (default 'loss')\n"
+          "  -a, --accuracy BLOB      an accuracy blob to report (default 'accuracy' if any)\n"
+          "  -t, --test-net FILE      a test net sharing the weights\n"
+          "  -e, --test-every K       run the test net every K iterations and at the end\n"
+          "  -T, --test-iters M       batches per test pass (default 1)\n"
+          "      --train-db PATH      the `db` of the training net's TensorProtosDBInput ops\n"
+          "      --test-db PATH       the `db` of the test net's TensorProtosDBInput ops\n"
+          "  -c, --csv FILE           metrics CSV; curves go to FILE with .svg\n"
+          "  -k, --checkpoint PATH    checkpoint path (LMDB, replaced atomically)\n"
+          "  -K, --checkpoint-every C save every C iterations and at the end\n"
+          "  -r, --resume             load PATH first and continue from its iteration\n"
+          "  -L, --log-every L        log lines every L iterations when not on a terminal\n"
+          "  -p, --plugin LIB         load an operator plugin (repeatable)\n");
+  dm_optim_help(f);
+  fprintf(f, "  -h, --help               this text\n");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A one-element blob as a double; NAN if absent or empty. */
+static double scalar(dm_workspace *ws, const char *name) {
+  dm_blob *b = name ? dm_workspace_find(ws, name) : NULL;
+  if (!b || b->tensor->numel < 1 || !b->tensor->storage)
+    return NAN;
+  const void *p = b->tensor->storage->data;
+  switch (b->tensor->dtype) {
+  case DM_FLOAT: return *(const float *)p;
+  case DM_DOUBLE: return *(const double *)p;
+  case DM_INT64: return (double)*(const int64_t *)p;
+  case DM_INT32: return *(const int32_t *)p;
+  default: return NAN;
+  }
+}
+
+static int has_gradient_ops(const Caffe2__NetDef *def) {
+  for (size_t i = 0; i < def->n_op; i++)
+    if (def->op[i]->is_gradient_op)
+      return 1;
+  return 0;
+}
+
+/* Points every TensorProtosDBInput of the net at `db`. */
+static dm_status set_db(Caffe2__NetDef *def, const char *db) {
+  for (size_t i = 0; db && i < def->n_op; i++)
+    if (def->op[i]->type && strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
+      DM_TRY(dm_opdef_set_arg_string(def->op[i], "db", db));
+  return DM_OK;
+}
+
+static dm_status read_net(const char *path, const char *db, Caffe2__NetDef **out) {
+  DM_TRY(dm_netdef_read(path, out));
+  dm_status s = set_db(*out, db);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+    *out = NULL;
+  }
+  return s;
+}
+
+/* A one-op net: Save(every persistent blob) or Load(load_all) at `path`. */
+static dm_status checkpoint_net(dm_workspace *ws, const char *path, int save, char **blobs,
+                                size_t n, dm_net **out) {
+  Caffe2__NetDef *def = NULL;
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(dm_netdef_new(save ? "save_checkpoint" : "load_checkpoint", &def));
+  dm_status s = dm_opdef_new(save ? "Save" : "Load", &op);
+  for (size_t i = 0; i < n && s == DM_OK && save; i++)
+    s = dm_opdef_add_input(op, blobs[i]);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_string(op, "db", path);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_string(op, "db_type", "lmdb");
+  if (s == DM_OK && !save)
+    s = dm_opdef_set_arg_int(op, "load_all", 1);
+  if (s == DM_OK) {
+    s = dm_netdef_append_op(def, op);
+    op = NULL;
+  }
+  if (op)
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return s;
+  }
+  return dm_workspace_create_net(ws, def, save ? "<save>" : "<load>", out);
+}
+
+/* Runs the test net `iters` times; mean loss and accuracy. */
+static dm_status test_pass(dm_workspace *ws, dm_net *net, const train_opts *o, double *loss,
+                           double *acc) {
+  double l = 0, a = 0;
+  for (long i = 0; i < o->test_iters; i++) {
+    DM_TRY(dm_net_run(net));
+    l += scalar(ws, o->loss);
+    a += scalar(ws, o->accuracy);
+  }
+  *loss = l / (double)o->test_iters;
+  *acc = a / (double)o->test_iters;
+  return DM_OK;
+}
+
+typedef struct train_state {
+  dm_workspace *ws;
+  dm_net *train, *test, *save;
+  char **persistent; /* blobs a checkpoint carries: what the init nets created */
+  size_t n_persistent;
+  dm_train_report report;
+} train_state;
+
+static dm_status setup(train_state *st, train_opts *o) {
+  for (size_t i = 0; i < o->plugins.n; i++)
+    DM_TRY(dm_plugin_load(o->plugins.items[i]));
+  DM_TRY(dm_workspace_create(&st->ws));
+  DM_TRY(dm_workspace_run_net_file(st->ws, o->init));
+  Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL;
+  DM_TRY(read_net(o->net, o->train_db, &def));
+  dm_status s = DM_OK;
+  if (!has_gradient_ops(def)) {
+    s = dm_add_gradient_ops(def, &o->loss, 1);
+    if (s == DM_OK)
+      s = dm_netdef_new("optimizer_init", &init_add);
+    if (s == DM_OK)
+      s = dm_add_optimizer_ops(def, NULL, 0, &o->opt, init_add);
+  }
+  dm_net *net = NULL;
+  if (s == DM_OK && init_add) {
+    s = dm_workspace_create_net(st->ws, init_add, "optimizer_init", &net);
+    init_add = NULL;
+    if (s == DM_OK)
+      s = dm_net_run(net);
+  }
+  if (init_add)
+    protobuf_c_message_free_unpacked(&init_add->base, NULL);
+  /* What exists now is the state a checkpoint must carry: parameters, momenta, the
+   * iteration counter (and, with loss scaling, its scale and counters). */
+  size_t n = dm_workspace_blob_count(st->ws);
+  st->persistent = calloc(n + 1, sizeof *st->persistent);
+  for (size_t i = 0; s == DM_OK && st->persistent && i < n; i++)
+    if (!(st->persistent[st->n_persistent++] = strdup(dm_workspace_blob_name(st->ws, i))))
+      s = DM_NOMEM("blob names");
+  if (s == DM_OK && !st->persistent)
+    s = DM_NOMEM("blob names");
+  if (s == DM_OK && o->resume) {
+    dm_net *load = NULL;
+    s = checkpoint_net(st->ws, o->checkpoint, 0, NULL, 0, &load);
+    if (s == DM_OK)
+      s = dm_net_run(load);
+    if (s != DM_OK)
+      dm_error_prefix(s, "--resume");
+  }
+  if (s == DM_OK)
+    s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
+  else
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK)
+    s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
+  if (s == DM_OK && o->checkpoint)
+    s = checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent, &st->save);
+  return s;
+}
+
+static dm_status train(train_opts *o) {
+  train_state st = {0};
+  dm_status s = setup(&st, o);
+  if (s == DM_OK)
+    s = dm_report_open(&st.report, o->csv, o->resume);
+  long start = 0;
+  if (s == DM_OK) {
+    double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
+    start = isnan(it) ? 0 : (long)it;
+    if (start > 0)
+      printf("resuming at iteration %ld\n", start);
+  }
+  double t_start = now_s(), t_last = t_start;
+  long last_it = start;
+  for (long it = start; s == DM_OK && it < o->iters; it++) {
+    if ((s = dm_net_run(st.train)) != DM_OK)
+      break;
+    long done = it + 1;
+    int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
+    int log_now = done % o->log_every == 0 || done == o->iters || test_now;
+    dm_train_point p = {done, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN, 0,
+                        NAN, -1};
+    if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
+      break;
+    double t = now_s();
+    const dm_blob *data = dm_workspace_find(st.ws, "data");
+    double batch = data && data->tensor->ndim ? (double)data->tensor->dims[0] : 1;
+    p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
+    double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
+    if (log_now || st.report.tty) {
+      s = dm_report_add(&st.report, &p, o->iters, eta, log_now);
+      t_last = t;
+      last_it = done;
+    }
+    if (s == DM_OK && test_now)
+      s = dm_report_write_svg(&st.report);
+    if (s == DM_OK && st.save && (done % o->checkpoint_every == 0 || done == o->iters))
+      s = dm_net_run(st.save);
+  }
+  if (s == DM_OK) {
+    s = dm_report_write_svg(&st.report);
+    printf("trained %ld iterations in %.1f s\n", o->iters - start, now_s() - t_start);
+  }
+  dm_report_close(&st.report);
+  for (size_t i = 0; i < st.n_persistent; i++)
+    free(st.persistent[i]);
+  free(st.persistent);
+  dm_workspace_destroy(st.ws);
+  return s;
+}
+
+enum { O_TRAIN_DB = 300, O_TEST_DB };
+
+int dm_cmd_train(int argc, char **argv) {
+  static const struct option own[] = {
+      {"init", required_argument, NULL, 'i'},      {"net", required_argument, NULL, 'n'},
+      {"iters", required_argument, NULL, 'N'},     {"loss", required_argument, NULL, 'l'},
+      {"accuracy", required_argument, NULL, 'a'},  {"test-net", required_argument, NULL, 't'},
+      {"test-every", required_argument, NULL, 'e'}, {"test-iters", required_argument, NULL, 'T'},
+      {"train-db", required_argument, NULL, O_TRAIN_DB},
+      {"test-db", required_argument, NULL, O_TEST_DB},
+      {"csv", required_argument, NULL, 'c'},       {"checkpoint", required_argument, NULL, 'k'},
+      {"checkpoint-every", required_argument, NULL, 'K'},
+      {"resume", no_argument, NULL, 'r'},          {"log-every", required_argument, NULL, 'L'},
+      {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'}};
+  struct option *opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+  if (!opts)
+    return dm_cli_failf("out of memory");
+  train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100};
+  dm_optimizer_opts_init(&o.opt);
+  o.opt.kind = DM_OPTIM_MOMENTUM;
+  static const char *const data_blobs[] = {"data", "label"};
+  o.opt.exclude = data_blobs;
+  o.opt.n_exclude = 2;
+  int rc = DM_EXIT_OK, c;
+  optind = 0;
+  opterr = 0;
+  while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "i:n:N:l:a:t:e:T:c:k:K:rL:p:h", opts,
+                                              NULL)) != -1) {
+    if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc))
+      continue;
+    long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
+              : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
+    if (num) {
+      if (!dm_cli_parse_long(optarg, 1, 1L << 40, num))
+        rc = dm_cli_usage_error("train", "'%s' is not a positive integer", optarg);
+      continue;
+    }
+    switch (c) {
+    case 'i': o.init = optarg; break;
+    case 'n': o.net = optarg; break;
+    case 'l': o.loss = optarg; break;
+    case 'a': o.accuracy = optarg; break;
+    case 't': o.test_net = optarg; break;
+    case 'c': o.csv = optarg; break;
+    case 'k': o.checkpoint = optarg; break;
+    case 'r': o.resume = 1; break;
+    case O_TRAIN_DB: o.train_db = optarg; break;
+    case O_TEST_DB: o.test_db = optarg; break;
+    case 'p':
+      if (!dm_strlist_push(&o.plugins, optarg))
+        rc = dm_cli_failf("out of memory");
+      break;
+    case 'h': help(stdout); rc = -1; break;
+    default: rc = dm_cli_bad_option("train", argv); break;
+    }
+  }
+  if (rc == DM_EXIT_OK && optind != argc)
+    rc = dm_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  if (rc == DM_EXIT_OK && (!o.init || !o.net || !o.iters))
+    rc = dm_cli_usage_error("train", "needs --init, --net and --iters");
+  if (rc == DM_EXIT_OK && (o.checkpoint_every || o.resume) && !o.checkpoint)
+    rc = dm_cli_usage_error("train", "--checkpoint-every and --resume need --checkpoint PATH");
+  if (rc == DM_EXIT_OK && o.checkpoint && !o.checkpoint_every)
+    o.checkpoint_every = o.iters;
+  if (rc == DM_EXIT_OK && o.test_net && !o.test_every)
+    o.test_every = o.iters;
+  if (rc == DM_EXIT_OK && train(&o) != DM_OK)
+    rc = dm_cli_fail();
+  dm_strlist_free(&o.plugins);
+  free(opts);
+  return rc < 0 ? DM_EXIT_OK : rc;
+}

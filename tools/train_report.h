@@ -1,0 +1,38 @@
+/* train_report.h: what `demitasse train` shows and writes while it trains: a live
+ * progress line on a terminal (plain log lines otherwise), a metrics CSV, and an SVG
+ * picture of the training curves written beside the CSV. */
+#ifndef DM_TOOLS_TRAIN_REPORT_H
+#define DM_TOOLS_TRAIN_REPORT_H
+
+#include <stdio.h>
+
+#include "core/status.h"
+
+typedef struct dm_train_point {
+  long iter;
+  double loss, accuracy;           /* training batch (NAN if not measured) */
+  double test_loss, test_accuracy; /* NAN unless a test pass ran at this iteration */
+  double images_per_s;
+  double loss_scale; /* NAN when no loss scaling */
+  long skipped;      /* steps skipped on overflow so far (-1: not tracked) */
+} dm_train_point;
+
+typedef struct dm_train_report {
+  FILE *csv;
+  char *svg_path;
+  int tty;
+  dm_train_point *points;
+  size_t n, cap;
+} dm_train_report;
+
+/* csv_path may be NULL (no CSV, no SVG); the SVG goes beside it (.csv -> .svg). */
+DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, int resume);
+/* Records a point; prints the progress line (every call on a terminal, every
+ * `log_every` iterations and on test passes otherwise). */
+DM_HIDDEN dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total_iters,
+                                  double eta_s, int log_now);
+/* Writes the SVG (called at the end, and after test passes so a killed run has one). */
+DM_HIDDEN dm_status dm_report_write_svg(const dm_train_report *r);
+DM_HIDDEN void dm_report_close(dm_train_report *r);
+
+#endif
