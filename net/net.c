@@ -1,6 +1,7 @@
 /* net.c: instantiating a NetDef (ops resolved and validated once) and running it in order. */
 #include "net.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,7 @@ dm_status dm_net_create(dm_workspace *ws, Caffe2__NetDef *def, const char *sourc
     return DM_NOMEM("a net");
   }
   net->ws = ws;
+  net->first_nonfinite = -1;
   net->def = def;
   net->source = strdup(source ? source : "<memory>");
   net->cap_ops = def->n_op ? def->n_op : 1;
@@ -285,11 +287,50 @@ static dm_status run_op(dm_op_ctx *op) {
   return op->kernel->run(op);
 }
 
+void dm_net_set_check_finite(dm_net *net, int on) { net->check_finite = on; }
+
+int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output) {
+  if (net->first_nonfinite < 0 || (size_t)net->first_nonfinite >= net->n_ops)
+    return 0;
+  *op = &net->ops[net->first_nonfinite];
+  *output = net->nonfinite_output;
+  return 1;
+}
+
+/* Index of the first output of `op` holding inf or nan, or -1. */
+static int nonfinite_output(const dm_op_ctx *op) {
+  for (int o = 0; o < op->n_out; o++) {
+    const dm_tensor *t = op->out[o]->tensor;
+    if (!t->storage)
+      continue;
+    if (t->dtype == DM_FLOAT) {
+      const float *p = t->storage->data;
+      for (int64_t i = 0; i < t->numel; i++)
+        if (!isfinite(p[i]))
+          return o;
+    } else if (t->dtype == DM_FLOAT16) {
+      const uint16_t *p = t->storage->data; /* exponent all ones: inf or nan */
+      for (int64_t i = 0; i < t->numel; i++)
+        if ((p[i] & 0x7c00) == 0x7c00)
+          return o;
+    }
+  }
+  return -1;
+}
+
 dm_status dm_net_run(dm_net *net) {
   if (!net)
     return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+  net->first_nonfinite = -1;
   for (size_t i = 0; i < net->n_ops; i++) {
     dm_status s = run_op(&net->ops[i]);
+    if (s == DM_OK && net->check_finite && net->first_nonfinite < 0) {
+      int o = nonfinite_output(&net->ops[i]);
+      if (o >= 0) {
+        net->first_nonfinite = (long)i;
+        net->nonfinite_output = o;
+      }
+    }
     if (s != DM_OK) {
       char what[256];
       const char *name = net->def->name && *net->def->name ? net->def->name : net->source;

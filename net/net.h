@@ -40,6 +40,9 @@ struct dm_net {
   char *source;        /* file name for messages, or "<memory>" */
   dm_op_ctx *ops;
   size_t n_ops, cap_ops;
+  int check_finite;      /* scan float outputs after each op (--explain-overflow) */
+  long first_nonfinite;  /* op index of the first inf/nan output in the last run, or -1 */
+  int nonfinite_output;  /* which output of that op */
 };
 
 /* Instantiates `def` (taking ownership of it, even on failure) in `ws`. The net is not
@@ -50,6 +53,12 @@ DM_HIDDEN void dm_net_free(dm_net *net);
 /* Instantiates def->op[index] as the net's next op (for passes that build a net op by
  * op). The error message has no op prefix; the caller adds it. */
 DM_HIDDEN dm_status dm_net_append_op(dm_net *net, int index);
+/* With `on`, every run scans each op's FLOAT/FLOAT16 outputs for inf or nan and records
+ * the first op that produced one (a diagnostic: it costs a pass over every output). */
+DM_HIDDEN void dm_net_set_check_finite(dm_net *net, int on);
+/* After a run with checking on: the first op whose output held inf/nan (and which
+ * output), or 0 if none did. */
+DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output);
 /* "op 3 (Conv 'conv1')" into buf. */
 DM_HIDDEN const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap);
 

@@ -13,6 +13,7 @@
 #include "core/netio.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"
+#include "mp_flags.h"
 #include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -31,11 +32,13 @@ static void help(FILE *f) {
           "  --init-out FILE      write the optimizer's state fills (an init-net addition,\n"
           "                       run after the model's init net) to FILE\n"
           "  -o, --output OUT     write the net to OUT instead of stdout\n"
-          "  --fp16               mixed precision (not yet available)\n"
+          "  --fp16 and its flags: the mixed-precision pass, after the others:\n");
+  dm_mp_help(f);
+  fprintf(f,
           "  -h, --help           this text\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FP16 };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -54,6 +57,7 @@ typedef struct rewrite_job {
   int grad, optimize;
   dm_strlist losses;
   dm_optimizer_opts opts;
+  dm_mp_cli mp;
 } rewrite_job;
 
 static dm_status rewrite(rewrite_job *j) {
@@ -62,10 +66,18 @@ static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_message_read_file(j->in, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
   Caffe2__NetDef *net = (Caffe2__NetDef *)m, *init = NULL;
   dm_status s = dm_add_gradient_ops(net, j->losses.items, j->losses.n);
-  if (s == DM_OK && j->optimize) {
+  if (s == DM_OK && (j->optimize || j->mp.enabled))
     s = dm_netdef_new("optimizer_init_additions", &init);
+  if (s == DM_OK && j->optimize)
+    s = dm_add_optimizer_ops(net, NULL, 0, &j->opts, init);
+  if (s == DM_OK && j->mp.enabled) {
+    dm_mp_summary sum;
+    j->mp.opts.exclude = j->opts.exclude;
+    j->mp.opts.n_exclude = j->opts.n_exclude;
+    s = dm_mixed_precision_pass(net, &j->mp.opts, init, &sum);
     if (s == DM_OK)
-      s = dm_add_optimizer_ops(net, NULL, 0, &j->opts, init);
+      dm_mp_print_summary(stderr, &sum);
+    dm_mp_summary_free(&sum);
   }
   if (s == DM_OK)
     s = write_net(net, j->out);
@@ -84,19 +96,22 @@ int dm_cmd_rewrite(int argc, char **argv) {
   static const struct option own[] = {
       {"grad", no_argument, NULL, O_GRAD},        {"loss", required_argument, NULL, O_LOSS},
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
-      {"output", required_argument, NULL, 'o'},   {"fp16", no_argument, NULL, O_FP16},
-      {"help", no_argument, NULL, 'h'}};
-  struct option *opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+      {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'}};
+  struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+  struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  free(opt_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   rewrite_job j = {0};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
+  dm_mp_cli_init(&j.mp);
   int rc = DM_EXIT_OK, c;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-    if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc))
+    if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc) ||
+        dm_mp_flag("rewrite", c, optarg, &j.mp, &rc))
       continue;
     switch (c) {
     case O_GRAD: j.grad = 1; break;
@@ -110,9 +125,6 @@ int dm_cmd_rewrite(int argc, char **argv) {
       break;
     case O_INIT: j.init_out = optarg; break;
     case 'o': j.out = optarg; break;
-    case O_FP16:
-      rc = dm_cli_usage_error("rewrite", "--fp16 (the mixed-precision pass) is not available yet");
-      break;
     case 'h':
       help(stdout);
       rc = -1;
@@ -126,8 +138,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad");
   if (rc == DM_EXIT_OK && j.losses.n == 0)
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize)
-    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer");
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)
+    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer or --fp16");
   static const char *const default_data[] = {"data", "label"};
   j.opts.exclude = data.n ? data.items : default_data;
   j.opts.n_exclude = data.n ? data.n : 2;
@@ -138,6 +150,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   dm_strlist_free(&j.losses);
   dm_strlist_free(&data);
+  dm_mp_cli_free(&j.mp);
   free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
 }

@@ -14,14 +14,17 @@
 #include "core/api.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"
+#include "mp_flags.h"
+#include "net/mixed_precision.h"
 #include "optim_flags.h"
 #include "train_report.h"
 
 typedef struct train_opts {
   const char *init, *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   long iters, test_every, test_iters, checkpoint_every, log_every;
-  int resume, optimize;
+  int resume, optimize, explain_overflow;
   dm_optimizer_opts opt;
+  dm_mp_cli mp;
   dm_strlist plugins;
 } train_opts;
 
@@ -46,8 +49,11 @@ static void help(FILE *f) {
           "  -K, --checkpoint-every C save every C iterations and at the end\n"
           "  -r, --resume             load PATH first and continue from its iteration\n"
           "  -L, --log-every L        log lines every L iterations when not on a terminal\n"
-          "  -p, --plugin LIB         load an operator plugin (repeatable)\n");
+          "  -p, --plugin LIB         load an operator plugin (repeatable)\n"
+          "      --explain-overflow   on a skipped step, name the first op (index, type,\n"
+          "                           name) whose output held inf/nan, and the blob\n");
   dm_optim_help(f);
+  dm_mp_help(f);
   fprintf(f, "  -h, --help               this text\n");
 }
 
@@ -145,6 +151,7 @@ typedef struct train_state {
   char **persistent; /* blobs a checkpoint carries: what the init nets created */
   size_t n_persistent;
   dm_train_report report;
+  long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
 } train_state;
 
 static dm_status setup(train_state *st, train_opts *o) {
@@ -161,6 +168,16 @@ static dm_status setup(train_state *st, train_opts *o) {
       s = dm_netdef_new("optimizer_init", &init_add);
     if (s == DM_OK)
       s = dm_add_optimizer_ops(def, NULL, 0, &o->opt, init_add);
+  }
+  if (s == DM_OK && o->mp.enabled) {
+    if (!init_add)
+      s = dm_netdef_new("optimizer_init", &init_add);
+    dm_mp_summary sum;
+    o->mp.opts.exclude = o->opt.exclude;
+    o->mp.opts.n_exclude = o->opt.n_exclude;
+    if (s == DM_OK && (s = dm_mixed_precision_pass(def, &o->mp.opts, init_add, &sum)) == DM_OK)
+      dm_mp_print_summary(stdout, &sum);
+    dm_mp_summary_free(&sum);
   }
   dm_net *net = NULL;
   if (s == DM_OK && init_add) {
@@ -192,11 +209,46 @@ static dm_status setup(train_state *st, train_opts *o) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
   else
     protobuf_c_message_free_unpacked(&def->base, NULL);
+  if (s == DM_OK && o->explain_overflow)
+    dm_net_set_check_finite(st->train, 1);
   if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK)
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
   if (s == DM_OK && o->checkpoint)
     s = checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent, &st->save);
   return s;
+}
+
+/* On a skipped step: which op overflowed first (--explain-overflow); and a plain warning
+ * when the scale keeps falling instead of training on silently. */
+static void warn_overflow(train_state *st, const train_opts *o, long iter, long skipped,
+                          double scale) {
+  if (skipped <= st->last_skipped) {
+    st->skip_run = 0;
+    st->last_skipped = skipped;
+    return;
+  }
+  st->skip_run += skipped - st->last_skipped;
+  st->last_skipped = skipped;
+  const dm_op_ctx *op = NULL;
+  int out = 0;
+  if (o->explain_overflow) {
+    char what[256];
+    if (dm_net_first_nonfinite(st->train, &op, &out))
+      printf("%siteration %ld skipped (loss scale now %g): first inf/nan in %s, output %d '%s'\n",
+             st->report.tty ? "\n" : "", iter, scale, dm_op_describe(op, what, sizeof what), out,
+             op->out[out]->name);
+    else
+      printf("%siteration %ld skipped (loss scale now %g): no op output held inf/nan; the "
+             "overflow was in the unscaled gradients\n", st->report.tty ? "\n" : "", iter, scale);
+  }
+  if (st->skip_run == 10 || (st->skip_run >= 2 && scale <= o->mp.opts.min_scale)) {
+    fprintf(stderr,
+            "\ndemitasse train: warning: %ld steps in a row skipped on overflow (iteration %ld, "
+            "loss scale %g%s): the gradients overflow FP16 even at a small scale, so the "
+            "model is not training. Likely a diverging loss (lower --lr), or an op that needs "
+            "FP32 (--fp32-ops TYPE); --explain-overflow names the op.\n",
+            st->skip_run, iter, scale, scale <= o->mp.opts.min_scale ? ", at its minimum" : "");
+  }
 }
 
 static dm_status train(train_opts *o) {
@@ -206,6 +258,8 @@ static dm_status train(train_opts *o) {
     s = dm_report_open(&st.report, o->csv, o->resume);
   long start = 0;
   if (s == DM_OK) {
+    double sk = scalar(st.ws, DM_MP_SKIPPED_BLOB);
+    st.last_skipped = isnan(sk) ? 0 : (long)sk;
     double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
     start = isnan(it) ? 0 : (long)it;
     if (start > 0)
@@ -220,7 +274,12 @@ static dm_status train(train_opts *o) {
     int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
     int log_now = done % o->log_every == 0 || done == o->iters || test_now;
     dm_train_point p = {done, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN, 0,
-                        NAN, -1};
+                        scalar(st.ws, DM_MP_SCALE_BLOB), -1};
+    double skipped = scalar(st.ws, DM_MP_SKIPPED_BLOB);
+    if (!isnan(skipped)) {
+      p.skipped = (long)skipped;
+      warn_overflow(&st, o, done, p.skipped, p.loss_scale);
+    }
     if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
     double t = now_s();
@@ -250,7 +309,7 @@ static dm_status train(train_opts *o) {
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -263,12 +322,16 @@ int dm_cmd_train(int argc, char **argv) {
       {"csv", required_argument, NULL, 'c'},       {"checkpoint", required_argument, NULL, 'k'},
       {"checkpoint-every", required_argument, NULL, 'K'},
       {"resume", no_argument, NULL, 'r'},          {"log-every", required_argument, NULL, 'L'},
-      {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'}};
-  struct option *opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+      {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
+      {"explain-overflow", no_argument, NULL, O_EXPLAIN}};
+  struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
+  struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  free(opt_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100};
   dm_optimizer_opts_init(&o.opt);
+  dm_mp_cli_init(&o.mp);
   o.opt.kind = DM_OPTIM_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
@@ -278,7 +341,8 @@ int dm_cmd_train(int argc, char **argv) {
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "i:n:N:l:a:t:e:T:c:k:K:rL:p:h", opts,
                                               NULL)) != -1) {
-    if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc))
+    if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc) ||
+        dm_mp_flag("train", c, optarg, &o.mp, &rc))
       continue;
     long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
@@ -298,6 +362,7 @@ int dm_cmd_train(int argc, char **argv) {
     case 'r': o.resume = 1; break;
     case O_TRAIN_DB: o.train_db = optarg; break;
     case O_TEST_DB: o.test_db = optarg; break;
+    case O_EXPLAIN: o.explain_overflow = 1; break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -319,6 +384,7 @@ int dm_cmd_train(int argc, char **argv) {
   if (rc == DM_EXIT_OK && train(&o) != DM_OK)
     rc = dm_cli_fail();
   dm_strlist_free(&o.plugins);
+  dm_mp_cli_free(&o.mp);
   free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
 }

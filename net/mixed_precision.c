@@ -1,0 +1,551 @@
+/* mixed_precision.c: the mixed-precision pass (see mixed_precision.h for what it makes). */
+#include "mixed_precision.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "demitasse_plugin.h"
+#include "netdef_build.h"
+#include "optimizer_pass.h"
+
+typedef enum color { C_NONE = 0, C_F16 = 1, C_F32 = 2 } color;
+
+/* Where a blob's current value lives and in which precision, and its cast copies. */
+typedef struct blob_state {
+  char *name;
+  char *cur;   /* the blob holding the current value (differs after an in-place rename) */
+  color dtype; /* C_NONE: not known to be a float of either kind */
+  char *f16, *f32; /* a valid cast copy of the current value, or NULL */
+  int param;
+  UT_hash_handle hh;
+} blob_state;
+
+typedef struct pass {
+  const dm_mp_opts *o;
+  Caffe2__NetDef *out; /* the ops of the rewritten net, in order */
+  blob_state *blobs;
+  dm_mp_summary *sum;
+  char **param_casts; /* params whose FP16 copy the net uses */
+  size_t n_param_casts;
+  char *report;
+  size_t report_len;
+} pass;
+
+/* Input/output slots that are never cast: integer or FP32-by-design data. */
+typedef struct slot_rule {
+  const char *type;
+  char in_mask, out_mask; /* bit i: slot i */
+} slot_rule;
+static const slot_rule keep_slots[] = {
+    /* BN: FP32 scale, bias, mean, var with FP16 X/Y (as cuDNN); saved stats FP32 */
+    {"SpatialBN", 0x1e, 0x1e},
+    {"SpatialBNGradient", 0x1a, 0x06},
+    /* integer side outputs and inputs */
+    {"Concat", 0, 0x02},
+    {"Split", 0x02, 0},
+    {"Reshape", 0x02, 0x02},
+    {"Dropout", 0, 0x02},
+    {"DropoutGrad", 0x02, 0},
+    {NULL, 0, 0},
+};
+
+static int kept_slot(const char *type, int is_output, size_t slot) {
+  if (slot >= 8)
+    return 0;
+  for (const slot_rule *r = keep_slots; r->type; r++)
+    if (strcmp(r->type, type) == 0)
+      return ((is_output ? r->out_mask : r->in_mask) >> slot) & 1;
+  return 0;
+}
+
+static int in_list(const char *type, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(list[i], type) == 0)
+      return 1;
+  return 0;
+}
+
+static int is_update_op(const char *type) {
+  static const char *const updates[] = {"Iter", "LearningRate", "WeightedSum",
+                                        "MomentumSGDUpdate", "Adam"};
+  return in_list(type, updates, sizeof updates / sizeof updates[0]);
+}
+
+/* Update ops that take found_inf as their skip input (LearningRate follows Iter). */
+static int takes_skip(const char *type) {
+  return strcmp(type, "LearningRate") != 0 && is_update_op(type);
+}
+
+static void report(pass *p, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n <= 0)
+    return;
+  size_t len = strlen(line);
+  char *r = realloc(p->report, p->report_len + len + 1);
+  if (!r)
+    return; /* the summary is best-effort text; the pass itself is unaffected */
+  memcpy(r + p->report_len, line, len + 1);
+  p->report = r;
+  p->report_len += len;
+}
+
+static blob_state *state(pass *p, const char *name) {
+  blob_state *b = NULL;
+  HASH_FIND_STR(p->blobs, name, b);
+  if (b)
+    return b;
+  b = calloc(1, sizeof *b);
+  if (!b || !(b->name = strdup(name)) || !(b->cur = strdup(name))) {
+    if (b)
+      free(b->name);
+    free(b);
+    return NULL;
+  }
+  HASH_ADD_KEYPTR(hh, p->blobs, b->name, strlen(b->name), b);
+  return b;
+}
+
+static void free_states(pass *p) {
+  blob_state *b, *t;
+  HASH_ITER(hh, p->blobs, b, t) {
+    HASH_DEL(p->blobs, b);
+    free(b->name);
+    free(b->cur);
+    free(b->f16);
+    free(b->f32);
+    free(b);
+  }
+}
+
+static int set_str(char **dst, const char *src) {
+  char *c = src ? strdup(src) : NULL;
+  if (src && !c)
+    return 0;
+  free(*dst);
+  *dst = c;
+  return 1;
+}
+
+/* Appends `op` (owned) to the rewritten net. */
+static dm_status emit(pass *p, Caffe2__OperatorDef *op) { return dm_netdef_append_op(p->out, op); }
+
+/* A cast op src -> dst (FloatToHalf or HalfToFloat). */
+static dm_status emit_cast(pass *p, const char *type, const char *src, const char *dst, int grad) {
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(dm_opdef_new(type, &op));
+  dm_status s = dm_opdef_add_input(op, src);
+  if (s == DM_OK)
+    s = dm_opdef_add_output(op, dst);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  op->has_is_gradient_op = grad;
+  op->is_gradient_op = grad;
+  p->sum->casts++;
+  return emit(p, op);
+}
+
+/* The name of b's current value in precision `want`, casting once if needed. */
+static dm_status value_in(pass *p, blob_state *b, color want, int grad, const char **out) {
+  if (want == C_NONE || b->dtype == want || (want == C_F32 && b->dtype == C_NONE)) {
+    *out = b->cur;
+    return DM_OK;
+  }
+  char **copy = want == C_F16 ? &b->f16 : &b->f32;
+  if (!*copy) {
+    char name[600];
+    snprintf(name, sizeof name, "%s%s", b->name, want == C_F16 ? "_fp16" : "_fp32");
+    if (!set_str(copy, name))
+      return DM_NOMEM("a blob name");
+    if (b->param && want == C_F16) {
+      /* the master's copy is made once, at the top of the net */
+      char **pc = realloc(p->param_casts, (p->n_param_casts + 1) * sizeof *pc);
+      if (!pc || !(pc[p->n_param_casts] = strdup(b->name)))
+        return DM_NOMEM("a blob name");
+      p->param_casts = pc;
+      p->n_param_casts++;
+    } else {
+      DM_TRY(emit_cast(p, want == C_F16 ? "FloatToHalf" : "HalfToFloat", b->cur, *copy, grad));
+    }
+  }
+  *out = *copy;
+  return DM_OK;
+}
+
+/* The op's precision and, for the summary, why. */
+static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *schema,
+                   const char **why) {
+  const Caffe2__Argument *pin = dm_opdef_find_arg(op, "precision");
+  if (pin && pin->has_s && pin->s.len == 4 && memcmp(pin->s.data, "fp16", 4) == 0) {
+    *why = "pinned fp16 by its `precision` argument";
+    return C_F16;
+  }
+  if (pin && pin->has_s && pin->s.len == 4 && memcmp(pin->s.data, "fp32", 4) == 0) {
+    *why = "pinned fp32 by its `precision` argument";
+    return C_F32;
+  }
+  if (in_list(op->type, p->o->force_fp32, p->o->n_force_fp32)) {
+    *why = "its type is on the FP32 list";
+    return C_F32;
+  }
+  if (in_list(op->type, p->o->force_fp16, p->o->n_force_fp16)) {
+    *why = "its type is on the FP16 list";
+    return C_F16;
+  }
+  switch (schema->precision) {
+  case DM_PREC_FP16: *why = "FP16 op"; return C_F16;
+  case DM_PREC_FP32: *why = "its schema requires FP32 (softmax, loss or reduction)"; return C_F32;
+  case DM_PREC_NONE: *why = "not a float computation"; return C_NONE;
+  case DM_PREC_FOLLOW: break;
+  }
+  /* Follow: FP16 when some (castable) input already holds FP16, so that a follow op never
+   * starts an FP16 island of its own. */
+  for (size_t i = 0; i < op->n_input; i++) {
+    blob_state *b = NULL;
+    HASH_FIND_STR(p->blobs, op->input[i], b);
+    if (b && b->dtype == C_F16 && !kept_slot(op->type, 0, i)) {
+      *why = "follows its FP16 input";
+      return C_F16;
+    }
+  }
+  *why = "follows its FP32 inputs";
+  return C_F32;
+}
+
+/* Rewrites one forward or backward op: inputs through their current value in the op's
+ * precision, outputs recorded. `op` is owned and emitted. */
+static dm_status rewrite_op(pass *p, Caffe2__OperatorDef *op, color c) {
+  const char *type = op->type;
+  int grad = op->is_gradient_op;
+  char **orig = calloc(op->n_input + 1, sizeof *orig); /* input names before renaming */
+  dm_status s = orig ? DM_OK : DM_NOMEM("the pass");
+  for (size_t i = 0; i < op->n_input && s == DM_OK; i++) {
+    blob_state *b = state(p, op->input[i]);
+    if (!b || !(orig[i] = strdup(op->input[i]))) {
+      s = DM_NOMEM("the pass");
+      break;
+    }
+    color want = kept_slot(type, 0, i) ? (c == C_NONE ? C_NONE : C_F32) : c;
+    /* integer slots of follow ops are never cast; FP32 ops only undo FP16 */
+    if (c == C_F16 && kept_slot(type, 0, i) && b->dtype != C_F16)
+      want = C_NONE;
+    const char *name = NULL;
+    s = value_in(p, b, want, grad, &name);
+    if (s == DM_OK && strcmp(name, op->input[i]) != 0 && !set_str(&op->input[i], name))
+      s = DM_NOMEM("a blob name");
+  }
+  for (size_t o = 0; o < op->n_output && s == DM_OK; o++) {
+    blob_state *b = state(p, op->output[o]);
+    if (!b) {
+      s = DM_NOMEM("the pass");
+      break;
+    }
+    /* In place on a renamed input: write the renamed blob, which now holds the value. */
+    for (size_t i = 0; i < op->n_input; i++)
+      if (strcmp(orig[i], op->output[o]) == 0 && strcmp(op->input[i], orig[i]) != 0 &&
+          !set_str(&op->output[o], op->input[i]))
+        s = DM_NOMEM("a blob name");
+    color oc = kept_slot(type, 1, o) ? (c == C_NONE ? C_NONE : C_F32) : c;
+    if (c == C_F16 && kept_slot(type, 1, o))
+      oc = strcmp(type, "SpatialBN") == 0 || strcmp(type, "SpatialBNGradient") == 0 ? C_F32
+                                                                                     : C_NONE;
+    if (s == DM_OK && (!set_str(&b->cur, op->output[o]) || !set_str(&b->f16, NULL) ||
+                       !set_str(&b->f32, NULL)))
+      s = DM_NOMEM("a blob name");
+    b->dtype = oc;
+  }
+  for (size_t i = 0; orig && i < op->n_input; i++)
+    free(orig[i]);
+  free(orig);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  return emit(p, op);
+}
+
+static dm_status new_op(const char *type, const char *const *in, size_t n_in,
+                        const char *const *out, size_t n_out, Caffe2__OperatorDef **res) {
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(dm_opdef_new(type, &op));
+  dm_status s = DM_OK;
+  for (size_t i = 0; i < n_in && s == DM_OK; i++)
+    s = dm_opdef_add_input(op, in[i]);
+  for (size_t i = 0; i < n_out && s == DM_OK; i++)
+    s = dm_opdef_add_output(op, out[i]);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  *res = op;
+  return DM_OK;
+}
+
+/* Seed * S: the loss gradient scaled by the loss scale. */
+static dm_status scale_seed(pass *p, const char *seed) {
+  const char *in[] = {seed, DM_MP_SCALE_BLOB}, *out[] = {seed};
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(new_op("Mul", in, 2, out, 1, &op));
+  dm_status s = dm_opdef_set_arg_int(op, "broadcast", 1);
+  op->has_is_gradient_op = 1;
+  op->is_gradient_op = 1;
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  return emit(p, op);
+}
+
+/* FP32 weight gradients, one UnscaleAndCheck over all, then UpdateLossScale. */
+static dm_status unscale_and_check(pass *p, char **params, size_t n_params) {
+  const char **in = calloc(n_params + 2, sizeof *in), **out = calloc(n_params + 2, sizeof *out);
+  dm_status s = in && out ? DM_OK : DM_NOMEM("the pass");
+  in[0] = DM_MP_SCALE_BLOB;
+  for (size_t i = 0; i < n_params && s == DM_OK; i++) {
+    char gname[600];
+    snprintf(gname, sizeof gname, "%s_grad", params[i]);
+    blob_state *b = state(p, gname);
+    if (!b) {
+      s = DM_NOMEM("the pass");
+      break;
+    }
+    const char *name = NULL;
+    s = value_in(p, b, C_F32, 1, &name);
+    if (s == DM_OK && (!set_str(&b->cur, name) || !set_str(&b->f32, NULL)))
+      s = DM_NOMEM("a blob name");
+    b->dtype = C_F32;
+    in[i + 1] = out[i] = b->cur;
+  }
+  out[n_params] = DM_MP_FOUND_INF_BLOB;
+  Caffe2__OperatorDef *op = NULL;
+  if (s == DM_OK)
+    s = new_op("UnscaleAndCheck", in, n_params + 1, out, n_params + 1, &op);
+  if (s == DM_OK)
+    s = emit(p, op);
+  free(in);
+  free(out);
+  DM_TRY(s);
+  const char *uin[] = {DM_MP_SCALE_BLOB, DM_MP_FOUND_INF_BLOB, DM_MP_GOOD_BLOB, DM_MP_SKIPPED_BLOB};
+  const char *uout[] = {DM_MP_SCALE_BLOB, DM_MP_GOOD_BLOB, DM_MP_SKIPPED_BLOB};
+  DM_TRY(new_op("UpdateLossScale", uin, 4, uout, 3, &op));
+  const dm_mp_opts *o = p->o;
+  s = dm_opdef_set_arg_int(op, "dynamic", o->scaling == DM_LS_DYNAMIC);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_int(op, "growth_interval", o->growth_interval);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_float(op, "growth_factor", (float)o->growth_factor);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_float(op, "backoff_factor", (float)o->backoff_factor);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_float(op, "min_scale", (float)o->min_scale);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_float(op, "max_scale", (float)o->max_scale);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  return emit(p, op);
+}
+
+/* An update op: inputs through their FP32 values (renaming in-place outputs), plus
+ * found_inf as the skip input when loss scaling is on. */
+static dm_status rewrite_update(pass *p, Caffe2__OperatorDef *op) {
+  dm_status s = rewrite_op(p, op, C_F32); /* emits op; still ours to amend below */
+  if (s == DM_OK && p->o->scaling != DM_LS_NONE && takes_skip(op->type))
+    s = dm_opdef_add_input(op, DM_MP_FOUND_INF_BLOB);
+  return s;
+}
+
+/* A ConstantFill of a 1-element blob; `scalar`: 0-d (the loss scale, so that it
+ * broadcasts onto a 0-d loss gradient), else shape [1]. */
+static dm_status add_fill(Caffe2__NetDef *init, const char *blob, const char *dtype, double v,
+                          int scalar) {
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(dm_opdef_new("ConstantFill", &op));
+  int64_t one = 1;
+  dm_status s = dm_opdef_add_output(op, blob);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_ints(op, "shape", &one, scalar ? 0 : 1);
+  if (s == DM_OK && strcmp(dtype, "INT64") == 0)
+    s = dm_opdef_set_arg_int(op, "value", (int64_t)v);
+  else if (s == DM_OK)
+    s = dm_opdef_set_arg_float(op, "value", (float)v);
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_string(op, "dtype", dtype);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  return dm_netdef_append_op(init, op);
+}
+
+void dm_mp_opts_init(dm_mp_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->scaling = DM_LS_DYNAMIC;
+  o->init_scale = 65536;
+  o->growth_interval = 2000;
+  o->growth_factor = 2;
+  o->backoff_factor = 0.5;
+  o->min_scale = 1;
+  o->max_scale = 16777216;
+}
+
+void dm_mp_summary_free(dm_mp_summary *s) {
+  free(s->report);
+  memset(s, 0, sizeof *s);
+}
+
+static int is_marked(const Caffe2__NetDef *net) {
+  for (size_t i = 0; i < net->n_arg; i++)
+    if (net->arg[i]->name && strcmp(net->arg[i]->name, "mixed_precision") == 0)
+      return 1;
+  return 0;
+}
+
+static dm_status mark(Caffe2__NetDef *net) {
+  Caffe2__Argument *a = malloc(sizeof *a);
+  if (!a)
+    return DM_NOMEM("an argument");
+  caffe2__argument__init(a);
+  Caffe2__Argument **arr = realloc(net->arg, (net->n_arg + 1) * sizeof *arr);
+  if (!arr || !(a->name = strdup("mixed_precision")) || !(a->s.data = malloc(4))) {
+    if (arr)
+      net->arg = arr;
+    protobuf_c_message_free_unpacked(&a->base, NULL);
+    return DM_NOMEM("an argument");
+  }
+  memcpy(a->s.data, "fp16", 4);
+  a->s.len = 4;
+  a->has_s = 1;
+  net->arg = arr;
+  net->arg[net->n_arg++] = a;
+  return DM_OK;
+}
+
+static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_params,
+                          Caffe2__NetDef *init_add) {
+  for (size_t i = 0; i < n_params; i++) {
+    blob_state *b = state(p, params[i]);
+    if (!b)
+      return DM_NOMEM("the pass");
+    b->param = 1;
+    b->dtype = C_F32;
+  }
+  /* Take the ops out of the net; they are re-emitted into p->out in the new order. */
+  size_t n = net->n_op;
+  Caffe2__OperatorDef **ops = net->op;
+  net->op = NULL;
+  net->n_op = 0;
+  dm_status s = dm_netdef_new(NULL, &p->out);
+  int scaled = p->o->scaling != DM_LS_NONE, unscaled = 0;
+  for (size_t i = 0; i < n && s == DM_OK; i++) {
+    Caffe2__OperatorDef *op = ops[i];
+    ops[i] = NULL;
+    const char *type = op->type ? op->type : "";
+    if (is_update_op(type)) {
+      if (scaled && !unscaled) {
+        s = unscale_and_check(p, params, n_params);
+        unscaled = 1;
+      }
+      if (s == DM_OK)
+        s = rewrite_update(p, op);
+      else
+        protobuf_c_message_free_unpacked(&op->base, NULL);
+      continue;
+    }
+    const dm_op_schema *schema = dm_schema_lookup(type);
+    if (!schema) {
+      protobuf_c_message_free_unpacked(&op->base, NULL);
+      s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i, type);
+      break;
+    }
+    const char *why = "";
+    color c = paint(p, op, schema, &why);
+    p->sum->ops_total++;
+    if (c == C_F16)
+      p->sum->ops_fp16++;
+    if (c == C_F32) {
+      p->sum->ops_fp32++;
+      report(p, "  op %zu (%s%s%s) FP32: %s\n", i, type, op->name && *op->name ? " " : "",
+             op->name ? op->name : "", why);
+    }
+    int seed = op->is_gradient_op && strcmp(type, "ConstantFill") == 0 && op->n_output == 1 &&
+               strstr(op->output[0], "_autogen_grad");
+    char *seed_name = seed ? strdup(op->output[0]) : NULL;
+    s = rewrite_op(p, op, c);
+    if (s == DM_OK && seed && scaled)
+      s = seed_name ? scale_seed(p, seed_name) : DM_NOMEM("a blob name");
+    free(seed_name);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (ops[i])
+      protobuf_c_message_free_unpacked(&ops[i]->base, NULL);
+  free(ops);
+  if (s == DM_OK && scaled && !unscaled)
+    s = dm_error(DM_ERR_INVALID, "loss scaling needs the optimizer's update ops (run the "
+                                 "optimizer pass first, or use no loss scaling)");
+  /* The masters' FP16 copies, refreshed at the top of every step. */
+  for (size_t i = 0; i < p->n_param_casts && s == DM_OK; i++) {
+    char dst[600];
+    snprintf(dst, sizeof dst, "%s_fp16", p->param_casts[i]);
+    Caffe2__OperatorDef *cast = NULL;
+    const char *in[] = {p->param_casts[i]}, *out[] = {dst};
+    s = new_op("FloatToHalf", in, 1, out, 1, &cast);
+    if (s == DM_OK)
+      s = dm_netdef_insert_op(p->out, i, cast);
+    p->sum->casts++;
+  }
+  if (s == DM_OK) { /* hand the new op list to the net */
+    net->op = p->out->op;
+    net->n_op = p->out->n_op;
+    p->out->op = NULL;
+    p->out->n_op = 0;
+  }
+  if (s == DM_OK && scaled) {
+    s = add_fill(init_add, DM_MP_SCALE_BLOB, "FLOAT", p->o->init_scale, 1);
+    if (s == DM_OK)
+      s = add_fill(init_add, DM_MP_GOOD_BLOB, "INT64", 0, 0);
+    if (s == DM_OK)
+      s = add_fill(init_add, DM_MP_SKIPPED_BLOB, "INT64", 0, 0);
+  }
+  if (s == DM_OK)
+    s = mark(net);
+  return s;
+}
+
+dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
+                                  Caffe2__NetDef *init_add, dm_mp_summary *summary) {
+  memset(summary, 0, sizeof *summary);
+  if (is_marked(net)) {
+    summary->already = 1;
+    return DM_OK;
+  }
+  if (o->scaling != DM_LS_NONE &&
+      !(o->init_scale > 0 && o->min_scale > 0 && o->min_scale <= o->max_scale &&
+        o->backoff_factor > 0 && o->backoff_factor < 1 && o->growth_factor > 1 &&
+        o->growth_interval >= 1))
+    return dm_error(DM_ERR_INVALID, "loss scaling options out of range (need scale > 0, "
+                                    "0 < min <= max, 0 < backoff < 1, growth > 1, interval >= 1)");
+  char **params = NULL;
+  size_t n_params = 0;
+  DM_TRY(dm_find_trainable_params(net, o->exclude, o->n_exclude, &params, &n_params));
+  pass p = {.o = o, .sum = summary};
+  dm_status s = run_pass(&p, net, params, n_params, init_add);
+  summary->report = p.report;
+  if (p.out)
+    protobuf_c_message_free_unpacked(&p.out->base, NULL);
+  for (size_t i = 0; i < p.n_param_casts; i++)
+    free(p.param_casts[i]);
+  free(p.param_casts);
+  free_states(&p);
+  dm_optimizer_free_names(params, n_params);
+  return s;
+}

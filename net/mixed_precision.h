@@ -1,0 +1,72 @@
+/* mixed_precision.h: the mixed-precision pass, NetDef -> NetDef (internal).
+ *
+ * Takes an FP32 training net (forward ops, the gradient pass's ops, then the optimizer
+ * pass's updates) and returns one that computes in FP16 with FP32 master weights:
+ *   - each trainable weight p stays the FP32 master (the blob the optimizer updates and
+ *     checkpoints save); FloatToHalf(p) -> p_fp16 at the top of the net is the compute
+ *     copy, so it is refreshed from the master after every update;
+ *   - each op is painted from its schema's precision class: FP16 ops (Conv, FC and their
+ *     gradients) run in FP16; FP32 ops (softmax, losses) in FP32; follow ops (Relu,
+ *     pooling, Sum, reshapes) take FP16 when an input already is FP16, else FP32, so no
+ *     follow op becomes an FP16 island between two casts; overrides by op type or by a
+ *     per-op argument `precision: "fp16" | "fp32"` in the net file;
+ *   - one cast per precision boundary (X -> X_fp16 or X_fp32), shared by every later
+ *     consumer until X is written again; nothing is cast twice;
+ *   - SpatialBN keeps FP32 scale, bias and statistics with FP16 X and Y;
+ *   - loss scaling as ordinary ops: Mul(loss_autogen_grad, loss_scale) scales the seed;
+ *     before the updates, the weight gradients are cast to FP32 and one UnscaleAndCheck
+ *     op divides them all by S and sets found_inf; UpdateLossScale halves S on overflow
+ *     and doubles it after N clean steps (dynamic), or keeps it (static); every update
+ *     op (and Iter) gets found_inf as its skip input, so a step with an overflow leaves
+ *     parameters, momenta and the iteration count bit-identical.
+ * The state (loss_scale, loss_scale_good_steps, loss_scale_skipped) is created by fills
+ * appended to an init-net addition, so checkpoints carry it. The pass marks the net with
+ * an argument `mixed_precision`; a marked net is returned unchanged (idempotence).
+ */
+#ifndef DM_NET_MIXED_PRECISION_H
+#define DM_NET_MIXED_PRECISION_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "proto/caffe2.pb-c.h"
+
+#define DM_MP_SCALE_BLOB "loss_scale"
+#define DM_MP_GOOD_BLOB "loss_scale_good_steps"
+#define DM_MP_SKIPPED_BLOB "loss_scale_skipped"
+#define DM_MP_FOUND_INF_BLOB "found_inf"
+
+typedef enum dm_loss_scaling { DM_LS_NONE = 0, DM_LS_STATIC = 1, DM_LS_DYNAMIC = 2 } dm_loss_scaling;
+
+typedef struct dm_mp_opts {
+  dm_loss_scaling scaling;
+  double init_scale;        /* default 65536 */
+  long growth_interval;     /* default 2000 */
+  double growth_factor;     /* default 2 */
+  double backoff_factor;    /* default 0.5 */
+  double min_scale, max_scale; /* default 1, 2^24 */
+  const char *const *force_fp32; /* op types kept FP32 */
+  size_t n_force_fp32;
+  const char *const *force_fp16; /* op types forced FP16 */
+  size_t n_force_fp16;
+  const char *const *exclude; /* net inputs that are not parameters (data, labels) */
+  size_t n_exclude;
+} dm_mp_opts;
+
+/* One line of the summary per op kept in FP32 (or forced), with the reason. */
+typedef struct dm_mp_summary {
+  size_t ops_total;     /* forward and backward ops considered */
+  size_t ops_fp16;      /* painted FP16 */
+  size_t ops_fp32;      /* painted FP32 */
+  size_t casts;         /* FloatToHalf / HalfToFloat inserted (param copies included) */
+  int already;          /* the net was already rewritten: nothing done */
+  char *report;         /* malloc'd text: FP32-kept ops and why */
+} dm_mp_summary;
+
+DM_HIDDEN void dm_mp_opts_init(dm_mp_opts *o);
+/* Rewrites `net` in place; state fills go to `init_add`. */
+DM_HIDDEN dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
+                                            Caffe2__NetDef *init_add, dm_mp_summary *summary);
+DM_HIDDEN void dm_mp_summary_free(dm_mp_summary *s);
+
+#endif

@@ -1,0 +1,130 @@
+/* mp_flags.c: parsing of --fp16, --loss-scale, --init-scale, --growth-interval,
+ * --fp32-ops and --fp16-ops, and printing the pass's summary. */
+#include "mp_flags.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+enum { O_FP16 = DM_MP_FLAG_BASE, O_SCALING, O_INIT_SCALE, O_GROWTH, O_FP32_OPS, O_FP16_OPS };
+
+const struct option dm_mp_long_opts[] = {
+    {"fp16", no_argument, NULL, O_FP16},
+    {"loss-scale", required_argument, NULL, O_SCALING},
+    {"init-scale", required_argument, NULL, O_INIT_SCALE},
+    {"growth-interval", required_argument, NULL, O_GROWTH},
+    {"fp32-ops", required_argument, NULL, O_FP32_OPS},
+    {"fp16-ops", required_argument, NULL, O_FP16_OPS},
+    {NULL, 0, NULL, 0}};
+
+size_t dm_mp_long_opts_count(void) {
+  size_t n = 0;
+  while (dm_mp_long_opts[n].name)
+    n++;
+  return n;
+}
+
+struct option *dm_mp_merge_opts(const struct option *base) {
+  size_t n_base = 0, n_mp = dm_mp_long_opts_count();
+  while (base[n_base].name)
+    n_base++;
+  struct option *all = calloc(n_base + n_mp + 1, sizeof *all);
+  if (all) {
+    memcpy(all, base, n_base * sizeof *all);
+    memcpy(all + n_base, dm_mp_long_opts, n_mp * sizeof *all);
+  }
+  return all;
+}
+
+void dm_mp_cli_init(dm_mp_cli *m) {
+  memset(m, 0, sizeof *m);
+  dm_mp_opts_init(&m->opts);
+}
+
+void dm_mp_cli_free(dm_mp_cli *m) {
+  free(m->fp32_buf);
+  free(m->fp16_buf);
+  m->fp32_buf = m->fp16_buf = NULL;
+}
+
+/* Splits a comma-separated list in place into `items`. */
+static size_t split(char *buf, const char **items) {
+  size_t n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_MP_MAX_LIST;
+       t = strtok_r(NULL, ",", &save))
+    items[n++] = t;
+  return n;
+}
+
+int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
+  if (c < O_FP16 || c > O_FP16_OPS)
+    return 0;
+  *rc = DM_EXIT_OK;
+  char *end = NULL;
+  switch (c) {
+  case O_FP16: m->enabled = 1; break;
+  case O_SCALING:
+    if (strcmp(arg, "dynamic") == 0)
+      m->opts.scaling = DM_LS_DYNAMIC;
+    else if (strcmp(arg, "static") == 0)
+      m->opts.scaling = DM_LS_STATIC;
+    else if (strcmp(arg, "none") == 0)
+      m->opts.scaling = DM_LS_NONE;
+    else
+      *rc = dm_cli_usage_error(cmd, "--loss-scale wants dynamic, static or none, got '%s'", arg);
+    break;
+  case O_INIT_SCALE:
+    m->opts.init_scale = strtod(arg, &end);
+    if (!*arg || *end || !(m->opts.init_scale > 0) || !isfinite(m->opts.init_scale))
+      *rc = dm_cli_usage_error(cmd, "--init-scale wants a positive number, got '%s'", arg);
+    break;
+  case O_GROWTH:
+    if (!dm_cli_parse_long(arg, 1, 1L << 40, &m->opts.growth_interval))
+      *rc = dm_cli_usage_error(cmd, "--growth-interval wants a positive integer, got '%s'", arg);
+    break;
+  case O_FP32_OPS:
+  case O_FP16_OPS: {
+    char **buf = c == O_FP32_OPS ? &m->fp32_buf : &m->fp16_buf;
+    free(*buf);
+    if (!(*buf = strdup(arg))) {
+      *rc = dm_cli_failf("out of memory");
+      break;
+    }
+    if (c == O_FP32_OPS) {
+      m->opts.n_force_fp32 = split(*buf, m->fp32);
+      m->opts.force_fp32 = m->fp32;
+    } else {
+      m->opts.n_force_fp16 = split(*buf, m->fp16);
+      m->opts.force_fp16 = m->fp16;
+    }
+    break;
+  }
+  }
+  return 1;
+}
+
+void dm_mp_help(FILE *f) {
+  fprintf(f,
+          "  --fp16               mixed precision: FP16 compute, FP32 master weights, loss\n"
+          "                       scaling, overflow check and skipped steps (the pass's\n"
+          "                       ops are ordinary ops: see `demitasse rewrite --fp16`)\n"
+          "  --loss-scale MODE    dynamic (default: from 2^16, halve on overflow, double\n"
+          "                       after --growth-interval clean steps), static, or none\n"
+          "  --init-scale S       the initial (or static) loss scale (default 65536)\n"
+          "  --growth-interval N  clean steps before the scale doubles (default 2000)\n"
+          "  --fp32-ops A,B       op types kept in FP32   --fp16-ops A,B  forced to FP16\n"
+          "                       (one op: give it an argument precision: \"fp32\")\n");
+}
+
+void dm_mp_print_summary(FILE *f, const dm_mp_summary *s) {
+  if (s->already) {
+    fprintf(f, "mixed precision: the net was already rewritten; nothing changed\n");
+    return;
+  }
+  fprintf(f, "mixed precision: %zu of %zu ops in FP16, %zu in FP32, %zu casts inserted\n",
+          s->ops_fp16, s->ops_total, s->ops_fp32, s->casts);
+  if (s->report)
+    fprintf(f, "kept in FP32:\n%s", s->report);
+}

@@ -1,0 +1,34 @@
+/* mp_flags.h: the mixed-precision flags (--fp16, loss scaling, overrides), shared by
+ * `rewrite` and `train`. */
+#ifndef DM_TOOLS_MP_FLAGS_H
+#define DM_TOOLS_MP_FLAGS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "net/mixed_precision.h"
+
+#define DM_MP_FLAG_BASE 1100
+#define DM_MP_MAX_LIST 64
+
+typedef struct dm_mp_cli {
+  int enabled; /* --fp16 */
+  dm_mp_opts opts;
+  char *fp32_buf, *fp16_buf; /* strdup'd lists, split in place */
+  const char *fp32[DM_MP_MAX_LIST], *fp16[DM_MP_MAX_LIST];
+} dm_mp_cli;
+
+extern const struct option dm_mp_long_opts[];
+size_t dm_mp_long_opts_count(void);
+void dm_mp_cli_init(dm_mp_cli *m);
+void dm_mp_cli_free(dm_mp_cli *m);
+/* Like dm_optim_flag: 1 if `c` was a mixed-precision flag (*rc set). */
+int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc);
+void dm_mp_help(FILE *f);
+/* A malloc'd copy of the zero-terminated table `base` with the mixed-precision options
+ * appended. */
+struct option *dm_mp_merge_opts(const struct option *base);
+/* Prints the pass's summary (ops converted, casts, FP32-kept ops and why) to f. */
+void dm_mp_print_summary(FILE *f, const dm_mp_summary *s);
+
+#endif
