@@ -22,6 +22,7 @@ extern const dm_op_family dm_family_loss;
 extern const dm_op_family dm_family_save_load;
 extern const dm_op_family dm_family_db_input;
 extern const dm_op_family dm_family_optimizer;
+extern const dm_op_family dm_family_loss_scale;
 
 /* Registers every built-in family (and the CUDA kernels when built with CUDA). */
 DM_HIDDEN dm_status dm_register_builtin_ops(void);
