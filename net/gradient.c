@@ -476,6 +476,7 @@ static dm_status backward_op(pass_state *ps, size_t i) {
 }
 
 dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, size_t n_losses) {
+  DM_TRY(dm_init()); /* the pass reads the op schemas */
   size_t n_ops = net->n_op;
   pass_state ps = {.net = net};
   dm_status s = number_versions(&ps, n_ops);

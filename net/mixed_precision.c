@@ -524,6 +524,7 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
 dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
                                   Caffe2__NetDef *init_add, dm_mp_summary *summary) {
   memset(summary, 0, sizeof *summary);
+  DM_TRY(dm_init()); /* the pass reads the op schemas */
   if (is_marked(net)) {
     summary->already = 1;
     return DM_OK;
