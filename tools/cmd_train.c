@@ -20,12 +20,12 @@
 #include "train_report.h"
 
 typedef struct train_opts {
-  const char *init, *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
+  const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow;
   dm_optimizer_opts opt;
   dm_mp_cli mp;
-  dm_strlist plugins;
+  dm_strlist plugins, inits;
 } train_opts;
 
 static void help(FILE *f) {
@@ -33,8 +33,10 @@ static void help(FILE *f) {
           "usage: demitasse train --init INIT --net TRAIN_NET --iters N [options]\n\n"
           "Runs INIT once, then TRAIN_NET N times. TRAIN_NET is a forward net with a loss\n"
           "(and its data input op); unless it already has gradient ops, the gradient pass\n"
-          "and the optimizer pass (flags below) are applied to it on the fly.\n\n"
-          "  -i, --init FILE          the init net (weights)\n"
+          "and the optimizer pass (flags below) are applied to it on the fly; a net that\n"
+          "has them (from `demitasse rewrite`) runs as it is.\n\n"
+          "  -i, --init FILE          the init net (weights); repeatable, run in order (e.g.\n"
+          "                           the model's, then rewrite's --init-out)\n"
           "  -n, --net FILE           the training net\n"
           "  -N, --iters N            iterations in all (a resumed run continues to N)\n"
           "  -l, --loss BLOB          the loss (default 'loss')\n"
@@ -158,7 +160,8 @@ static dm_status setup(train_state *st, train_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   DM_TRY(dm_workspace_create(&st->ws));
-  DM_TRY(dm_workspace_run_net_file(st->ws, o->init));
+  for (size_t i = 0; i < o->inits.n; i++)
+    DM_TRY(dm_workspace_run_net_file(st->ws, o->inits.items[i]));
   Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL;
   DM_TRY(read_net(o->net, o->train_db, &def));
   dm_status s = DM_OK;
@@ -352,7 +355,10 @@ int dm_cmd_train(int argc, char **argv) {
       continue;
     }
     switch (c) {
-    case 'i': o.init = optarg; break;
+    case 'i':
+      if (!dm_strlist_push(&o.inits, optarg))
+        rc = dm_cli_failf("out of memory");
+      break;
     case 'n': o.net = optarg; break;
     case 'l': o.loss = optarg; break;
     case 'a': o.accuracy = optarg; break;
@@ -373,7 +379,7 @@ int dm_cmd_train(int argc, char **argv) {
   }
   if (rc == DM_EXIT_OK && optind != argc)
     rc = dm_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
-  if (rc == DM_EXIT_OK && (!o.init || !o.net || !o.iters))
+  if (rc == DM_EXIT_OK && (!o.inits.n || !o.net || !o.iters))
     rc = dm_cli_usage_error("train", "needs --init, --net and --iters");
   if (rc == DM_EXIT_OK && (o.checkpoint_every || o.resume) && !o.checkpoint)
     rc = dm_cli_usage_error("train", "--checkpoint-every and --resume need --checkpoint PATH");
@@ -384,6 +390,7 @@ int dm_cmd_train(int argc, char **argv) {
   if (rc == DM_EXIT_OK && train(&o) != DM_OK)
     rc = dm_cli_fail();
   dm_strlist_free(&o.plugins);
+  dm_strlist_free(&o.inits);
   dm_mp_cli_free(&o.mp);
   free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
