@@ -477,6 +477,12 @@ static dm_status backward_op(pass_state *ps, size_t i) {
 
 dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, size_t n_losses) {
   DM_TRY(dm_init()); /* the pass reads the op schemas */
+  for (size_t i = 0; i < net->n_op; i++)
+    if (net->op[i]->is_gradient_op)
+      return dm_error(DM_ERR_INVALID,
+                      "op %zu (%s) is already a gradient op: the gradient pass takes a forward "
+                      "net, and this one has its backward pass",
+                      i, net->op[i]->type ? net->op[i]->type : "");
   size_t n_ops = net->n_op;
   pass_state ps = {.net = net};
   dm_status s = number_versions(&ps, n_ops);

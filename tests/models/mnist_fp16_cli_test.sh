@@ -22,4 +22,8 @@ grep -q 'output: "loss_scale"' "$tmp/state.pbtxt" || fail "no loss-scale fill"
   --net "$tmp/train_fp16.pbtxt" --train-db "$tmp/train" --iters 6 --log-every 3 \
   > "$tmp/train.txt" 2>&1 || { cat "$tmp/train.txt"; fail "train on the rewritten net"; }
 grep -q "iter 6/6 .* S 65536 .*skipped 0" "$tmp/train.txt" || { cat "$tmp/train.txt"; fail "progress line"; }
+# Running the gradient pass again on the rewritten (backward) net is refused.
+"$exe" rewrite --grad --loss loss "$tmp/train_fp16.pbtxt" > "$tmp/again.txt" 2>&1 \
+  && fail "a second gradient pass on a backward net was accepted"
+grep -q "already a gradient op" "$tmp/again.txt" || { cat "$tmp/again.txt"; fail "message"; }
 echo ok

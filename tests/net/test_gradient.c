@@ -177,6 +177,12 @@ static void test_forbidden_and_missing_loss(void **state) {
   const char *loss = "a";
   assert_status_msg(dm_add_gradient_ops(net, &loss, 1), DM_ERR_INVALID, "op 0 (GAcc)",
                     "has no gradient");
+  /* A net that has its backward pass is refused (running the pass twice is a mistake). */
+  Caffe2__NetDef *fwd = parse("op { input: 'x' output: 'a' type: 'GScale' }");
+  const char *a = "a";
+  assert_ok(dm_add_gradient_ops(fwd, &a, 1));
+  assert_status_msg(dm_add_gradient_ops(fwd, &a, 1), DM_ERR_INVALID, "already a gradient op");
+  protobuf_c_message_free_unpacked(&fwd->base, NULL);
   const char *nope = "nope";
   assert_status_msg(dm_add_gradient_ops(net, &nope, 1), DM_ERR_NOT_FOUND, "'nope'");
   protobuf_c_message_free_unpacked(&net->base, NULL);
