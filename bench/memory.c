@@ -1,0 +1,369 @@
+/* memory.c: bytes of activations and gradients of one training step, FP32 beside mixed
+ * precision, for LeNet (the net of bench_step.c) or ResNet-50 (models/resnet50).
+ *
+ * The training net is built the way `demitasse train` builds it: the gradient pass on
+ * 'loss', the optimizer pass (momentum) with its init-net addition, and for FP16 the
+ * mixed-precision pass with dynamic loss scaling. After the init net and the additions
+ * have run, what exists is persistent (parameters, momenta, the iteration, the loss-scale
+ * state); the step's memory is every other blob after ONE step: the fed data and labels,
+ * forward outputs (FP16 cast copies of weights and activations included), the gradients
+ * (blobs that an is_gradient_op op writes, FP32 casts of weight gradients included) and
+ * the optimizer's scratch (lr, found_inf). There is no memory planner: no blob is freed
+ * or reused within a step, so this sum IS the step's peak for these blobs. A storage
+ * shared by two blobs (Reshape, aliases) is counted once.
+ *
+ * usage: memory lenet|resnet50 BATCH [-v N] [-d RESNET50_DIR]
+ *   prints "model batch fp32_bytes fp16_bytes ratio" and a breakdown as '#' lines;
+ *   -v N lists the N largest blobs of each precision.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/api.h"
+#include "core/workspace.h"
+#include "net/gradient.h"
+#include "net/mixed_precision.h"
+#include "net/netdef_build.h"
+#include "net/optimizer_pass.h"
+
+/* LeNet as bench_step.c builds it, without the DB input: 'data' and 'label' are fed. */
+static const char *lenet_init =
+    "op { output: 'conv1_w' type: 'XavierFill' arg { name: 'shape' ints: [20, 1, 5, 5] } }\n"
+    "op { output: 'conv1_b' type: 'ConstantFill' arg { name: 'shape' ints: 20 } }\n"
+    "op { output: 'conv2_w' type: 'XavierFill' arg { name: 'shape' ints: [50, 20, 5, 5] } }\n"
+    "op { output: 'conv2_b' type: 'ConstantFill' arg { name: 'shape' ints: 50 } }\n"
+    "op { output: 'fc3_w' type: 'XavierFill' arg { name: 'shape' ints: [500, 800] } }\n"
+    "op { output: 'fc3_b' type: 'ConstantFill' arg { name: 'shape' ints: 500 } }\n"
+    "op { output: 'pred_w' type: 'XavierFill' arg { name: 'shape' ints: [10, 500] } }\n"
+    "op { output: 'pred_b' type: 'ConstantFill' arg { name: 'shape' ints: 10 } }\n";
+static const char *lenet_net =
+    "op { input: 'data' input: 'conv1_w' input: 'conv1_b' output: 'conv1' type: 'Conv' "
+    "     arg { name: 'kernel' i: 5 } }\n"
+    "op { input: 'conv1' output: 'pool1' type: 'MaxPool' arg { name: 'kernel' i: 2 } "
+    "     arg { name: 'stride' i: 2 } }\n"
+    "op { input: 'pool1' input: 'conv2_w' input: 'conv2_b' output: 'conv2' type: 'Conv' "
+    "     arg { name: 'kernel' i: 5 } }\n"
+    "op { input: 'conv2' output: 'pool2' type: 'MaxPool' arg { name: 'kernel' i: 2 } "
+    "     arg { name: 'stride' i: 2 } }\n"
+    "op { input: 'pool2' input: 'fc3_w' input: 'fc3_b' output: 'fc3' type: 'FC' }\n"
+    "op { input: 'fc3' output: 'fc3' type: 'Relu' }\n"
+    "op { input: 'fc3' input: 'pred_w' input: 'pred_b' output: 'pred' type: 'FC' }\n"
+    "op { input: 'pred' input: 'label' output: 'softmax' output: 'loss' "
+    "     type: 'SoftmaxWithLoss' }\n";
+
+typedef struct model {
+  const char *name;
+  int64_t chw[3]; /* one image: (C, H, W) */
+  int32_t classes;
+} model;
+
+static const model models[] = {{"lenet", {1, 28, 28}, 10}, {"resnet50", {3, 224, 224}, 1000}};
+
+enum { K_ACT, K_GRAD, K_OTHER, N_KINDS };
+static const char *const kind_name[N_KINDS] = {"activations", "gradients", "other"};
+
+/* One non-persistent blob after the step. */
+typedef struct blob_bytes {
+  const char *name; /* borrowed from the workspace */
+  size_t bytes;
+  dm_dtype dtype;
+  int kind;
+} blob_bytes;
+
+/* The step's figures in one precision. */
+typedef struct step_mem {
+  size_t total;
+  size_t by_kind[N_KINDS];
+  size_t by_kind_f16[N_KINDS]; /* the part of by_kind held in FLOAT16 */
+  double seconds;              /* the one step, for the record */
+} step_mem;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  const void *x = *(const void *const *)a, *y = *(const void *const *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_bytes_desc(const void *a, const void *b) {
+  size_t x = ((const blob_bytes *)a)->bytes, y = ((const blob_bytes *)b)->bytes;
+  return (x < y) - (x > y);
+}
+
+static int in_sorted(char **names, size_t n, const char *name) {
+  return n && bsearch(&name, names, n, sizeof *names, cmp_str) != NULL;
+}
+
+static void free_names(char **names, size_t n) {
+  for (size_t i = 0; names && i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+/* The outputs of the net's gradient ops, sorted, malloc'd: the gradient blobs. Taken
+ * from the NetDef because the workspace does not say which op wrote a blob. */
+static dm_status gradient_blobs(const Caffe2__NetDef *def, char ***out, size_t *n_out) {
+  size_t n = 0;
+  for (size_t i = 0; i < def->n_op; i++)
+    n += def->op[i]->is_gradient_op ? def->op[i]->n_output : 0;
+  char **names = calloc(n + 1, sizeof *names);
+  if (!names)
+    return DM_NOMEM("blob names");
+  size_t k = 0;
+  for (size_t i = 0; i < def->n_op; i++)
+    for (size_t o = 0; def->op[i]->is_gradient_op && o < def->op[i]->n_output; o++)
+      if (!(names[k++] = strdup(def->op[i]->output[o]))) {
+        free_names(names, k);
+        return DM_NOMEM("blob names");
+      }
+  qsort(names, k, sizeof *names, cmp_str);
+  *out = names;
+  *n_out = k;
+  return DM_OK;
+}
+
+/* The forward net of `m` with the passes applied; the init addition goes to `init_add`. */
+static dm_status build_net(const model *m, const char *dir, int fp16, Caffe2__NetDef **out,
+                           Caffe2__NetDef *init_add) {
+  Caffe2__NetDef *def = NULL;
+  if (strcmp(m->name, "lenet") == 0) {
+    ProtobufCMessage *msg = NULL;
+    DM_TRY(dm_text_parse(lenet_net, strlen(lenet_net), "lenet", &caffe2__net_def__descriptor,
+                         &msg));
+    def = (Caffe2__NetDef *)msg;
+  } else {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/resnet50_train.pbtxt", dir);
+    DM_TRY(dm_netdef_read(path, &def));
+  }
+  /* As tools/cmd_train.c: data and labels are inputs, not parameters. */
+  static const char *const data_blobs[] = {"data", "label"};
+  const char *loss = "loss";
+  dm_optimizer_opts opt;
+  dm_optimizer_opts_init(&opt);
+  opt.kind = DM_OPTIM_MOMENTUM;
+  opt.exclude = data_blobs;
+  opt.n_exclude = 2;
+  dm_status s = dm_add_gradient_ops(def, &loss, 1);
+  if (s == DM_OK)
+    s = dm_add_optimizer_ops(def, NULL, 0, &opt, init_add);
+  if (s == DM_OK && fp16) {
+    dm_mp_opts mp;
+    dm_mp_opts_init(&mp);
+    mp.scaling = DM_LS_DYNAMIC;
+    mp.exclude = data_blobs;
+    mp.n_exclude = 2;
+    dm_mp_summary sum = {0};
+    s = dm_mixed_precision_pass(def, &mp, init_add, &sum);
+    dm_mp_summary_free(&sum);
+  }
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return s;
+  }
+  *out = def;
+  return DM_OK;
+}
+
+/* Feeds a deterministic batch: data (N, C, H, W) FLOAT and label (N) INT32. */
+static dm_status feed(dm_workspace *ws, const model *m, int64_t batch) {
+  int64_t dims[4] = {batch, m->chw[0], m->chw[1], m->chw[2]};
+  int64_t n = batch * m->chw[0] * m->chw[1] * m->chw[2];
+  float *x = malloc((size_t)n * sizeof *x);
+  int32_t *label = malloc((size_t)batch * sizeof *label);
+  dm_status s = x && label ? DM_OK : DM_NOMEM("the input batch");
+  /* small, smooth values: a finite loss, so the FP16 step is not skipped on overflow */
+  for (int64_t i = 0; s == DM_OK && i < n; i++)
+    x[i] = 0.5f * (float)((i * 7919) % 1000) / 1000.0f;
+  for (int64_t i = 0; s == DM_OK && i < batch; i++)
+    label[i] = (int32_t)(i % m->classes);
+  if (s == DM_OK)
+    s = dm_workspace_feed(ws, "data", DM_FLOAT, 4, dims, x);
+  if (s == DM_OK)
+    s = dm_workspace_feed(ws, "label", DM_INT32, 1, &batch, label);
+  free(x);
+  free(label);
+  return s;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Builds, runs one step and measures it in one precision; lists the `top` largest
+ * blobs. */
+static dm_status measure(const model *m, const char *dir, int64_t batch, int fp16, int top,
+                         step_mem *res) {
+  dm_workspace *ws = NULL;
+  Caffe2__NetDef *def = NULL, *init_add = NULL;
+  char **persistent = NULL, **grads = NULL;
+  size_t n_persistent = 0, n_grads = 0, n_blobs = 0;
+  const void **seen = NULL; /* storages counted or persistent */
+  blob_bytes *blobs = NULL;
+  dm_net *net = NULL;
+  memset(res, 0, sizeof *res);
+  dm_status s = dm_workspace_create(&ws);
+  if (s != DM_OK)
+    goto cleanup;
+  if (strcmp(m->name, "lenet") == 0) {
+    s = dm_workspace_create_net_bytes(ws, lenet_init, strlen(lenet_init), 1, &net);
+    if (s == DM_OK)
+      s = dm_net_run(net);
+  } else {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/resnet50_init.pbtxt", dir);
+    s = dm_workspace_run_net_file(ws, path);
+  }
+  if (s == DM_OK)
+    s = dm_netdef_new("optimizer_init", &init_add);
+  if (s == DM_OK)
+    s = build_net(m, dir, fp16, &def, init_add);
+  if (s == DM_OK) {
+    s = dm_workspace_create_net(ws, init_add, "optimizer_init", &net);
+    init_add = NULL; /* the workspace owns it now, even on failure */
+  }
+  if (s == DM_OK)
+    s = dm_net_run(net);
+  if (s != DM_OK)
+    goto cleanup;
+  /* What exists now is persistent, as `demitasse train` decides what a checkpoint holds. */
+  n_persistent = dm_workspace_blob_count(ws);
+  persistent = calloc(n_persistent + 1, sizeof *persistent);
+  if (!persistent) {
+    s = DM_NOMEM("blob names");
+    goto cleanup;
+  }
+  for (size_t i = 0; i < n_persistent; i++)
+    if (!(persistent[i] = strdup(dm_workspace_blob_name(ws, i)))) {
+      n_persistent = i;
+      s = DM_NOMEM("blob names");
+      goto cleanup;
+    }
+  qsort(persistent, n_persistent, sizeof *persistent, cmp_str);
+  if ((s = gradient_blobs(def, &grads, &n_grads)) != DM_OK || (s = feed(ws, m, batch)) != DM_OK)
+    goto cleanup;
+  s = dm_workspace_create_net(ws, def, m->name, &net);
+  def = NULL;
+  double t0 = now();
+  if (s != DM_OK || (s = dm_net_run(net)) != DM_OK)
+    goto cleanup;
+  res->seconds = now() - t0;
+
+  /* Persistent storages first, so an alias of a parameter is not counted as step memory. */
+  size_t n = dm_workspace_blob_count(ws), n_seen = 0;
+  seen = calloc(n + 1, sizeof *seen);
+  blobs = calloc(n + 1, sizeof *blobs);
+  if (!seen || !blobs) {
+    s = DM_NOMEM("the blob table");
+    goto cleanup;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const dm_blob *b = dm_workspace_find(ws, dm_workspace_blob_name(ws, i));
+    if (b && b->tensor->storage && in_sorted(persistent, n_persistent, b->name))
+      seen[n_seen++] = b->tensor->storage;
+  }
+  qsort(seen, n_seen, sizeof *seen, cmp_ptr);
+  size_t n_persistent_seen = n_seen;
+  for (size_t i = 0; i < n; i++) {
+    const dm_blob *b = dm_workspace_find(ws, dm_workspace_blob_name(ws, i));
+    if (!b || !b->tensor->storage || in_sorted(persistent, n_persistent, b->name))
+      continue;
+    const void *st = b->tensor->storage;
+    int dup = bsearch(&st, seen, n_persistent_seen, sizeof *seen, cmp_ptr) != NULL;
+    for (size_t j = n_persistent_seen; j < n_seen && !dup; j++)
+      dup = seen[j] == st; /* the few non-persistent aliases: a linear scan is fine */
+    if (dup)
+      continue;
+    seen[n_seen++] = st;
+    blob_bytes *e = &blobs[n_blobs++];
+    e->name = b->name;
+    e->bytes = dm_tensor_nbytes(b->tensor);
+    e->dtype = b->tensor->dtype;
+    /* Gradient ops' outputs; the rest written in the step is forward (and the fed
+     * inputs) unless an optimizer or loss-scale op wrote it (lr, found_inf). */
+    e->kind = in_sorted(grads, n_grads, b->name) ? K_GRAD
+            : strcmp(b->name, DM_OPTIM_LR_BLOB) == 0 ||
+                      strcmp(b->name, DM_MP_FOUND_INF_BLOB) == 0
+                ? K_OTHER
+                : K_ACT;
+    res->total += e->bytes;
+    res->by_kind[e->kind] += e->bytes;
+    if (e->dtype == DM_FLOAT16)
+      res->by_kind_f16[e->kind] += e->bytes;
+  }
+  if (top > 0) {
+    qsort(blobs, n_blobs, sizeof *blobs, cmp_bytes_desc);
+    printf("# %s %s: the %d largest of %zu step blobs\n", m->name, fp16 ? "fp16" : "fp32", top,
+           n_blobs);
+    for (size_t i = 0; i < n_blobs && i < (size_t)top; i++)
+      printf("#   %-36s %-8s %-11s %12zu\n", blobs[i].name, dm_dtype_name(blobs[i].dtype),
+             kind_name[blobs[i].kind], blobs[i].bytes);
+  }
+
+cleanup:
+  free(blobs);
+  free(seen);
+  free_names(persistent, n_persistent);
+  free_names(grads, n_grads);
+  if (def)
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+  if (init_add)
+    protobuf_c_message_free_unpacked(&init_add->base, NULL);
+  dm_workspace_destroy(ws);
+  return s;
+}
+
+static void print_breakdown(const char *prec, const step_mem *r) {
+  printf("# %s: %zu bytes in %.1f s:", prec, r->total, r->seconds);
+  for (int k = 0; k < N_KINDS; k++)
+    printf(" %s %zu (fp16 %zu, fp32 %zu)%s", kind_name[k], r->by_kind[k], r->by_kind_f16[k],
+           r->by_kind[k] - r->by_kind_f16[k], k + 1 < N_KINDS ? ";" : "\n");
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d RESNET50_DIR]\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return usage();
+  const model *m = NULL;
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    if (strcmp(argv[1], models[i].name) == 0)
+      m = &models[i];
+  char *end = NULL;
+  long batch = strtol(argv[2], &end, 10);
+  const char *dir = "models/resnet50";
+  int top = 0;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "-v") == 0)
+      top = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-d") == 0)
+      dir = argv[i + 1];
+    else
+      return usage();
+  }
+  if (!m || !*argv[2] || *end || batch <= 0 || argc % 2 == 0)
+    return usage();
+  step_mem r32, r16;
+  if (measure(m, dir, batch, 0, top, &r32) != DM_OK ||
+      measure(m, dir, batch, 1, top, &r16) != DM_OK) {
+    fprintf(stderr, "memory: %s\n", dm_last_error());
+    return 1;
+  }
+  printf("# bytes of the blobs one training step creates (activations, gradients, optimizer\n"
+         "# scratch; not parameters, momenta or loss-scale state). No memory planner: every\n"
+         "# such blob lives to the end of the step, so this sum is the step's peak for them.\n");
+  print_breakdown("fp32", &r32);
+  print_breakdown("fp16", &r16);
+  printf("%s %ld %zu %zu %.3f\n", m->name, batch, r32.total, r16.total,
+         (double)r16.total / (double)r32.total);
+  return 0;
+}
