@@ -6,9 +6,6 @@
  */
 #include "half.h"
 
-#include <math.h>
-#include <string.h>
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -16,89 +13,6 @@
 #else
 #define DM_X86 0
 #endif
-
-static inline uint32_t f2u(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static inline float u2f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Rounds m / 2^s to nearest, ties to even (1 <= s <= 31). */
-static inline uint32_t shift_rne(uint32_t m, unsigned s) {
-  uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-  return r + (rem > half || (rem == half && (r & 1)));
-}
-
-uint16_t dm_float_to_half(float f) {
-  uint32_t x = f2u(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) /* inf stays inf; a NaN keeps its top payload bits, made quiet */
-    return (uint16_t)(ax == 0x7f800000u ? sign | 0x7c00u : sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-  if (ax >= 0x47800000u) /* >= 65536: past the largest half even before rounding */
-    return (uint16_t)(sign | 0x7c00u);
-  uint32_t e = ax >> 23, m = ax & 0x7fffffu;
-  if (e >= 113) /* normal half: rebias the exponent; a carry out of the mantissa bumps it,
-                 * up to inf for [65520, 65536) as IEEE requires */
-    return (uint16_t)(sign | shift_rne(((e - 112) << 23 | m), 13));
-  if (e < 102) /* below 2^-25: rounds to (signed) zero */
-    return (uint16_t)sign;
-  /* Subnormal half: units of 2^-24. value = (m | 2^23) * 2^(e-150); a carry to 0x400
-   * is the smallest normal, which the encoding gives for free. */
-  return (uint16_t)(sign | shift_rne(m | 0x800000u, 126 - e));
-}
-
-float dm_half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 31) /* inf, or NaN with the payload kept and the quiet bit set (as F16C) */
-    return u2f(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-  if (e != 0)
-    return u2f(sign | (e + 112) << 23 | m << 13);
-  if (m == 0)
-    return u2f(sign);
-  /* Subnormal half: normalise; every one is a normal float. */
-  e = 113;
-  while (!(m & 0x400u)) {
-    m <<= 1;
-    e--;
-  }
-  return u2f(sign | e << 23 | (m & 0x3ffu) << 13);
-}
-
-uint16_t dm_float_to_bf16(float f) {
-  uint32_t x = f2u(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate and make quiet, so it stays NaN */
-    return (uint16_t)((x >> 16) | 0x40u);
-  /* Round to nearest even on the top 16 bits; overflow carries into inf correctly. */
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-float dm_bf16_to_float(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* double -> float rounding to odd: a float keeps 24 bits, at least two more than half
- * (11) or bf16 (8) have, so rounding that float to nearest even then gives the correctly
- * rounded result of the double (the classic round-to-odd argument). NaN and inf pass
- * through; a finite double beyond the float range becomes inf, which both narrower
- * formats would round it to anyway. */
-static float double_to_float_odd(double d) {
-  float f = (float)d;
-  if (f != f || (double)f == d || f - f != 0) /* NaN, exact, or inf */
-    return f;
-  uint32_t u = f2u(f);
-  if (fabs((double)f) > fabs(d)) /* rounded away from zero: step back toward it */
-    u--;
-  return u2f(u | 1u);
-}
-
-uint16_t dm_double_to_half(double d) { return dm_float_to_half(double_to_float_odd(d)); }
-uint16_t dm_double_to_bf16(double d) { return dm_float_to_bf16(double_to_float_odd(d)); }
 
 void dm_float_to_half_array_portable(const float *src, uint16_t *dst, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -131,6 +45,42 @@ __attribute__((target("f16c,avx"))) static void h2f_f16c(const uint16_t *src, fl
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
   dm_half_to_float_array_portable(src + i, dst + i, n - i);
+}
+
+/* Four doubles to floats rounded to odd (dm_double_to_float_odd_, lane by lane): the
+ * conversion uses MXCSR's rounding as the scalar cast does; an inexact lane steps back
+ * toward zero when it rounded away, then sets the low bit. */
+__attribute__((target("f16c,avx"), always_inline)) static inline __m128 d2f_odd4(__m256d d) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  __m128 f = _mm256_cvtpd_ps(d);
+  __m256d fd = _mm256_cvtps_pd(f);
+  __m256d eq = _mm256_cmp_pd(fd, d, _CMP_EQ_OQ);
+  __m256d gt = _mm256_cmp_pd(_mm256_and_pd(fd, abs_mask), _mm256_and_pd(d, abs_mask),
+                             _CMP_GT_OQ);
+  /* 64-bit lane masks to 32-bit ones: the low halves of the four lanes. */
+  __m128 eq4 = _mm_shuffle_ps(_mm256_castps256_ps128(_mm256_castpd_ps(eq)),
+                              _mm256_extractf128_ps(_mm256_castpd_ps(eq), 1), 0x88);
+  __m128 gt4 = _mm_shuffle_ps(_mm256_castps256_ps128(_mm256_castpd_ps(gt)),
+                              _mm256_extractf128_ps(_mm256_castpd_ps(gt), 1), 0x88);
+  __m128i u = _mm_castps_si128(f);
+  __m128i mag = _mm_and_si128(u, _mm_set1_epi32(0x7fffffff));
+  __m128i special = _mm_cmpgt_epi32(mag, _mm_set1_epi32(0x7f7fffff)); /* inf or NaN */
+  __m128i keep = _mm_or_si128(special, _mm_castps_si128(eq4));
+  __m128i odd = _mm_or_si128(_mm_add_epi32(u, _mm_castps_si128(gt4)), _mm_set1_epi32(1));
+  return _mm_castsi128_ps(_mm_blendv_epi8(odd, u, keep));
+}
+
+__attribute__((target("f16c,avx"))) static void d2h_f16c(const double *src, uint16_t *dst,
+                                                          size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128 lo = d2f_odd4(_mm256_loadu_pd(src + i)), hi = d2f_odd4(_mm256_loadu_pd(src + i + 4));
+    __m256 v = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
+  }
+  for (; i < n; i++)
+    dst[i] = dm_double_to_half(src[i]);
 }
 
 int dm_half_simd_available(void) {
@@ -181,6 +131,17 @@ void dm_float_to_half_array(const float *src, uint16_t *dst, size_t n) {
 
 void dm_half_to_float_array(const uint16_t *src, float *dst, size_t n) {
   dm_half_to_float_array_simd(src, dst, n);
+}
+
+void dm_double_to_half_array(const double *src, uint16_t *dst, size_t n) {
+#if DM_X86
+  if (dm_half_simd_available()) {
+    d2h_f16c(src, dst, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++)
+    dst[i] = dm_double_to_half(src[i]);
 }
 
 /* BF16 is a plain truncation/round of the top half; these loops vectorise as written. */

@@ -18,7 +18,6 @@
  * and reads them from the forward's inputs 3 and 4.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "dm_config.h"
@@ -41,10 +40,6 @@ typedef struct bn_geom {
   int nhwc;
   int64_t N, C, HW, M; /* M = N * HW values per channel */
 } bn_geom;
-
-static inline int64_t bn_at(const bn_geom *g, int64_t n, int64_t c, int64_t hw) {
-  return g->nhwc ? (n * g->HW + hw) * g->C + c : (n * g->C + c) * g->HW + hw;
-}
 
 static dm_status bn_geometry(dm_op_ctx *ctx, const dm_tensor *x, bn_geom *g) {
   const char *order = dm_op_arg_string(ctx, "order", "NCHW");
@@ -184,24 +179,75 @@ static const dm_op_schema bn_grad_schema = {
     .cost = bn_grad_cost,
 };
 
-/* A copy of x as FP32 when it is FP16, else x's own data; *owned is what to free. */
-static const float *as_f32(const dm_tensor *x, float **owned) {
-  *owned = NULL;
-  if (x->dtype == DM_FLOAT)
-    return dm_tensor_data(x);
-  *owned = malloc((size_t)(x->numel ? x->numel : 1) * sizeof(float));
-  if (*owned)
-    dm_half_to_float_array(dm_tensor_data(x), *owned, (size_t)x->numel);
-  return *owned;
+/* The kernels walk one channel at a time in blocks of at most BN_BLOCK values: a channel
+ * is N runs of HW contiguous values (NCHW) or one run of M values C apart (NHWC). FP16
+ * blocks are widened into a float scratch buffer with the array conversion; FP32 blocks
+ * of a contiguous run are read in place. Outputs are computed in double into a block
+ * buffer and then rounded once (dm_double_to_half_array, or a cast to float). The
+ * per-element arithmetic and the order of every sum are those of a plain element loop,
+ * so the blocking changes no bit. */
+#define BN_BLOCK 512
+
+typedef struct bn_run_pos {
+  int64_t base, stride, len; /* element base + j * stride, j < len */
+} bn_run_pos;
+
+static inline int64_t bn_runs(const bn_geom *g) { return g->nhwc ? 1 : g->N; }
+
+static inline bn_run_pos bn_run_at(const bn_geom *g, int64_t c, int64_t r) {
+  bn_run_pos p;
+  if (g->nhwc)
+    p.base = c, p.stride = g->C, p.len = g->M;
+  else
+    p.base = (r * g->C + c) * g->HW, p.stride = 1, p.len = g->HW;
+  return p;
 }
 
-/* Writes a double into element i of an FP32 or FP16 buffer, rounding once. */
-static inline void put(void *p, int fp16, int64_t i, double v) {
-  if (fp16)
-    ((uint16_t *)p)[i] = dm_double_to_half(v);
-  else
-    ((float *)p)[i] = (float)v;
+/* Values j0 .. j0 + n of run p of an FP32 or FP16 tensor as floats: a pointer into the
+ * data where it can, else widened into buf (n <= BN_BLOCK). */
+static inline const float *bn_load(const void *data, int fp16, bn_run_pos p, int64_t j0,
+                                   int64_t n, float *buf) {
+  int64_t i0 = p.base + j0 * p.stride;
+  if (p.stride == 1) {
+    if (!fp16)
+      return (const float *)data + i0;
+    dm_half_to_float_array((const uint16_t *)data + i0, buf, (size_t)n);
+  } else if (fp16) {
+    for (int64_t j = 0; j < n; j++)
+      buf[j] = dm_half_to_float(((const uint16_t *)data)[i0 + j * p.stride]);
+  } else {
+    for (int64_t j = 0; j < n; j++)
+      buf[j] = ((const float *)data)[i0 + j * p.stride];
+  }
+  return buf;
 }
+
+/* Rounds the doubles v[0 .. n) once into values j0 .. j0 + n of run p. */
+static inline void bn_store(void *data, int fp16, bn_run_pos p, int64_t j0, int64_t n,
+                            const double *v) {
+  int64_t i0 = p.base + j0 * p.stride;
+  if (p.stride == 1 && fp16) {
+    dm_double_to_half_array(v, (uint16_t *)data + i0, (size_t)n);
+  } else if (p.stride == 1) {
+    float *y = (float *)data + i0;
+    for (int64_t j = 0; j < n; j++)
+      y[j] = (float)v[j];
+  } else {
+    for (int64_t j = 0; j < n; j++) {
+      if (fp16)
+        ((uint16_t *)data)[i0 + j * p.stride] = dm_double_to_half(v[j]);
+      else
+        ((float *)data)[i0 + j * p.stride] = (float)v[j];
+    }
+  }
+}
+
+/* Loops over the blocks of channel c: r is the run, p its position, j0 and n the block. */
+#define BN_FOR_BLOCKS(g, c, r, p, j0, n)                                                 \
+  for (int64_t r = 0; r < bn_runs(g); r++)                                               \
+    for (bn_run_pos p = bn_run_at(g, c, r); p.len; p.len = 0)                            \
+      for (int64_t j0 = 0, n = p.len < BN_BLOCK ? p.len : BN_BLOCK; j0 < p.len;          \
+           j0 += n, n = p.len - j0 < BN_BLOCK ? p.len - j0 : BN_BLOCK)
 
 static dm_status bn_run(dm_op_ctx *ctx) {
   DM_TRY(bn_infer(ctx));
@@ -215,12 +261,9 @@ static dm_status bn_run(dm_op_ctx *ctx) {
   const float *bias = dm_tensor_data(dm_op_input(ctx, 2));  /* (C) */
   const float *rmean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C); may be output 1 */
   const float *rvar = dm_tensor_data(dm_op_input(ctx, 4));  /* (C); may be output 2 */
-  float *owned;
-  const float *px = as_f32(x, &owned); /* (N, C, HW) or (N, HW, C) */
-  if (!px)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening the FP16 X");
-  /* Y may be X (in place): px is then either a widened copy or read before written,
-   * element by element, in the apply loop below (statistics are complete by then). */
+  const void *px = dm_tensor_data(x); /* (N, C, HW) or (N, HW, C), FP32 or FP16 */
+  /* Y may be X (in place): each block of X is read (or widened) before the same block of
+   * Y is written, and the statistics are complete by then. */
   void *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
   float *out_rm = is_test ? NULL : dm_tensor_mutable_data(dm_op_output(ctx, 1));
   float *out_rv = is_test ? NULL : dm_tensor_mutable_data(dm_op_output(ctx, 2));
@@ -230,28 +273,41 @@ static dm_status bn_run(dm_op_ctx *ctx) {
 #pragma omp parallel for if (x->numel > (1 << 15))
 #endif
   for (int64_t c = 0; c < g.C; c++) {
+    float xbuf[BN_BLOCK];
+    double ybuf[BN_BLOCK];
     double mean, var;
     if (is_test) {
       mean = rmean[c], var = rvar[c];
     } else {
       double s = 0, ss = 0;
-      for (int64_t n = 0; n < g.N; n++)
-        for (int64_t hw = 0; hw < g.HW; hw++)
-          s += px[bn_at(&g, n, c, hw)];
+      BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
+        const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+        for (int64_t j = 0; j < n; j++)
+          s += xb[j];
+      }
       mean = s / (double)g.M;
-      for (int64_t n = 0; n < g.N; n++)
-        for (int64_t hw = 0; hw < g.HW; hw++) {
-          double d = px[bn_at(&g, n, c, hw)] - mean;
+      BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
+        const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+        for (int64_t j = 0; j < n; j++) {
+          double d = xb[j] - mean;
           ss += d * d;
         }
+      }
       var = ss / (double)g.M;
     }
     double inv = 1.0 / sqrt(var + eps), a = scale[c] * inv, b = bias[c];
-    for (int64_t n = 0; n < g.N; n++)
-      for (int64_t hw = 0; hw < g.HW; hw++) {
-        int64_t i = bn_at(&g, n, c, hw);
-        put(py, fp16, i, (px[i] - mean) * a + b);
+    BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
+      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+      if (!fp16 && p.stride == 1) { /* FP32 NCHW: straight into Y (xb may be Y itself) */
+        float *yb = (float *)py + p.base + j0;
+        for (int64_t j = 0; j < n; j++)
+          yb[j] = (float)((xb[j] - mean) * a + b);
+        continue;
       }
+      for (int64_t j = 0; j < n; j++)
+        ybuf[j] = (xb[j] - mean) * a + b;
+      bn_store(py, fp16, p, j0, n, ybuf);
+    }
     if (!is_test) {
       /* The running inputs are read before the (possibly in-place) outputs are written. */
       double rm = rmean[c], rv = rvar[c];
@@ -261,7 +317,6 @@ static dm_status bn_run(dm_op_ctx *ctx) {
       saved_inv[c] = (float)inv;
     }
   }
-  free(owned);
   return DM_OK;
 }
 
@@ -275,13 +330,8 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
   const float *scale = dm_tensor_data(dm_op_input(ctx, 1)); /* (C) */
   const float *s_mean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C) */
   const float *s_inv = dm_tensor_data(dm_op_input(ctx, 4));  /* (C) inv_std, or var */
-  float *owned_x, *owned_dy;
-  const float *px = as_f32(x, &owned_x);     /* layout as X */
-  const float *pdy = as_f32(dy, &owned_dy);  /* layout as X */
-  if (!px || !pdy) {
-    free(owned_x), free(owned_dy);
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening FP16 X and dY");
-  }
+  const void *px = dm_tensor_data(x), *pdy = dm_tensor_data(dy); /* layout as X */
+  /* dX is neither X nor dY (the schema allows no in-place pair). */
   void *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
   float *dscale = dm_tensor_mutable_data(dm_op_output(ctx, 1)); /* (C) */
   float *dbias = dm_tensor_mutable_data(dm_op_output(ctx, 2));  /* (C) */
@@ -289,15 +339,19 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
 #pragma omp parallel for if (x->numel > (1 << 15))
 #endif
   for (int64_t c = 0; c < g.C; c++) {
+    float xbuf[BN_BLOCK], dybuf[BN_BLOCK];
+    double dxbuf[BN_BLOCK];
     double mean = s_mean[c];
     double inv = is_test ? 1.0 / sqrt((double)s_inv[c] + eps) : s_inv[c];
     double sdy = 0, sdyx = 0; /* sum dY, sum dY * xhat */
-    for (int64_t n = 0; n < g.N; n++)
-      for (int64_t hw = 0; hw < g.HW; hw++) {
-        int64_t i = bn_at(&g, n, c, hw);
-        sdy += pdy[i];
-        sdyx += pdy[i] * ((px[i] - mean) * inv);
+    BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
+      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+      const float *dyb = bn_load(pdy, fp16, p, j0, n, dybuf);
+      for (int64_t j = 0; j < n; j++) {
+        sdy += dyb[j];
+        sdyx += dyb[j] * ((xb[j] - mean) * inv);
       }
+    }
     dbias[c] = (float)sdy;
     dscale[c] = (float)sdyx;
     double k = scale[c] * inv;
@@ -305,13 +359,14 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
      * correction terms; is_test: mean and var are constants. */
     double m1 = is_test || g.M == 0 ? 0 : sdy / (double)g.M;
     double m2 = is_test || g.M == 0 ? 0 : sdyx / (double)g.M;
-    for (int64_t n = 0; n < g.N; n++)
-      for (int64_t hw = 0; hw < g.HW; hw++) {
-        int64_t i = bn_at(&g, n, c, hw);
-        put(pdx, fp16, i, k * (pdy[i] - m1 - (px[i] - mean) * inv * m2));
-      }
+    BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
+      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+      const float *dyb = bn_load(pdy, fp16, p, j0, n, dybuf);
+      for (int64_t j = 0; j < n; j++)
+        dxbuf[j] = k * (dyb[j] - m1 - (xb[j] - mean) * inv * m2);
+      bn_store(pdx, fp16, p, j0, n, dxbuf);
+    }
   }
-  free(owned_x), free(owned_dy);
   return DM_OK;
 }
 

@@ -104,6 +104,21 @@ static dm_status sum_gradient(dm_grad_ctx *g) {
   return DM_OK;
 }
 
+/* FP16: the block widened with the array conversion, summed in FP32 in input order, then
+ * rounded once (the same bits as element by element). */
+static void sum_block_half(dm_op_ctx *ctx, int nin, void *out, int64_t i0, int64_t n) {
+  float acc[BLOCK], tmp[BLOCK];
+  dm_half_to_float_array((const uint16_t *)dm_tensor_data(dm_op_input(ctx, 0)) + i0, acc,
+                         (size_t)n);
+  for (int k = 1; k < nin; k++) {
+    dm_half_to_float_array((const uint16_t *)dm_tensor_data(dm_op_input(ctx, k)) + i0, tmp,
+                           (size_t)n);
+    for (int64_t j = 0; j < n; j++)
+      acc[j] += tmp[j];
+  }
+  dm_float_to_half_array(acc, (uint16_t *)out + i0, (size_t)n);
+}
+
 static dm_status sum_run(dm_op_ctx *ctx) {
   DM_TRY(sum_infer(ctx));
   const dm_tensor *x0 = dm_op_input(ctx, 0);
@@ -120,7 +135,7 @@ static dm_status sum_run(dm_op_ctx *ctx) {
     switch (t) {
     case DM_FLOAT: SUM_BLOCK(float, float, SAME, SAME); break;
     case DM_DOUBLE: SUM_BLOCK(double, double, SAME, SAME); break;
-    case DM_FLOAT16: SUM_BLOCK(uint16_t, float, dm_half_to_float, dm_float_to_half); break;
+    case DM_FLOAT16: sum_block_half(ctx, nin, out, i0, n); break;
     case DM_INT32: SUM_BLOCK(int32_t, uint32_t, (uint32_t), TO_I32); break;
     case DM_INT64: SUM_BLOCK(int64_t, uint64_t, (uint64_t), TO_I64); break;
     default: break;
@@ -200,21 +215,46 @@ static dm_status binary_infer(dm_op_ctx *ctx) {
     }                                                                       \
   } while (0)
 
-/* FP16: each element widened exactly, computed in FP32, rounded once. */
+/* FP16: each element widened exactly, computed in FP32, rounded once, in blocks of the
+ * flat index converted with the array functions. Both operands' blocks are read before
+ * C's is written, so C may be A or (unbroadcast) B. */
 #define BIN_LOOP_HALF(EXPR)                                                 \
   do {                                                                      \
     const uint16_t *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);       \
     uint16_t *pc = dm_tensor_mutable_data(c);                               \
-    int64_t rows = g.pre * g.n;                                             \
+    int64_t rows = g.pre * g.n, total = rows * g.post;                      \
     OMP_FOR_BIG                                                             \
-    for (int64_t r = 0; r < rows; r++) {                                    \
-      const float y = dm_half_to_float(pb[r % g.n]);                        \
-      for (int64_t q = r * g.post; q < (r + 1) * g.post; q++) {             \
-        const float x = dm_half_to_float(pa[q]);                            \
-        pc[q] = dm_float_to_half(EXPR);                                     \
+    for (int64_t i0 = 0; i0 < total; i0 += BLOCK) {                         \
+      float xs[BLOCK], ys[BLOCK];                                           \
+      int64_t m = total - i0 < BLOCK ? total - i0 : BLOCK;                  \
+      dm_half_to_float_array(pa + i0, xs, (size_t)m);                       \
+      half_bcast_block(pb, &g, i0, m, ys);                                  \
+      for (int64_t j = 0; j < m; j++) {                                     \
+        const float x = xs[j], y = ys[j];                                   \
+        xs[j] = EXPR;                                                       \
       }                                                                     \
+      dm_float_to_half_array(xs, pc + i0, (size_t)m);                       \
     }                                                                       \
   } while (0)
+
+/* B's values for the flat indices i0 .. i0 + m of A, widened: element q pairs with
+ * B[(q / post) % n]. */
+static void half_bcast_block(const uint16_t *pb, const dm_bcast *g, int64_t i0, int64_t m,
+                             float *ys) {
+  if (g->post == 1 && g->pre == 1) { /* B has A's shape */
+    dm_half_to_float_array(pb + i0, ys, (size_t)m);
+    return;
+  }
+  int64_t r = i0 / g->post, q = i0 % g->post;
+  float y = dm_half_to_float(pb[r % g->n]);
+  for (int64_t j = 0; j < m; j++) {
+    ys[j] = y;
+    if (++q == g->post && j + 1 < m) {
+      q = 0, r++;
+      y = dm_half_to_float(pb[r % g->n]);
+    }
+  }
+}
 
 #define BIN_SWITCH(KIND, F, I)                                              \
   switch (KIND) {                                                           \
