@@ -1,6 +1,7 @@
 /* common.c: helpers shared by the CPU operator files. */
 #include "common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
@@ -98,5 +99,35 @@ dm_status dm_op_order_axis(dm_op_ctx *ctx, int *out) {
     *out = 3;
   else
     return dm_op_error(ctx, DM_ERR_INVALID, "'order' is '%s'; expected NCHW or NHWC", order);
+  return DM_OK;
+}
+
+dm_status dm_scratch_init(dm_op_ctx *ctx, void **state) {
+  (void)ctx;
+  dm_scratch *s = calloc(1, sizeof *s);
+  if (!s)
+    return DM_NOMEM("kernel scratch");
+  *state = s;
+  return DM_OK;
+}
+
+void dm_scratch_fini(void *state) {
+  dm_scratch *s = state;
+  if (s)
+    free(s->p);
+  free(s);
+}
+
+dm_status dm_scratch_get(dm_scratch *s, size_t bytes, void **out) {
+  if (bytes > s->cap) {
+    size_t cap = (bytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+    void *p = aligned_alloc(DM_ALIGN, cap);
+    if (!p)
+      return dm_error(DM_ERR_NOMEM, "out of memory allocating %zu bytes of kernel scratch", bytes);
+    free(s->p);
+    s->p = p;
+    s->cap = cap;
+  }
+  *out = s->p;
   return DM_OK;
 }

@@ -49,4 +49,16 @@ DM_HIDDEN dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor
  * out = the 4 words for counter ctr under key. */
 DM_HIDDEN void dm_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* A kernel's scratch memory, kept between runs in its state so that a training step does
+ * not allocate (and page-fault in) fresh buffers every time. Grows, never shrinks. */
+typedef struct dm_scratch {
+  void *p;
+  size_t cap;
+} dm_scratch;
+/* Kernel init/fini that create and free a dm_scratch state. */
+DM_HIDDEN dm_status dm_scratch_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN void dm_scratch_fini(void *state);
+/* At least `bytes` of 64-byte aligned scratch (contents undefined). */
+DM_HIDDEN dm_status dm_scratch_get(dm_scratch *s, size_t bytes, void **out);
+
 #endif

@@ -296,9 +296,9 @@ static dm_status conv_run(dm_op_ctx *ctx) {
   size_t n_col = (size_t)(B * p.K * p.HWout), n_big = (size_t)(B * ys);
   size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_w = fp16 ? (size_t)w->numel : 0;
   size_t n_b = b && b->dtype == DM_FLOAT16 ? (size_t)p.M : 0;
-  float *buf = malloc((n_col + n_big + n_x + n_w + n_b + 1) * sizeof(float));
-  if (!buf)
-    return DM_NOMEM("Conv column buffers");
+  float *buf = NULL;
+  DM_TRY(dm_scratch_get(dm_op_state(ctx), (n_col + n_big + n_x + n_w + n_b + 1) * sizeof(float),
+                        (void **)&buf));
   float *col = buf, *ybig = col + n_col, *xf = ybig + n_big, *wf = xf + n_x, *bf = wf + n_w;
   const float *pw = dm_tensor_data(w), *pb = b ? dm_tensor_data(b) : NULL;
   if (fp16) { /* widened once (exact) */
@@ -320,7 +320,6 @@ static dm_status conv_run(dm_op_ctx *ctx) {
                  ybig);
     }
   }
-  free(buf);
   return DM_OK;
 }
 
@@ -421,9 +420,10 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   size_t n_w = (size_t)w->numel, n_sum = n_w + (size_t)p.M;
   size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_dy = fp16 ? (size_t)(B * ys) : 0;
   size_t n_wf = fp16 ? n_w : 0;
-  float *buf = calloc(n_col + n_big + n_sum + n_wf + 2 * n_x + n_dy + 1, sizeof(float));
-  if (!buf)
-    return DM_NOMEM("ConvGradient buffers");
+  size_t n_buf = n_col + n_big + n_sum + n_wf + 2 * n_x + n_dy + 1;
+  float *buf = NULL;
+  DM_TRY(dm_scratch_get(dm_op_state(ctx), n_buf * sizeof(float), (void **)&buf));
+  memset(buf, 0, n_buf * sizeof(float)); /* the dW and db sums start at zero */
   float *col = buf, *dybig = col + n_col, *sum = dybig + n_big, *wf = sum + n_sum;
   float *xf = wf + n_wf, *dxf = xf + n_x, *dyf = dxf + n_x;
   const float *pw = dm_tensor_data(w);
@@ -452,7 +452,6 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   dm_store_f32(dw->dtype, dm_tensor_mutable_data(dw), 0, (int64_t)n_w, sum);
   if (db)
     dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, p.M, sum + n_w);
-  free(buf);
   return DM_OK;
 }
 
@@ -480,9 +479,9 @@ static const dm_arg_spec conv_grad_args[] = {
 };
 
 static dm_status conv_init(dm_op_ctx *ctx, void **state) {
-  (void)state;
   dm_conv_args a; /* argument errors at instantiation, not at the first run */
-  return dm_conv_args_parse(ctx, 0, &a);
+  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
+  return dm_scratch_init(ctx, state); /* column buffers kept between runs */
 }
 
 static const dm_op_schema conv_schema = {
@@ -513,9 +512,11 @@ static const dm_op_schema conv_grad_schema = {
 };
 
 static const dm_kernel_def conv_cpu = {
-    .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run};
+    .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run,
+    .fini = dm_scratch_fini};
 static const dm_kernel_def conv_grad_cpu = {
-    .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run};
+    .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run,
+    .fini = dm_scratch_fini};
 
 static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};
 static const dm_kernel_def *const kernels[] = {&conv_cpu, &conv_grad_cpu, NULL};

@@ -105,21 +105,20 @@ static dm_status read_net(const char *path, const char *db, Caffe2__NetDef **out
   return s;
 }
 
-/* A one-op net: Save(every persistent blob) or Load(load_all) at `path`. */
+/* A one-op net: Save or Load of every persistent blob at `path`. Load names them, so a
+ * checkpoint that lacks one (another run's, or a partial one) is refused, naming it. */
 static dm_status checkpoint_net(dm_workspace *ws, const char *path, int save, char **blobs,
                                 size_t n, dm_net **out) {
   Caffe2__NetDef *def = NULL;
   Caffe2__OperatorDef *op = NULL;
   DM_TRY(dm_netdef_new(save ? "save_checkpoint" : "load_checkpoint", &def));
   dm_status s = dm_opdef_new(save ? "Save" : "Load", &op);
-  for (size_t i = 0; i < n && s == DM_OK && save; i++)
-    s = dm_opdef_add_input(op, blobs[i]);
+  for (size_t i = 0; i < n && s == DM_OK; i++)
+    s = save ? dm_opdef_add_input(op, blobs[i]) : dm_opdef_add_output(op, blobs[i]);
   if (s == DM_OK)
     s = dm_opdef_set_arg_string(op, "db", path);
   if (s == DM_OK)
     s = dm_opdef_set_arg_string(op, "db_type", "lmdb");
-  if (s == DM_OK && !save)
-    s = dm_opdef_set_arg_int(op, "load_all", 1);
   if (s == DM_OK) {
     s = dm_netdef_append_op(def, op);
     op = NULL;
@@ -202,7 +201,7 @@ static dm_status setup(train_state *st, train_opts *o) {
     s = DM_NOMEM("blob names");
   if (s == DM_OK && o->resume) {
     dm_net *load = NULL;
-    s = checkpoint_net(st->ws, o->checkpoint, 0, NULL, 0, &load);
+    s = checkpoint_net(st->ws, o->checkpoint, 0, st->persistent, st->n_persistent, &load);
     if (s == DM_OK)
       s = dm_net_run(load);
     if (s != DM_OK)
