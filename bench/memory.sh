@@ -10,6 +10,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build}
+# bytes do not depend on threads, only the time a step takes; same knob as the others
+threads=${THREADS:-$(nproc)}
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 ninja -C "$build" bench/memory >/dev/null
 [ -f models/resnet50/resnet50_train.pbtxt ] || /usr/bin/python3 models/resnet50/make_resnet50.py
 tmp=$(mktemp -d)
