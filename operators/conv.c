@@ -24,6 +24,15 @@
 #include <string.h>
 
 #include "builtin.h"
+
+/* The im2col/col2im loops between the GEMMs run on the same OpenMP threads as OpenBLAS
+ * (its OpenMP build), so they do not sit serial while the other threads spin. */
+#if DM_HAVE_OPENMP
+#define DM_OMP_PRAGMA(x) _Pragma(#x)
+#define DM_OMP_FOR_IMAGES(n) DM_OMP_PRAGMA(omp parallel for schedule(static) if ((n) > 1))
+#else
+#define DM_OMP_FOR_IMAGES(n)
+#endif
 #include "common.h"
 #include "conv_args.h"
 #include "core/half.h"
@@ -250,6 +259,8 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
       if (p->one_by_one && nb == 1) {
         src = x + grp * p->Cg * p->HWin;
       } else {
+        /* images fill disjoint column ranges of col: one per thread */
+        DM_OMP_FOR_IMAGES(nb)
         for (int64_t i = 0; i < nb; i++)
           dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
       }
@@ -371,6 +382,8 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
       if (direct) {
         src = x + grp * p->Cg * p->HWin;
       } else {
+        /* images fill disjoint column ranges of col: one per thread */
+        DM_OMP_FOR_IMAGES(nb)
         for (int64_t i = 0; i < nb; i++)
           dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
       }
@@ -384,6 +397,7 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
       } else {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, (int)L, Mg, 1.0f, wg, K, dyg,
                     (int)L, 0.0f, col, (int)L);
+        DM_OMP_FOR_IMAGES(nb) /* each image's dX is its own */
         for (int64_t i = 0; i < nb; i++)
           dm_col2im_nchw(&p->cs, col + i * HW, L, dx + i * xs + grp * p->Cg * p->HWin);
       }
@@ -423,8 +437,8 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   size_t n_buf = n_col + n_big + n_sum + n_wf + 2 * n_x + n_dy + 1;
   float *buf = NULL;
   DM_TRY(dm_scratch_get(dm_op_state(ctx), n_buf * sizeof(float), (void **)&buf));
-  memset(buf, 0, n_buf * sizeof(float)); /* the dW and db sums start at zero */
   float *col = buf, *dybig = col + n_col, *sum = dybig + n_big, *wf = sum + n_sum;
+  memset(sum, 0, n_sum * sizeof(float)); /* the dW and db sums; the rest is overwritten */
   float *xf = wf + n_wf, *dxf = xf + n_x, *dyf = dxf + n_x;
   const float *pw = dm_tensor_data(w);
   if (fp16) {
