@@ -1,4 +1,4 @@
-/* activation.c: Relu and ReluGradient for FP32 and FP16 (in place allowed).
+/* activation.c: Relu and ReluGradient for FP32, FP16 and BF16 (in place allowed).
  *
  * y = max(x, 0) with NaN passed through (a NaN must stay visible to the overflow check
  * of mixed-precision training) and -0 and -inf mapped to +0.
@@ -15,8 +15,8 @@ static const dm_inplace_pair relu_grad_inplace[] = {{1, 0}, {-1, -1}};
 
 static dm_status relu_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
-  if (!dm_is_float_or_half(x->dtype))
-    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Relu takes FLOAT or FLOAT16",
+  if (!dm_is_float_or_reduced(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Relu takes FLOAT, FLOAT16 or BFLOAT16",
                        dm_dtype_name(x->dtype));
   /* In place (y == x) the resize keeps the storage: same bytes. */
   return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
@@ -41,7 +41,7 @@ static const dm_op_schema relu_schema = {
     .max_outputs = 1,
     .inplace = relu_inplace,
     .precision = DM_PREC_FOLLOW,
-    .doc = "X -> Y = max(X, 0); FLOAT or FLOAT16; may run in place.",
+    .doc = "X -> Y = max(X, 0); FLOAT, FLOAT16 or BFLOAT16; may run in place.",
     .infer = relu_infer,
     .cost = relu_cost,
     .gradient = relu_gradient,
@@ -61,15 +61,16 @@ static dm_status relu_run(dm_op_ctx *ctx) {
     for (int64_t i = 0; i < n; i++)
       py[i] = px[i] > 0.0f || px[i] != px[i] ? px[i] : 0.0f;
   } else {
-    const uint16_t *px = dm_tensor_data(x); /* (n) FP16 bit patterns */
+    const uint16_t *px = dm_tensor_data(x); /* (n) FP16 or BF16 bit patterns */
     uint16_t *py = dm_tensor_mutable_data(y);
-    /* On the bits: a set sign with a magnitude up to inf (0x7c00) is a negative number
-     * (or -0); above that it is a NaN, which passes through. */
+    const unsigned inf = x->dtype == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
+    /* On the bits: a set sign with a magnitude up to inf is a negative number (or -0);
+     * above that it is a NaN, which passes through. */
 #if DM_HAVE_OPENMP
 #pragma omp parallel for simd if (n > (1 << 16))
 #endif
     for (int64_t i = 0; i < n; i++)
-      py[i] = (px[i] & 0x8000u) && (px[i] & 0x7fffu) <= 0x7c00u ? 0 : px[i];
+      py[i] = (px[i] & 0x8000u) && (px[i] & 0x7fffu) <= inf ? 0 : px[i];
   }
   return DM_OK;
 }
@@ -79,8 +80,9 @@ static dm_status relu_run(dm_op_ctx *ctx) {
 static dm_status relu_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
   char a[96], b[96];
-  if (!dm_is_float_or_half(y->dtype) || dy->dtype != y->dtype)
-    return dm_op_error(ctx, DM_ERR_TYPE, "Y, dY are %s, %s; expected both FLOAT or both FLOAT16",
+  if (!dm_is_float_or_reduced(y->dtype) || dy->dtype != y->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "Y, dY are %s, %s; expected both FLOAT, both FLOAT16 or both BFLOAT16",
                        dm_dtype_name(y->dtype), dm_dtype_name(dy->dtype));
   if (!dm_tensor_same_shape(y, dy))
     return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s but dY is %s", dm_shape_str(y, a, sizeof a),
@@ -103,14 +105,15 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
     for (int64_t i = 0; i < n; i++)
       pdx[i] = py[i] > 0.0f ? pdy[i] : 0.0f;
   } else {
-    const uint16_t *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) FP16 bits */
+    const uint16_t *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) 16-bit floats */
     uint16_t *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+    const unsigned inf = y->dtype == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
     /* Y > 0 on the bits: sign clear, nonzero, not NaN (magnitude at most inf). */
 #if DM_HAVE_OPENMP
 #pragma omp parallel for simd if (n > (1 << 16))
 #endif
     for (int64_t i = 0; i < n; i++)
-      pdx[i] = !(py[i] & 0x8000u) && py[i] != 0 && py[i] <= 0x7c00u ? pdy[i] : 0;
+      pdx[i] = !(py[i] & 0x8000u) && py[i] != 0 && py[i] <= inf ? pdy[i] : 0;
   }
   return DM_OK;
 }

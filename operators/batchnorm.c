@@ -1,11 +1,11 @@
 /* batchnorm.c: SpatialBN (test and train mode) and SpatialBNGradient, NCHW and NHWC,
- * FP32 X/Y or FP16 X/Y with FP32 scale, bias and statistics.
+ * FP32 X/Y, or FP16 or BF16 X/Y with FP32 scale, bias and statistics.
  *
  * X is (N, C, spatial...) for NCHW or (N, spatial..., C) for NHWC; each channel is
  * normalised over its M = N * HW values. Per-channel sums (mean, the two-pass variance,
  * the gradient's reductions) are accumulated in double and every output element is
- * computed in double and rounded once to its dtype, so an FP16 Y or dX carries a
- * single FP16 rounding, as a tensor-core kernel with FP32 accumulation would.
+ * computed in double and rounded once to its dtype, so an FP16 (BF16) Y or dX carries a
+ * single FP16 (BF16) rounding, as a tensor-core kernel with FP32 accumulation would.
  *
  * Running statistics: running = running * momentum + batch * (1 - momentum), where the
  * batch variance is the biased one (sum of squares / M), as Caffe2's CPU SpatialBN
@@ -45,8 +45,8 @@ static dm_status bn_geometry(dm_op_ctx *ctx, const dm_tensor *x, bn_geom *g) {
   const char *order = dm_op_arg_string(ctx, "order", "NCHW");
   if (strcmp(order, "NCHW") != 0 && strcmp(order, "NHWC") != 0)
     return dm_op_error(ctx, DM_ERR_INVALID, "order is '%s'; expected NCHW or NHWC", order);
-  if (x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16)
-    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; %s takes FLOAT or FLOAT16",
+  if (!dm_is_float_or_reduced(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; %s takes FLOAT, FLOAT16 or BFLOAT16",
                        dm_dtype_name(x->dtype), dm_op_type(ctx));
   char xs[96];
   if (x->ndim < 2)
@@ -64,7 +64,7 @@ static dm_status bn_geometry(dm_op_ctx *ctx, const dm_tensor *x, bn_geom *g) {
 static dm_status bn_param(dm_op_ctx *ctx, const dm_tensor *t, const char *what, const bn_geom *g) {
   if (t->dtype != DM_FLOAT)
     return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s; expected FLOAT (statistics and parameters "
-                       "stay FP32 even for an FP16 X)", what, dm_dtype_name(t->dtype));
+                       "stay FP32 even for an FP16 or BF16 X)", what, dm_dtype_name(t->dtype));
   if (t->numel != g->C)
     return dm_op_error(ctx, DM_ERR_SHAPE, "%s has %lld elements but X has %lld channels (%s)",
                        what, (long long)t->numel, (long long)g->C, g->nhwc ? "NHWC" : "NCHW");
@@ -181,9 +181,10 @@ static const dm_op_schema bn_grad_schema = {
 
 /* The kernels walk one channel at a time in blocks of at most BN_BLOCK values: a channel
  * is N runs of HW contiguous values (NCHW) or one run of M values C apart (NHWC). FP16
- * blocks are widened into a float scratch buffer with the array conversion; FP32 blocks
+ * and BF16 blocks are widened into a float scratch buffer with the array conversion; FP32 blocks
  * of a contiguous run are read in place. Outputs are computed in double into a block
- * buffer and then rounded once (dm_double_to_half_array, or a cast to float). The
+ * buffer and then rounded once (dm_double_to_half_array, dm_double_to_bf16, or a cast
+ * to float). The
  * per-element arithmetic and the order of every sum are those of a plain element loop,
  * so the blocking changes no bit. */
 #define BN_BLOCK 512
@@ -203,18 +204,19 @@ static inline bn_run_pos bn_run_at(const bn_geom *g, int64_t c, int64_t r) {
   return p;
 }
 
-/* Values j0 .. j0 + n of run p of an FP32 or FP16 tensor as floats: a pointer into the
- * data where it can, else widened into buf (n <= BN_BLOCK). */
-static inline const float *bn_load(const void *data, int fp16, bn_run_pos p, int64_t j0,
+/* Values j0 .. j0 + n of run p of an FP32, FP16 or BF16 (t) tensor as floats: a pointer
+ * into the data where it can, else widened into buf (n <= BN_BLOCK). */
+static inline const float *bn_load(const void *data, dm_dtype t, bn_run_pos p, int64_t j0,
                                    int64_t n, float *buf) {
   int64_t i0 = p.base + j0 * p.stride;
+  int r16 = dm_is_reduced_float(t);
   if (p.stride == 1) {
-    if (!fp16)
+    if (!r16)
       return (const float *)data + i0;
-    dm_half_to_float_array((const uint16_t *)data + i0, buf, (size_t)n);
-  } else if (fp16) {
+    dm_widen(t, (const uint16_t *)data + i0, buf, (size_t)n);
+  } else if (r16) {
     for (int64_t j = 0; j < n; j++)
-      buf[j] = dm_half_to_float(((const uint16_t *)data)[i0 + j * p.stride]);
+      buf[j] = dm_reduced_to_float(t, ((const uint16_t *)data)[i0 + j * p.stride]);
   } else {
     for (int64_t j = 0; j < n; j++)
       buf[j] = ((const float *)data)[i0 + j * p.stride];
@@ -223,19 +225,24 @@ static inline const float *bn_load(const void *data, int fp16, bn_run_pos p, int
 }
 
 /* Rounds the doubles v[0 .. n) once into values j0 .. j0 + n of run p. */
-static inline void bn_store(void *data, int fp16, bn_run_pos p, int64_t j0, int64_t n,
+static inline void bn_store(void *data, dm_dtype t, bn_run_pos p, int64_t j0, int64_t n,
                             const double *v) {
   int64_t i0 = p.base + j0 * p.stride;
-  if (p.stride == 1 && fp16) {
+  int r16 = dm_is_reduced_float(t);
+  if (p.stride == 1 && t == DM_FLOAT16) {
     dm_double_to_half_array(v, (uint16_t *)data + i0, (size_t)n);
+  } else if (p.stride == 1 && r16) {
+    uint16_t *y = (uint16_t *)data + i0;
+    for (int64_t j = 0; j < n; j++)
+      y[j] = dm_double_to_bf16(v[j]);
   } else if (p.stride == 1) {
     float *y = (float *)data + i0;
     for (int64_t j = 0; j < n; j++)
       y[j] = (float)v[j];
   } else {
     for (int64_t j = 0; j < n; j++) {
-      if (fp16)
-        ((uint16_t *)data)[i0 + j * p.stride] = dm_double_to_half(v[j]);
+      if (r16)
+        ((uint16_t *)data)[i0 + j * p.stride] = dm_double_to_reduced(t, v[j]);
       else
         ((float *)data)[i0 + j * p.stride] = (float)v[j];
     }
@@ -254,14 +261,15 @@ static dm_status bn_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
-  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0, fp16 = x->dtype == DM_FLOAT16;
+  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
+  const dm_dtype t = x->dtype;
   double eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
   double mom = dm_op_arg_float(ctx, "momentum", 0.9f);
   const float *scale = dm_tensor_data(dm_op_input(ctx, 1)); /* (C) */
   const float *bias = dm_tensor_data(dm_op_input(ctx, 2));  /* (C) */
   const float *rmean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C); may be output 1 */
   const float *rvar = dm_tensor_data(dm_op_input(ctx, 4));  /* (C); may be output 2 */
-  const void *px = dm_tensor_data(x); /* (N, C, HW) or (N, HW, C), FP32 or FP16 */
+  const void *px = dm_tensor_data(x); /* (N, C, HW) or (N, HW, C), FP32, FP16 or BF16 */
   /* Y may be X (in place): each block of X is read (or widened) before the same block of
    * Y is written, and the statistics are complete by then. */
   void *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
@@ -281,13 +289,13 @@ static dm_status bn_run(dm_op_ctx *ctx) {
     } else {
       double s = 0, ss = 0;
       BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
-        const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+        const float *xb = bn_load(px, t, p, j0, n, xbuf);
         for (int64_t j = 0; j < n; j++)
           s += xb[j];
       }
       mean = s / (double)g.M;
       BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
-        const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
+        const float *xb = bn_load(px, t, p, j0, n, xbuf);
         for (int64_t j = 0; j < n; j++) {
           double d = xb[j] - mean;
           ss += d * d;
@@ -297,8 +305,8 @@ static dm_status bn_run(dm_op_ctx *ctx) {
     }
     double inv = 1.0 / sqrt(var + eps), a = scale[c] * inv, b = bias[c];
     BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
-      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
-      if (!fp16 && p.stride == 1) { /* FP32 NCHW: straight into Y (xb may be Y itself) */
+      const float *xb = bn_load(px, t, p, j0, n, xbuf);
+      if (t == DM_FLOAT && p.stride == 1) { /* FP32 NCHW: straight into Y (xb may be Y itself) */
         float *yb = (float *)py + p.base + j0;
         for (int64_t j = 0; j < n; j++)
           yb[j] = (float)((xb[j] - mean) * a + b);
@@ -306,7 +314,7 @@ static dm_status bn_run(dm_op_ctx *ctx) {
       }
       for (int64_t j = 0; j < n; j++)
         ybuf[j] = (xb[j] - mean) * a + b;
-      bn_store(py, fp16, p, j0, n, ybuf);
+      bn_store(py, t, p, j0, n, ybuf);
     }
     if (!is_test) {
       /* The running inputs are read before the (possibly in-place) outputs are written. */
@@ -325,7 +333,8 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
-  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0, fp16 = x->dtype == DM_FLOAT16;
+  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
+  const dm_dtype t = x->dtype;
   double eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
   const float *scale = dm_tensor_data(dm_op_input(ctx, 1)); /* (C) */
   const float *s_mean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C) */
@@ -345,8 +354,8 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
     double inv = is_test ? 1.0 / sqrt((double)s_inv[c] + eps) : s_inv[c];
     double sdy = 0, sdyx = 0; /* sum dY, sum dY * xhat */
     BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
-      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
-      const float *dyb = bn_load(pdy, fp16, p, j0, n, dybuf);
+      const float *xb = bn_load(px, t, p, j0, n, xbuf);
+      const float *dyb = bn_load(pdy, t, p, j0, n, dybuf);
       for (int64_t j = 0; j < n; j++) {
         sdy += dyb[j];
         sdyx += dyb[j] * ((xb[j] - mean) * inv);
@@ -360,11 +369,11 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
     double m1 = is_test || g.M == 0 ? 0 : sdy / (double)g.M;
     double m2 = is_test || g.M == 0 ? 0 : sdyx / (double)g.M;
     BN_FOR_BLOCKS(&g, c, r, p, j0, n) {
-      const float *xb = bn_load(px, fp16, p, j0, n, xbuf);
-      const float *dyb = bn_load(pdy, fp16, p, j0, n, dybuf);
+      const float *xb = bn_load(px, t, p, j0, n, xbuf);
+      const float *dyb = bn_load(pdy, t, p, j0, n, dybuf);
       for (int64_t j = 0; j < n; j++)
         dxbuf[j] = k * (dyb[j] - m1 - (xb[j] - mean) * inv * m2);
-      bn_store(pdx, fp16, p, j0, n, dxbuf);
+      bn_store(pdx, t, p, j0, n, dxbuf);
     }
   }
   return DM_OK;

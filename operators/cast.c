@@ -208,6 +208,14 @@ static void convert(const dm_tensor *x, dm_tensor *y, dm_dtype to) {
     dm_half_to_float_array(src, dst, (size_t)n);
     return;
   }
+  if (x->dtype == DM_FLOAT && to == DM_BFLOAT16 && src != dst) {
+    dm_float_to_bf16_array(src, dst, (size_t)n);
+    return;
+  }
+  if (x->dtype == DM_BFLOAT16 && to == DM_FLOAT && src != dst) {
+    dm_bf16_to_float_array(src, dst, (size_t)n);
+    return;
+  }
   for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
     int64_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
     if (is_floating(x->dtype)) {

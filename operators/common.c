@@ -29,9 +29,23 @@ int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b) {
 
 int dm_is_float_or_half(dm_dtype t) { return t == DM_FLOAT || t == DM_FLOAT16; }
 
+void dm_widen(dm_dtype t, const uint16_t *src, float *dst, size_t n) {
+  if (t == DM_BFLOAT16)
+    dm_bf16_to_float_array(src, dst, n);
+  else
+    dm_half_to_float_array(src, dst, n);
+}
+
+void dm_narrow(dm_dtype t, const float *src, uint16_t *dst, size_t n) {
+  if (t == DM_BFLOAT16)
+    dm_float_to_bf16_array(src, dst, n);
+  else
+    dm_float_to_half_array(src, dst, n);
+}
+
 void dm_load_f32(dm_dtype t, const void *src, int64_t i0, int64_t n, float *dst) {
-  if (t == DM_FLOAT16)
-    dm_half_to_float_array((const uint16_t *)src + i0, dst, (size_t)n);
+  if (dm_is_reduced_float(t))
+    dm_widen(t, (const uint16_t *)src + i0, dst, (size_t)n);
   else if (t == DM_DOUBLE)
     for (int64_t j = 0; j < n; j++)
       dst[j] = (float)((const double *)src)[i0 + j];
@@ -40,8 +54,8 @@ void dm_load_f32(dm_dtype t, const void *src, int64_t i0, int64_t n, float *dst)
 }
 
 void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const float *src) {
-  if (t == DM_FLOAT16)
-    dm_float_to_half_array(src, (uint16_t *)dst + i0, (size_t)n);
+  if (dm_is_reduced_float(t))
+    dm_narrow(t, src, (uint16_t *)dst + i0, (size_t)n);
   else if (t == DM_DOUBLE)
     for (int64_t j = 0; j < n; j++)
       ((double *)dst)[i0 + j] = src[j];

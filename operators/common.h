@@ -2,6 +2,7 @@
 #ifndef DM_OPERATORS_COMMON_H
 #define DM_OPERATORS_COMMON_H
 
+#include "core/half.h"
 #include "core/tensor.h"
 
 /* Canonical axis in [0, ndim] (end_ok: ndim itself allowed, as for flattening) from a
@@ -15,8 +16,27 @@ DM_HIDDEN int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b);
 
 /* FLOAT or FLOAT16: the dtypes of the float kernels (FP16 in, FP32 compute, FP16 out). */
 DM_HIDDEN int dm_is_float_or_half(dm_dtype t);
-/* n elements from index i0 of a FLOAT, FLOAT16 or DOUBLE array, widened/narrowed to
- * float (exact for FLOAT16), and back (FLOAT16 rounded to nearest even, once). */
+/* FLOAT16 or BFLOAT16: the 16-bit floats stored as uint16_t patterns, which the reduced-
+ * precision kernels widen to FP32, compute on, and round back once. */
+static inline int dm_is_reduced_float(dm_dtype t) { return t == DM_FLOAT16 || t == DM_BFLOAT16; }
+/* FLOAT, FLOAT16 or BFLOAT16: the dtypes of the kernels that take either reduced format. */
+static inline int dm_is_float_or_reduced(dm_dtype t) {
+  return t == DM_FLOAT || dm_is_reduced_float(t);
+}
+/* One element of a FLOAT16 or BFLOAT16 (t) pattern widened (exact), and a double rounded
+ * once into it (nearest even; NaN stays NaN). */
+static inline float dm_reduced_to_float(dm_dtype t, uint16_t h) {
+  return t == DM_BFLOAT16 ? dm_bf16_to_float(h) : dm_half_to_float(h);
+}
+static inline uint16_t dm_double_to_reduced(dm_dtype t, double d) {
+  return t == DM_BFLOAT16 ? dm_double_to_bf16(d) : dm_double_to_half(d);
+}
+/* n FLOAT16 or BFLOAT16 (t) elements widened to float (exact), and floats narrowed to
+ * them (nearest even, once); src and dst must not overlap. */
+DM_HIDDEN void dm_widen(dm_dtype t, const uint16_t *src, float *dst, size_t n);
+DM_HIDDEN void dm_narrow(dm_dtype t, const float *src, uint16_t *dst, size_t n);
+/* n elements from index i0 of a FLOAT, FLOAT16, BFLOAT16 or DOUBLE array, widened/narrowed
+ * to float (exact for the 16-bit ones), and back (16-bit rounded to nearest even, once). */
 DM_HIDDEN void dm_load_f32(dm_dtype t, const void *src, int64_t i0, int64_t n, float *dst);
 DM_HIDDEN void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const float *src);
 

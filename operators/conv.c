@@ -1,4 +1,4 @@
-/* conv.c: Conv and ConvGradient (2-D, NCHW and NHWC, groups, dilation), FP32 and FP16.
+/* conv.c: Conv and ConvGradient (2-D, NCHW and NHWC, groups, dilation), FP32, FP16, BF16.
  *
  * Method: im2col unfolds the input patches into a column matrix and sgemm with the
  * filter gives the output (1x1 stride-1 unpadded convolutions use the image itself as
@@ -15,6 +15,7 @@
  * FP16 is faithful to tensor cores: FP16 X and W (bias FP16 or FP32) are widened
  * exactly to FP32, accumulated in FP32 (sgemm), and each output is rounded to FP16 once.
  * The gradient does the same with dY, X and W, rounding dW, db and dX once at the end.
+ * BF16 takes the same path with the other 16-bit format (bias BF16 or FP32).
  */
 #include "dm_config.h"
 
@@ -119,12 +120,12 @@ static void unalias(dm_op_ctx *ctx, int out) {
 static dm_status conv_prepare(dm_op_ctx *ctx, conv_plan *p) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
   const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
-  int fp16 = x->dtype == DM_FLOAT16;
-  if ((x->dtype != DM_FLOAT && !fp16) || w->dtype != x->dtype ||
-      (b && b->dtype != x->dtype && !(fp16 && b->dtype == DM_FLOAT)))
+  int r16 = dm_is_reduced_float(x->dtype);
+  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
+      (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 X and W with a "
-                       "FLOAT16 or FLOAT b",
+                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 (BFLOAT16) X and "
+                       "W with a b of the same dtype or FLOAT",
                        b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
                        b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
   DM_TRY(plan_make(ctx, x, w, p));
@@ -148,10 +149,10 @@ static dm_status conv_infer(dm_op_ctx *ctx) {
  * bias (no_bias = 0) dW, db, [dX]; without, dW, [dX]. */
 static dm_status conv_grad_prepare(dm_op_ctx *ctx, conv_plan *p, int *has_db, int *has_dx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  if ((x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16) || w->dtype != x->dtype ||
-      dy->dtype != x->dtype)
+  if (!dm_is_float_or_reduced(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, dY are %s, %s, %s; expected all FLOAT or all FLOAT16",
+                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
+                       "BFLOAT16",
                        dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
   int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
   if (no_bias && n_out == 3)
@@ -237,9 +238,10 @@ static int64_t chunk_images(const conv_plan *p, int fp16, int grad) {
 
 /* Conv on nb images in FP32. x: their images; y: their outputs (Y's layout; for FP16 a
  * scratch block); col: (K, nb*HW) NCHW or (nb*HW, K) NHWC; ybig: (M, nb*HW) for NCHW.
- * y16 (FP16 output) receives the outputs rounded once. */
+ * y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded once. */
 static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
-                       const float *b, float *y, uint16_t *y16, float *col, float *ybig) {
+                       const float *b, float *y, dm_dtype yt, uint16_t *y16, float *col,
+                       float *ybig) {
   const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
   const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, C = (int)p->g.C;
   for (int64_t grp = 0; grp < p->a.group; grp++) {
@@ -278,7 +280,7 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
         for (int64_t j = 0; j < HW; j++)
           d[j] = r[j] + bm;
         if (y16)
-          dm_float_to_half_array(d, y16 + i * ys + m * HW, (size_t)HW);
+          dm_narrow(yt, d, y16 + i * ys + m * HW, (size_t)HW);
       }
     } else {
       float *yi = y + i * ys; /* (HW, M) */
@@ -287,7 +289,7 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
           for (int64_t m = 0; m < p->M; m++)
             yi[j * p->M + m] += b[m];
       if (y16)
-        dm_float_to_half_array(yi, y16 + i * ys, (size_t)ys);
+        dm_narrow(yt, yi, y16 + i * ys, (size_t)ys);
     }
   }
 }
@@ -301,22 +303,22 @@ static dm_status conv_run(dm_op_ctx *ctx) {
   const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
   if (N == 0)
     return DM_OK;
-  const int fp16 = x->dtype == DM_FLOAT16;
+  const int fp16 = dm_is_reduced_float(x->dtype); /* FP16 or BF16 */
   const int64_t B = chunk_images(&p, fp16, 0);
   /* Scratch: col (K, B*HW); ybig (M, B*HW) (NCHW, or FP16's FP32 Y); FP16: X, W, b. */
   size_t n_col = (size_t)(B * p.K * p.HWout), n_big = (size_t)(B * ys);
   size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_w = fp16 ? (size_t)w->numel : 0;
-  size_t n_b = b && b->dtype == DM_FLOAT16 ? (size_t)p.M : 0;
+  size_t n_b = b && dm_is_reduced_float(b->dtype) ? (size_t)p.M : 0;
   float *buf = NULL;
   DM_TRY(dm_scratch_get(dm_op_state(ctx), (n_col + n_big + n_x + n_w + n_b + 1) * sizeof(float),
                         (void **)&buf));
   float *col = buf, *ybig = col + n_col, *xf = ybig + n_big, *wf = xf + n_x, *bf = wf + n_w;
   const float *pw = dm_tensor_data(w), *pb = b ? dm_tensor_data(b) : NULL;
   if (fp16) { /* widened once (exact) */
-    dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
+    dm_widen(x->dtype, dm_tensor_data(w), wf, n_w);
     pw = wf;
     if (n_b) {
-      dm_half_to_float_array(dm_tensor_data(b), bf, n_b);
+      dm_widen(x->dtype, dm_tensor_data(b), bf, n_b);
       pb = bf;
     }
   }
@@ -324,11 +326,11 @@ static dm_status conv_run(dm_op_ctx *ctx) {
     int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
       conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb,
-                 (float *)dm_tensor_mutable_data(y) + n0 * ys, NULL, col, ybig);
+                 (float *)dm_tensor_mutable_data(y) + n0 * ys, DM_FLOAT, NULL, col, ybig);
     } else {
-      dm_half_to_float_array((const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
-      conv_chunk(&p, nb, xf, pw, pb, ybig, (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col,
-                 ybig);
+      dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
+      conv_chunk(&p, nb, xf, pw, pb, ybig, y->dtype,
+                 (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col, ybig);
     }
   }
   return DM_OK;
@@ -426,7 +428,7 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_tensor *dw = dm_op_output(ctx, 0), *db = has_db ? dm_op_output(ctx, 1) : NULL;
   dm_tensor *dx = has_dx ? dm_op_output(ctx, dm_op_num_outputs(ctx) - 1) : NULL;
-  const int fp16 = x->dtype == DM_FLOAT16;
+  const int fp16 = dm_is_reduced_float(x->dtype); /* FP16 or BF16 */
   const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
   const int64_t B = chunk_images(&p, fp16, 1);
   /* Scratch: col, dybig; the dW and db sums; FP16: W, and the X, dX, dY chunks. */
@@ -442,7 +444,7 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   float *xf = wf + n_wf, *dxf = xf + n_x, *dyf = dxf + n_x;
   const float *pw = dm_tensor_data(w);
   if (fp16) {
-    dm_half_to_float_array(dm_tensor_data(w), wf, n_w);
+    dm_widen(x->dtype, dm_tensor_data(w), wf, n_w);
     pw = wf;
   }
   for (int64_t n0 = 0; n0 < N; n0 += B) {
@@ -452,14 +454,13 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
                       (const float *)dm_tensor_data(dy) + n0 * ys, sum, has_db ? sum + n_w : NULL,
                       dx ? (float *)dm_tensor_mutable_data(dx) + n0 * xs : NULL, col, dybig);
     } else {
-      dm_half_to_float_array((const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
-      dm_half_to_float_array((const uint16_t *)dm_tensor_data(dy) + n0 * ys, dyf,
-                             (size_t)(nb * ys));
+      dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
+      dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(dy) + n0 * ys, dyf, (size_t)(nb * ys));
       conv_grad_chunk(&p, nb, xf, pw, dyf, sum, has_db ? sum + n_w : NULL, dx ? dxf : NULL, col,
                       dybig);
       if (dx)
-        dm_float_to_half_array(dxf, (uint16_t *)dm_tensor_mutable_data(dx) + n0 * xs,
-                               (size_t)(nb * xs));
+        dm_narrow(x->dtype, dxf, (uint16_t *)dm_tensor_mutable_data(dx) + n0 * xs,
+                  (size_t)(nb * xs));
     }
   }
   /* dW, db rounded once (FP16) or copied. */

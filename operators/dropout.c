@@ -1,4 +1,4 @@
-/* dropout.c: Dropout and DropoutGrad, FP32 and FP16 (precision follows X).
+/* dropout.c: Dropout and DropoutGrad, FP32, FP16 and BF16 (precision follows X).
  *
  * Training: keep each element with probability 1 - ratio, Y = X * mask / (1 - ratio)
  * (Caffe2 scales at training time, so is_test needs no scaling: Y = X). The mask is a
@@ -42,8 +42,8 @@ static dm_status dropout_ratio(dm_op_ctx *ctx, float *ratio) {
 static double keep_scale(float ratio) { return ratio < 1.0f ? 1.0 / (1.0 - ratio) : 0.0; }
 
 static dm_status need_float_or_half(dm_op_ctx *ctx, const dm_tensor *t, const char *what) {
-  if (t->dtype != DM_FLOAT && t->dtype != DM_FLOAT16)
-    return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s; %s takes FLOAT or FLOAT16", what,
+  if (!dm_is_float_or_reduced(t->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s; %s takes FLOAT, FLOAT16 or BFLOAT16", what,
                        dm_dtype_name(t->dtype), dm_op_type(ctx));
   return DM_OK;
 }
@@ -170,7 +170,8 @@ static dm_status dropout_run(dm_op_ctx *ctx) {
   DM_TRY(dropout_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
-  int fp16 = x->dtype == DM_FLOAT16;
+  const dm_dtype t = x->dtype;
+  int fp16 = dm_is_reduced_float(t); /* FP16 or BF16 */
   int64_t n = x->numel;
   if (dm_op_arg_int(ctx, "is_test", 0)) {
     if (y != x && n)
@@ -196,8 +197,8 @@ static dm_status dropout_run(dm_op_ctx *ctx) {
     int keep = u >= ratio;
     mask[i] = (uint8_t)keep;
     if (fp16) {
-      double v = keep ? dm_half_to_float(((const uint16_t *)px)[i]) * scale : 0.0;
-      ((uint16_t *)py)[i] = dm_double_to_half(v);
+      double v = keep ? dm_reduced_to_float(t, ((const uint16_t *)px)[i]) * scale : 0.0;
+      ((uint16_t *)py)[i] = dm_double_to_reduced(t, v);
     } else {
       ((float *)py)[i] = keep ? (float)(((const float *)px)[i] * scale) : 0.0f;
     }
@@ -221,14 +222,15 @@ static dm_status dropout_grad_run(dm_op_ctx *ctx) {
   const uint8_t *mask = dm_tensor_data(dm_op_input(ctx, 1)); /* (n) BOOL */
   const void *pdy = dm_tensor_data(dy);
   void *pdx = dm_tensor_mutable_data(dx);
-  int fp16 = dy->dtype == DM_FLOAT16;
+  const dm_dtype t = dy->dtype;
+  int fp16 = dm_is_reduced_float(t); /* FP16 or BF16 */
 #if DM_HAVE_OPENMP
 #pragma omp parallel for if (n > (1 << 16))
 #endif
   for (int64_t i = 0; i < n; i++) {
     if (fp16) {
-      double v = mask[i] ? dm_half_to_float(((const uint16_t *)pdy)[i]) * scale : 0.0;
-      ((uint16_t *)pdx)[i] = dm_double_to_half(v);
+      double v = mask[i] ? dm_reduced_to_float(t, ((const uint16_t *)pdy)[i]) * scale : 0.0;
+      ((uint16_t *)pdx)[i] = dm_double_to_reduced(t, v);
     } else {
       ((float *)pdx)[i] = mask[i] ? (float)(((const float *)pdy)[i] * scale) : 0.0f;
     }

@@ -2,8 +2,8 @@
  * SumReduceLike, with their gradient makers.
  *
  * Sum works in blocks: every input's block is read and summed in a local accumulator
- * before the block of Y is written, so Y may share storage with any input. FP16 inputs
- * are computed in FP32 and rounded once (tensor-core style); integer results wrap
+ * before the block of Y is written, so Y may share storage with any input. FP16 and BF16
+ * inputs are computed in FP32 and rounded once (tensor-core style); integer results wrap
  * (two's complement) instead of invoking C's undefined signed overflow, and an integer
  * division by zero is an error (checked before anything is written).
  *
@@ -72,9 +72,9 @@ static dm_status sum_infer(dm_op_ctx *ctx) {
   const dm_tensor *x0 = dm_op_input(ctx, 0);
   int nin = dm_op_num_inputs(ctx);
   dm_dtype t = x0->dtype;
-  if (t != DM_FLOAT && t != DM_FLOAT16 && t != DM_INT32 && t != DM_INT64 && t != DM_DOUBLE)
+  if (!dm_is_float_or_reduced(t) && t != DM_INT32 && t != DM_INT64 && t != DM_DOUBLE)
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X0 is %s; Sum takes FLOAT, FLOAT16, INT32, INT64 or DOUBLE",
+                       "X0 is %s; Sum takes FLOAT, FLOAT16, BFLOAT16, INT32, INT64 or DOUBLE",
                        dm_dtype_name(t));
   for (int k = 1; k < nin; k++) {
     const dm_tensor *xk = dm_op_input(ctx, k);
@@ -104,19 +104,18 @@ static dm_status sum_gradient(dm_grad_ctx *g) {
   return DM_OK;
 }
 
-/* FP16: the block widened with the array conversion, summed in FP32 in input order, then
- * rounded once (the same bits as element by element). */
-static void sum_block_half(dm_op_ctx *ctx, int nin, void *out, int64_t i0, int64_t n) {
+/* FP16 and BF16 (t): the block widened with the array conversion, summed in FP32 in
+ * input order, then rounded once (the same bits as element by element). */
+static void sum_block_half(dm_op_ctx *ctx, dm_dtype t, int nin, void *out, int64_t i0,
+                           int64_t n) {
   float acc[BLOCK], tmp[BLOCK];
-  dm_half_to_float_array((const uint16_t *)dm_tensor_data(dm_op_input(ctx, 0)) + i0, acc,
-                         (size_t)n);
+  dm_widen(t, (const uint16_t *)dm_tensor_data(dm_op_input(ctx, 0)) + i0, acc, (size_t)n);
   for (int k = 1; k < nin; k++) {
-    dm_half_to_float_array((const uint16_t *)dm_tensor_data(dm_op_input(ctx, k)) + i0, tmp,
-                           (size_t)n);
+    dm_widen(t, (const uint16_t *)dm_tensor_data(dm_op_input(ctx, k)) + i0, tmp, (size_t)n);
     for (int64_t j = 0; j < n; j++)
       acc[j] += tmp[j];
   }
-  dm_float_to_half_array(acc, (uint16_t *)out + i0, (size_t)n);
+  dm_narrow(t, acc, (uint16_t *)out + i0, (size_t)n);
 }
 
 static dm_status sum_run(dm_op_ctx *ctx) {
@@ -135,7 +134,8 @@ static dm_status sum_run(dm_op_ctx *ctx) {
     switch (t) {
     case DM_FLOAT: SUM_BLOCK(float, float, SAME, SAME); break;
     case DM_DOUBLE: SUM_BLOCK(double, double, SAME, SAME); break;
-    case DM_FLOAT16: sum_block_half(ctx, nin, out, i0, n); break;
+    case DM_FLOAT16:
+    case DM_BFLOAT16: sum_block_half(ctx, t, nin, out, i0, n); break;
     case DM_INT32: SUM_BLOCK(int32_t, uint32_t, (uint32_t), TO_I32); break;
     case DM_INT64: SUM_BLOCK(int64_t, uint64_t, (uint64_t), TO_I64); break;
     default: break;
@@ -164,15 +164,15 @@ static bin_kind kind_of(dm_op_ctx *ctx) {
 }
 
 static int binary_dtype_ok(dm_dtype t) {
-  return t == DM_FLOAT || t == DM_FLOAT16 || t == DM_DOUBLE || t == DM_INT32 || t == DM_INT64;
+  return dm_is_float_or_reduced(t) || t == DM_DOUBLE || t == DM_INT32 || t == DM_INT64;
 }
 
 static dm_status binary_infer(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   if (!binary_dtype_ok(a->dtype) || b->dtype != a->dtype)
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "A, B are %s, %s; expected the same dtype, one of FLOAT, FLOAT16, DOUBLE, "
-                       "INT32, INT64",
+                       "A, B are %s, %s; expected the same dtype, one of FLOAT, FLOAT16, "
+                       "BFLOAT16, DOUBLE, INT32, INT64",
                        dm_dtype_name(a->dtype), dm_dtype_name(b->dtype));
   dm_bcast g;
   DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
@@ -215,7 +215,7 @@ static dm_status binary_infer(dm_op_ctx *ctx) {
     }                                                                       \
   } while (0)
 
-/* FP16: each element widened exactly, computed in FP32, rounded once, in blocks of the
+/* FP16 and BF16: each element widened exactly, computed in FP32, rounded once, in blocks of the
  * flat index converted with the array functions. Both operands' blocks are read before
  * C's is written, so C may be A or (unbroadcast) B. */
 #define BIN_LOOP_HALF(EXPR)                                                 \
@@ -227,31 +227,31 @@ static dm_status binary_infer(dm_op_ctx *ctx) {
     for (int64_t i0 = 0; i0 < total; i0 += BLOCK) {                         \
       float xs[BLOCK], ys[BLOCK];                                           \
       int64_t m = total - i0 < BLOCK ? total - i0 : BLOCK;                  \
-      dm_half_to_float_array(pa + i0, xs, (size_t)m);                       \
-      half_bcast_block(pb, &g, i0, m, ys);                                  \
+      dm_widen(a->dtype, pa + i0, xs, (size_t)m);                           \
+      half_bcast_block(a->dtype, pb, &g, i0, m, ys);                        \
       for (int64_t j = 0; j < m; j++) {                                     \
         const float x = xs[j], y = ys[j];                                   \
         xs[j] = EXPR;                                                       \
       }                                                                     \
-      dm_float_to_half_array(xs, pc + i0, (size_t)m);                       \
+      dm_narrow(a->dtype, xs, pc + i0, (size_t)m);                          \
     }                                                                       \
   } while (0)
 
 /* B's values for the flat indices i0 .. i0 + m of A, widened: element q pairs with
  * B[(q / post) % n]. */
-static void half_bcast_block(const uint16_t *pb, const dm_bcast *g, int64_t i0, int64_t m,
-                             float *ys) {
+static void half_bcast_block(dm_dtype t, const uint16_t *pb, const dm_bcast *g, int64_t i0,
+                             int64_t m, float *ys) {
   if (g->post == 1 && g->pre == 1) { /* B has A's shape */
-    dm_half_to_float_array(pb + i0, ys, (size_t)m);
+    dm_widen(t, pb + i0, ys, (size_t)m);
     return;
   }
   int64_t r = i0 / g->post, q = i0 % g->post;
-  float y = dm_half_to_float(pb[r % g->n]);
+  float y = dm_reduced_to_float(t, pb[r % g->n]);
   for (int64_t j = 0; j < m; j++) {
     ys[j] = y;
     if (++q == g->post && j + 1 < m) {
       q = 0, r++;
-      y = dm_half_to_float(pb[r % g->n]);
+      y = dm_reduced_to_float(t, pb[r % g->n]);
     }
   }
 }
@@ -287,7 +287,8 @@ static dm_status binary_run(dm_op_ctx *ctx) {
   switch (a->dtype) {
   case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
   case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
-  case DM_FLOAT16: BIN_SWITCH(k, F16, OP_) break;
+  case DM_FLOAT16:
+  case DM_BFLOAT16: BIN_SWITCH(k, F16, OP_) break;
   case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
   case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
   default: break;
@@ -393,8 +394,9 @@ static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
 
 static dm_status scale_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
-  if (!dm_is_float_or_half(x->dtype) && x->dtype != DM_DOUBLE)
-    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; Scale takes FLOAT, FLOAT16 or DOUBLE",
+  if (!dm_is_float_or_reduced(x->dtype) && x->dtype != DM_DOUBLE)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X is %s; Scale takes FLOAT, FLOAT16, BFLOAT16 or DOUBLE",
                        dm_dtype_name(x->dtype));
   return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
 }
@@ -412,7 +414,7 @@ static dm_status scale_run(dm_op_ctx *ctx) {
       py[i] = (double)k * px[i];
     return DM_OK;
   }
-  /* FLOAT and FLOAT16 in FP32 blocks (FP16: widened, scaled, rounded once) */
+  /* FLOAT, FLOAT16 and BFLOAT16 in FP32 blocks (16-bit: widened, scaled, rounded once) */
 #if DM_HAVE_OPENMP
 #pragma omp parallel for if (n > (1 << 16))
 #endif
@@ -436,7 +438,7 @@ static dm_status scale_gradient(dm_grad_ctx *g) { /* Scale(dY) by the same facto
 static const dm_op_schema scale_schema = {
     .type = "Scale", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .args = scale_args, .inplace = scale_inplace, .precision = DM_PREC_FOLLOW,
-    .doc = "X -> Y = scale * X (FLOAT, FLOAT16, DOUBLE); may run in place.",
+    .doc = "X -> Y = scale * X (FLOAT, FLOAT16, BFLOAT16, DOUBLE); may run in place.",
     .infer = scale_infer, .cost = elementwise_cost, .gradient = scale_gradient};
 static const dm_kernel_def scale_cpu = {.type = "Scale", .device = DM_CPU, .run = scale_run};
 
@@ -451,8 +453,9 @@ static const dm_inplace_pair reduce_like_inplace[] = {{0, 0}, {-1, -1}};
 
 static dm_status reduce_like_infer(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
-  if (!dm_is_float_or_half(a->dtype) && a->dtype != DM_DOUBLE)
-    return dm_op_error(ctx, DM_ERR_TYPE, "A is %s; SumReduceLike takes FLOAT, FLOAT16 or DOUBLE",
+  if (!dm_is_float_or_reduced(a->dtype) && a->dtype != DM_DOUBLE)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "A is %s; SumReduceLike takes FLOAT, FLOAT16, BFLOAT16 or DOUBLE",
                        dm_dtype_name(a->dtype));
   dm_bcast g;
   DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
@@ -495,8 +498,8 @@ static dm_status reduce_like_run(dm_op_ctx *ctx) {
   for (int64_t j = 0; s == DM_OK && j < g.n; j++) {
     if (t == DM_DOUBLE)
       ((double *)dm_tensor_mutable_data(c))[j] = acc[j];
-    else if (t == DM_FLOAT16) /* double -> half once, not via float */
-      ((uint16_t *)dm_tensor_mutable_data(c))[j] = dm_double_to_half(acc[j]);
+    else if (dm_is_reduced_float(t)) /* double -> 16 bits once, not via float */
+      ((uint16_t *)dm_tensor_mutable_data(c))[j] = dm_double_to_reduced(t, acc[j]);
     else
       ((float *)dm_tensor_mutable_data(c))[j] = (float)acc[j];
   }

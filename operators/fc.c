@@ -1,8 +1,9 @@
-/* fc.c: FC (fully connected), Y = X W^T + b, and FCGradient, for FP32 and FP16.
+/* fc.c: FC (fully connected), Y = X W^T + b, and FCGradient, for FP32, FP16 and BF16.
  *
  * X is flattened to M x K at `axis`, W to N x K at `axis_w`; Y keeps X's leading dims and
- * appends N. The FP16 kernels take FP16 X and W (bias FP16 or FP32), accumulate in FP32
- * and round each result to FP16 once, as tensor cores do (see operators/math/gemm.h).
+ * appends N. The FP16 (BF16) kernels take FP16 (BF16) X and W, bias of the same dtype or
+ * FP32, accumulate in FP32 and round each result once, as tensor cores do (see
+ * operators/math/gemm.h).
  *
  * FCGradient: X, W, dY -> dW (W's shape), db (N), dX (X's shape), as Caffe2 (which always
  * emits dX): dW = dY^T X, db = column sums of dY, dX = dY W. db takes dY's dtype.
@@ -56,12 +57,12 @@ static dm_status fc_infer(dm_op_ctx *ctx) {
   if (b->numel != d.N)
     return dm_op_error(ctx, DM_ERR_SHAPE, "b has %lld elements, but W is %s: N = %lld",
                        (long long)b->numel, dm_shape_str(w, ws, sizeof ws), (long long)d.N);
-  int fp16 = x->dtype == DM_FLOAT16;
-  if ((x->dtype != DM_FLOAT && !fp16) || w->dtype != x->dtype ||
-      (b->dtype != x->dtype && !(fp16 && b->dtype == DM_FLOAT)))
+  int r16 = dm_is_reduced_float(x->dtype);
+  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
+      (b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, b are %s, %s, %s; expected all FLOAT, or FLOAT16 X and W with "
-                       "a FLOAT16 or FLOAT b",
+                       "X, W, b are %s, %s, %s; expected all FLOAT, or FLOAT16 (BFLOAT16) X "
+                       "and W with a bias of the same dtype or FLOAT",
                        dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(b->dtype));
   int64_t dims[DM_MAX_DIMS];
   for (int i = 0; i < d.axis; i++)
@@ -109,9 +110,9 @@ static dm_status fc_run(dm_op_ctx *ctx) {
   fc_dims d;
   DM_TRY(fc_geometry(ctx, x, w, &d));
   int64_t M = d.M, N = d.N, K = d.K;
-  if (x->dtype == DM_FLOAT16)
-    return dm_gemm_f16(0, 1, M, N, K, dm_tensor_data(x), dm_tensor_data(w), dm_tensor_data(b),
-                       b->dtype == DM_FLOAT16, dm_tensor_mutable_data(y));
+  if (dm_is_reduced_float(x->dtype))
+    return dm_gemm_r16(x->dtype, 0, 1, M, N, K, dm_tensor_data(x), dm_tensor_data(w),
+                       dm_tensor_data(b), b->dtype, dm_tensor_mutable_data(y));
   float *py = dm_tensor_mutable_data(y); /* (M, N) */
   const float *pb = dm_tensor_data(b);   /* (N) */
   for (int64_t i = 0; i < M; i++)
@@ -126,9 +127,10 @@ static dm_status fc_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   fc_dims d;
   DM_TRY(fc_geometry(ctx, x, w, &d));
-  if (!dm_is_float_or_half(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
+  if (!dm_is_float_or_reduced(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, dY are %s, %s, %s; expected all FLOAT or all FLOAT16",
+                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
+                       "BFLOAT16",
                        dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
   char s[96];
   if (dy->numel != d.M * d.N || dy->ndim < 1 || dy->dims[dy->ndim - 1] != d.N)
@@ -180,20 +182,20 @@ static dm_status fc_grad_run(dm_op_ctx *ctx) {
   }
   for (int64_t j = 0; j < N; j++)
     row[j] = (float)acc[j];
-  if (db->dtype == DM_FLOAT16) /* double -> half once, not via float */
+  if (dm_is_reduced_float(db->dtype)) /* double -> 16 bits once, not via float */
     for (int64_t j = 0; j < N; j++)
-      ((uint16_t *)dm_tensor_mutable_data(db))[j] = dm_double_to_half(acc[j]);
+      ((uint16_t *)dm_tensor_mutable_data(db))[j] = dm_double_to_reduced(db->dtype, acc[j]);
   else
     dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, N, row);
   free(acc);
   free(row);
-  if (x->dtype == DM_FLOAT16) {
+  if (dm_is_reduced_float(x->dtype)) {
     /* dW (N x K) = dY^T (N x M) X (M x K); dX (M x K) = dY (M x N) W (N x K) */
-    DM_TRY(dm_gemm_f16(1, 0, N, K, M, dm_tensor_data(dy), dm_tensor_data(x), NULL, 0,
-                       dm_tensor_mutable_data(dw)));
+    DM_TRY(dm_gemm_r16(x->dtype, 1, 0, N, K, M, dm_tensor_data(dy), dm_tensor_data(x), NULL,
+                       DM_FLOAT, dm_tensor_mutable_data(dw)));
     if (dx)
-      DM_TRY(dm_gemm_f16(0, 0, M, K, N, dm_tensor_data(dy), dm_tensor_data(w), NULL, 0,
-                         dm_tensor_mutable_data(dx)));
+      DM_TRY(dm_gemm_r16(x->dtype, 0, 0, M, K, N, dm_tensor_data(dy), dm_tensor_data(w), NULL,
+                         DM_FLOAT, dm_tensor_mutable_data(dx)));
     return DM_OK;
   }
   DM_TRY(dm_gemm_f32(1, 0, N, K, M, 1.0f, dm_tensor_data(dy), dm_tensor_data(x), 0.0f,

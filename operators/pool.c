@@ -1,11 +1,11 @@
-/* pool.c: MaxPool and AveragePool (2-D, NCHW and NHWC) and their gradients, FP32 and
- * FP16.
+/* pool.c: MaxPool and AveragePool (2-D, NCHW and NHWC) and their gradients, FP32, FP16
+ * and BF16.
  *
  * Arguments as Conv's (conv_args.h) plus global_pooling; legacy_pad 3 is Caffe's
  * pooling arithmetic, which the model zoo's nets use. AveragePool divides by the number
  * of input pixels under the window: padding is not counted. The gradient of MaxPool goes
  * to every input in the window equal to the output (Caffe2's CPU rule; inputs with ties
- * share it). FP16 widens exactly, computes in FP32 and rounds each output once.
+ * share it). FP16 and BF16 widen exactly, computes in FP32 and rounds each output once.
  */
 #include "dm_config.h"
 
@@ -41,8 +41,8 @@ static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, pool_plan *p, int
 /* MaxPool / AveragePool: X -> Y. */
 static dm_status pool_prepare(dm_op_ctx *ctx, pool_plan *p) {
   const dm_tensor *x = dm_op_input(ctx, 0);
-  if (!dm_is_float_or_half(x->dtype))
-    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; %s takes FLOAT or FLOAT16",
+  if (!dm_is_float_or_reduced(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "X is %s; %s takes FLOAT, FLOAT16 or BFLOAT16",
                        dm_dtype_name(x->dtype), dm_op_type(ctx));
   int64_t dims[4];
   DM_TRY(plan_make(ctx, x, p, dims));
@@ -59,9 +59,10 @@ static dm_status pool_infer(dm_op_ctx *ctx) {
 /* MaxPoolGradient / AveragePoolGradient: X, Y, dY -> dX. */
 static dm_status pool_grad_prepare(dm_op_ctx *ctx, pool_plan *p) {
   const dm_tensor *x = dm_op_input(ctx, 0), *y = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  if (!dm_is_float_or_half(x->dtype) || y->dtype != x->dtype || dy->dtype != x->dtype)
+  if (!dm_is_float_or_reduced(x->dtype) || y->dtype != x->dtype || dy->dtype != x->dtype)
     return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, Y, dY are %s, %s, %s; expected all FLOAT or all FLOAT16",
+                       "X, Y, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
+                       "BFLOAT16",
                        dm_dtype_name(x->dtype), dm_dtype_name(y->dtype), dm_dtype_name(dy->dtype));
   int64_t dims[4];
   DM_TRY(plan_make(ctx, x, p, dims));
@@ -203,7 +204,7 @@ static dm_status pool_run(dm_op_ctx *ctx) {
   DM_TRY(pool_prepare(ctx, &p));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
-  const int is_max = is_max_pool(ctx), fp16 = x->dtype == DM_FLOAT16;
+  const int is_max = is_max_pool(ctx), fp16 = dm_is_reduced_float(x->dtype);
   const int64_t N = p.g.N, xs = p.xs, ys = p.ys;
   int nt = thread_count(N);
   size_t per = fp16 ? (size_t)(xs + ys) : 0;
@@ -220,9 +221,9 @@ static dm_status pool_run(dm_op_ctx *ctx) {
       pool_image(&p, is_max, (const float *)px + n * xs, (float *)py + n * ys);
     } else {
       float *xf = buf + (size_t)thread_id() * per, *yf = xf + xs;
-      dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
+      dm_widen(x->dtype, (const uint16_t *)px + n * xs, xf, (size_t)xs);
       pool_image(&p, is_max, xf, yf);
-      dm_float_to_half_array(yf, (uint16_t *)py + n * ys, (size_t)ys);
+      dm_narrow(x->dtype, yf, (uint16_t *)py + n * ys, (size_t)ys);
     }
   }
   free(buf);
@@ -234,7 +235,7 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
   DM_TRY(pool_grad_prepare(ctx, &p));
   const dm_tensor *x = dm_op_input(ctx, 0), *y = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_tensor *dx = dm_op_output(ctx, 0);
-  const int is_max = is_max_pool(ctx), fp16 = x->dtype == DM_FLOAT16;
+  const int is_max = is_max_pool(ctx), fp16 = dm_is_reduced_float(x->dtype);
   const int64_t N = p.g.N, xs = p.xs, ys = p.ys;
   int nt = thread_count(N);
   size_t per = fp16 ? (size_t)(2 * xs + 2 * ys) : 0;
@@ -253,12 +254,12 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
     } else {
       float *xf = buf + (size_t)thread_id() * per, *yf = xf + xs, *dyf = yf + ys, *dxf = dyf + ys;
       if (is_max) { /* AveragePool's gradient reads neither X nor Y */
-        dm_half_to_float_array((const uint16_t *)px + n * xs, xf, (size_t)xs);
-        dm_half_to_float_array((const uint16_t *)pyv + n * ys, yf, (size_t)ys);
+        dm_widen(x->dtype, (const uint16_t *)px + n * xs, xf, (size_t)xs);
+        dm_widen(x->dtype, (const uint16_t *)pyv + n * ys, yf, (size_t)ys);
       }
-      dm_half_to_float_array((const uint16_t *)pdy + n * ys, dyf, (size_t)ys);
+      dm_widen(x->dtype, (const uint16_t *)pdy + n * ys, dyf, (size_t)ys);
       pool_grad_image(&p, is_max, xf, yf, dyf, dxf);
-      dm_float_to_half_array(dxf, (uint16_t *)pdx + n * xs, (size_t)xs);
+      dm_narrow(x->dtype, dxf, (uint16_t *)pdx + n * xs, (size_t)xs);
     }
   }
   free(buf);

@@ -1,4 +1,4 @@
-/* gemm.c: FP32 GEMM through CBLAS, and the FP16 (FP32-accumulate) GEMM built on it. */
+/* gemm.c: FP32 GEMM through CBLAS, and the FP16/BF16 (FP32-accumulate) GEMM built on it. */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "operators/common.h"
 
 static dm_status check_dims(int64_t M, int64_t N, int64_t K) {
   if (M < 0 || N < 0 || K < 0 || M > INT_MAX || N > INT_MAX || K > INT_MAX)
@@ -32,9 +32,9 @@ dm_status dm_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
   return DM_OK;
 }
 
-dm_status dm_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                      const uint16_t *A, const uint16_t *B, const void *bias, int bias_is_half,
-                      uint16_t *C) {
+dm_status dm_gemm_r16(dm_dtype t, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      const uint16_t *A, const uint16_t *B, const void *bias,
+                      dm_dtype bias_dtype, uint16_t *C) {
   DM_TRY(check_dims(M, N, K));
   if (M == 0 || N == 0)
     return DM_OK;
@@ -42,23 +42,19 @@ dm_status dm_gemm_f16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
   size_t na = (size_t)M * (size_t)K, nb = (size_t)K * (size_t)N, nc = (size_t)M * (size_t)N;
   float *buf = malloc((na + nb + nc) * sizeof *buf);
   if (!buf)
-    return DM_NOMEM("FP32 scratch for an FP16 GEMM");
+    return DM_NOMEM("FP32 scratch for a 16-bit GEMM");
   float *a = buf, *b = buf + na, *c = buf + na + nb;
-  dm_half_to_float_array(A, a, na);
-  dm_half_to_float_array(B, b, nb);
+  dm_widen(t, A, a, na);
+  dm_widen(t, B, b, nb);
   float beta = 0.0f;
   if (bias) { /* start C at the bias so sgemm adds the product to it in FP32 */
-    for (int64_t i = 0; i < M; i++) {
-      if (bias_is_half)
-        dm_half_to_float_array(bias, c + i * N, (size_t)N);
-      else
-        memcpy(c + i * N, bias, (size_t)N * sizeof(float));
-    }
+    for (int64_t i = 0; i < M; i++)
+      dm_load_f32(bias_dtype, bias, 0, N, c + i * N);
     beta = 1.0f;
   }
   dm_status s = dm_gemm_f32(trans_a, trans_b, M, N, K, 1.0f, a, b, beta, c);
   if (s == DM_OK)
-    dm_float_to_half_array(c, C, nc);
+    dm_narrow(t, c, C, nc);
   free(buf);
   return s;
 }

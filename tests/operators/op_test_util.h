@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/half.h"
 #include "demitasse.h"
 
 typedef struct opt_op opt_op;
@@ -47,5 +48,25 @@ double opt_uniform(uint64_t *state, double lo, double hi);
 /* FP16 unit roundoff 2^-11 and FP32's 2^-24. */
 #define OPT_U16 (1.0 / 2048.0)
 #define OPT_U32 (1.0 / 16777216.0)
+#define OPT_UBF16 (1.0 / 256.0)
+
+/* A test's precision mode: 0 FP32, 1 FP16, 2 BF16 (the 16-bit ones as uint16_t bits). */
+static inline dm_dtype opt_mode_dtype(int mode) {
+  return mode == 2 ? DM_BFLOAT16 : mode ? DM_FLOAT16 : DM_FLOAT;
+}
+static inline const char *opt_mode_name(int mode) {
+  return mode == 2 ? "BF16" : mode ? "FP16" : "FP32";
+}
+/* The 16-bit mode's unit roundoff, and half its smallest subnormal (the absolute error
+ * of a rounding into the subnormal range). */
+static inline double opt_mode_u(int mode) { return mode == 2 ? OPT_UBF16 : OPT_U16; }
+static inline double opt_mode_tiny(int mode) { return mode == 2 ? 0x1p-134 : 0x1p-25; }
+/* float -> the mode's 16-bit pattern (nearest even), and back (exact). */
+static inline uint16_t opt_narrow(int mode, float f) {
+  return mode == 2 ? dm_float_to_bf16(f) : dm_float_to_half(f);
+}
+static inline float opt_widen(int mode, uint16_t h) {
+  return mode == 2 ? dm_bf16_to_float(h) : dm_half_to_float(h);
+}
 
 #endif

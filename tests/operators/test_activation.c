@@ -69,6 +69,27 @@ static void test_relu_fp16(void **state) {
   }
 }
 
+static void test_relu_bf16(void **state) {
+  dm_workspace *ws = *state;
+  /* every BF16 pattern */
+  static uint16_t x[65536];
+  for (uint32_t i = 0; i < 65536; i++)
+    x[i] = (uint16_t)i;
+  int64_t d[] = {65536};
+  for (int inplace = 0; inplace < 2; inplace++) {
+    opt_feed(ws, "X", DM_BFLOAT16, 1, d, x);
+    assert_int_equal(run_relu(ws, "X", inplace ? "X" : "Y"), DM_OK);
+    const uint16_t *y = dm_tensor_data(opt_fetch(ws, inplace ? "X" : "Y", DM_BFLOAT16, 1, d));
+    for (uint32_t i = 0; i < 65536; i++) {
+      double r = ref_relu(dm_bf16_to_float(x[i]));
+      double got = dm_bf16_to_float(y[i]);
+      int ok = isnan(r) ? y[i] == x[i] : (got == r && !signbit(got));
+      if (!ok)
+        fail_msg("Relu(bf16 %04x) = %04x", x[i], y[i]);
+    }
+  }
+}
+
 static void test_relu_type_error(void **state) {
   dm_workspace *ws = *state;
   int32_t v[2] = {1, -1};
@@ -77,7 +98,7 @@ static void test_relu_type_error(void **state) {
   opt_expect_error(run_relu(ws, "I", "Y"), DM_ERR_TYPE, "X is INT32", NULL);
 }
 
-/* ReluGradient: dX = dY where Y > 0, exactly (a selection), FP32 and FP16, in place on
+/* ReluGradient: dX = dY where Y > 0, exactly (a selection), FP32, FP16 and BF16, in place on
  * dY; and the maker + kernel against finite differences of Relu. */
 static void test_relu_gradient(void **state) {
   dm_workspace *ws = *state;
@@ -85,12 +106,12 @@ static void test_relu_gradient(void **state) {
   float g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   const float want[8] = {1, 0, 0, 4, 0, 6, 7, 8};
   uint16_t yh[8], gh[8];
-  for (int i = 0; i < 8; i++)
-    yh[i] = dm_float_to_half(y[i]), gh[i] = dm_float_to_half(g[i]);
-  yh[6] = 1; /* the smallest FP16 subnormal: > 0 */
   int64_t d = 8;
-  for (int half = 0; half < 2; half++) {
-    dm_dtype t = half ? DM_FLOAT16 : DM_FLOAT;
+  for (int half = 0; half < 3; half++) { /* the mode: FP32, FP16, BF16 */
+    dm_dtype t = opt_mode_dtype(half);
+    for (int i = 0; i < 8; i++)
+      yh[i] = opt_narrow(half, y[i]), gh[i] = opt_narrow(half, g[i]);
+    yh[6] = 1; /* the smallest subnormal: > 0 */
     opt_feed(ws, "Y", t, 1, &d, half ? (void *)yh : (void *)y);
     opt_feed(ws, "dY", t, 1, &d, half ? (void *)gh : (void *)g);
     opt_op *op = opt_new("ReluGradient");
@@ -98,7 +119,7 @@ static void test_relu_gradient(void **state) {
     assert_int_equal(opt_run(op, ws), DM_OK);
     const void *dx = dm_tensor_data(opt_fetch(ws, "dY", t, 1, &d));
     for (int i = 0; i < 8; i++) {
-      double got = half ? dm_half_to_float(((const uint16_t *)dx)[i]) : ((const float *)dx)[i];
+      double got = half ? opt_widen(half, ((const uint16_t *)dx)[i]) : ((const float *)dx)[i];
       if (got != want[i])
         fail_msg("half %d: dX[%d] = %g, want %g", half, i, got, want[i]);
     }
@@ -117,6 +138,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_relu_fp32),
       cmocka_unit_test(test_relu_fp16),
+      cmocka_unit_test(test_relu_bf16),
       cmocka_unit_test(test_relu_type_error),
       cmocka_unit_test(test_relu_gradient),
   };

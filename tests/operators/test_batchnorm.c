@@ -10,8 +10,8 @@
  *   mean:   u32 |ref| + d mean|x|;   var terms: d mean(x^2)
  *   inv_std: u32 |ref| + |ref| d mean(x^2) / (var + eps)  (half of the relative error of
  *           var + eps, doubled for the square root's own rounding in double)
- * where u_out is 2^-24 (FP32) or 2^-11 (FP16) and s_out half the output's subnormal
- * spacing (2^-150, 2^-25). The gradient's bounds follow the same pattern (below).
+ * where u_out is 2^-24 (FP32), 2^-11 (FP16) or 2^-8 (BF16) and s_out half the output's
+ * subnormal spacing (2^-150, 2^-25, 2^-134). The gradient's bounds follow the same pattern (below).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -47,9 +47,10 @@ static int64_t at(const bn_case *c, int64_t n, int64_t ch, int64_t hw) {
 }
 
 static double got_at(const dm_tensor *t, int64_t k) {
-  return dm_tensor_dtype(t) == DM_FLOAT16
-             ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[k])
-             : ((const float *)dm_tensor_data(t))[k];
+  dm_dtype d = dm_tensor_dtype(t);
+  return d == DM_FLOAT16    ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[k])
+         : d == DM_BFLOAT16 ? dm_bf16_to_float(((const uint16_t *)dm_tensor_data(t))[k])
+                            : ((const float *)dm_tensor_data(t))[k];
 }
 
 static double worst_seen;
@@ -82,8 +83,8 @@ static bn_data make_data(dm_workspace *ws, const bn_case *c, double lo, double h
   uint64_t s = c->seed;
   for (int64_t i = 0; i < d.n; i++) {
     d.xf[i] = (float)opt_uniform(&s, lo, hi);
-    d.xh[i] = dm_float_to_half(d.xf[i]);
-    d.x[i] = c->fp16 ? dm_half_to_float(d.xh[i]) : d.xf[i];
+    d.xh[i] = opt_narrow(c->fp16, d.xf[i]);
+    d.x[i] = c->fp16 ? opt_widen(c->fp16, d.xh[i]) : d.xf[i];
   }
   for (int64_t ch = 0; ch < c->C; ch++) {
     d.scale[ch] = (float)opt_uniform(&s, 0.5, 2);
@@ -92,7 +93,7 @@ static bn_data make_data(dm_workspace *ws, const bn_case *c, double lo, double h
     d.var[ch] = (float)opt_uniform(&s, 0.5, 3);
   }
   int64_t dc[] = {c->C};
-  opt_feed(ws, "X", c->fp16 ? DM_FLOAT16 : DM_FLOAT, 4, d.dims,
+  opt_feed(ws, "X", opt_mode_dtype(c->fp16), 4, d.dims,
            c->fp16 ? (void *)d.xh : (void *)d.xf);
   opt_feed(ws, "scale", DM_FLOAT, 1, dc, d.scale);
   opt_feed(ws, "bias", DM_FLOAT, 1, dc, d.bias);
@@ -120,10 +121,10 @@ static void check_forward(dm_workspace *ws, bn_case c) {
     opt_arg_string(op, "order", "NHWC");
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s", dm_last_error());
-  const dm_tensor *y = opt_fetch(ws, "Y", c.fp16 ? DM_FLOAT16 : DM_FLOAT, 4, d.dims);
+  const dm_tensor *y = opt_fetch(ws, "Y", opt_mode_dtype(c.fp16), 4, d.dims);
   int64_t HW = c.H * c.W, M = c.N * HW, dc[] = {c.C};
-  double delta = (double)(M + 8) * 0x1p-52, u = c.fp16 ? OPT_U16 : OPT_U32;
-  double sub = c.fp16 ? 0x1p-25 : 0x1p-150, eps = (double)1e-5f, mom = (double)0.9f;
+  double delta = (double)(M + 8) * 0x1p-52, u = c.fp16 ? opt_mode_u(c.fp16) : OPT_U32;
+  double sub = c.fp16 ? opt_mode_tiny(c.fp16) : 0x1p-150, eps = (double)1e-5f, mom = (double)0.9f;
   worst_seen = 0;
   for (int64_t ch = 0; ch < c.C; ch++) {
     double s = 0, sa = 0, ss = 0, sq = 0;
@@ -164,7 +165,7 @@ static void check_forward(dm_workspace *ws, bn_case c) {
                  OPT_U32 * inv + 2 * inv * delta * msq / (var + eps));
   }
   print_message("SpatialBN %s %s %s N=%lld C=%lld %lldx%lld: worst error %.2f of the bound\n",
-                c.is_test ? "test" : "train", c.nhwc ? "NHWC" : "NCHW", c.fp16 ? "FP16" : "FP32",
+                c.is_test ? "test" : "train", c.nhwc ? "NHWC" : "NCHW", opt_mode_name(c.fp16),
                 (long long)c.N, (long long)c.C, (long long)c.H, (long long)c.W, worst_seen);
   free_data(&d);
 }
@@ -186,6 +187,15 @@ static void test_forward_fp16(void **state) {
     for (int t = 0; t < 2; t++) {
       check_forward(ws, (bn_case){2, 3, 4, 5, nhwc, 1, t, 11});
       check_forward(ws, (bn_case){8, 9, 7, 7, nhwc, 1, t, 12});
+    }
+}
+
+static void test_forward_bf16(void **state) {
+  dm_workspace *ws = *state;
+  for (int nhwc = 0; nhwc < 2; nhwc++)
+    for (int t = 0; t < 2; t++) {
+      check_forward(ws, (bn_case){2, 3, 4, 5, nhwc, 2, t, 21});
+      check_forward(ws, (bn_case){8, 9, 7, 7, nhwc, 2, t, 22});
     }
 }
 
@@ -260,13 +270,13 @@ static void check_grad_op(dm_workspace *ws, int nhwc, int fp16, uint64_t seed) {
   uint64_t s = seed * 7;
   for (int64_t i = 0; i < d.n; i++) {
     dyf[i] = (float)opt_uniform(&s, -1, 1);
-    dyh[i] = dm_float_to_half(dyf[i]);
-    dy[i] = fp16 ? dm_half_to_float(dyh[i]) : dyf[i];
+    dyh[i] = opt_narrow(fp16, dyf[i]);
+    dy[i] = fp16 ? opt_widen(fp16, dyh[i]) : dyf[i];
   }
   for (int ch = 0; ch < 5; ch++)
     sm[ch] = (float)opt_uniform(&s, -0.5, 0.5), si[ch] = (float)opt_uniform(&s, 0.5, 2);
   int64_t dc[] = {5};
-  opt_feed(ws, "dY", fp16 ? DM_FLOAT16 : DM_FLOAT, 4, d.dims, fp16 ? (void *)dyh : (void *)dyf);
+  opt_feed(ws, "dY", opt_mode_dtype(fp16), 4, d.dims, fp16 ? (void *)dyh : (void *)dyf);
   opt_feed(ws, "sm", DM_FLOAT, 1, dc, sm);
   opt_feed(ws, "si", DM_FLOAT, 1, dc, si);
   opt_op *op = opt_new("SpatialBNGradient");
@@ -276,12 +286,12 @@ static void check_grad_op(dm_workspace *ws, int nhwc, int fp16, uint64_t seed) {
     opt_arg_string(op, "order", "NHWC");
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s", dm_last_error());
-  const dm_tensor *dx = opt_fetch(ws, "dX", fp16 ? DM_FLOAT16 : DM_FLOAT, 4, d.dims);
+  const dm_tensor *dx = opt_fetch(ws, "dX", opt_mode_dtype(fp16), 4, d.dims);
   const float *dscale = dm_tensor_data(opt_fetch(ws, "dscale", DM_FLOAT, 1, dc));
   const float *dbias = dm_tensor_data(opt_fetch(ws, "dbias", DM_FLOAT, 1, dc));
   int64_t HW = c.H * c.W, M = c.N * HW;
-  double delta = (double)(M + 8) * 0x1p-52, u = fp16 ? OPT_U16 : OPT_U32;
-  double sub = fp16 ? 0x1p-25 : 0x1p-150;
+  double delta = (double)(M + 8) * 0x1p-52, u = fp16 ? opt_mode_u(fp16) : OPT_U32;
+  double sub = fp16 ? opt_mode_tiny(fp16) : 0x1p-150;
   worst_seen = 0;
   for (int64_t ch = 0; ch < 5; ch++) {
     double sdy = 0, sdyx = 0, ady = 0, adyx = 0;
@@ -305,15 +315,15 @@ static void check_grad_op(dm_workspace *ws, int nhwc, int fp16, uint64_t seed) {
       }
   }
   print_message("SpatialBNGradient %s %s: worst error %.2f of the bound\n",
-                nhwc ? "NHWC" : "NCHW", fp16 ? "FP16" : "FP32", worst_seen);
+                nhwc ? "NHWC" : "NCHW", opt_mode_name(fp16), worst_seen);
   free(dy), free(dyf), free(dyh);
   free_data(&d);
 }
 
 static void test_gradient_op(void **state) {
   for (int nhwc = 0; nhwc < 2; nhwc++)
-    for (int fp16 = 0; fp16 < 2; fp16++)
-      check_grad_op(*state, nhwc, fp16, 41 + (uint64_t)(2 * nhwc + fp16));
+    for (int fp16 = 0; fp16 < 3; fp16++) /* the mode: FP32, FP16, BF16 */
+      check_grad_op(*state, nhwc, fp16, fp16 < 2 ? 41 + (uint64_t)(2 * nhwc + fp16) : 51 + (uint64_t)nhwc);
 }
 
 static void test_schema(void **state) {
@@ -377,6 +387,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_forward_fp32), cmocka_unit_test(test_forward_fp16),
+      cmocka_unit_test(test_forward_bf16),
       cmocka_unit_test(test_inplace),      cmocka_unit_test(test_gradient),
       cmocka_unit_test(test_gradient_op),  cmocka_unit_test(test_schema),
       cmocka_unit_test(test_errors),

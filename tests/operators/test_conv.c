@@ -56,7 +56,8 @@ static const conv_case cases[] = {
     {"kernel = padded input", 2, 2, 3, 3, 2, 5, 5, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
 };
 
-static double worst_fwd32, worst_fwd16, worst_grad32, worst_grad16;
+/* Worst error / bound per mode (0 FP32, 1 FP16, 2 BF16). */
+static double worst_fwd[3], worst_grad[3];
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
 static int teardown(void **state) {
@@ -68,12 +69,13 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
   return (in + p0 + p1 - (d * (k - 1) + 1)) / s + 1;
 }
 
-/* Draws n values in [lo, hi), rounded to the storage type so the reference sees them. */
+/* Draws n values in [lo, hi), rounded to the storage type so the reference sees them
+ * (fp16 is the mode: 0 FP32, 1 FP16, 2 BF16). */
 static double *draw(int64_t n, double lo, double hi, int fp16, uint64_t *seed) {
   double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
   for (int64_t i = 0; i < n; i++) {
     float f = (float)opt_uniform(seed, lo, hi);
-    v[i] = fp16 ? dm_half_to_float(dm_float_to_half(f)) : f;
+    v[i] = fp16 ? opt_widen(fp16, opt_narrow(fp16, f)) : f;
   }
   return v;
 }
@@ -106,6 +108,8 @@ static void feed(dm_workspace *ws, const char *name, dm_dtype t, int ndim, const
   for (int64_t i = 0; i < n; i++)
     if (t == DM_FLOAT16)
       ((uint16_t *)buf)[i] = dm_double_to_half(v[i]);
+    else if (t == DM_BFLOAT16)
+      ((uint16_t *)buf)[i] = dm_double_to_bf16(v[i]);
     else
       ((float *)buf)[i] = (float)v[i];
   opt_feed(ws, name, t, ndim, dims, buf);
@@ -118,8 +122,9 @@ static double *fetch(dm_workspace *ws, const char *name, dm_dtype t, int ndim,
   int64_t n = dm_tensor_numel(y);
   double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
   for (int64_t i = 0; i < n; i++)
-    v[i] = t == DM_FLOAT16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[i])
-                           : ((const float *)dm_tensor_data(y))[i];
+    v[i] = t == DM_FLOAT16    ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[i])
+           : t == DM_BFLOAT16 ? dm_bf16_to_float(((const uint16_t *)dm_tensor_data(y))[i])
+                              : ((const float *)dm_tensor_data(y))[i];
   return v;
 }
 
@@ -184,14 +189,14 @@ static void ref_conv(const conv_case *c, const double *x, const double *w, const
         }
 }
 
-/* got vs ref with the derived bound: acc = L u32 S, then FP16's one rounding. */
+/* got vs ref with the derived bound: acc = L u32 S, then FP16's (BF16's) one rounding. */
 static double check_close(const char *what, const conv_case *c, int64_t i, double got,
                           double ref, double S, int64_t L, int fp16) {
   double acc = (double)L * OPT_U32 * S;
-  double tol = fp16 ? acc + OPT_U16 * (fabs(ref) + acc) + 0x1p-25 : acc;
+  double tol = fp16 ? acc + opt_mode_u(fp16) * (fabs(ref) + acc) + opt_mode_tiny(fp16) : acc;
   if (!(fabs(got - ref) <= tol))
     fail_msg("%s (%s, %s): [%lld] = %.9g, reference %.9g, tolerance %.3g", what, c->name,
-             fp16 ? "FP16" : "FP32", (long long)i, got, ref, tol);
+             opt_mode_name(fp16), (long long)i, got, ref, tol);
   return tol > 0 ? fabs(got - ref) / tol : 0;
 }
 
@@ -203,12 +208,12 @@ static void run_forward(dm_workspace *ws, const conv_case *c, int nhwc, int fp16
   int64_t ow = out_size(c->W, c->kw, c->sw, c->dw, c->pads[1], c->pads[3]);
   double *x = draw(c->N * c->C * c->H * c->W, -2, 2, fp16, &seed);
   double *w = draw(c->M * K, -1, 1, fp16, &seed);
-  double *b = draw(c->M, -1, 1, fp16 && !b32, &seed);
+  double *b = draw(c->M, -1, 1, b32 ? 0 : fp16, &seed);
   int64_t ny = c->N * c->M * oh * ow;
   double *y = malloc(sizeof *y * (size_t)ny), *S = malloc(sizeof *S * (size_t)ny);
   ref_conv(c, x, w, c->bias ? b : NULL, oh, ow, y, S);
 
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  dm_dtype t = opt_mode_dtype(fp16);
   int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->M, Cg, c->kh, c->kw}, bd[1] = {c->M};
   int64_t yd[4] = {c->N, c->M, oh, ow};
   if (nhwc) {
@@ -222,7 +227,7 @@ static void run_forward(dm_workspace *ws, const conv_case *c, int nhwc, int fp16
     feed(ws, "X", t, 4, xd, x);
     feed(ws, "W", t, 4, wd, w);
   }
-  feed(ws, "b", fp16 && !b32 ? DM_FLOAT16 : DM_FLOAT, 1, bd, b);
+  feed(ws, "b", fp16 && !b32 ? t : DM_FLOAT, 1, bd, b);
   opt_op *op = opt_new("Conv");
   opt_in(op, "X"), opt_in(op, "W");
   if (c->bias)
@@ -243,7 +248,7 @@ static void run_forward(dm_workspace *ws, const conv_case *c, int nhwc, int fp16
     free(got);
     got = g2;
   }
-  double *worst = fp16 ? &worst_fwd16 : &worst_fwd32;
+  double *worst = &worst_fwd[fp16];
   for (int64_t i = 0; i < ny; i++)
     *worst = fmax(*worst, check_close("Y", c, i, got[i], y[i], S[i], K + 1, fp16));
   free(x), free(w), free(b), free(y), free(S), free(got);
@@ -253,14 +258,21 @@ static void test_conv_fp32(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int nhwc = 0; nhwc < 2; nhwc++)
       run_forward(*state, &cases[i], nhwc, 0, 0, (int)i + nhwc);
-  print_message("Conv FP32: worst error %.3f of the bound\n", worst_fwd32);
+  print_message("Conv FP32: worst error %.3f of the bound\n", worst_fwd[0]);
 }
 
 static void test_conv_fp16(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int nhwc = 0; nhwc < 2; nhwc++)
       run_forward(*state, &cases[i], nhwc, 1, (int)(i % 2), (int)i + nhwc);
-  print_message("Conv FP16: worst error %.3f of the bound\n", worst_fwd16);
+  print_message("Conv FP16: worst error %.3f of the bound\n", worst_fwd[1]);
+}
+
+static void test_conv_bf16(void **state) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int nhwc = 0; nhwc < 2; nhwc++)
+      run_forward(*state, &cases[i], nhwc, 2, (int)(i % 2), (int)i + nhwc);
+  print_message("Conv BF16: worst error %.3f of the bound\n", worst_fwd[2]);
 }
 
 /* ConvGradient directly, against the double reference of dW, db, dX. `outs`: 0 all,
@@ -295,7 +307,7 @@ static void run_grad(dm_workspace *ws, const conv_case *c, int nhwc, int fp16, i
                 dx[xi] += g * w[wi], dxS[xi] += fabs(g * w[wi]);
               }
         }
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  dm_dtype t = opt_mode_dtype(fp16);
   int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->M, Cg, c->kh, c->kw};
   int64_t yd[4] = {c->N, c->M, oh, ow}, bd[1] = {c->M};
   if (nhwc) {
@@ -323,7 +335,7 @@ static void run_grad(dm_workspace *ws, const conv_case *c, int nhwc, int fp16, i
   add_args(op, c, nhwc, form);
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s: %s", c->name, dm_last_error());
-  double *worst = fp16 ? &worst_grad16 : &worst_grad32;
+  double *worst = &worst_grad[fp16];
   double *got = fetch(ws, "dW", t, 4, wd);
   if (nhwc) {
     double *g2 = malloc(sizeof *g2 * (size_t)(c->M * K));
@@ -357,14 +369,21 @@ static void test_conv_grad_fp32(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int nhwc = 0; nhwc < 2; nhwc++)
       run_grad(*state, &cases[i], nhwc, 0, i % 5 == 4, (int)i + nhwc);
-  print_message("ConvGradient FP32: worst error %.3f of the bound\n", worst_grad32);
+  print_message("ConvGradient FP32: worst error %.3f of the bound\n", worst_grad[0]);
 }
 
 static void test_conv_grad_fp16(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int nhwc = 0; nhwc < 2; nhwc++)
       run_grad(*state, &cases[i], nhwc, 1, i % 5 == 3, (int)i + nhwc);
-  print_message("ConvGradient FP16: worst error %.3f of the bound\n", worst_grad16);
+  print_message("ConvGradient FP16: worst error %.3f of the bound\n", worst_grad[1]);
+}
+
+static void test_conv_grad_bf16(void **state) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int nhwc = 0; nhwc < 2; nhwc++)
+      run_grad(*state, &cases[i], nhwc, 2, i % 5 == 3, (int)i + nhwc);
+  print_message("ConvGradient BF16: worst error %.3f of the bound\n", worst_grad[2]);
 }
 
 /* The same tables with the images split into chunks: one image per chunk, and chunks of
@@ -594,8 +613,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_fp32),
       cmocka_unit_test(test_conv_fp16),
+      cmocka_unit_test(test_conv_bf16),
       cmocka_unit_test(test_conv_grad_fp32),
       cmocka_unit_test(test_conv_grad_fp16),
+      cmocka_unit_test(test_conv_grad_bf16),
       cmocka_unit_test(test_conv_chunked),
       cmocka_unit_test(test_conv_grad_check),
       cmocka_unit_test(test_conv_infer),

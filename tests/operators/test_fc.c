@@ -1,9 +1,10 @@
-/* test_fc.c: FC against a double-precision reference, FP32 and FP16, and its errors.
+/* test_fc.c: FC against a double-precision reference, FP32, FP16 and BF16, and its errors.
  *
  * Tolerances follow from the arithmetic, not from tuning. With S = sum_k |x_k w_k| + |b|:
  * an FP32 accumulation of K products and the bias errs by at most (K + 1) u32 S
  * (u32 = 2^-24); the FP16 kernel then rounds once to FP16, adding u16 |y| (u16 = 2^-11)
- * plus half the smallest subnormal, 2^-25, in the subnormal range.
+ * plus half the smallest subnormal, 2^-25, in the subnormal range; the BF16 kernel the
+ * same with u = 2^-8 and 2^-134.
  * FCGradient: dW sums M products, dX sums N, each errs by (len) u32 S (S the sum of
  * |products|) and the FP16 kernel adds one rounding; db is summed in double and rounded
  * once. FP32 gradients are also checked by finite differences (grad_check.h).
@@ -28,7 +29,8 @@ static int teardown(void **state) {
 }
 
 /* Runs FC on random data: X dims xd (flattened at axis to M x K), W dims wd (at axis_w to
- * N x K); fp16 selects FP16 X/W/b (bias FP32 if b32). Checks every element. */
+ * N x K); fp16 is the mode (0 FP32, 1 FP16, 2 BF16 X/W/b; bias FP32 if b32). Checks every
+ * element. */
 static void check_fc(dm_workspace *ws, int xn, const int64_t *xd, int axis, int wn,
                      const int64_t *wd, int axis_w, int fp16, int b32, uint64_t seed) {
   int64_t M = 1, K = 1, N = 1, Kw = 1;
@@ -46,23 +48,23 @@ static void check_fc(dm_workspace *ws, int xn, const int64_t *xd, int axis, int 
    * stored values, so only the kernel's own arithmetic is measured. */
   for (int64_t i = 0; i < M * K; i++) {
     xf[i] = (float)opt_uniform(&seed, -2, 2);
-    xh[i] = dm_float_to_half(xf[i]);
-    x[i] = fp16 ? dm_half_to_float(xh[i]) : xf[i];
+    xh[i] = opt_narrow(fp16, xf[i]);
+    x[i] = fp16 ? opt_widen(fp16, xh[i]) : xf[i];
   }
   for (int64_t i = 0; i < N * K; i++) {
     wf[i] = (float)opt_uniform(&seed, -1, 1);
-    wh[i] = dm_float_to_half(wf[i]);
-    w[i] = fp16 ? dm_half_to_float(wh[i]) : wf[i];
+    wh[i] = opt_narrow(fp16, wf[i]);
+    w[i] = fp16 ? opt_widen(fp16, wh[i]) : wf[i];
   }
   for (int64_t i = 0; i < N; i++) {
     bf[i] = (float)opt_uniform(&seed, -1, 1);
-    bh[i] = dm_float_to_half(bf[i]);
-    b[i] = fp16 && !b32 ? dm_half_to_float(bh[i]) : bf[i];
+    bh[i] = opt_narrow(fp16, bf[i]);
+    b[i] = fp16 && !b32 ? opt_widen(fp16, bh[i]) : bf[i];
   }
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  dm_dtype t = opt_mode_dtype(fp16);
   opt_feed(ws, "X", t, xn, xd, fp16 ? (void *)xh : (void *)xf);
   opt_feed(ws, "W", t, wn, wd, fp16 ? (void *)wh : (void *)wf);
-  opt_feed(ws, "b", fp16 && !b32 ? DM_FLOAT16 : DM_FLOAT, 1, &N, fp16 && !b32 ? (void *)bh : (void *)bf);
+  opt_feed(ws, "b", fp16 && !b32 ? t : DM_FLOAT, 1, &N, fp16 && !b32 ? (void *)bh : (void *)bf);
   opt_op *op = opt_new("FC");
   opt_in(op, "X"), opt_in(op, "W"), opt_in(op, "b"), opt_out(op, "Y");
   if (axis != 1)
@@ -85,8 +87,8 @@ static void check_fc(dm_workspace *ws, int xn, const int64_t *xd, int axis, int 
         S += fabs(x[i * K + k] * w[j * K + k]);
       }
       double acc = (double)(K + 1) * OPT_U32 * S;
-      double tol = fp16 ? acc + OPT_U16 * (fabs(ref) + acc) + 0x1p-25 : acc;
-      double got = fp16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[i * N + j])
+      double tol = fp16 ? acc + opt_mode_u(fp16) * (fabs(ref) + acc) + opt_mode_tiny(fp16) : acc;
+      double got = fp16 ? opt_widen(fp16, ((const uint16_t *)dm_tensor_data(y))[i * N + j])
                         : ((const float *)dm_tensor_data(y))[i * N + j];
       if (!(fabs(got - ref) <= tol))
         fail_msg("Y[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
@@ -94,7 +96,7 @@ static void check_fc(dm_workspace *ws, int xn, const int64_t *xd, int axis, int 
       worst = fmax(worst, fabs(got - ref) / tol);
     }
   print_message("FC %s M=%lld N=%lld K=%lld: worst error %.2f of the bound\n",
-                fp16 ? "FP16" : "FP32", (long long)M, (long long)N, (long long)K, worst);
+                opt_mode_name(fp16), (long long)M, (long long)N, (long long)K, worst);
   free(x), free(w), free(b), free(xf), free(wf), free(bf), free(xh), free(wh), free(bh);
 }
 
@@ -109,6 +111,17 @@ static void test_fc_fp32(void **state) {
   check_fc(*state, 3, xd4, 1, 3, wd4, 2, 0, 0, 4);
   int64_t xd5[] = {3, 4, 5}, wd5[] = {2, 5};       /* axis -1 (= 2): M = 12, K = 5 */
   check_fc(*state, 3, xd5, 2, 2, wd5, 1, 0, 0, 5);
+}
+
+/* BF16: the same shapes, tolerances from BF16's unit roundoff 2^-8. */
+static void test_fc_bf16(void **state) {
+  int64_t xd[] = {5, 7}, wd[] = {3, 7};
+  check_fc(*state, 2, xd, 1, 2, wd, 1, 2, 0, 21);
+  int64_t xd2[] = {33, 1000}, wd2[] = {17, 1000};
+  check_fc(*state, 2, xd2, 1, 2, wd2, 1, 2, 0, 22);
+  check_fc(*state, 2, xd2, 1, 2, wd2, 1, 2, 1, 23); /* FP32 bias */
+  int64_t xd3[] = {2, 3, 4, 5}, wd3[] = {6, 4, 5};
+  check_fc(*state, 4, xd3, 2, 3, wd3, 1, 2, 0, 24);
 }
 
 static void test_fc_fp16(void **state) {
@@ -174,7 +187,7 @@ static void test_fc_errors(void **state) {
                    NULL);
 }
 
-/* FCGradient against double sums of the stored values, FP32 and FP16. */
+/* FCGradient against double sums of the stored values, FP32, FP16 and BF16. */
 static void test_fc_gradient_reference(void **state) {
   dm_workspace *ws = *state;
   enum { M = 6, K = 35, N = 7 };
@@ -182,14 +195,20 @@ static void test_fc_gradient_reference(void **state) {
   static uint16_t xh[M * K], wh[N * K], gh[M * N];
   uint64_t seed = 31;
   for (int i = 0; i < M * K; i++)
-    xf[i] = (float)opt_uniform(&seed, -2, 2), xh[i] = dm_float_to_half(xf[i]);
+    xf[i] = (float)opt_uniform(&seed, -2, 2);
   for (int i = 0; i < N * K; i++)
-    wf[i] = (float)opt_uniform(&seed, -1, 1), wh[i] = dm_float_to_half(wf[i]);
+    wf[i] = (float)opt_uniform(&seed, -1, 1);
   for (int i = 0; i < M * N; i++)
-    gf[i] = (float)opt_uniform(&seed, -1, 1), gh[i] = dm_float_to_half(gf[i]);
+    gf[i] = (float)opt_uniform(&seed, -1, 1);
   int64_t xd[4] = {M, 5, 7, 1}, wd[2] = {N, K}, gd[2] = {M, N}, nd = N;
-  for (int half = 0; half < 2; half++) {
-    dm_dtype t = half ? DM_FLOAT16 : DM_FLOAT;
+  for (int half = 0; half < 3; half++) { /* the mode: FP32, FP16, BF16 */
+    dm_dtype t = opt_mode_dtype(half);
+    for (int i = 0; i < M * K; i++)
+      xh[i] = opt_narrow(half, xf[i]);
+    for (int i = 0; i < N * K; i++)
+      wh[i] = opt_narrow(half, wf[i]);
+    for (int i = 0; i < M * N; i++)
+      gh[i] = opt_narrow(half, gf[i]);
     opt_feed(ws, "X", t, 4, xd, half ? (void *)xh : (void *)xf);
     opt_feed(ws, "W", t, 2, wd, half ? (void *)wh : (void *)wf);
     opt_feed(ws, "dY", t, 2, gd, half ? (void *)gh : (void *)gf);
@@ -200,9 +219,9 @@ static void test_fc_gradient_reference(void **state) {
     const void *dw = dm_tensor_data(opt_fetch(ws, "dW", t, 2, wd));
     const void *db = dm_tensor_data(opt_fetch(ws, "db", t, 1, &nd));
     const void *dx = dm_tensor_data(opt_fetch(ws, "dX", t, 4, xd));
-#define V(f, h, i) (half ? (double)dm_half_to_float(h[i]) : (double)f[i])
-#define GOT(p, i) (half ? (double)dm_half_to_float(((const uint16_t *)p)[i]) : (double)((const float *)p)[i])
-    double r16 = half ? OPT_U16 : 0, sub = half ? 0x1p-25 : 0;
+#define V(f, h, i) (half ? (double)opt_widen(half, h[i]) : (double)f[i])
+#define GOT(p, i) (half ? (double)opt_widen(half, ((const uint16_t *)p)[i]) : (double)((const float *)p)[i])
+    double r16 = half ? opt_mode_u(half) : 0, sub = half ? opt_mode_tiny(half) : 0;
     for (int n = 0; n < N; n++) {
       double ref = 0, S = 0;
       for (int m = 0; m < M; m++)
@@ -238,7 +257,7 @@ static void test_fc_gradient_reference(void **state) {
   opt_op *op = opt_new("FCGradient");
   opt_in(op, "X"), opt_in(op, "W"), opt_in(op, "dY");
   opt_out(op, "dW"), opt_out(op, "db"), opt_out(op, "dX");
-  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "expected all FLOAT or all FLOAT16", NULL);
+  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "expected all FLOAT, all FLOAT16 or all BFLOAT16", NULL);
 }
 
 /* The maker (FC -> FCGradient) and kernel against finite differences of FC, FP32. */
@@ -265,6 +284,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fc_fp32),
       cmocka_unit_test(test_fc_fp16),
+      cmocka_unit_test(test_fc_bf16),
       cmocka_unit_test(test_fc_fp16_overflow),
       cmocka_unit_test(test_fc_errors),
       cmocka_unit_test(test_fc_gradient_reference),

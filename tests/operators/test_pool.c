@@ -55,7 +55,7 @@ static const pool_case cases[] = {
     {"legacy 2 (SAME)", 2, 2, 7, 8, 3, 3, 2, 2, {0, 0, 0, 0}, 2, 0, 4, 4, 1, 0},
 };
 
-static double worst32, worst16;
+static double worst_mode[3]; /* FP32, FP16, BF16 */
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
 static int teardown(void **state) {
@@ -69,6 +69,15 @@ static double *distinct(int64_t n, double scale) {
   double *v = malloc(sizeof *v * (size_t)n);
   for (int64_t i = 0; i < n; i++)
     v[i] = (double)((i * 1031) % 4093 - 2046) / 64.0 * scale;
+  return v;
+}
+
+/* The same for BF16 (8 significant bits): integers in [-128, 128], period 257, which
+ * is longer than any pooling window's span of flat indices in the cases below. */
+static double *distinct_bf16(int64_t n) {
+  double *v = malloc(sizeof *v * (size_t)n);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = (double)((i * 101) % 257 - 128);
   return v;
 }
 
@@ -88,6 +97,8 @@ static void feed(dm_workspace *ws, const char *name, dm_dtype t, const int64_t *
   for (int64_t i = 0; i < n; i++)
     if (t == DM_FLOAT16)
       ((uint16_t *)buf)[i] = dm_double_to_half(v[i]);
+    else if (t == DM_BFLOAT16)
+      ((uint16_t *)buf)[i] = dm_double_to_bf16(v[i]);
     else
       ((float *)buf)[i] = (float)v[i];
   opt_feed(ws, name, t, 4, dims, buf);
@@ -98,8 +109,10 @@ static void feed(dm_workspace *ws, const char *name, dm_dtype t, const int64_t *
 static double at(const dm_tensor *t, int nhwc, int64_t C, int64_t H, int64_t W, int64_t n,
                  int64_t c, int64_t h, int64_t w) {
   int64_t i = nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
-  return dm_tensor_dtype(t) == DM_FLOAT16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[i])
-                                          : ((const float *)dm_tensor_data(t))[i];
+  dm_dtype d = dm_tensor_dtype(t);
+  return d == DM_FLOAT16    ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[i])
+         : d == DM_BFLOAT16 ? dm_bf16_to_float(((const uint16_t *)dm_tensor_data(t))[i])
+                            : ((const float *)dm_tensor_data(t))[i];
 }
 
 static void add_args(opt_op *op, const pool_case *c, int nhwc) {
@@ -124,7 +137,7 @@ static void add_args(opt_op *op, const pool_case *c, int nhwc) {
 
 static double bound(double ref, double S, int64_t L, int fp16, int is_max) {
   double acc = is_max ? 0 : (double)(L + 2) * OPT_U32 * S;
-  return fp16 ? acc + OPT_U16 * (fabs(ref) + acc) + 0x1p-25 : acc;
+  return fp16 ? acc + opt_mode_u(fp16) * (fabs(ref) + acc) + opt_mode_tiny(fp16) : acc;
 }
 
 /* Forward and backward of one case, one op, one order, one dtype. */
@@ -133,9 +146,9 @@ static void run_case(dm_workspace *ws, const pool_case *c, int is_max, int nhwc,
   const int64_t N = c->N, C = c->C, H = c->H, W = c->W, OH = c->outH, OW = c->outW;
   const int64_t kh = c->global ? H : c->kh, kw = c->global ? W : c->kw;
   int64_t nx = N * C * H * W, ny = N * C * OH * OW;
-  double *x = distinct(nx, 1), *dy = malloc(sizeof *dy * (size_t)ny);
+  double *x = fp16 == 2 ? distinct_bf16(nx) : distinct(nx, 1), *dy = malloc(sizeof *dy * (size_t)ny);
   for (int64_t i = 0; i < ny; i++)
-    dy[i] = fp16 ? dm_half_to_float(dm_float_to_half((float)opt_uniform(&seed, -1, 1)))
+    dy[i] = fp16 ? opt_widen(fp16, opt_narrow(fp16, (float)opt_uniform(&seed, -1, 1)))
                  : (float)opt_uniform(&seed, -1, 1);
   double *y = malloc(sizeof *y * (size_t)ny), *S = malloc(sizeof *S * (size_t)ny);
   double *dx = calloc((size_t)nx, sizeof *dx), *dxS = calloc((size_t)nx, sizeof *dx);
@@ -166,7 +179,7 @@ static void run_case(dm_workspace *ws, const pool_case *c, int is_max, int nhwc,
               dx[xi] += dy[yi] / (double)cnt, dxS[xi] += fabs(dy[yi]) / (double)cnt;
             }
         }
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  dm_dtype t = opt_mode_dtype(fp16);
   int64_t xd[4] = {N, C, H, W}, yd[4] = {N, C, OH, OW};
   if (nhwc) {
     double *xt = nchw_to_nhwc(x, N, C, H, W), *dyt = nchw_to_nhwc(dy, N, C, OH, OW);
@@ -190,7 +203,7 @@ static void run_case(dm_workspace *ws, const pool_case *c, int is_max, int nhwc,
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s %s: %s", gtype, c->name, dm_last_error());
   const dm_tensor *ty = opt_fetch(ws, "Y", t, 4, yd), *tdx = opt_fetch(ws, "dX", t, 4, xd);
-  double *worst = fp16 ? &worst16 : &worst32;
+  double *worst = &worst_mode[fp16];
   for (int64_t n = 0; n < N; n++)
     for (int64_t ch = 0; ch < C; ch++) {
       for (int64_t i = 0; i < OH * OW; i++) {
@@ -199,7 +212,7 @@ static void run_case(dm_workspace *ws, const pool_case *c, int is_max, int nhwc,
         double tol = bound(y[yi], S[yi], kh * kw, fp16, is_max);
         if (!(fabs(got - y[yi]) <= tol))
           fail_msg("%s %s (%s %s): Y[%lld] = %.9g, reference %.9g, tolerance %.3g", type,
-                   c->name, nhwc ? "NHWC" : "NCHW", fp16 ? "FP16" : "FP32", (long long)yi, got,
+                   c->name, nhwc ? "NHWC" : "NCHW", opt_mode_name(fp16), (long long)yi, got,
                    y[yi], tol);
         if (tol > 0)
           *worst = fmax(*worst, fabs(got - y[yi]) / tol);
@@ -208,10 +221,11 @@ static void run_case(dm_workspace *ws, const pool_case *c, int is_max, int nhwc,
         int64_t xi = (n * C + ch) * H * W + i;
         double got = at(tdx, nhwc, C, H, W, n, ch, i / W, i % W);
         double acc = (double)(kh * kw + 2) * OPT_U32 * dxS[xi];
-        double tol = fp16 ? acc + OPT_U16 * (fabs(dx[xi]) + acc) + 0x1p-25 : acc;
+        double tol =
+            fp16 ? acc + opt_mode_u(fp16) * (fabs(dx[xi]) + acc) + opt_mode_tiny(fp16) : acc;
         if (!(fabs(got - dx[xi]) <= tol))
           fail_msg("%s %s (%s %s): dX[%lld] = %.9g, reference %.9g, tolerance %.3g", gtype,
-                   c->name, nhwc ? "NHWC" : "NCHW", fp16 ? "FP16" : "FP32", (long long)xi, got,
+                   c->name, nhwc ? "NHWC" : "NCHW", opt_mode_name(fp16), (long long)xi, got,
                    dx[xi], tol);
         if (tol > 0)
           *worst = fmax(*worst, fabs(got - dx[xi]) / tol);
@@ -224,14 +238,21 @@ static void test_pool_fp32(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int k = 0; k < 4; k++)
       run_case(*state, &cases[i], k & 1, k >> 1, 0);
-  print_message("pools FP32: worst error %.3f of the bound\n", worst32);
+  print_message("pools FP32: worst error %.3f of the bound\n", worst_mode[0]);
 }
 
 static void test_pool_fp16(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int k = 0; k < 4; k++)
       run_case(*state, &cases[i], k & 1, k >> 1, 1);
-  print_message("pools FP16: worst error %.3f of the bound\n", worst16);
+  print_message("pools FP16: worst error %.3f of the bound\n", worst_mode[1]);
+}
+
+static void test_pool_bf16(void **state) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int k = 0; k < 4; k++)
+      run_case(*state, &cases[i], k & 1, k >> 1, 2);
+  print_message("pools BF16: worst error %.3f of the bound\n", worst_mode[2]);
 }
 
 static void test_pool_grad_check(void **state) {
@@ -357,13 +378,13 @@ static void test_pool_errors(void **state) {
   op = opt_new("MaxPool");
   opt_in(op, "X"), opt_out(op, "Y");
   opt_arg_int(op, "kernel", 2);
-  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "X is INT32; MaxPool takes FLOAT or FLOAT16",
+  opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "X is INT32; MaxPool takes FLOAT, FLOAT16 or BFLOAT16",
                    NULL);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pool_fp32),       cmocka_unit_test(test_pool_fp16),
+      cmocka_unit_test(test_pool_fp32),       cmocka_unit_test(test_pool_fp16), cmocka_unit_test(test_pool_bf16),
       cmocka_unit_test(test_pool_grad_check), cmocka_unit_test(test_pool_infer),
       cmocka_unit_test(test_pool_errors),
   };
