@@ -136,13 +136,29 @@ static int set_str(char **dst, const char *src) {
 /* Appends `op` (owned) to the rewritten net. */
 static dm_status emit(pass *p, Caffe2__OperatorDef *op) { return dm_netdef_append_op(p->out, op); }
 
-/* A cast op src -> dst (FloatToHalf or HalfToFloat). */
-static dm_status emit_cast(pass *p, const char *type, const char *src, const char *dst, int grad) {
+/* A cast op src -> dst, to the reduced precision (`down`) or back to FP32: FloatToHalf /
+ * HalfToFloat for FP16, Cast(to) for BF16. */
+static dm_status make_cast(const dm_mp_opts *o, int down, const char *src, const char *dst,
+                           Caffe2__OperatorDef **out) {
+  int bf16 = o->target == DM_BFLOAT16;
   Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_opdef_new(type, &op));
+  DM_TRY(dm_opdef_new(bf16 ? "Cast" : down ? "FloatToHalf" : "HalfToFloat", &op));
   dm_status s = dm_opdef_add_input(op, src);
   if (s == DM_OK)
     s = dm_opdef_add_output(op, dst);
+  if (s == DM_OK && bf16)
+    s = dm_opdef_set_arg_int(op, "to", down ? DM_BFLOAT16 : DM_FLOAT);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&op->base, NULL);
+    return s;
+  }
+  *out = op;
+  return DM_OK;
+}
+
+static dm_status emit_cast(pass *p, int down, const char *src, const char *dst, int grad) {
+  Caffe2__OperatorDef *op = NULL;
+  dm_status s = make_cast(p->o, down, src, dst, &op);
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&op->base, NULL);
     return s;
@@ -151,6 +167,10 @@ static dm_status emit_cast(pass *p, const char *type, const char *src, const cha
   op->is_gradient_op = grad;
   p->sum->casts++;
   return emit(p, op);
+}
+
+static const char *reduced_suffix(const dm_mp_opts *o) {
+  return o->target == DM_BFLOAT16 ? "_bf16" : "_fp16";
 }
 
 /* The name of b's current value in precision `want`, casting once if needed. */
@@ -162,7 +182,7 @@ static dm_status value_in(pass *p, blob_state *b, color want, int grad, const ch
   char **copy = want == C_F16 ? &b->f16 : &b->f32;
   if (!*copy) {
     char name[600];
-    snprintf(name, sizeof name, "%s%s", b->name, want == C_F16 ? "_fp16" : "_fp32");
+    snprintf(name, sizeof name, "%s%s", b->name, want == C_F32 ? "_fp32" : reduced_suffix(p->o));
     if (!set_str(copy, name))
       return DM_NOMEM("a blob name");
     if (b->param && want == C_F16) {
@@ -173,7 +193,7 @@ static dm_status value_in(pass *p, blob_state *b, color want, int grad, const ch
       p->param_casts = pc;
       p->n_param_casts++;
     } else {
-      DM_TRY(emit_cast(p, want == C_F16 ? "FloatToHalf" : "HalfToFloat", b->cur, *copy, grad));
+      DM_TRY(emit_cast(p, want == C_F16, b->cur, *copy, grad));
     }
   }
   *out = *copy;
@@ -184,8 +204,9 @@ static dm_status value_in(pass *p, blob_state *b, color want, int grad, const ch
 static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *schema,
                    const char **why) {
   const Caffe2__Argument *pin = dm_opdef_find_arg(op, "precision");
-  if (pin && pin->has_s && pin->s.len == 4 && memcmp(pin->s.data, "fp16", 4) == 0) {
-    *why = "pinned fp16 by its `precision` argument";
+  if (pin && pin->has_s && pin->s.len == 4 &&
+      (memcmp(pin->s.data, "fp16", 4) == 0 || memcmp(pin->s.data, "bf16", 4) == 0)) {
+    *why = "pinned to the reduced precision by its `precision` argument";
     return C_F16;
   }
   if (pin && pin->has_s && pin->s.len == 4 && memcmp(pin->s.data, "fp32", 4) == 0) {
@@ -389,6 +410,7 @@ static dm_status add_fill(Caffe2__NetDef *init, const char *blob, const char *dt
 
 void dm_mp_opts_init(dm_mp_opts *o) {
   memset(o, 0, sizeof *o);
+  o->target = DM_FLOAT16;
   o->scaling = DM_LS_DYNAMIC;
   o->init_scale = 65536;
   o->growth_interval = 2000;
@@ -410,7 +432,7 @@ static int is_marked(const Caffe2__NetDef *net) {
   return 0;
 }
 
-static dm_status mark(Caffe2__NetDef *net) {
+static dm_status mark(Caffe2__NetDef *net, const char *value) {
   Caffe2__Argument *a = malloc(sizeof *a);
   if (!a)
     return DM_NOMEM("an argument");
@@ -422,7 +444,7 @@ static dm_status mark(Caffe2__NetDef *net) {
     protobuf_c_message_free_unpacked(&a->base, NULL);
     return DM_NOMEM("an argument");
   }
-  memcpy(a->s.data, "fp16", 4);
+  memcpy(a->s.data, value, 4);
   a->s.len = 4;
   a->has_s = 1;
   net->arg = arr;
@@ -495,10 +517,9 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
   /* The masters' FP16 copies, refreshed at the top of every step. */
   for (size_t i = 0; i < p->n_param_casts && s == DM_OK; i++) {
     char dst[600];
-    snprintf(dst, sizeof dst, "%s_fp16", p->param_casts[i]);
+    snprintf(dst, sizeof dst, "%s%s", p->param_casts[i], reduced_suffix(p->o));
     Caffe2__OperatorDef *cast = NULL;
-    const char *in[] = {p->param_casts[i]}, *out[] = {dst};
-    s = new_op("FloatToHalf", in, 1, out, 1, &cast);
+    s = make_cast(p->o, 1, p->param_casts[i], dst, &cast);
     if (s == DM_OK)
       s = dm_netdef_insert_op(p->out, i, cast);
     p->sum->casts++;
@@ -517,7 +538,7 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
       s = add_fill(init_add, DM_MP_SKIPPED_BLOB, "INT64", 0, 0);
   }
   if (s == DM_OK)
-    s = mark(net);
+    s = mark(net, p->o->target == DM_BFLOAT16 ? "bf16" : "fp16");
   return s;
 }
 
@@ -529,6 +550,9 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
     summary->already = 1;
     return DM_OK;
   }
+  if (o->target != DM_FLOAT16 && o->target != DM_BFLOAT16)
+    return dm_error(DM_ERR_INVALID, "the reduced precision must be FLOAT16 or BFLOAT16, not %s",
+                    dm_dtype_name(o->target));
   if (o->scaling != DM_LS_NONE &&
       !(o->init_scale > 0 && o->min_scale > 0 && o->min_scale <= o->max_scale &&
         o->backoff_factor > 0 && o->backoff_factor < 1 && o->growth_factor > 1 &&
@@ -538,6 +562,7 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
   char **params = NULL;
   size_t n_params = 0;
   DM_TRY(dm_find_trainable_params(net, o->exclude, o->n_exclude, &params, &n_params));
+  summary->bf16 = o->target == DM_BFLOAT16;
   pass p = {.o = o, .sum = summary};
   dm_status s = run_pass(&p, net, params, n_params, init_add);
   summary->report = p.report;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
+#include "demitasse.h"
 #include "proto/caffe2.pb-c.h"
 
 #define DM_MP_SCALE_BLOB "loss_scale"
@@ -39,6 +40,10 @@
 typedef enum dm_loss_scaling { DM_LS_NONE = 0, DM_LS_STATIC = 1, DM_LS_DYNAMIC = 2 } dm_loss_scaling;
 
 typedef struct dm_mp_opts {
+  /* The reduced precision: DM_FLOAT16 (default; loss scaling recommended) or DM_BFLOAT16
+   * (FP32's exponent range: no loss scaling needed). Casts are FloatToHalf/HalfToFloat
+   * for FP16 (Caffe2's names) and Cast(to) for BF16; copies are named X_fp16 / X_bf16. */
+  dm_dtype target;
   dm_loss_scaling scaling;
   double init_scale;        /* default 65536 */
   long growth_interval;     /* default 2000 */
@@ -56,7 +61,8 @@ typedef struct dm_mp_opts {
 /* One line of the summary per op kept in FP32 (or forced), with the reason. */
 typedef struct dm_mp_summary {
   size_t ops_total;     /* forward and backward ops considered */
-  size_t ops_fp16;      /* painted FP16 */
+  size_t ops_fp16;      /* painted to the reduced precision (FP16 or BF16) */
+  int bf16;             /* the reduced precision was BF16 */
   size_t ops_fp32;      /* painted FP32 */
   size_t casts;         /* FloatToHalf / HalfToFloat inserted (param copies included) */
   int already;          /* the net was already rewritten: nothing done */

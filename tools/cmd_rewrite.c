@@ -140,6 +140,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
   if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)
     rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer or --fp16");
+  dm_mp_cli_finish(&j.mp);
   static const char *const default_data[] = {"data", "label"};
   j.opts.exclude = data.n ? data.items : default_data;
   j.opts.n_exclude = data.n ? data.n : 2;

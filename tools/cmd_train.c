@@ -376,6 +376,7 @@ int dm_cmd_train(int argc, char **argv) {
     default: rc = dm_cli_bad_option("train", argv); break;
     }
   }
+  dm_mp_cli_finish(&o.mp);
   if (rc == DM_EXIT_OK && optind != argc)
     rc = dm_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
   if (rc == DM_EXIT_OK && (!o.inits.n || !o.net || !o.iters))

@@ -8,10 +8,11 @@
 
 #include "cli_util.h"
 
-enum { O_FP16 = DM_MP_FLAG_BASE, O_SCALING, O_INIT_SCALE, O_GROWTH, O_FP32_OPS, O_FP16_OPS };
+enum { O_FP16 = DM_MP_FLAG_BASE, O_BF16, O_SCALING, O_INIT_SCALE, O_GROWTH, O_FP32_OPS, O_FP16_OPS };
 
 const struct option dm_mp_long_opts[] = {
     {"fp16", no_argument, NULL, O_FP16},
+    {"bf16", no_argument, NULL, O_BF16},
     {"loss-scale", required_argument, NULL, O_SCALING},
     {"init-scale", required_argument, NULL, O_INIT_SCALE},
     {"growth-interval", required_argument, NULL, O_GROWTH},
@@ -64,8 +65,15 @@ int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
   *rc = DM_EXIT_OK;
   char *end = NULL;
   switch (c) {
-  case O_FP16: m->enabled = 1; break;
+  case O_FP16:
+  case O_BF16:
+    if (m->enabled && m->opts.target != (c == O_BF16 ? DM_BFLOAT16 : DM_FLOAT16))
+      *rc = dm_cli_usage_error(cmd, "--fp16 and --bf16 exclude each other");
+    m->enabled = 1;
+    m->opts.target = c == O_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
+    break;
   case O_SCALING:
+    m->scaling_given = 1;
     if (strcmp(arg, "dynamic") == 0)
       m->opts.scaling = DM_LS_DYNAMIC;
     else if (strcmp(arg, "static") == 0)
@@ -105,11 +113,20 @@ int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
   return 1;
 }
 
+void dm_mp_cli_finish(dm_mp_cli *m) {
+  /* BF16 has FP32's exponent range: gradients do not underflow, so no scaling unless
+   * asked for. */
+  if (m->opts.target == DM_BFLOAT16 && !m->scaling_given)
+    m->opts.scaling = DM_LS_NONE;
+}
+
 void dm_mp_help(FILE *f) {
   fprintf(f,
           "  --fp16               mixed precision: FP16 compute, FP32 master weights, loss\n"
           "                       scaling, overflow check and skipped steps (the pass's\n"
           "                       ops are ordinary ops: see `demitasse rewrite --fp16`)\n"
+          "  --bf16               the same with BFLOAT16 (FP32's range: no loss scaling\n"
+          "                       unless --loss-scale is given)\n"
           "  --loss-scale MODE    dynamic (default: from 2^16, halve on overflow, double\n"
           "                       after --growth-interval clean steps), static, or none\n"
           "  --init-scale S       the initial (or static) loss scale (default 65536)\n"
@@ -123,8 +140,8 @@ void dm_mp_print_summary(FILE *f, const dm_mp_summary *s) {
     fprintf(f, "mixed precision: the net was already rewritten; nothing changed\n");
     return;
   }
-  fprintf(f, "mixed precision: %zu of %zu ops in FP16, %zu in FP32, %zu casts inserted\n",
-          s->ops_fp16, s->ops_total, s->ops_fp32, s->casts);
+  fprintf(f, "mixed precision: %zu of %zu ops in %s, %zu in FP32, %zu casts inserted\n",
+          s->ops_fp16, s->ops_total, s->bf16 ? "BF16" : "FP16", s->ops_fp32, s->casts);
   if (s->report)
     fprintf(f, "kept in FP32:\n%s", s->report);
 }

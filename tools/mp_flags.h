@@ -12,7 +12,8 @@
 #define DM_MP_MAX_LIST 64
 
 typedef struct dm_mp_cli {
-  int enabled; /* --fp16 */
+  int enabled;          /* --fp16 or --bf16 */
+  int scaling_given;    /* --loss-scale was given (else BF16 defaults to none) */
   dm_mp_opts opts;
   char *fp32_buf, *fp16_buf; /* strdup'd lists, split in place */
   const char *fp32[DM_MP_MAX_LIST], *fp16[DM_MP_MAX_LIST];
@@ -22,6 +23,8 @@ extern const struct option dm_mp_long_opts[];
 size_t dm_mp_long_opts_count(void);
 void dm_mp_cli_init(dm_mp_cli *m);
 void dm_mp_cli_free(dm_mp_cli *m);
+/* Settles defaults that depend on several flags (call after parsing). */
+void dm_mp_cli_finish(dm_mp_cli *m);
 /* Like dm_optim_flag: 1 if `c` was a mixed-precision flag (*rc set). */
 int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc);
 void dm_mp_help(FILE *f);

@@ -45,6 +45,8 @@ static Caffe2__NetDef *parse(const char *text) {
 }
 
 /* Gradient pass, optimizer pass, then (if fp16) the mixed-precision pass. */
+static dm_dtype target = DM_FLOAT16; /* the reduced precision the tests ask for */
+
 static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer_kind kind, double lr,
                     int fp16, dm_loss_scaling scaling, Caffe2__NetDef *init_add,
                     dm_mp_summary *sum) {
@@ -61,6 +63,7 @@ static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer_kind kin
     dm_mp_opts mp;
     dm_mp_opts_init(&mp);
     mp.scaling = scaling;
+    mp.target = target;
     mp.exclude = data;
     mp.n_exclude = 2;
     assert_ok(dm_mixed_precision_pass(def, &mp, init_add, sum));
@@ -271,12 +274,44 @@ static void test_injected_overflow_skips_the_step(void **state) {
   trainer_close(&t);
 }
 
+/* BF16: the same pass with Cast ops to and from BFLOAT16, no loss scaling; FC runs in
+ * BF16, the loss in FP32, and the net trains. */
+static void test_bf16(void **state) {
+  (void)state;
+  target = DM_BFLOAT16;
+  trainer t;
+  trainer_open(&t, "", "loss", DM_OPTIM_MOMENTUM, 0.1, 1, DM_LS_NONE);
+  target = DM_FLOAT16;
+  assert_true(t.sum.bf16);
+  assert_int_equal(t.sum.ops_fp16, 2); /* FC, FCGradient */
+  size_t casts = 0;
+  for (size_t i = 0; i < t.def->n_op; i++) {
+    const Caffe2__OperatorDef *op = t.def->op[i];
+    assert_string_not_equal(op->type, "FloatToHalf");
+    assert_string_not_equal(op->type, "UnscaleAndCheck");
+    casts += strcmp(op->type, "Cast") == 0;
+  }
+  assert_int_equal(casts, t.sum.casts);
+  double first = 0;
+  for (int i = 0; i < 20; i++) {
+    assert_ok(dm_net_run(t.step));
+    if (i == 0)
+      first = scalar(&t, "loss");
+  }
+  assert_int_equal(dm_tensor_dtype(blob(&t, "W_bf16")), DM_BFLOAT16);
+  assert_int_equal(dm_tensor_dtype(blob(&t, "logits")), DM_BFLOAT16);
+  assert_int_equal(dm_tensor_dtype(blob(&t, "W")), DM_FLOAT);
+  assert_true(scalar(&t, "loss") < 0.5 * first);
+  trainer_close(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtypes_casts_and_runs),
       cmocka_unit_test(test_deterministic_and_idempotent),
       cmocka_unit_test(test_underflow_needs_loss_scaling),
       cmocka_unit_test(test_injected_overflow_skips_the_step),
+      cmocka_unit_test(test_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
