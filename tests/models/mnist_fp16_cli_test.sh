@@ -26,4 +26,16 @@ grep -q "iter 6/6 .* S 65536 .*skipped 0" "$tmp/train.txt" || { cat "$tmp/train.
 "$exe" rewrite --grad --loss loss "$tmp/train_fp16.pbtxt" > "$tmp/again.txt" 2>&1 \
   && fail "a second gradient pass on a backward net was accepted"
 grep -q "already a gradient op" "$tmp/again.txt" || { cat "$tmp/again.txt"; fail "message"; }
+# --resume from a checkpoint that lacks part of the state is refused, naming a blob.
+cat > "$tmp/save_one.pbtxt" <<'NET'
+op { input: "conv1_w" type: "Save" arg { name: "db" s: "PARTIAL" } arg { name: "db_type" s: "lmdb" } }
+NET
+sed -i "s|PARTIAL|$tmp/partial|" "$tmp/save_one.pbtxt"
+"$exe" run --init "$mnist/lenet_init.pbtxt" --net "$tmp/save_one.pbtxt" > /dev/null 2>&1 \
+  || fail "saving a partial checkpoint"
+"$exe" train --init "$mnist/lenet_init.pbtxt" --net "$mnist/lenet_train.pbtxt" \
+  --train-db "$tmp/train" --iters 4 --checkpoint "$tmp/partial" --resume > "$tmp/resume.txt" 2>&1 \
+  && fail "resuming from a partial checkpoint was accepted"
+grep -q "resume" "$tmp/resume.txt" && grep -q "conv1_b" "$tmp/resume.txt" \
+  || { cat "$tmp/resume.txt"; fail "the partial-checkpoint message does not name the missing blob"; }
 echo ok
