@@ -1,5 +1,5 @@
 /* memory.c: bytes of activations and gradients of one training step, FP32 beside mixed
- * precision, for LeNet (the net of bench_step.c) or ResNet-50 (models/resnet50).
+ * precision, for LeNet (models/mnist) or ResNet-50 (models/resnet50).
  *
  * The training net is built the way `demitasse train` builds it: the gradient pass on
  * 'loss', the optimizer pass (momentum) with its init-net addition, and for FP16 the
@@ -12,7 +12,7 @@
  * or reused within a step, so this sum IS the step's peak for these blobs. A storage
  * shared by two blobs (Reshape, aliases) is counted once.
  *
- * usage: memory lenet|resnet50 BATCH [-v N] [-d RESNET50_DIR]
+ * usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR]
  *   prints "model batch fp32_bytes fp16_bytes ratio" and a breakdown as '#' lines;
  *   -v N lists the N largest blobs of each precision.
  */
@@ -28,38 +28,31 @@
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
 
-/* LeNet as bench_step.c builds it, without the DB input: 'data' and 'label' are fed. */
-static const char *lenet_init =
-    "op { output: 'conv1_w' type: 'XavierFill' arg { name: 'shape' ints: [20, 1, 5, 5] } }\n"
-    "op { output: 'conv1_b' type: 'ConstantFill' arg { name: 'shape' ints: 20 } }\n"
-    "op { output: 'conv2_w' type: 'XavierFill' arg { name: 'shape' ints: [50, 20, 5, 5] } }\n"
-    "op { output: 'conv2_b' type: 'ConstantFill' arg { name: 'shape' ints: 50 } }\n"
-    "op { output: 'fc3_w' type: 'XavierFill' arg { name: 'shape' ints: [500, 800] } }\n"
-    "op { output: 'fc3_b' type: 'ConstantFill' arg { name: 'shape' ints: 500 } }\n"
-    "op { output: 'pred_w' type: 'XavierFill' arg { name: 'shape' ints: [10, 500] } }\n"
-    "op { output: 'pred_b' type: 'ConstantFill' arg { name: 'shape' ints: 10 } }\n";
-static const char *lenet_net =
-    "op { input: 'data' input: 'conv1_w' input: 'conv1_b' output: 'conv1' type: 'Conv' "
-    "     arg { name: 'kernel' i: 5 } }\n"
-    "op { input: 'conv1' output: 'pool1' type: 'MaxPool' arg { name: 'kernel' i: 2 } "
-    "     arg { name: 'stride' i: 2 } }\n"
-    "op { input: 'pool1' input: 'conv2_w' input: 'conv2_b' output: 'conv2' type: 'Conv' "
-    "     arg { name: 'kernel' i: 5 } }\n"
-    "op { input: 'conv2' output: 'pool2' type: 'MaxPool' arg { name: 'kernel' i: 2 } "
-    "     arg { name: 'stride' i: 2 } }\n"
-    "op { input: 'pool2' input: 'fc3_w' input: 'fc3_b' output: 'fc3' type: 'FC' }\n"
-    "op { input: 'fc3' output: 'fc3' type: 'Relu' }\n"
-    "op { input: 'fc3' input: 'pred_w' input: 'pred_b' output: 'pred' type: 'FC' }\n"
-    "op { input: 'pred' input: 'label' output: 'softmax' output: 'loss' "
-    "     type: 'SoftmaxWithLoss' }\n";
-
+/* The models' own net files, under the models folder; data and labels are fed, so a
+ * TensorProtosDBInput in the training net (LeNet's) is dropped. */
 typedef struct model {
   const char *name;
   int64_t chw[3]; /* one image: (C, H, W) */
   int32_t classes;
+  const char *init, *train; /* relative to the models folder */
 } model;
 
-static const model models[] = {{"lenet", {1, 28, 28}, 10}, {"resnet50", {3, 224, 224}, 1000}};
+static const model models[] = {
+    {"lenet", {1, 28, 28}, 10, "mnist/lenet_init.pbtxt", "mnist/lenet_train.pbtxt"},
+    {"resnet50", {3, 224, 224}, 1000, "resnet50/resnet50_init.pbtxt",
+     "resnet50/resnet50_train.pbtxt"}};
+
+/* Removes the net's data-input ops: this benchmark feeds `data` and `label` itself. */
+static void drop_db_input(Caffe2__NetDef *def) {
+  size_t k = 0;
+  for (size_t i = 0; i < def->n_op; i++) {
+    if (def->op[i]->type && strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
+      protobuf_c_message_free_unpacked(&def->op[i]->base, NULL);
+    else
+      def->op[k++] = def->op[i];
+  }
+  def->n_op = k;
+}
 
 enum { K_ACT, K_GRAD, K_OTHER, N_KINDS };
 static const char *const kind_name[N_KINDS] = {"activations", "gradients", "other"};
@@ -130,16 +123,10 @@ static dm_status gradient_blobs(const Caffe2__NetDef *def, char ***out, size_t *
 static dm_status build_net(const model *m, const char *dir, int fp16, Caffe2__NetDef **out,
                            Caffe2__NetDef *init_add) {
   Caffe2__NetDef *def = NULL;
-  if (strcmp(m->name, "lenet") == 0) {
-    ProtobufCMessage *msg = NULL;
-    DM_TRY(dm_text_parse(lenet_net, strlen(lenet_net), "lenet", &caffe2__net_def__descriptor,
-                         &msg));
-    def = (Caffe2__NetDef *)msg;
-  } else {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/resnet50_train.pbtxt", dir);
-    DM_TRY(dm_netdef_read(path, &def));
-  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, m->train);
+  DM_TRY(dm_netdef_read(path, &def));
+  drop_db_input(def);
   /* As tools/cmd_train.c: data and labels are inputs, not parameters. */
   static const char *const data_blobs[] = {"data", "label"};
   const char *loss = "loss";
@@ -211,15 +198,9 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
   dm_status s = dm_workspace_create(&ws);
   if (s != DM_OK)
     goto cleanup;
-  if (strcmp(m->name, "lenet") == 0) {
-    s = dm_workspace_create_net_bytes(ws, lenet_init, strlen(lenet_init), 1, &net);
-    if (s == DM_OK)
-      s = dm_net_run(net);
-  } else {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/resnet50_init.pbtxt", dir);
-    s = dm_workspace_run_net_file(ws, path);
-  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, m->init);
+  s = dm_workspace_run_net_file(ws, path);
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
@@ -327,7 +308,7 @@ static void print_breakdown(const char *prec, const step_mem *r) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d RESNET50_DIR]\n");
+  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR]\n");
   return 2;
 }
 
@@ -340,7 +321,7 @@ int main(int argc, char **argv) {
       m = &models[i];
   char *end = NULL;
   long batch = strtol(argv[2], &end, 10);
-  const char *dir = "models/resnet50";
+  const char *dir = "models";
   int top = 0;
   for (int i = 3; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "-v") == 0)
