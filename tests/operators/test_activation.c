@@ -48,47 +48,30 @@ static void test_relu_fp32(void **state) {
   }
 }
 
-static void test_relu_fp16(void **state) {
-  dm_workspace *ws = *state;
-  /* every FP16 pattern */
+/* Relu on every 16-bit pattern of a reduced float type (FP16 or BF16), out of place and
+ * in place: zero for negatives and -0, the input otherwise, nan passed through. */
+static void check_relu_16bit(dm_workspace *ws, dm_dtype t, float (*widen)(uint16_t)) {
   static uint16_t x[65536];
   for (uint32_t i = 0; i < 65536; i++)
     x[i] = (uint16_t)i;
   int64_t d[] = {65536};
   for (int inplace = 0; inplace < 2; inplace++) {
-    opt_feed(ws, "X", DM_FLOAT16, 1, d, x);
+    opt_feed(ws, "X", t, 1, d, x);
     assert_int_equal(run_relu(ws, "X", inplace ? "X" : "Y"), DM_OK);
-    const uint16_t *y = dm_tensor_data(opt_fetch(ws, inplace ? "X" : "Y", DM_FLOAT16, 1, d));
+    const uint16_t *y = dm_tensor_data(opt_fetch(ws, inplace ? "X" : "Y", t, 1, d));
     for (uint32_t i = 0; i < 65536; i++) {
-      double r = ref_relu(dm_half_to_float(x[i]));
-      double got = dm_half_to_float(y[i]);
+      double r = ref_relu(widen(x[i]));
+      double got = widen(y[i]);
       int ok = isnan(r) ? y[i] == x[i] : (got == r && !signbit(got));
       if (!ok)
-        fail_msg("Relu(half %04x) = %04x", x[i], y[i]);
+        fail_msg("Relu(%s %04x) = %04x", dm_dtype_name(t), x[i], y[i]);
     }
   }
 }
 
-static void test_relu_bf16(void **state) {
-  dm_workspace *ws = *state;
-  /* every BF16 pattern */
-  static uint16_t x[65536];
-  for (uint32_t i = 0; i < 65536; i++)
-    x[i] = (uint16_t)i;
-  int64_t d[] = {65536};
-  for (int inplace = 0; inplace < 2; inplace++) {
-    opt_feed(ws, "X", DM_BFLOAT16, 1, d, x);
-    assert_int_equal(run_relu(ws, "X", inplace ? "X" : "Y"), DM_OK);
-    const uint16_t *y = dm_tensor_data(opt_fetch(ws, inplace ? "X" : "Y", DM_BFLOAT16, 1, d));
-    for (uint32_t i = 0; i < 65536; i++) {
-      double r = ref_relu(dm_bf16_to_float(x[i]));
-      double got = dm_bf16_to_float(y[i]);
-      int ok = isnan(r) ? y[i] == x[i] : (got == r && !signbit(got));
-      if (!ok)
-        fail_msg("Relu(bf16 %04x) = %04x", x[i], y[i]);
-    }
-  }
-}
+static void test_relu_fp16(void **state) { check_relu_16bit(*state, DM_FLOAT16, dm_half_to_float); }
+
+static void test_relu_bf16(void **state) { check_relu_16bit(*state, DM_BFLOAT16, dm_bf16_to_float); }
 
 static void test_relu_type_error(void **state) {
   dm_workspace *ws = *state;
