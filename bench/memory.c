@@ -1,6 +1,15 @@
 /* memory.c: bytes of activations and gradients of one training step, FP32 beside mixed
  * precision, for LeNet (models/mnist) or ResNet-50 (models/resnet50).
  *
+ * Two figures per precision:
+ *   - peak: the training net after the memory pass (net/memory_pass.c: a Free op after
+ *     each step-local blob's last use), as `demitasse train` runs it; the most tensor
+ *     storage allocated at once during the step, above what existed before it (the
+ *     parameters and optimizer state), read from the allocator's own counter
+ *     (dm_cpu_memory_usage). This is the step's real peak of activations and gradients.
+ *   - sum: the same net without the memory pass, where every blob of the step lives to
+ *     its end; the sum over those blobs, listed by kind (below).
+ *
  * The training net is built the way `demitasse train` builds it: the gradient pass on
  * 'loss', the optimizer pass (momentum) with its init-net addition, and for FP16 the
  * mixed-precision pass with dynamic loss scaling. After the init net and the additions
@@ -13,7 +22,8 @@
  * shared by two blobs (Reshape, aliases) is counted once.
  *
  * usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR]
- *   prints "model batch fp32_bytes fp16_bytes ratio" and a breakdown as '#' lines;
+ *   prints "model batch fp32_peak fp16_peak ratio fp32_sum fp16_sum ratio" and a
+ *   breakdown as '#' lines;
  *   -v N lists the N largest blobs of each precision.
  */
 #include <stdio.h>
@@ -24,6 +34,7 @@
 #include "core/api.h"
 #include "core/workspace.h"
 #include "net/gradient.h"
+#include "net/memory_pass.h"
 #include "net/mixed_precision.h"
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
@@ -67,7 +78,8 @@ typedef struct blob_bytes {
 
 /* The step's figures in one precision. */
 typedef struct step_mem {
-  size_t total;
+  size_t peak;  /* allocator peak during the step above the bytes before it */
+  size_t total; /* sum of the step's blobs (meaningful without the memory pass) */
   size_t by_kind[N_KINDS];
   size_t by_kind_f16[N_KINDS]; /* the part of by_kind held in FLOAT16 */
   double seconds;              /* the one step, for the record */
@@ -183,10 +195,28 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Builds, runs one step and measures it in one precision; lists the `top` largest
- * blobs. */
-static dm_status measure(const model *m, const char *dir, int64_t batch, int fp16, int top,
-                         step_mem *res) {
+/* The memory pass as `demitasse train` applies it: the state (what exists after the init
+ * nets), the loss, the accuracy and 'data' are kept. */
+static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_persistent) {
+  const char **keep = malloc((n_persistent + 3) * sizeof *keep);
+  if (!keep)
+    return DM_NOMEM("the keep list");
+  size_t n = 0;
+  for (size_t i = 0; i < n_persistent; i++)
+    keep[n++] = persistent[i];
+  keep[n++] = "loss";
+  keep[n++] = "accuracy";
+  keep[n++] = "data";
+  dm_memory_summary sum;
+  dm_status s = dm_memory_pass(def, keep, n, &sum);
+  free(keep);
+  return s;
+}
+
+/* Builds, runs one step and measures it in one precision, with or without the memory
+ * pass; lists the `top` largest blobs. */
+static dm_status measure(const model *m, const char *dir, int64_t batch, int fp16, int plan,
+                         int top, step_mem *res) {
   dm_workspace *ws = NULL;
   Caffe2__NetDef *def = NULL, *init_add = NULL;
   char **persistent = NULL, **grads = NULL;
@@ -227,7 +257,13 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
       goto cleanup;
     }
   qsort(persistent, n_persistent, sizeof *persistent, cmp_str);
-  if ((s = gradient_blobs(def, &grads, &n_grads)) != DM_OK || (s = feed(ws, m, batch)) != DM_OK)
+  if ((s = gradient_blobs(def, &grads, &n_grads)) != DM_OK ||
+      (plan && (s = plan_memory(def, persistent, n_persistent)) != DM_OK))
+    goto cleanup;
+  size_t before, peak;
+  dm_cpu_memory_usage(&before, &peak);
+  dm_cpu_memory_reset_peak();
+  if ((s = feed(ws, m, batch)) != DM_OK)
     goto cleanup;
   s = dm_workspace_create_net(ws, def, m->name, &net);
   def = NULL;
@@ -235,6 +271,8 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
   if (s != DM_OK || (s = dm_net_run(net)) != DM_OK)
     goto cleanup;
   res->seconds = now() - t0;
+  dm_cpu_memory_usage(&peak, &peak);
+  res->peak = peak - before;
 
   /* Persistent storages first, so an alias of a parameter is not counted as step memory. */
   size_t n = dm_workspace_blob_count(ws), n_seen = 0;
@@ -278,7 +316,7 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
     if (e->dtype == DM_FLOAT16)
       res->by_kind_f16[e->kind] += e->bytes;
   }
-  if (top > 0) {
+  if (top > 0 && !plan) {
     qsort(blobs, n_blobs, sizeof *blobs, cmp_bytes_desc);
     printf("# %s %s: the %d largest of %zu step blobs\n", m->name, fp16 ? "fp16" : "fp32", top,
            n_blobs);
@@ -301,7 +339,7 @@ cleanup:
 }
 
 static void print_breakdown(const char *prec, const step_mem *r) {
-  printf("# %s: %zu bytes in %.1f s:", prec, r->total, r->seconds);
+  printf("# %s without the memory pass: %zu bytes in %.1f s:", prec, r->total, r->seconds);
   for (int k = 0; k < N_KINDS; k++)
     printf(" %s %zu (fp16 %zu, fp32 %zu)%s", kind_name[k], r->by_kind[k], r->by_kind_f16[k],
            r->by_kind[k] - r->by_kind_f16[k], k + 1 < N_KINDS ? ";" : "\n");
@@ -333,18 +371,24 @@ int main(int argc, char **argv) {
   }
   if (!m || !*argv[2] || *end || batch <= 0 || argc % 2 == 0)
     return usage();
-  step_mem r32, r16;
-  if (measure(m, dir, batch, 0, top, &r32) != DM_OK ||
-      measure(m, dir, batch, 1, top, &r16) != DM_OK) {
+  step_mem r32, r16, p32, p16;
+  if (measure(m, dir, batch, 0, 0, top, &r32) != DM_OK ||
+      measure(m, dir, batch, 1, 0, top, &r16) != DM_OK ||
+      measure(m, dir, batch, 0, 1, 0, &p32) != DM_OK ||
+      measure(m, dir, batch, 1, 1, 0, &p16) != DM_OK) {
     fprintf(stderr, "memory: %s\n", dm_last_error());
     return 1;
   }
-  printf("# bytes of the blobs one training step creates (activations, gradients, optimizer\n"
-         "# scratch; not parameters, momenta or loss-scale state). No memory planner: every\n"
-         "# such blob lives to the end of the step, so this sum is the step's peak for them.\n");
+  printf("# bytes of activations and gradients of one training step (and the optimizer's\n"
+         "# scratch; not parameters, momenta or loss-scale state). peak: with the memory\n"
+         "# pass, measured by the allocator; sum: without it, every blob of the step.\n");
   print_breakdown("fp32", &r32);
   print_breakdown("fp16", &r16);
-  printf("%s %ld %zu %zu %.3f\n", m->name, batch, r32.total, r16.total,
+  printf("# allocator peak without the memory pass: fp32 %zu, fp16 %zu (the sums plus "
+         "copies made on the way)\n",
+         r32.peak, r16.peak);
+  printf("%s %ld %zu %zu %.3f %zu %zu %.3f\n", m->name, batch, p32.peak, p16.peak,
+         (double)p16.peak / (double)p32.peak, r32.total, r16.total,
          (double)r16.total / (double)r32.total);
   return 0;
 }

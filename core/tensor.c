@@ -35,9 +35,35 @@ dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t 
   return DM_OK;
 }
 
+/* Bytes of CPU storage held now, and the most held since the last reset: what the memory
+ * pass saves is measured here rather than estimated. Process-wide atomics: two
+ * workspaces in two threads share the count (a measurement wants one at a time) but
+ * never block each other. Counted as allocated, i.e. rounded up to the alignment. */
+static atomic_size_t cpu_bytes_now, cpu_bytes_peak;
+
+static size_t alloc_size(size_t nbytes) {
+  size_t rounded = (nbytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+  return rounded ? rounded : DM_ALIGN;
+}
+
+static void count_alloc(size_t bytes) {
+  size_t now = atomic_fetch_add(&cpu_bytes_now, bytes) + bytes;
+  size_t peak = atomic_load(&cpu_bytes_peak);
+  while (now > peak && !atomic_compare_exchange_weak(&cpu_bytes_peak, &peak, now)) {
+  }
+}
+
+void dm_cpu_memory_usage(size_t *now, size_t *peak) {
+  *now = atomic_load(&cpu_bytes_now);
+  *peak = atomic_load(&cpu_bytes_peak);
+}
+
+void dm_cpu_memory_reset_peak(void) { atomic_store(&cpu_bytes_peak, atomic_load(&cpu_bytes_now)); }
+
 static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
+  atomic_fetch_sub(&cpu_bytes_now, alloc_size(s->nbytes));
   if (s->dtype == DM_STRING && s->data) {
     char **strs = s->data;
     for (int64_t i = 0; i < s->count; i++)
@@ -52,9 +78,7 @@ static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_
   if (!s)
     return DM_NOMEM("tensor storage");
   /* aligned_alloc needs a size that is a multiple of the alignment */
-  size_t rounded = (nbytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
-  if (rounded == 0)
-    rounded = DM_ALIGN;
+  size_t rounded = alloc_size(nbytes);
   s->data = aligned_alloc(DM_ALIGN, rounded);
   if (!s->data) {
     free(s);
@@ -62,6 +86,7 @@ static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_
   }
   if (dtype == DM_STRING)
     memset(s->data, 0, rounded); /* NULL strings until written */
+  count_alloc(rounded);
   atomic_init(&s->refs, 1);
   s->device = DM_CPU;
   s->dtype = dtype;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "demitasse_plugin.h"
+#include "memory_pass.h"
 #include "netdef_build.h"
 
 /* One (blob, version) in the forward net's SSA form. */
@@ -477,6 +478,7 @@ static dm_status backward_op(pass_state *ps, size_t i) {
 
 dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, size_t n_losses) {
   DM_TRY(dm_init()); /* the pass reads the op schemas */
+  DM_TRY(dm_memory_refuse_planned(net, "gradient"));
   for (size_t i = 0; i < net->n_op; i++)
     if (net->op[i]->is_gradient_op)
       return dm_error(DM_ERR_INVALID,

@@ -8,6 +8,7 @@
 #include <uthash.h>
 
 #include "demitasse_plugin.h"
+#include "memory_pass.h"
 #include "netdef_build.h"
 #include "optimizer_pass.h"
 
@@ -425,33 +426,6 @@ void dm_mp_summary_free(dm_mp_summary *s) {
   memset(s, 0, sizeof *s);
 }
 
-static int is_marked(const Caffe2__NetDef *net) {
-  for (size_t i = 0; i < net->n_arg; i++)
-    if (net->arg[i]->name && strcmp(net->arg[i]->name, "mixed_precision") == 0)
-      return 1;
-  return 0;
-}
-
-static dm_status mark(Caffe2__NetDef *net, const char *value) {
-  Caffe2__Argument *a = malloc(sizeof *a);
-  if (!a)
-    return DM_NOMEM("an argument");
-  caffe2__argument__init(a);
-  Caffe2__Argument **arr = realloc(net->arg, (net->n_arg + 1) * sizeof *arr);
-  if (!arr || !(a->name = strdup("mixed_precision")) || !(a->s.data = malloc(4))) {
-    if (arr)
-      net->arg = arr;
-    protobuf_c_message_free_unpacked(&a->base, NULL);
-    return DM_NOMEM("an argument");
-  }
-  memcpy(a->s.data, value, 4);
-  a->s.len = 4;
-  a->has_s = 1;
-  net->arg = arr;
-  net->arg[net->n_arg++] = a;
-  return DM_OK;
-}
-
 static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_params,
                           Caffe2__NetDef *init_add) {
   for (size_t i = 0; i < n_params; i++) {
@@ -538,7 +512,8 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
       s = add_fill(init_add, DM_MP_SKIPPED_BLOB, "INT64", 0, 0);
   }
   if (s == DM_OK)
-    s = mark(net, p->o->target == DM_BFLOAT16 ? "bf16" : "fp16");
+    s = dm_netdef_set_arg_string(net, "mixed_precision",
+                                 p->o->target == DM_BFLOAT16 ? "bf16" : "fp16");
   return s;
 }
 
@@ -546,10 +521,11 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
                                   Caffe2__NetDef *init_add, dm_mp_summary *summary) {
   memset(summary, 0, sizeof *summary);
   DM_TRY(dm_init()); /* the pass reads the op schemas */
-  if (is_marked(net)) {
+  if (dm_netdef_find_arg(net, "mixed_precision")) {
     summary->already = 1;
     return DM_OK;
   }
+  DM_TRY(dm_memory_refuse_planned(net, "mixed-precision"));
   if (o->target != DM_FLOAT16 && o->target != DM_BFLOAT16)
     return dm_error(DM_ERR_INVALID, "the reduced precision must be FLOAT16 or BFLOAT16, not %s",
                     dm_dtype_name(o->target));

@@ -55,15 +55,26 @@ dm_status dm_opdef_add_output(Caffe2__OperatorDef *op, const char *name) {
   return dm_strv_push(&op->output, &op->n_output, name);
 }
 
-Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t i = 0; i < op->n_arg; i++)
-    if (op->arg[i]->name && strcmp(op->arg[i]->name, name) == 0)
-      return op->arg[i];
+/* OperatorDef and NetDef both hold `repeated Argument arg`: one search and one setter
+ * serve both. */
+static Caffe2__Argument *find_arg(Caffe2__Argument *const *arg, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (arg[i]->name && strcmp(arg[i]->name, name) == 0)
+      return arg[i];
   return NULL;
 }
 
+Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name) {
+  return find_arg(op->arg, op->n_arg, name);
+}
+
+Caffe2__Argument *dm_netdef_find_arg(const Caffe2__NetDef *net, const char *name) {
+  return find_arg(net->arg, net->n_arg, name);
+}
+
 /* A fresh, empty argument named `name`, replacing any of that name. */
-static dm_status fresh_arg(Caffe2__OperatorDef *op, const char *name, Caffe2__Argument **out) {
+static dm_status fresh_arg_in(Caffe2__Argument ***arg, size_t *n_arg, const char *name,
+                              Caffe2__Argument **out) {
   Caffe2__Argument *a = malloc(sizeof *a);
   if (!a)
     return DM_NOMEM("an argument");
@@ -72,20 +83,24 @@ static dm_status fresh_arg(Caffe2__OperatorDef *op, const char *name, Caffe2__Ar
     free(a);
     return DM_NOMEM("an argument");
   }
-  for (size_t i = 0; i < op->n_arg; i++)
-    if (op->arg[i]->name && strcmp(op->arg[i]->name, name) == 0) {
-      protobuf_c_message_free_unpacked(&op->arg[i]->base, NULL);
-      op->arg[i] = a;
+  for (size_t i = 0; i < *n_arg; i++)
+    if ((*arg)[i]->name && strcmp((*arg)[i]->name, name) == 0) {
+      protobuf_c_message_free_unpacked(&(*arg)[i]->base, NULL);
+      (*arg)[i] = a;
       *out = a;
       return DM_OK;
     }
-  if (grow((void ***)&op->arg, op->n_arg) != DM_OK) {
+  if (grow((void ***)arg, *n_arg) != DM_OK) {
     protobuf_c_message_free_unpacked(&a->base, NULL);
     return DM_NOMEM("an argument");
   }
-  op->arg[op->n_arg++] = a;
+  (*arg)[(*n_arg)++] = a;
   *out = a;
   return DM_OK;
+}
+
+static dm_status fresh_arg(Caffe2__OperatorDef *op, const char *name, Caffe2__Argument **out) {
+  return fresh_arg_in(&op->arg, &op->n_arg, name, out);
 }
 
 dm_status dm_opdef_set_arg_int(Caffe2__OperatorDef *op, const char *name, int64_t v) {
@@ -104,9 +119,10 @@ dm_status dm_opdef_set_arg_float(Caffe2__OperatorDef *op, const char *name, floa
   return DM_OK;
 }
 
-dm_status dm_opdef_set_arg_string(Caffe2__OperatorDef *op, const char *name, const char *v) {
+static dm_status set_arg_string(Caffe2__Argument ***arg, size_t *n_arg, const char *name,
+                                const char *v) {
   Caffe2__Argument *a;
-  DM_TRY(fresh_arg(op, name, &a));
+  DM_TRY(fresh_arg_in(arg, n_arg, name, &a));
   size_t len = strlen(v);
   if (!(a->s.data = malloc(len ? len : 1)))
     return DM_NOMEM("an argument");
@@ -114,6 +130,14 @@ dm_status dm_opdef_set_arg_string(Caffe2__OperatorDef *op, const char *name, con
   a->s.len = len;
   a->has_s = 1;
   return DM_OK;
+}
+
+dm_status dm_opdef_set_arg_string(Caffe2__OperatorDef *op, const char *name, const char *v) {
+  return set_arg_string(&op->arg, &op->n_arg, name, v);
+}
+
+dm_status dm_netdef_set_arg_string(Caffe2__NetDef *net, const char *name, const char *v) {
+  return set_arg_string(&net->arg, &net->n_arg, name, v);
 }
 
 dm_status dm_opdef_set_arg_ints(Caffe2__OperatorDef *op, const char *name, const int64_t *v,

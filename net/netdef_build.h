@@ -30,6 +30,10 @@ DM_HIDDEN dm_status dm_opdef_set_arg_ints(Caffe2__OperatorDef *op, const char *n
                                           const int64_t *v, size_t n);
 DM_HIDDEN dm_status dm_opdef_set_arg_floats(Caffe2__OperatorDef *op, const char *name,
                                             const float *v, size_t n);
+/* The same for a net's own arguments (passes mark the nets they have rewritten). */
+DM_HIDDEN Caffe2__Argument *dm_netdef_find_arg(const Caffe2__NetDef *net, const char *name);
+DM_HIDDEN dm_status dm_netdef_set_arg_string(Caffe2__NetDef *net, const char *name,
+                                             const char *v);
 /* Removes every argument. */
 DM_HIDDEN void dm_opdef_clear_args(Caffe2__OperatorDef *op);
 /* Appends `op` to the net, taking ownership (freed here on failure). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory_pass.h"
 #include "netdef_build.h"
 #include "operators/lr_policy.h"
 
@@ -313,6 +314,7 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
                                const dm_optimizer_opts *o, Caffe2__NetDef *init_add) {
   if ((unsigned)o->kind > DM_OPTIM_ADAM)
     return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
+  DM_TRY(dm_memory_refuse_planned(net, "optimizer"));
   dm_lr_policy policy;
   DM_TRY(check_opts(o, &policy));
   char **found = NULL;

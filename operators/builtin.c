@@ -27,6 +27,7 @@ static const dm_op_family *const families[] = {
     &dm_family_db_input,
     &dm_family_optimizer,
     &dm_family_loss_scale,
+    &dm_family_free,
     NULL,
 };
 

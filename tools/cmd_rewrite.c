@@ -1,6 +1,8 @@
 /* cmd_rewrite.c: `demitasse rewrite`, the net passes from the command line: the gradient
- * pass (--grad) and then, optionally, the optimizer pass (--optimizer), printing the
- * rewritten net as .pbtxt so a user can read and diff exactly what the passes added.
+ * pass (--grad) and then, optionally, the optimizer pass (--optimizer), the
+ * mixed-precision pass (--fp16/--bf16) and the memory pass (--free, always last),
+ * printing the rewritten net as .pbtxt so a user can read and diff exactly what the
+ * passes added.
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
  * --init-out, to run after the user's init net.
  */
@@ -12,6 +14,7 @@
 #include "cli_util.h"
 #include "core/netio.h"
 #include "net/gradient.h"
+#include "net/memory_pass.h"
 #include "net/netdef_build.h"
 #include "mp_flags.h"
 #include "optim_flags.h"
@@ -35,10 +38,14 @@ static void help(FILE *f) {
           "  --fp16 and its flags: the mixed-precision pass, after the others:\n");
   dm_mp_help(f);
   fprintf(f,
+          "  --free               the memory pass, last: a Free op after each blob's last\n"
+          "                       use, so a step's peak memory is what is live at once\n"
+          "                       (state, net inputs and outputs and the losses are kept)\n"
+          "  --keep BLOB          with --free: do not free BLOB either (repeatable)\n"
           "  -h, --help           this text\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -54,11 +61,31 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize;
-  dm_strlist losses;
+  int grad, optimize, free_memory;
+  dm_strlist losses, keep;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
 } rewrite_job;
+
+/* The memory pass, keeping the losses and --keep blobs; a one-line summary on stderr. */
+static dm_status free_after_last_use(Caffe2__NetDef *net, const rewrite_job *j) {
+  dm_strlist keep = {0};
+  dm_status s = DM_OK;
+  for (size_t i = 0; s == DM_OK && i < j->losses.n + j->keep.n; i++)
+    if (!dm_strlist_push(&keep, i < j->losses.n ? j->losses.items[i]
+                                                : j->keep.items[i - j->losses.n]))
+      s = DM_NOMEM("the keep list");
+  dm_memory_summary sum;
+  if (s == DM_OK)
+    s = dm_memory_pass(net, keep.items, keep.n, &sum);
+  if (s == DM_OK && sum.already)
+    fprintf(stderr, "memory pass: the net already frees its blobs; unchanged\n");
+  else if (s == DM_OK)
+    fprintf(stderr, "memory pass: %zu blobs freed after their last use by %zu Free ops\n",
+            sum.blobs_freed, sum.free_ops);
+  dm_strlist_free(&keep);
+  return s;
+}
 
 static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_init()); /* the passes read the op schemas */
@@ -79,6 +106,8 @@ static dm_status rewrite(rewrite_job *j) {
       dm_mp_print_summary(stderr, &sum);
     dm_mp_summary_free(&sum);
   }
+  if (s == DM_OK && j->free_memory)
+    s = free_after_last_use(net, j);
   if (s == DM_OK)
     s = write_net(net, j->out);
   if (s == DM_OK && init && j->init_out)
@@ -96,6 +125,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   static const struct option own[] = {
       {"grad", no_argument, NULL, O_GRAD},        {"loss", required_argument, NULL, O_LOSS},
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
+      {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
@@ -124,6 +154,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
         rc = dm_cli_failf("out of memory");
       break;
     case O_INIT: j.init_out = optarg; break;
+    case O_FREE: j.free_memory = 1; break;
+    case O_KEEP:
+      if (!dm_strlist_push(&j.keep, optarg))
+        rc = dm_cli_failf("out of memory");
+      break;
     case 'o': j.out = optarg; break;
     case 'h':
       help(stdout);
@@ -138,6 +173,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad");
   if (rc == DM_EXIT_OK && j.losses.n == 0)
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
+  if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)
+    rc = dm_cli_usage_error("rewrite", "--keep needs --free");
   if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)
     rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer or --fp16");
   dm_mp_cli_finish(&j.mp);
@@ -150,6 +187,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
       rc = dm_cli_fail();
   }
   dm_strlist_free(&j.losses);
+  dm_strlist_free(&j.keep);
   dm_strlist_free(&data);
   dm_mp_cli_free(&j.mp);
   free(opts);

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "core/api.h"
 #include "net/gradient.h"
+#include "net/memory_pass.h"
 #include "net/netdef_build.h"
 #include "mp_flags.h"
 #include "net/mixed_precision.h"
@@ -22,7 +23,7 @@
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   long iters, test_every, test_iters, checkpoint_every, log_every;
-  int resume, optimize, explain_overflow;
+  int resume, optimize, explain_overflow, no_free;
   dm_optimizer_opts opt;
   dm_mp_cli mp;
   dm_strlist plugins, inits;
@@ -53,7 +54,10 @@ static void help(FILE *f) {
           "  -L, --log-every L        log lines every L iterations when not on a terminal\n"
           "  -p, --plugin LIB         load an operator plugin (repeatable)\n"
           "      --explain-overflow   on a skipped step, name the first op (index, type,\n"
-          "                           name) whose output held inf/nan, and the blob\n");
+          "                           name) whose output held inf/nan, and the blob\n"
+          "      --no-free            keep every blob a step writes (by default the memory\n"
+          "                           pass frees each one after its last use, keeping the\n"
+          "                           state, the loss, the accuracy and 'data')\n");
   dm_optim_help(f);
   dm_mp_help(f);
   fprintf(f, "  -h, --help               this text\n");
@@ -155,6 +159,26 @@ typedef struct train_state {
   long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
 } train_state;
 
+/* The memory pass on a net this command runs: it keeps the state (what the init nets
+ * created, which checkpoints save) and what is read after a step: the loss, the
+ * accuracy, and 'data' (its first dimension is the batch the images/s figure uses). */
+static dm_status free_after_last_use(Caffe2__NetDef *def, const train_state *st,
+                                     const train_opts *o) {
+  const char **keep = malloc((st->n_persistent + 3) * sizeof *keep);
+  if (!keep)
+    return DM_NOMEM("the keep list");
+  size_t n = 0;
+  for (size_t i = 0; i < st->n_persistent; i++)
+    keep[n++] = st->persistent[i];
+  keep[n++] = o->loss;
+  keep[n++] = o->accuracy;
+  keep[n++] = "data";
+  dm_memory_summary sum;
+  dm_status s = dm_memory_pass(def, keep, n, &sum);
+  free(keep);
+  return s;
+}
+
 static dm_status setup(train_state *st, train_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
@@ -207,14 +231,20 @@ static dm_status setup(train_state *st, train_opts *o) {
     if (s != DM_OK)
       dm_error_prefix(s, "--resume");
   }
+  if (s == DM_OK && !o->no_free)
+    s = free_after_last_use(def, st, o);
   if (s == DM_OK)
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
   else
     protobuf_c_message_free_unpacked(&def->base, NULL);
   if (s == DM_OK && o->explain_overflow)
     dm_net_set_check_finite(st->train, 1);
-  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK)
-    s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
+  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK) {
+    if (!o->no_free && (s = free_after_last_use(test, st, o)) != DM_OK)
+      protobuf_c_message_free_unpacked(&test->base, NULL);
+    else
+      s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
+  }
   if (s == DM_OK && o->checkpoint)
     s = checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent, &st->save);
   return s;
@@ -311,7 +341,7 @@ static dm_status train(train_opts *o) {
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -325,7 +355,8 @@ int dm_cmd_train(int argc, char **argv) {
       {"checkpoint-every", required_argument, NULL, 'K'},
       {"resume", no_argument, NULL, 'r'},          {"log-every", required_argument, NULL, 'L'},
       {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
-      {"explain-overflow", no_argument, NULL, O_EXPLAIN}};
+      {"explain-overflow", no_argument, NULL, O_EXPLAIN},
+      {"no-free", no_argument, NULL, O_NO_FREE}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   free(opt_opts);
@@ -368,6 +399,7 @@ int dm_cmd_train(int argc, char **argv) {
     case O_TRAIN_DB: o.train_db = optarg; break;
     case O_TEST_DB: o.test_db = optarg; break;
     case O_EXPLAIN: o.explain_overflow = 1; break;
+    case O_NO_FREE: o.no_free = 1; break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");

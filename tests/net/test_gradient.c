@@ -10,6 +10,7 @@
 #include "core/workspace.h"
 #include "net/gradient.h"
 #include "net/net.h"
+#include "netdef_test_util.h"
 #include "test_util.h"
 
 /* GScale: Y = scale * X. Gradient: GScale(dY) with the same scale. */
@@ -78,12 +79,6 @@ static int setup(void **state) {
     if (dm_register_schema(&schemas[i]) || dm_register_kernel(&kernels[i]))
       return -1;
   return 0;
-}
-
-static Caffe2__NetDef *parse(const char *text) {
-  ProtobufCMessage *m = NULL;
-  assert_ok(dm_text_parse(text, strlen(text), "test", &caffe2__net_def__descriptor, &m));
-  return (Caffe2__NetDef *)m;
 }
 
 /* The ops from `from` on as "Type(in,in)->out,out" joined by "; ". */

@@ -17,6 +17,7 @@
 #include "net/mixed_precision.h"
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
+#include "netdef_test_util.h"
 #include "test_util.h"
 
 enum { BATCH = 8, IN = 16, CLASSES = 4 };
@@ -37,12 +38,6 @@ typedef struct trainer {
   Caffe2__NetDef *def; /* a copy of the rewritten net, for structural checks */
   dm_mp_summary sum;
 } trainer;
-
-static Caffe2__NetDef *parse(const char *text) {
-  ProtobufCMessage *m = NULL;
-  assert_ok(dm_text_parse(text, strlen(text), "test", &caffe2__net_def__descriptor, &m));
-  return (Caffe2__NetDef *)m;
-}
 
 /* Gradient pass, optimizer pass, then (if fp16) the mixed-precision pass. */
 static dm_dtype target = DM_FLOAT16; /* the reduced precision the tests ask for */

@@ -13,6 +13,7 @@
 #include "net/gradient.h"
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
+#include "netdef_test_util.h"
 #include "test_util.h"
 
 static const char *cli_path; /* the demitasse executable, or NULL */
@@ -32,19 +33,6 @@ static const int32_t LABEL[NB] = {0, 2, 1, 2};
 static const float W0[C][K] = {{0.1f, -0.2f, 0.3f}, {0.0f, 0.4f, -0.1f}, {-0.3f, 0.2f, 0.05f}};
 static const float B0[C] = {0.1f, -0.1f, 0.0f};
 static const char *const data_inputs[] = {"data", "label"};
-
-static Caffe2__NetDef *parse(const char *text) {
-  ProtobufCMessage *m = NULL;
-  assert_ok(dm_text_parse(text, strlen(text), "<test>", &caffe2__net_def__descriptor, &m));
-  return (Caffe2__NetDef *)m;
-}
-
-static char *print(const Caffe2__NetDef *net) {
-  char *s = NULL;
-  size_t len = 0;
-  assert_ok(dm_text_print(&net->base, &s, &len));
-  return s;
-}
 
 /* The forward net with gradient and optimizer ops; *init gets the fill additions. */
 static Caffe2__NetDef *train_net(const dm_optimizer_opts *o, Caffe2__NetDef **init) {
