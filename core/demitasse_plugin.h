@@ -35,7 +35,8 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below or a host function changes. */
-#define DM_PLUGIN_API_VERSION 1
+/* 2: dm_kernel_def.cross_device and dm_op_device/dm_op_device_id (the CUDA backend). */
+#define DM_PLUGIN_API_VERSION 2
 
 #define DM_PLUGIN_EXPORT __attribute__((visibility("default")))
 #define DM_PLUGIN_DECLARE_VERSION() \
@@ -121,6 +122,9 @@ typedef struct dm_kernel_def {
   dm_status (*init)(dm_op_ctx *ctx, void **state);
   dm_status (*run)(dm_op_ctx *ctx);
   void (*fini)(void *state);
+  /* Nonzero: inputs may live on another device than the op (CopyCPUToGPU and
+   * CopyGPUToCPU); zero: the executor checks that every input is on the op's device. */
+  int cross_device;
 } dm_kernel_def;
 
 /* Registration (built-ins and plugins alike). The registry copies nothing: the structs
@@ -153,6 +157,15 @@ DM_API dm_tensor *dm_op_output(dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_input_name(const dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_output_name(const dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_type(const dm_op_ctx *ctx);
+/* Where the op runs: its device_option's device_type and device_id (CPU, 0 by default).
+ * Outputs a kernel declares with dm_op_set_output are allocated there, and the
+ * executor refuses to run an op whose inputs are elsewhere unless its kernel says
+ * cross_device (copy ops). Data pointers of a CUDA tensor are device pointers. */
+DM_API dm_device_type dm_op_device(const dm_op_ctx *ctx);
+DM_API int dm_op_device_id(const dm_op_ctx *ctx);
+/* Runs the op's schema inference (its checks, and dm_op_set_output for every output):
+ * for kernels written apart from their schema, such as a second device's. */
+DM_API dm_status dm_op_run_infer(dm_op_ctx *ctx);
 /* The kernel's private state from init (NULL if none). */
 DM_API void *dm_op_state(dm_op_ctx *ctx);
 /* The op's device_option.random_seed if set, else `fallback`. */

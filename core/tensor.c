@@ -1,6 +1,8 @@
 /* tensor.c: tensors with reference-counted, 64-byte aligned storage. */
 #include "tensor.h"
 
+#include "device.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,13 @@ void dm_cpu_memory_reset_peak(void) { atomic_store(&cpu_bytes_peak, atomic_load(
 static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
+  if (s->device != DM_CPU) {
+    const dm_device_ops *ops = dm_device_ops_for(s->device);
+    if (ops && s->data)
+      ops->free(s->device_id, s->data);
+    free(s);
+    return;
+  }
   atomic_fetch_sub(&cpu_bytes_now, alloc_size(s->nbytes));
   if (s->dtype == DM_STRING && s->data) {
     char **strs = s->data;
@@ -71,6 +80,35 @@ static void storage_release(dm_storage *s) {
   }
   free(s->data);
   free(s);
+}
+
+/* Storage on a device through its backend; bytes are not counted here (a device pool
+ * has its own statistics). */
+static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dtype,
+                                      size_t nbytes, dm_storage **out) {
+  char name[32];
+  const dm_device_ops *ops = dm_device_ops_for(device);
+  if (!ops)
+    return dm_error(DM_ERR_UNSUPPORTED, "cannot allocate on %s: built without that backend",
+                    dm_device_str(device, id, name, sizeof name));
+  if (dtype == DM_STRING)
+    return dm_error(DM_ERR_TYPE, "STRING tensors live on the CPU only, not on %s",
+                    dm_device_str(device, id, name, sizeof name));
+  dm_storage *s = calloc(1, sizeof *s);
+  if (!s)
+    return DM_NOMEM("tensor storage");
+  dm_status st = ops->alloc(id, alloc_size(nbytes), &s->data);
+  if (st != DM_OK) {
+    free(s);
+    return st;
+  }
+  atomic_init(&s->refs, 1);
+  s->device = device;
+  s->device_id = id;
+  s->dtype = dtype;
+  s->nbytes = nbytes;
+  *out = s;
+  return DM_OK;
 }
 
 static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_storage **out) {
@@ -119,6 +157,17 @@ void dm_tensor_free(dm_tensor *t) {
 }
 
 dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims) {
+  return dm_tensor_resize_on(t, DM_CPU, 0, dtype, ndim, dims);
+}
+
+dm_device_type dm_tensor_device(const dm_tensor *t, int *id) {
+  if (id)
+    *id = t->storage ? t->storage->device_id : 0;
+  return t->storage ? t->storage->device : DM_CPU;
+}
+
+dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dtype dtype,
+                              int ndim, const int64_t *dims) {
   if (dtype == DM_BYTE)
     dtype = DM_UINT8;
   if (!dm_dtype_is_valid(dtype) || dtype == DM_UNDEFINED)
@@ -130,10 +179,14 @@ dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t
   /* Keep the storage if nobody else shares it and the bytes fit exactly; a shared
    * storage is kept too when the size matches, which is what in-place ops rely on. */
   int keep = t->storage && t->storage->nbytes == nbytes && t->storage->dtype != DM_STRING &&
-             dtype != DM_STRING;
+             dtype != DM_STRING && t->storage->device == device &&
+             t->storage->device_id == id;
   if (!keep) {
     dm_storage *s = NULL;
-    DM_TRY(storage_alloc(dtype, numel, nbytes, &s));
+    if (device == DM_CPU)
+      DM_TRY(storage_alloc(dtype, numel, nbytes, &s));
+    else
+      DM_TRY(device_storage_alloc(device, id, dtype, nbytes, &s));
     storage_release(t->storage);
     t->storage = s;
   } else {
@@ -186,17 +239,26 @@ void dm_tensor_share(dm_tensor *dst, const dm_tensor *src) {
 }
 
 dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
+  int id;
+  dm_device_type device = dm_tensor_device(src, &id);
+  return dm_tensor_copy_to(dst, device, id, src);
+}
+
+dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const dm_tensor *src) {
   if (dst == src)
     return DM_OK;
   if (src->dtype == DM_UNDEFINED) {
     dm_tensor_reset(dst);
     return DM_OK;
   }
-  if (dst->storage && src->storage && dst->storage == src->storage) {
+  if (dst->storage && src->storage && dst->storage == src->storage && src->storage->device == device &&
+      src->storage->device_id == id) {
     dm_tensor_share(dst, src);
     return DM_OK;
   }
-  DM_TRY(dm_tensor_resize_like(dst, src));
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, src->dims, sizeof dims); /* src may alias dst's dims through a caller */
+  DM_TRY(dm_tensor_resize_on(dst, device, id, src->dtype, src->ndim, dims));
   if (src->dtype == DM_STRING) {
     char **d = dst->storage->data;
     char *const *s = src->storage->data;
@@ -207,7 +269,16 @@ dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
         return DM_NOMEM("a string element");
     }
   } else if (src->numel > 0) {
-    memcpy(dst->storage->data, src->storage->data, dst->storage->nbytes);
+    dm_device_type from = src->storage->device;
+    if (from == DM_CPU && device == DM_CPU) {
+      memcpy(dst->storage->data, src->storage->data, dst->storage->nbytes);
+    } else {
+      const dm_device_ops *ops = dm_device_ops_for(device != DM_CPU ? device : from);
+      if (!ops)
+        return dm_error(DM_ERR_UNSUPPORTED, "no backend to copy device memory");
+      DM_TRY(ops->copy(device, id, dst->storage->data, from, src->storage->device_id,
+                       src->storage->data, dst->storage->nbytes));
+    }
   }
   return DM_OK;
 }
@@ -220,7 +291,9 @@ dm_status dm_tensor_make_unique(dm_tensor *t) {
     return DM_NOMEM("a tensor");
   int64_t dims[DM_MAX_DIMS];
   memcpy(dims, t->dims, sizeof dims);
-  dm_status s = dm_tensor_resize(copy, t->dtype, t->ndim, dims);
+  int id;
+  dm_device_type device = dm_tensor_device(t, &id);
+  dm_status s = dm_tensor_resize_on(copy, device, id, t->dtype, t->ndim, dims);
   if (s == DM_OK)
     s = dm_tensor_copy(copy, t);
   if (s == DM_OK)

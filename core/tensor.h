@@ -20,7 +20,8 @@
 
 typedef struct dm_storage {
   atomic_int refs;
-  dm_device_type device;
+  dm_device_type device; /* CPU storage is host memory; other devices' is theirs */
+  int device_id;
   dm_dtype dtype; /* STRING storage frees its strings */
   void *data;
   size_t nbytes;
@@ -52,6 +53,16 @@ DM_HIDDEN void dm_tensor_free(dm_tensor *t);
  * its size still fits exactly. */
 DM_HIDDEN dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim,
                                         const int64_t *dims);
+/* dm_tensor_resize (which allocates on the CPU) on device (type, id) instead: storage on
+ * another device is dropped, never reused. */
+DM_HIDDEN dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id,
+                                        dm_dtype dtype, int ndim, const int64_t *dims);
+/* Where t's storage is: DM_CPU (and 0) while it has none. */
+DM_HIDDEN dm_device_type dm_tensor_device(const dm_tensor *t, int *id);
+/* Deep copy of src into dst on device (type, id), either side anywhere (host <-> device
+ * copies go through the device backend). */
+DM_HIDDEN dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id,
+                                      const dm_tensor *src);
 /* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
@@ -59,7 +70,8 @@ DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
 /* Gives t storage of its own (a copy) if its storage is shared: copy-on-write before an
  * op writes a view in place. */
 DM_HIDDEN dm_status dm_tensor_make_unique(dm_tensor *t);
-/* Deep copy of src into dst (dst gets fresh storage unless it already has the size). */
+/* Deep copy of src into dst on src's device (dst gets fresh storage unless it already has
+ * the size there). */
 DM_HIDDEN dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src);
 /* Same shape (ndim and dims). */
 DM_HIDDEN int dm_tensor_same_shape(const dm_tensor *a, const dm_tensor *b);

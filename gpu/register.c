@@ -1,18 +1,22 @@
-/* register.c: the CUDA backend's kernel table, registered from operators/builtin.c.
+/* register.c: the CUDA backend's kernel tables, registered from operators/builtin.c.
  *
- * Empty for now, on purpose: no op has a CUDA kernel yet, so registering none keeps the
- * registry honest. A net placed on CUDA fails at instantiation with "no kernel for
- * (type, CUDA)" instead of silently running somewhere else. The device code that is
- * built today (fp16_convert.cu) is reached through device_info.h's self-test.
+ * One family per file of kernels: copies (copy.c), the CUDA-kernel ops (kernels_basic.c:
+ * elementwise, activations, casts, fills, optimizers, loss scaling, losses) and the
+ * library ops (kernels_dnn.c: cuDNN convolution, pooling, softmax, batch norm; cuBLAS
+ * FC). An op without a CUDA kernel fails at instantiation on CUDA with "no kernel for
+ * (type, CUDA)"; the device pass leaves such ops on the CPU with copies around them.
+ * Registration works without a usable GPU: it only fills tables.
  */
 #include "register.h"
 
-static const dm_kernel_def *const cuda_kernels[] = {
-    NULL,
-};
+#include "core/device.h"
+#include "kernels.h"
 
 dm_status dm_register_cuda_ops(void) {
-  for (const dm_kernel_def *const *k = cuda_kernels; *k; k++)
-    DM_TRY(dm_register_kernel(*k));
+  dm_device_register(DM_CUDA, &dm_cuda_device_ops);
+  static const dm_op_family *const families[] = {&dm_cuda_family_copy, &dm_cuda_family_basic,
+                                                 &dm_cuda_family_dnn, NULL};
+  for (const dm_op_family *const *f = families; *f; f++)
+    DM_TRY(dm_register_family(*f));
   return DM_OK;
 }

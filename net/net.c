@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "core/registry.h"
 
 const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap) {
@@ -172,6 +173,9 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
                      op->schema->max_outputs));
   const Caffe2__DeviceOption *dev = d->device_option ? d->device_option : net->def->device_option;
   op->device = dev && dev->has_device_type ? (dm_device_type)dev->device_type : DM_CPU;
+  op->device_id = dev && dev->has_device_id ? dev->device_id : 0;
+  if (op->device != DM_CPU)
+    DM_TRY(dm_device_check(op->device, op->device_id));
   if (dev && dev->has_random_seed) {
     op->has_seed = 1;
     op->seed = dev->random_seed;

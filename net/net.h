@@ -24,6 +24,7 @@ struct dm_op_ctx {
   const dm_op_schema *schema;
   const dm_kernel_def *kernel;
   dm_device_type device;
+  int device_id;
   dm_blob **in, **out;
   int n_in, n_out;
   dm_arg *args;

@@ -79,12 +79,23 @@ const char *const *dm_op_arg_strings(const dm_op_ctx *ctx, const char *name, siz
 
 int dm_op_shape_only(const dm_op_ctx *ctx) { return ctx->shape_only; }
 
+dm_device_type dm_op_device(const dm_op_ctx *ctx) { return ctx->device; }
+
+int dm_op_device_id(const dm_op_ctx *ctx) { return ctx->device_id; }
+
+dm_status dm_op_run_infer(dm_op_ctx *ctx) {
+  if (!ctx->schema->infer)
+    return dm_error(DM_ERR_UNSUPPORTED, "%s has no shape inference", ctx->def->type);
+  return ctx->schema->infer(ctx);
+}
+
 dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndim, const int64_t *dims) {
   if (i < 0 || i >= ctx->n_out)
     return dm_error(DM_ERR_INVALID, "output %d does not exist (the op has %d)", i, ctx->n_out);
   dm_tensor *t = ctx->out[i]->tensor;
   dm_status s = ctx->shape_only ? dm_tensor_set_shape(t, dtype, ndim, dims)
-                                : dm_tensor_resize(t, dtype, ndim, dims);
+                                : dm_tensor_resize_on(t, ctx->device, ctx->device_id, dtype,
+                                                      ndim, dims);
   if (s != DM_OK)
     return dm_error_prefix(s, "output %d '%s'", i, ctx->out[i]->name);
   return DM_OK;

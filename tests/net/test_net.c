@@ -82,10 +82,10 @@ static const dm_op_schema fill_schema = {.type = "TestFill", .min_outputs = 1,
 static const dm_op_schema add_schema = {.type = "TestAdd", .min_inputs = 2, .max_inputs = 2,
                                         .min_outputs = 1, .max_outputs = 1};
 static const dm_kernel_def kernels[] = {
-    {"TestScale", DM_CPU, "", NULL, scale_run, NULL},
-    {"TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL},
-    {"TestFill", DM_CPU, NULL, NULL, fill_run, NULL},
-    {"TestAdd", DM_CPU, NULL, NULL, add_run, NULL},
+    {"TestScale", DM_CPU, "", NULL, scale_run, NULL, 0},
+    {"TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL, 0},
+    {"TestFill", DM_CPU, NULL, NULL, fill_run, NULL, 0},
+    {"TestAdd", DM_CPU, NULL, NULL, add_run, NULL, 0},
 };
 
 static int setup_registry(void **state) {
@@ -241,7 +241,7 @@ static void test_feed_fetch_and_blob_names(void **state) {
 static void test_registration_refusals(void **state) {
   (void)state;
   assert_status_msg(dm_register_schema(&scale_schema), DM_ERR_EXISTS, "'TestScale'");
-  static const dm_kernel_def orphan = {"NoSuchOp", DM_CPU, "", NULL, scale_run, NULL};
+  static const dm_kernel_def orphan = {"NoSuchOp", DM_CPU, "", NULL, scale_run, NULL, 0};
   assert_status_msg(dm_register_kernel(&orphan), DM_ERR_NOT_FOUND, "no schema");
   assert_status_msg(dm_register_kernel(&kernels[0]), DM_ERR_EXISTS, "already exists");
 }

@@ -1,0 +1,42 @@
+/* device.h: where tensor storage lives, and the table a backend fills (internal).
+ *
+ * Core knows devices only as (dm_device_type, id) and reaches device memory through the
+ * functions a backend registers here, so no CUDA type or call appears outside gpu/. The
+ * CPU needs no entry: host memory is aligned_alloc/free. gpu/ registers DM_CUDA at
+ * dm_init when the build has CUDA (whether or not a GPU is present: the functions then
+ * fail with the reason, e.g. the driver's error 35).
+ */
+#ifndef DM_CORE_DEVICE_H
+#define DM_CORE_DEVICE_H
+
+#include <stddef.h>
+
+#include "demitasse_plugin.h"
+#include "status.h"
+
+typedef struct dm_device_ops {
+  const char *name; /* "CUDA", for messages */
+  /* n bytes on device `id` (stream-ordered pools, not a cudaMalloc per tensor). */
+  dm_status (*alloc)(int id, size_t nbytes, void **out);
+  void (*free)(int id, void *p);
+  /* n bytes from (src_dev, src_id, src) to (dst_dev, dst_id, dst); either side may be
+   * the host (DM_CPU). Returns once the host may read dst (device -> host) and reuse src
+   * (host -> device); device -> device copies are ordered on the device's stream. */
+  dm_status (*copy)(dm_device_type dst_dev, int dst_id, void *dst, dm_device_type src_dev,
+                    int src_id, const void *src, size_t n);
+  /* Whether device `id` can run kernels; the reason in why otherwise. */
+  int (*usable)(int id, char *why, size_t cap);
+} dm_device_ops;
+
+/* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */
+DM_HIDDEN void dm_device_register(dm_device_type type, const dm_device_ops *ops);
+/* The backend of `type`, or NULL when none is built (always NULL for DM_CPU). */
+DM_HIDDEN const dm_device_ops *dm_device_ops_for(dm_device_type type);
+/* "CPU", "CUDA:0", ... into buf. */
+DM_HIDDEN const char *dm_device_str(dm_device_type type, int id, char *buf, size_t cap);
+/* DM_OK if ops can be placed on (type, id): always for the CPU; for CUDA, a backend must
+ * be built and the device usable. Otherwise DM_ERR_UNSUPPORTED naming the device and
+ * why ("built without CUDA", "no usable GPU: cudaGetDeviceCount failed: ... (35)"). */
+DM_HIDDEN dm_status dm_device_check(dm_device_type type, int id);
+
+#endif

@@ -1,0 +1,2 @@
+/* basic_kernels.cu: placeholder, being written. */
+#include <cuda_runtime.h>

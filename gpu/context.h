@@ -1,0 +1,73 @@
+/* context.h: one GPU's execution context, for the CUDA kernels in gpu/ (internal; only
+ * with DM_HAVE_CUDA, and only gpu/ includes it: CUDA types stay inside gpu/).
+ *
+ * A context is one device's stream with the cuBLAS, cuBLASLt and cuDNN handles bound to
+ * it and a scratch buffer (cuDNN and cuBLASLt workspaces). Every CUDA kernel of a thread
+ * runs on its context's stream, so ops execute in net order without host
+ * synchronisation; only copies to the host wait (in the copy itself). Contexts are per
+ * thread and device, created on first use and destroyed at thread exit, so two
+ * workspaces in two threads never share a stream or a scratch buffer.
+ *
+ * Memory comes from the device's default stream-ordered pool (cudaMallocAsync on the
+ * context stream) whose release threshold is raised so freed blocks are kept for reuse
+ * rather than returned to the driver each step (gpu/memory.c).
+ */
+#ifndef DM_GPU_CONTEXT_H
+#define DM_GPU_CONTEXT_H
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <stddef.h>
+
+#include "core/status.h"
+
+typedef struct dm_gpu_context {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t cublas;     /* on `stream`, tensor-op math allowed */
+  cublasLtHandle_t cublaslt;
+  cudnnHandle_t cudnn;       /* on `stream` */
+  void *scratch;             /* device scratch, grown on demand */
+  size_t scratch_bytes;
+} dm_gpu_context;
+
+/* The calling thread's context for `device`, created on first use. DM_ERR_UNSUPPORTED
+ * when the device is not usable (the reason in the message), DM_ERR_DEVICE when a CUDA
+ * call fails. */
+DM_HIDDEN dm_status dm_gpu_context_get(int device, dm_gpu_context **out);
+/* Device scratch of at least n bytes, valid until the next call on this context (kernels
+ * use it within one run). */
+DM_HIDDEN dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out);
+
+/* A CUDA, cuBLAS or cuDNN failure as DM_ERR_DEVICE with the call and the library's own
+ * name and text for the code, e.g. "cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". */
+DM_HIDDEN dm_status dm_cuda_error(cudaError_t e, const char *call);
+DM_HIDDEN dm_status dm_cublas_error(cublasStatus_t e, const char *call);
+DM_HIDDEN dm_status dm_cudnn_error(cudnnStatus_t e, const char *call);
+
+#define DM_CUDA_TRY(call)                               \
+  do {                                                  \
+    cudaError_t e_ = (call);                            \
+    if (e_ != cudaSuccess)                              \
+      return dm_cuda_error(e_, #call);                  \
+  } while (0)
+#define DM_CUBLAS_TRY(call)                             \
+  do {                                                  \
+    cublasStatus_t e_ = (call);                         \
+    if (e_ != CUBLAS_STATUS_SUCCESS)                    \
+      return dm_cublas_error(e_, #call);                \
+  } while (0)
+#define DM_CUDNN_TRY(call)                              \
+  do {                                                  \
+    cudnnStatus_t e_ = (call);                          \
+    if (e_ != CUDNN_STATUS_SUCCESS)                     \
+      return dm_cudnn_error(e_, #call);                 \
+  } while (0)
+
+/* The context for the op's device (dm_op_device_id); for kernels' run functions. */
+typedef struct dm_op_ctx dm_op_ctx;
+DM_HIDDEN dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out);
+
+#endif
