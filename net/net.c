@@ -174,8 +174,6 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
   const Caffe2__DeviceOption *dev = d->device_option ? d->device_option : net->def->device_option;
   op->device = dev && dev->has_device_type ? (dm_device_type)dev->device_type : DM_CPU;
   op->device_id = dev && dev->has_device_id ? dev->device_id : 0;
-  if (op->device != DM_CPU)
-    DM_TRY(dm_device_check(op->device, op->device_id));
   if (dev && dev->has_random_seed) {
     op->has_seed = 1;
     op->seed = dev->random_seed;
@@ -183,6 +181,8 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
   DM_TRY(parse_args(op));
   DM_TRY(resolve_blobs(op, net->ws));
   DM_TRY(dm_kernel_lookup(d->type, op->device, d->engine, &op->kernel));
+  if (op->device != DM_CPU)
+    DM_TRY(dm_device_check(op->device, op->device_id));
   if (op->kernel->init)
     DM_TRY(op->kernel->init(op, &op->state));
   return DM_OK;
