@@ -1,6 +1,8 @@
 /* workspace.c: named blobs (a uthash table) and the nets that live in a workspace. */
 #include "workspace.h"
 
+#include "device.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +116,15 @@ dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor
   dm_blob *b = dm_workspace_find(ws, name);
   if (!b)
     return dm_error(DM_ERR_NOT_FOUND, "no blob named '%s' in the workspace", name);
+  int id;
+  dm_device_type dev = dm_tensor_device(b->tensor, &id);
+  if (dev != DM_CPU) {
+    char where[32];
+    return dm_error(DM_ERR_INVALID,
+                    "blob '%s' lives on %s, and a fetched tensor's data is read by the host: "
+                    "copy it to the CPU first (CopyGPUToCPU)",
+                    name, dm_device_str(dev, id, where, sizeof where));
+  }
   *out = b->tensor;
   return DM_OK;
 }

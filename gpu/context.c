@@ -1,2 +1,146 @@
-/* context.c: placeholder, being written. */
+/* context.c: per-thread, per-device GPU contexts (see context.h). */
 #include "context.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core/device.h"
+#include "device_info.h"
+#include "net/net.h"
+
+/* The contexts of one thread, one slot per device; freed by the key's destructor when
+ * the thread exits. */
+typedef struct context_set {
+  dm_gpu_context *dev[DM_MAX_GPUS];
+} context_set;
+
+static pthread_key_t set_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static void context_destroy(dm_gpu_context *c) {
+  if (!c)
+    return;
+  cudaSetDevice(c->device);
+  if (c->stream)
+    cudaStreamSynchronize(c->stream); /* nothing may still use what is freed below */
+  if (c->scratch)
+    cudaFree(c->scratch);
+  if (c->pinned)
+    cudaFreeHost(c->pinned);
+  if (c->staged)
+    cudaEventDestroy(c->staged);
+  if (c->cudnn)
+    cudnnDestroy(c->cudnn);
+  if (c->cublaslt)
+    cublasLtDestroy(c->cublaslt);
+  if (c->cublas)
+    cublasDestroy(c->cublas);
+  if (c->stream)
+    cudaStreamDestroy(c->stream);
+  free(c);
+}
+
+static void set_destroy(void *p) {
+  context_set *set = p;
+  for (int i = 0; i < DM_MAX_GPUS; i++)
+    context_destroy(set->dev[i]);
+  free(set);
+}
+
+static void make_key(void) { key_ok = pthread_key_create(&set_key, set_destroy) == 0; }
+
+dm_status dm_cuda_error(cudaError_t e, const char *call) {
+  return dm_error(DM_ERR_DEVICE, "%s: %s (%s, %d)", call, cudaGetErrorString(e),
+                  cudaGetErrorName(e), (int)e);
+}
+
+dm_status dm_cublas_error(cublasStatus_t e, const char *call) {
+  return dm_error(DM_ERR_DEVICE, "%s: %s (%s)", call, cublasGetStatusString(e),
+                  cublasGetStatusName(e));
+}
+
+dm_status dm_cudnn_error(cudnnStatus_t e, const char *call) {
+  return dm_error(DM_ERR_DEVICE, "%s: %s", call, cudnnGetErrorString(e));
+}
+
+static dm_status context_create(int device, dm_gpu_context **out) {
+  dm_gpu_context *c = calloc(1, sizeof *c);
+  if (!c)
+    return DM_NOMEM("a GPU context");
+  c->device = device;
+  dm_status s = DM_OK;
+  cudaError_t e;
+  cublasStatus_t b;
+  cudnnStatus_t d;
+  if ((e = cudaSetDevice(device)) != cudaSuccess)
+    s = dm_cuda_error(e, "cudaSetDevice");
+  else if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+    s = dm_cuda_error(e, "cudaStreamCreateWithFlags");
+  else if ((e = cudaEventCreateWithFlags(&c->staged, cudaEventDisableTiming)) != cudaSuccess)
+    s = dm_cuda_error(e, "cudaEventCreateWithFlags");
+  else if ((b = cublasCreate(&c->cublas)) != CUBLAS_STATUS_SUCCESS)
+    s = dm_cublas_error(b, "cublasCreate");
+  else if ((b = cublasSetStream(c->cublas, c->stream)) != CUBLAS_STATUS_SUCCESS)
+    s = dm_cublas_error(b, "cublasSetStream");
+  /* FP32 GEMMs stay FP32 (no TF32), so they match the CPU at FP32 tolerance; FP16
+   * GEMMs with FP32 compute use tensor cores whatever the math mode. */
+  else if ((b = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+    s = dm_cublas_error(b, "cublasSetMathMode");
+  else if ((b = cublasLtCreate(&c->cublaslt)) != CUBLAS_STATUS_SUCCESS)
+    s = dm_cublas_error(b, "cublasLtCreate");
+  else if ((d = cudnnCreate(&c->cudnn)) != CUDNN_STATUS_SUCCESS)
+    s = dm_cudnn_error(d, "cudnnCreate");
+  else if ((d = cudnnSetStream(c->cudnn, c->stream)) != CUDNN_STATUS_SUCCESS)
+    s = dm_cudnn_error(d, "cudnnSetStream");
+  if (s != DM_OK) {
+    context_destroy(c);
+    return dm_error_prefix(s, "creating the context of CUDA:%d", device);
+  }
+  *out = c;
+  return DM_OK;
+}
+
+dm_status dm_gpu_context_get(int device, dm_gpu_context **out) {
+  if (device < 0 || device >= DM_MAX_GPUS)
+    return dm_error(DM_ERR_INVALID, "CUDA device id %d is out of range", device);
+  pthread_once(&key_once, make_key);
+  if (!key_ok)
+    return dm_error(DM_ERR_NOMEM, "no thread key for GPU contexts");
+  context_set *set = pthread_getspecific(set_key);
+  if (!set) {
+    if (!(set = calloc(1, sizeof *set)))
+      return DM_NOMEM("the GPU context table");
+    if (pthread_setspecific(set_key, set) != 0) {
+      free(set);
+      return DM_NOMEM("the GPU context table");
+    }
+  }
+  if (!set->dev[device]) {
+    DM_TRY(dm_device_check(DM_CUDA, device));
+    DM_TRY(context_create(device, &set->dev[device]));
+  }
+  /* kernels and library calls go to this device's stream: make it current */
+  DM_CUDA_TRY(cudaSetDevice(device));
+  *out = set->dev[device];
+  return DM_OK;
+}
+
+dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out) {
+  if (n > c->scratch_bytes) {
+    /* stream-ordered: the old buffer is released after the work queued before it */
+    if (c->scratch)
+      DM_CUDA_TRY(cudaFreeAsync(c->scratch, c->stream));
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    DM_CUDA_TRY(cudaMallocAsync(&c->scratch, n, c->stream));
+    c->scratch_bytes = n;
+  }
+  *out = c->scratch;
+  return DM_OK;
+}
+
+dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out) {
+  dm_status s = dm_gpu_context_get(ctx->device_id, out);
+  return s == DM_OK ? DM_OK : dm_error_prefix(s, "the op's GPU");
+}

@@ -31,6 +31,13 @@ typedef struct dm_gpu_context {
   cudnnHandle_t cudnn;       /* on `stream` */
   void *scratch;             /* device scratch, grown on demand */
   size_t scratch_bytes;
+  /* Pinned host staging for copies (memory.c): host data is copied here and sent with
+   * cudaMemcpyAsync, so the caller's buffer is free at once and the stream keeps going;
+   * `staged` is recorded after each send and waited on before the buffer is reused. */
+  void *pinned;
+  size_t pinned_bytes;
+  cudaEvent_t staged;
+  int pool_ready; /* the device pool's release threshold has been raised */
 } dm_gpu_context;
 
 /* The calling thread's context for `device`, created on first use. DM_ERR_UNSUPPORTED

@@ -1,21 +1,114 @@
-/* memory.c: placeholder, being written. */
+/* memory.c: the CUDA entry of core's device table: memory from the device's stream-ordered
+ * pool, copies through pinned staging, and whether a device is usable.
+ *
+ * cudaMallocAsync/cudaFreeAsync on the calling thread's context stream draw from the
+ * device's default memory pool. Its release threshold is raised to "never" once per
+ * context, so blocks a step frees (the memory pass frees every activation after its last
+ * use) go back to the pool, not to the driver, and the next step reuses them without a
+ * device synchronisation.
+ */
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "context.h"
+#include "device_info.h"
 #include "kernels.h"
 
-static dm_status no_alloc(int id, size_t n, void **out) {
-  (void)id; (void)n; (void)out;
-  return dm_error(DM_ERR_UNSUPPORTED, "CUDA memory not written yet");
+static dm_status raise_pool_threshold(dm_gpu_context *c) {
+  if (c->pool_ready)
+    return DM_OK;
+  cudaMemPool_t pool;
+  DM_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, c->device));
+  uint64_t keep = UINT64_MAX;
+  DM_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  c->pool_ready = 1;
+  return DM_OK;
 }
-static void no_free(int id, void *p) { (void)id; (void)p; }
-static dm_status no_copy(dm_device_type a, int b, void *c, dm_device_type d, int e, const void *f,
-                         size_t n) {
-  (void)a; (void)b; (void)c; (void)d; (void)e; (void)f; (void)n;
-  return dm_error(DM_ERR_UNSUPPORTED, "CUDA copies not written yet");
+
+static dm_status cuda_alloc(int id, size_t nbytes, void **out) {
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_context_get(id, &c));
+  DM_TRY(raise_pool_threshold(c));
+  cudaError_t e = cudaMallocAsync(out, nbytes, c->stream);
+  if (e == cudaErrorMemoryAllocation)
+    return dm_error(DM_ERR_NOMEM, "out of GPU memory on CUDA:%d allocating %zu bytes", id,
+                    nbytes);
+  return e == cudaSuccess ? DM_OK : dm_cuda_error(e, "cudaMallocAsync");
 }
-static int no_usable(int id, char *why, size_t cap) {
-  (void)id;
-  snprintf(why, cap, "not written yet");
-  return 0;
+
+/* Stream-ordered on this thread's stream of the device: the block returns to the pool
+ * after the work already queued there, which is the work that used it. */
+static void cuda_free(int id, void *p) {
+  dm_gpu_context *c;
+  if (dm_gpu_context_get(id, &c) == DM_OK)
+    cudaFreeAsync(p, c->stream);
+  else
+    cudaFree(p);
 }
-const dm_device_ops dm_cuda_device_ops = {"CUDA", no_alloc, no_free, no_copy, no_usable};
+
+/* Room for n bytes in the pinned staging buffer, once the last send from it is done. */
+static dm_status staging(dm_gpu_context *c, size_t n, void **out) {
+  DM_CUDA_TRY(cudaEventSynchronize(c->staged));
+  if (n > c->pinned_bytes) {
+    if (c->pinned)
+      DM_CUDA_TRY(cudaFreeHost(c->pinned));
+    c->pinned = NULL;
+    c->pinned_bytes = 0;
+    DM_CUDA_TRY(cudaMallocHost(&c->pinned, n));
+    c->pinned_bytes = n;
+  }
+  *out = c->pinned;
+  return DM_OK;
+}
+
+static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_device_type src_dev,
+                           int src_id, const void *src, size_t n) {
+  dm_gpu_context *c;
+  void *buf;
+  if (n == 0)
+    return DM_OK;
+  if (src_dev == DM_CPU && dst_dev == DM_CUDA) {
+    /* host -> device: stage, send, return at once; the caller may reuse src */
+    DM_TRY(dm_gpu_context_get(dst_id, &c));
+    DM_TRY(staging(c, n, &buf));
+    memcpy(buf, src, n);
+    DM_CUDA_TRY(cudaMemcpyAsync(dst, buf, n, cudaMemcpyHostToDevice, c->stream));
+    DM_CUDA_TRY(cudaEventRecord(c->staged, c->stream));
+    return DM_OK;
+  }
+  if (src_dev == DM_CUDA && dst_dev == DM_CPU) {
+    /* device -> host: the host reads dst next, so wait for the stream here (the one
+     * synchronisation a step needs, where the host asks for a value) */
+    DM_TRY(dm_gpu_context_get(src_id, &c));
+    DM_TRY(staging(c, n, &buf));
+    DM_CUDA_TRY(cudaMemcpyAsync(buf, src, n, cudaMemcpyDeviceToHost, c->stream));
+    DM_CUDA_TRY(cudaStreamSynchronize(c->stream));
+    memcpy(dst, buf, n);
+    return DM_OK;
+  }
+  if (src_dev == DM_CUDA && dst_dev == DM_CUDA) {
+    DM_TRY(dm_gpu_context_get(dst_id, &c));
+    if (src_id == dst_id)
+      DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->stream));
+    else
+      DM_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_id, src, src_id, n, c->stream));
+    return DM_OK;
+  }
+  return dm_error(DM_ERR_INVALID, "the CUDA backend cannot copy between device types %d and %d",
+                  (int)src_dev, (int)dst_dev);
+}
+
+static int cuda_usable(int id, char *why, size_t cap) {
+  dm_cuda_info info;
+  if (!dm_cuda_available(why, cap))
+    return 0;
+  dm_cuda_info_get(&info);
+  if (id >= info.n_gpus) {
+    snprintf(why, cap, "there are %d usable GPUs (ids 0 to %d)", info.n_gpus, info.n_gpus - 1);
+    return 0;
+  }
+  return 1;
+}
+
+const dm_device_ops dm_cuda_device_ops = {"CUDA", cuda_alloc, cuda_free, cuda_copy, cuda_usable};

@@ -281,12 +281,32 @@ static dm_status detach_outputs(dm_op_ctx *op) {
   return DM_OK;
 }
 
+/* A kernel reads its inputs where it runs: a CPU kernel handed a device pointer would
+ * crash, a GPU kernel handed a host pointer likewise. Only copy kernels cross. */
+static dm_status check_input_devices(const dm_op_ctx *op) {
+  for (int i = 0; i < op->n_in; i++) {
+    int id;
+    dm_device_type dev = dm_tensor_device(op->in[i]->tensor, &id);
+    if (dev == op->device && (dev == DM_CPU || id == op->device_id))
+      continue;
+    char at[32], runs[32];
+    return dm_error(DM_ERR_INVALID,
+                    "input %d '%s' is on %s but the op runs on %s: a copy op must bring it "
+                    "over (the device pass inserts CopyCPUToGPU/CopyGPUToCPU)",
+                    i, op->in[i]->name, dm_device_str(dev, id, at, sizeof at),
+                    dm_device_str(op->device, op->device_id, runs, sizeof runs));
+  }
+  return DM_OK;
+}
+
 static dm_status run_op(dm_op_ctx *op) {
   for (int i = 0; i < op->n_in; i++)
     if (op->in[i]->tensor->dtype == DM_UNDEFINED)
       return dm_error(DM_ERR_NOT_FOUND,
                       "input %d '%s' has no data: no earlier op wrote it and it was not fed", i,
                       op->in[i]->name);
+  if (!op->kernel->cross_device)
+    DM_TRY(check_input_devices(op));
   DM_TRY(detach_outputs(op));
   return op->kernel->run(op);
 }

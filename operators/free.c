@@ -56,9 +56,14 @@ static const dm_op_schema free_schema = {
     .doc = "X0, X1, ... -> the same blobs, emptied (their memory released); in place",
     .infer = free_infer, .cost = free_cost, .no_gradient = 1};
 
-static const dm_kernel_def free_kernel = {
+/* The same kernel on the GPU: releasing a storage is the device backend's business (a
+ * CUDA block goes back to its stream-ordered pool), not the kernel's. Registered in
+ * every build: without CUDA, placing it there fails like any CUDA op, with the reason. */
+static const dm_kernel_def free_cpu = {
     .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run};
+static const dm_kernel_def free_cuda = {
+    .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run};
 
 static const dm_op_schema *const schemas[] = {&free_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&free_kernel, NULL};
+static const dm_kernel_def *const kernels[] = {&free_cpu, &free_cuda, NULL};
 const dm_op_family dm_family_free = {schemas, kernels};

@@ -444,26 +444,44 @@ static dm_status save_init(dm_op_ctx *ctx, void **state) {
   return DM_OK;
 }
 
+/* Writes one tensor's records: chunks of `chunk` elements (all of it when <= 0). */
+static dm_status save_tensor(dm_db *db, const dm_tensor *t, const char *name, int64_t chunk) {
+  int64_t step = chunk > 0 ? chunk : (t->numel > 0 ? t->numel : 1);
+  int64_t id = 0, b = 0;
+  do { /* one record at least, even for an empty tensor */
+    int64_t e = t->numel - b > step ? b + step : t->numel;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char key[DM_DB_MAX_KEY + 1];
+    int klen = snprintf(key, sizeof key, "%s#%%%lld", name, (long long)id++);
+    DM_TRY(pack_chunk(t, name, b, e, &buf, &len));
+    dm_status s = dm_db_put(db, key, (size_t)klen, buf, len);
+    free(buf);
+    DM_TRY(s);
+    b = e;
+  } while (b < t->numel);
+  return DM_OK;
+}
+
 static dm_status save_fill(dm_db *db, void *user) {
   dm_op_ctx *ctx = user;
   int64_t chunk = dm_op_arg_int(ctx, "chunk_size", DEFAULT_CHUNK);
   for (int i = 0; i < dm_op_num_inputs(ctx); i++) {
     const dm_tensor *t = dm_op_input(ctx, i);
-    const char *name = save_name(ctx, i);
-    int64_t step = chunk > 0 ? chunk : (t->numel > 0 ? t->numel : 1);
-    int64_t id = 0, b = 0;
-    do { /* one record at least, even for an empty tensor */
-      int64_t e = t->numel - b > step ? b + step : t->numel;
-      uint8_t *buf = NULL;
-      size_t len = 0;
-      char key[DM_DB_MAX_KEY + 1];
-      int klen = snprintf(key, sizeof key, "%s#%%%lld", name, (long long)id++);
-      DM_TRY(pack_chunk(t, name, b, e, &buf, &len));
-      dm_status s = dm_db_put(db, key, (size_t)klen, buf, len);
-      free(buf);
-      DM_TRY(s);
-      b = e;
-    } while (b < t->numel);
+    if (dm_tensor_device(t, NULL) == DM_CPU) {
+      DM_TRY(save_tensor(db, t, save_name(ctx, i), chunk));
+      continue;
+    }
+    /* a GPU-resident blob (parameters of a net placed on the GPU) is saved through a
+     * host copy; checkpoints are device-independent */
+    dm_tensor *host = dm_tensor_new(t->limit);
+    if (!host)
+      return DM_NOMEM("a host copy");
+    dm_status s = dm_tensor_copy_to(host, DM_CPU, 0, t);
+    if (s == DM_OK)
+      s = save_tensor(db, host, save_name(ctx, i), chunk);
+    dm_tensor_free(host);
+    DM_TRY(s);
   }
   return DM_OK;
 }
@@ -473,9 +491,6 @@ static dm_status save_run(dm_op_ctx *ctx) {
     const dm_tensor *t = dm_op_input(ctx, i);
     if (t->dtype == DM_UNDEFINED)
       return dm_op_error(ctx, DM_ERR_NOT_FOUND, "input '%s' has never been written",
-                         dm_op_input_name(ctx, i));
-    if (t->storage && t->storage->device != DM_CPU)
-      return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "input '%s' is not on the CPU",
                          dm_op_input_name(ctx, i));
   }
   dm_status s = atomic_save(dm_op_arg_string(ctx, "db", ""), save_fill, ctx);
@@ -489,7 +504,7 @@ static const dm_arg_spec load_args[] = {
     {"db_type", DM_ARG_STRING, 0, "\"lmdb\" (the only one)"},
     {"absolute_path", DM_ARG_INT, 0, "accepted; paths are used as given"},
     {"load_all", DM_ARG_INT, 0, "1: load every blob of the DB (outputs are ignored)"},
-    {"keep_device", DM_ARG_INT, 0, "accepted; tensors load to the CPU"},
+    {"keep_device", DM_ARG_INT, 0, "accepted; a blob on a GPU is loaded back onto it"},
     {"allow_incomplete", DM_ARG_INT, 0, "1: outputs missing from the DB are skipped"},
     {NULL, 0, 0, NULL},
 };
@@ -687,8 +702,15 @@ static dm_status load_run(dm_op_ctx *ctx) {
   /* All or nothing: the workspace changes only once every blob has been read. */
   for (size_t i = 0; s == DM_OK && i < j.n; i++) {
     dm_blob *b = NULL;
-    if (j.p[i].t && (s = dm_workspace_get_or_create(ctx->net->ws, j.p[i].name, &b)) == DM_OK)
+    if (!j.p[i].t || (s = dm_workspace_get_or_create(ctx->net->ws, j.p[i].name, &b)) != DM_OK)
+      continue;
+    /* a blob that lives on a GPU (a placed net's parameter) is loaded back onto it */
+    int id;
+    dm_device_type dev = dm_tensor_device(b->tensor, &id);
+    if (dev == DM_CPU)
       dm_tensor_share(b->tensor, j.p[i].t);
+    else
+      s = dm_tensor_copy_to(b->tensor, dev, id, j.p[i].t);
   }
   dm_db_close(db);
   free_job(&j);
@@ -703,7 +725,9 @@ static const dm_op_schema load_schema = {
     .type = "Load", .min_inputs = 0, .max_inputs = 0, .min_outputs = 0, .max_outputs = -1,
     .args = load_args, .precision = DM_PREC_NONE, .no_gradient = 1,
     .doc = "-> blobs read from the checkpoint (or LMDB) at `db`; all or nothing."};
-static const dm_kernel_def save_cpu = {.type = "Save", .device = DM_CPU, .init = save_init,
+/* cross_device: Save reads GPU-resident blobs through host copies (save_fill). */
+static const dm_kernel_def save_cpu = {.type = "Save", .device = DM_CPU, .cross_device = 1,
+                                       .init = save_init,
                                        .run = save_run};
 static const dm_kernel_def load_cpu = {.type = "Load", .device = DM_CPU, .init = load_init,
                                        .run = load_run};
