@@ -1,0 +1,210 @@
+/* gpu_cases.h: the case table of test_gpu_ops.c: one op, its arguments, its fed inputs
+ * (shapes, dtypes, value ranges), an optional CPU "prep" net that derives consistent
+ * inputs (a gradient op's Y from its forward op), and the reduction length behind one
+ * output, from which the tolerance is derived. Included once, by test_gpu_ops.c.
+ *
+ * Input dtype letters: 'T' the case's float type (FLOAT, or FLOAT16 in the FP16 pass),
+ * 'f' always FLOAT, 'i' INT32 and 'l' INT64 (integers drawn in [lo, hi)). lo == hi gives
+ * a constant. inf_at > 0 puts +inf at element inf_at - 1.
+ */
+#ifndef DM_TESTS_GPU_CASES_H
+#define DM_TESTS_GPU_CASES_H
+
+#include <stdint.h>
+
+typedef struct gc_feed {
+  const char *name;
+  char t;
+  int ndim;
+  int64_t dims[4];
+  float lo, hi;
+  int inf_at;
+} gc_feed;
+
+enum { GC_FP32 = 1, GC_FP16 = 2, GC_BOTH = 3 };
+
+typedef struct gc_case {
+  const char *label;
+  const char *op;         /* "type: '...' arg { ... }": everything but inputs and outputs */
+  gc_feed feed[8];        /* ended by a NULL name */
+  const char *prep;       /* CPU ops run after feeding, before the op (may be NULL) */
+  const char *in[8];      /* the op's inputs, in order; NULL-ended */
+  const char *out[6];     /* its outputs; a name that is also an input runs in place */
+  int modes;
+  int k;                  /* longest reduction behind one output (+ a few for exp/pow) */
+} gc_case;
+
+#define A(n, v) "arg { name: '" n "' i: " #v " } "
+#define AF(n, v) "arg { name: '" n "' f: " #v " } "
+#define AS(n, v) "arg { name: '" n "' s: '" v "' } "
+
+/* Conv: NCHW 2x3x7x7 * 4x3x3x3, stride 2, pad 1 -> 2x4x4x4. */
+#define CONV_NCHW "type: 'Conv' " A("kernel", 3) A("stride", 2) A("pad", 1)
+#define CONV_NHWC "type: 'Conv' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC")
+#define CONV_GRP "type: 'Conv' " A("kernel", 3) A("pad", 1) A("group", 2)
+#define POOL(t) "type: '" t "' " A("kernel", 2) A("stride", 2)
+#define BN AS("order", "NCHW") A("is_test", 0) AF("epsilon", 1e-5) AF("momentum", 0.9)
+#define LRN_ARGS A("size", 5) AF("alpha", 0.001) AF("beta", 0.75) AF("bias", 1.0)
+
+/* Rows leave inf_at and the unused array slots to zero-initialisation on purpose: the
+ * table reads as one case per row only without them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const gc_case gc_cases[] = {
+    {"Add broadcast", "type: 'Add' " A("broadcast", 1) A("axis", 1),
+     {{"A", 'T', 4, {2, 3, 4, 5}, -2, 2}, {"B", 'T', 2, {3, 4}, -2, 2}}, NULL,
+     {"A", "B"}, {"C"}, GC_BOTH, 2},
+    {"Sub", "type: 'Sub'", {{"A", 'T', 2, {6, 7}, -2, 2}, {"B", 'T', 2, {6, 7}, -2, 2}},
+     NULL, {"A", "B"}, {"C"}, GC_BOTH, 2},
+    {"Mul broadcast", "type: 'Mul' " A("broadcast", 1),
+     {{"A", 'T', 3, {2, 3, 5}, -2, 2}, {"B", 'T', 1, {5}, -2, 2}}, NULL, {"A", "B"}, {"C"},
+     GC_BOTH, 2},
+    {"Div", "type: 'Div'", {{"A", 'T', 2, {4, 9}, -2, 2}, {"B", 'T', 2, {4, 9}, 0.5, 2}},
+     NULL, {"A", "B"}, {"C"}, GC_BOTH, 2},
+    {"Sum", "type: 'Sum'",
+     {{"A", 'T', 2, {5, 6}, -1, 1}, {"B", 'T', 2, {5, 6}, -1, 1}, {"D", 'T', 2, {5, 6}, -1, 1}},
+     NULL, {"A", "B", "D"}, {"Y"}, GC_BOTH, 3},
+    {"Scale", "type: 'Scale' " AF("scale", 0.37), {{"X", 'T', 2, {3, 11}, -4, 4}}, NULL,
+     {"X"}, {"Y"}, GC_BOTH, 1},
+    {"SumReduceLike", "type: 'SumReduceLike' " A("axis", 1),
+     {{"A", 'T', 4, {2, 3, 4, 5}, -1, 1}, {"B", 'T', 2, {3, 4}, -1, 1}}, NULL, {"A", "B"},
+     {"C"}, GC_BOTH, 10},
+    {"Relu", "type: 'Relu'", {{"X", 'T', 3, {2, 5, 7}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+    {"ReluGradient", "type: 'ReluGradient'",
+     {{"X", 'T', 2, {4, 9}, -1, 1}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 1},
+    {"FloatToHalf", "type: 'FloatToHalf'", {{"X", 'f', 2, {7, 13}, -70000, 70000}}, NULL,
+     {"X"}, {"Y"}, GC_FP32, 1},
+    {"HalfToFloat", "type: 'HalfToFloat'", {{"X", 'T', 2, {7, 13}, -60000, 60000}}, NULL,
+     {"X"}, {"Y"}, GC_FP16, 1},
+    {"Cast to FLOAT16", "type: 'Cast' " A("to", 12), {{"X", 'f', 1, {50}, -3, 3}}, NULL,
+     {"X"}, {"Y"}, GC_FP32, 1},
+    {"Cast to FLOAT", "type: 'Cast' " A("to", 1), {{"X", 'T', 1, {50}, -3, 3}}, NULL, {"X"},
+     {"Y"}, GC_FP16, 1},
+    {"Cast to INT32", "type: 'Cast' " A("to", 2), {{"X", 'f', 1, {50}, -300, 300}}, NULL,
+     {"X"}, {"Y"}, GC_FP32, 1},
+    {"Copy", "type: 'Copy'", {{"X", 'T', 2, {3, 17}, -5, 5}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+    {"ConstantFill", "type: 'ConstantFill' arg { name: 'shape' ints: 3 ints: 5 } "
+     AF("value", 2.5), {{NULL}}, NULL, {NULL}, {"Y"}, GC_FP32, 1},
+    {"MomentumSGDUpdate", "type: 'MomentumSGDUpdate' " AF("momentum", 0.9),
+     {{"g", 'f', 1, {40}, -1, 1}, {"m", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.01, 0.1},
+      {"p", 'f', 1, {40}, -1, 1}}, NULL, {"g", "m", "lr", "p"}, {"g", "m", "p"}, GC_FP32, 3},
+    {"MomentumSGDUpdate nesterov", "type: 'MomentumSGDUpdate' " AF("momentum", 0.9)
+     A("nesterov", 1),
+     {{"g", 'f', 1, {40}, -1, 1}, {"m", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.01, 0.1},
+      {"p", 'f', 1, {40}, -1, 1}, {"skip", 'f', 1, {1}, 0, 0}}, NULL,
+     {"g", "m", "lr", "p", "skip"}, {"g", "m", "p"}, GC_FP32, 4},
+    {"Adam", "type: 'Adam'",
+     {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
+      {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.001, 0.01}, {"it", 'l', 1, {1}, 7, 7}},
+     NULL, {"p", "m1", "m2", "g", "lr", "it"}, {"p", "m1", "m2"}, GC_FP32, 12},
+    {"WeightedSum", "type: 'WeightedSum'",
+     {{"X0", 'f', 2, {4, 8}, -1, 1}, {"w0", 'f', 1, {1}, 0.5, 1}, {"X1", 'f', 2, {4, 8}, -1, 1},
+      {"w1", 'f', 1, {1}, -1, 1}}, NULL, {"X0", "w0", "X1", "w1"}, {"Y"}, GC_FP32, 2},
+    {"UnscaleAndCheck", "type: 'UnscaleAndCheck'",
+     {{"S", 'f', 1, {1}, 512, 4096}, {"g1", 'T', 1, {30}, -100, 100},
+      {"g2", 'f', 2, {3, 7}, -100, 100}}, NULL, {"S", "g1", "g2"}, {"g1", "g2", "found_inf"},
+     GC_BOTH, 1},
+    {"UnscaleAndCheck inf", "type: 'UnscaleAndCheck'",
+     {{"S", 'f', 1, {1}, 512, 4096}, {"g1", 'T', 1, {30}, -100, 100},
+      {"g2", 'T', 2, {3, 7}, -100, 100, 9}}, NULL, {"S", "g1", "g2"},
+     {"g1", "g2", "found_inf"}, GC_BOTH, 1},
+    {"UpdateLossScale overflow", "type: 'UpdateLossScale' " A("growth_interval", 6),
+     {{"S", 'f', 1, {1}, 65536, 65536}, {"inf", 'f', 1, {1}, 1, 1}, {"good", 'l', 1, {1}, 5, 5},
+      {"skipped", 'l', 1, {1}, 2, 2}}, NULL, {"S", "inf", "good", "skipped"},
+     {"S", "good", "skipped"}, GC_FP32, 1},
+    {"UpdateLossScale growth", "type: 'UpdateLossScale' " A("growth_interval", 6),
+     {{"S", 'f', 1, {1}, 65536, 65536}, {"inf", 'f', 1, {1}, 0, 0}, {"good", 'l', 1, {1}, 5, 5},
+      {"skipped", 'l', 1, {1}, 2, 2}}, NULL, {"S", "inf", "good", "skipped"},
+     {"S", "good", "skipped"}, GC_FP32, 1},
+    {"SoftmaxWithLoss", "type: 'SoftmaxWithLoss'",
+     {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
+     {"P", "loss"}, GC_BOTH, 24},
+    {"SoftmaxWithLossGradient", "type: 'SoftmaxWithLossGradient'",
+     {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}, {"dL", 'f', 0, {0}, 0.5, 2}},
+     "op { input: 'X' input: 'label' output: 'P' output: 'loss' type: 'SoftmaxWithLoss' }",
+     {"X", "label", "P", "dL"}, {"dX"}, GC_BOTH, 24},
+    {"LabelCrossEntropy", "type: 'LabelCrossEntropy'",
+     {{"X", 'f', 2, {6, 10}, 0.05f, 1}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
+     {"Y"}, GC_FP32, 8},
+    {"LabelCrossEntropyGradient", "type: 'LabelCrossEntropyGradient'",
+     {{"X", 'f', 2, {6, 10}, 0.05f, 1}, {"label", 'i', 1, {6}, 0, 10},
+      {"dY", 'f', 1, {6}, -1, 1}}, NULL, {"X", "label", "dY"}, {"dX"}, GC_FP32, 2},
+    {"AveragedLoss", "type: 'AveragedLoss'", {{"X", 'f', 1, {37}, -1, 1}}, NULL, {"X"},
+     {"Y"}, GC_FP32, 37},
+    {"AveragedLossGradient", "type: 'AveragedLossGradient'",
+     {{"X", 'f', 1, {37}, -1, 1}, {"dY", 'f', 0, {0}, 0.5, 2}}, NULL, {"X", "dY"}, {"dX"},
+     GC_FP32, 2},
+    {"Accuracy", "type: 'Accuracy'",
+     {{"P", 'f', 2, {16, 10}, 0, 1}, {"label", 'i', 1, {16}, 0, 10}}, NULL, {"P", "label"},
+     {"acc"}, GC_FP32, 16},
+    {"Conv NCHW", CONV_NCHW,
+     {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 28},
+    {"Conv NHWC", CONV_NHWC,
+     {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 28},
+    {"Conv group 2", CONV_GRP,
+     {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
+      {"b", 'T', 1, {6}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 19},
+    {"ConvGradient NCHW", "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1),
+     {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
+     GC_BOTH, 40},
+    {"ConvGradient NHWC",
+     "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC"),
+     {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
+     GC_BOTH, 40},
+    {"ConvGradient group 2", "type: 'ConvGradient' " A("kernel", 3) A("pad", 1) A("group", 2),
+     {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
+      {"dY", 'T', 4, {2, 6, 6, 6}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
+     GC_BOTH, 80},
+    {"MaxPool", POOL("MaxPool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"}, {"Y"},
+     GC_BOTH, 1},
+    {"AveragePool", POOL("AveragePool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"},
+     {"Y"}, GC_BOTH, 5},
+    {"MaxPoolGradient", POOL("MaxPoolGradient"),
+     {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'MaxPool' " A("kernel", 2) A("stride", 2) "}",
+     {"X", "Y", "dY"}, {"dX"}, GC_BOTH, 1},
+    {"AveragePoolGradient", POOL("AveragePoolGradient"),
+     {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'AveragePool' " A("kernel", 2) A("stride", 2) "}",
+     {"X", "Y", "dY"}, {"dX"}, GC_BOTH, 5},
+    {"SpatialBN training", "type: 'SpatialBN' " BN,
+     {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
+      {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2}},
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_BOTH,
+     110},
+    {"SpatialBNGradient", "type: 'SpatialBNGradient' " BN,
+     {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
+      {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2},
+      {"dY", 'T', 4, {4, 3, 5, 5}, -1, 1}},
+     "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
+     "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+    {"Softmax", "type: 'Softmax'", {{"X", 'T', 2, {5, 12}, -4, 4}}, NULL, {"X"}, {"Y"},
+     GC_BOTH, 24},
+    {"SoftmaxGradient", "type: 'SoftmaxGradient'",
+     {{"X", 'T', 2, {5, 12}, -4, 4}, {"dY", 'T', 2, {5, 12}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Softmax' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 24},
+    {"LRN", "type: 'LRN' " LRN_ARGS, {{"X", 'T', 4, {2, 7, 3, 3}, -2, 2}}, NULL, {"X"},
+     {"Y", "scale"}, GC_BOTH, 16},
+    {"LRNGradient", "type: 'LRNGradient' " LRN_ARGS,
+     {{"X", 'T', 4, {2, 7, 3, 3}, -2, 2}, {"dY", 'T', 4, {2, 7, 3, 3}, -1, 1}},
+     "op { input: 'X' output: 'Y' output: 'scale' type: 'LRN' " LRN_ARGS "}",
+     {"X", "Y", "dY", "scale"}, {"dX"}, GC_BOTH, 24},
+    {"FC", "type: 'FC'",
+     {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"b", 'T', 1, {5}, -1, 1}},
+     NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 34},
+    {"FCGradient", "type: 'FCGradient'",
+     {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"dY", 'T', 2, {8, 5}, -1, 1}},
+     NULL, {"X", "W", "dY"}, {"dW", "db", "dX"}, GC_BOTH, 10},
+};
+#pragma GCC diagnostic pop
+
+#undef A
+#undef AF
+#undef AS
+#endif

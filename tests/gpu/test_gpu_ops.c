@@ -1,0 +1,312 @@
+/* test_gpu_ops.c: every op with a CUDA kernel against its CPU kernel (cases in
+ * gpu_cases.h), in FP32 and FP16.
+ *
+ * Each case is one op built twice from text: the reference net on the CPU, and the
+ * device net, where CopyCPUToGPU takes each input X to X_cuda, the op runs with
+ * device_option { device_type: 1 } and CopyGPUToCPU brings each output Y back as Y_cpu.
+ * Both workspaces get the same seeded inputs; every output is compared.
+ *
+ * Tolerance (derived, not tuned): both sides accumulate in FP32 (the CPU kernels are
+ * faithful to tensor cores) and round once to the output dtype, so each differs from the
+ * exact result by at most u_out |y| (the final rounding, u_out = 2^-11 for FLOAT16,
+ * 2^-24 for FLOAT) plus (k + 2) u32 times the size of the terms summed, k being the
+ * longest reduction behind one output; the terms are bounded by the output tensor's
+ * largest magnitude M (inputs are O(1)). We allow twice the sum of both sides' bounds:
+ *   |dev - ref| <= 4 u_out |ref| + 4 (k + 2) u32 (|ref| + M) + 2^-23 (FP16 subnormals),
+ * integer outputs exactly. A case whose op has no CUDA kernel is skipped (printed).
+ *
+ * Without a usable GPU the test prints why and exits 77. With DM_GPU_TEST_SELF=1 the
+ * device side is the reference net itself in a second workspace on the CPU, so the
+ * harness (feeds, prep nets, comparison) is exercised on machines without a GPU; every
+ * case must then pass.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "core/half.h"
+#include "core/registry.h"
+#include "demitasse.h"
+#include "gpu_cases.h"
+
+#define U32 0x1p-24
+#define U16 0x1p-11
+#define TEXT_CAP 8192
+
+typedef struct text {
+  char buf[TEXT_CAP];
+  size_t len;
+  int overflow;
+} text;
+
+static void add(text *t, const char *fmt, ...) DM_PRINTF(2, 3);
+static void add(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(t->buf + t->len, TEXT_CAP - t->len, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= TEXT_CAP - t->len)
+    t->overflow = 1;
+  else
+    t->len += (size_t)n;
+}
+
+/* The op itself; on the device its blobs carry the _cuda suffix. */
+static void add_op(text *t, const gc_case *c, int dev) {
+  const char *sfx = dev ? "_cuda" : "";
+  add(t, "op { ");
+  for (int i = 0; c->in[i]; i++)
+    add(t, "input: '%s%s' ", c->in[i], sfx);
+  for (int i = 0; c->out[i]; i++)
+    add(t, "output: '%s%s' ", c->out[i], sfx);
+  add(t, "%s%s }\n", c->op, dev ? " device_option { device_type: 1 }" : "");
+}
+
+static void build_nets(const gc_case *c, int self, text *ref, text *dev) {
+  add(ref, "name: 'ref'\n");
+  add_op(ref, c, 0);
+  if (self) {
+    *dev = *ref;
+    return;
+  }
+  add(dev, "name: 'dev'\n");
+  for (int i = 0; c->in[i]; i++)
+    add(dev, "op { input: '%s' output: '%s_cuda' type: 'CopyCPUToGPU' "
+             "device_option { device_type: 1 } }\n", c->in[i], c->in[i]);
+  add_op(dev, c, 1);
+  for (int i = 0; c->out[i]; i++)
+    add(dev, "op { input: '%s_cuda' output: '%s_cpu' type: 'CopyGPUToCPU' "
+             "device_option { device_type: 1 } }\n", c->out[i], c->out[i]);
+}
+
+static double uniform(uint64_t *s, double lo, double hi) {
+  uint64_t x = *s;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  *s = x;
+  return lo + (hi - lo) * ((double)(x >> 11) * 0x1p-53);
+}
+
+static dm_dtype feed_dtype(char t, int fp16) {
+  switch (t) {
+  case 'T': return fp16 ? DM_FLOAT16 : DM_FLOAT;
+  case 'i': return DM_INT32;
+  case 'l': return DM_INT64;
+  default: return DM_FLOAT;
+  }
+}
+
+/* Feeds the same seeded values into both workspaces. */
+static dm_status feed(const gc_feed *f, int fp16, uint64_t seed, dm_workspace *a,
+                      dm_workspace *b) {
+  int64_t n = 1;
+  for (int d = 0; d < f->ndim; d++)
+    n *= f->dims[d];
+  dm_dtype dt = feed_dtype(f->t, fp16);
+  void *buf = malloc((size_t)n * 8 + 8);
+  if (!buf)
+    return DM_ERR_NOMEM;
+  for (int64_t i = 0; i < n; i++) {
+    double v = f->lo == f->hi ? f->lo : uniform(&seed, f->lo, f->hi);
+    if (f->inf_at == i + 1)
+      v = INFINITY;
+    switch (dt) {
+    case DM_FLOAT16: ((uint16_t *)buf)[i] = dm_float_to_half((float)v); break;
+    case DM_INT32: ((int32_t *)buf)[i] = (int32_t)floor(v); break;
+    case DM_INT64: ((int64_t *)buf)[i] = (int64_t)floor(v); break;
+    default: ((float *)buf)[i] = (float)v; break;
+    }
+  }
+  dm_status s = dm_workspace_feed(a, f->name, dt, f->ndim, f->dims, buf);
+  if (s == DM_OK)
+    s = dm_workspace_feed(b, f->name, dt, f->ndim, f->dims, buf);
+  free(buf);
+  return s;
+}
+
+static double elem(const dm_tensor *t, int64_t i) {
+  const void *p = dm_tensor_data(t);
+  switch (dm_tensor_dtype(t)) {
+  case DM_FLOAT: return ((const float *)p)[i];
+  case DM_FLOAT16: return dm_half_to_float(((const uint16_t *)p)[i]);
+  case DM_DOUBLE: return ((const double *)p)[i];
+  case DM_INT32: return ((const int32_t *)p)[i];
+  case DM_INT64: return (double)((const int64_t *)p)[i];
+  case DM_BOOL:
+  case DM_UINT8: return ((const uint8_t *)p)[i];
+  default: return NAN;
+  }
+}
+
+/* Compares one output; prints and returns 0 on the first mismatch. */
+static int compare(const char *label, const char *mode, const char *name, const dm_tensor *r,
+                   const dm_tensor *d, int k) {
+  if (dm_tensor_dtype(r) != dm_tensor_dtype(d) || dm_tensor_ndim(r) != dm_tensor_ndim(d)) {
+    printf("FAIL %s %s: %s: dtype/rank %s/%d on the CPU, %s/%d on the device\n", label, mode,
+           name, dm_dtype_name(dm_tensor_dtype(r)), dm_tensor_ndim(r),
+           dm_dtype_name(dm_tensor_dtype(d)), dm_tensor_ndim(d));
+    return 0;
+  }
+  for (int i = 0; i < dm_tensor_ndim(r); i++)
+    if (dm_tensor_dims(r)[i] != dm_tensor_dims(d)[i]) {
+      printf("FAIL %s %s: %s: dim %d is %lld on the CPU, %lld on the device\n", label, mode,
+             name, i, (long long)dm_tensor_dims(r)[i], (long long)dm_tensor_dims(d)[i]);
+      return 0;
+    }
+  dm_dtype dt = dm_tensor_dtype(r);
+  int exact = dt != DM_FLOAT && dt != DM_FLOAT16 && dt != DM_DOUBLE;
+  double u_out = dt == DM_FLOAT16 ? U16 : U32;
+  int64_t n = dm_tensor_numel(r);
+  double m = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (isfinite(elem(r, i)) && fabs(elem(r, i)) > m)
+      m = fabs(elem(r, i));
+  for (int64_t i = 0; i < n; i++) {
+    double a = elem(r, i), b = elem(d, i);
+    if ((isnan(a) && isnan(b)) || a == b)
+      continue;
+    double tol = exact || !isfinite(a)
+                     ? 0
+                     : 4 * u_out * fabs(a) + 4 * (k + 2) * U32 * (fabs(a) + m) + 0x1p-23;
+    if (!(fabs(a - b) <= tol)) {
+      printf("FAIL %s %s: %s[%lld]: CPU %.9g, device %.9g (|diff| %.3g > tolerance %.3g)\n",
+             label, mode, name, (long long)i, a, b, fabs(a - b), tol);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int has_cuda_kernel(const char *type) {
+  return dm_kernel_exists(type, DM_CUDA, "CUDNN") || dm_kernel_exists(type, DM_CUDA, "");
+}
+
+/* The op type from "type: 'X' ..." into buf. */
+static const char *op_type(const char *op, char *buf, size_t cap) {
+  const char *p = strchr(op, '\'');
+  size_t n = p ? strcspn(p + 1, "'") : 0;
+  if (!p || n >= cap)
+    return "";
+  memcpy(buf, p + 1, n);
+  buf[n] = 0;
+  return buf;
+}
+
+enum { PASS, FAIL, SKIP };
+
+/* Runs a net given as text in ws; the workspace owns it. */
+static dm_status run_net(dm_workspace *ws, const char *t) {
+  dm_net *net = NULL;
+  dm_status s = dm_workspace_create_net_bytes(ws, t, strlen(t), 1, &net);
+  return s == DM_OK ? dm_net_run(net) : s;
+}
+
+static int run_case(int ci, int fp16, int self) {
+  const gc_case *c = &gc_cases[ci];
+  const char *mode = fp16 ? "FP16" : "FP32";
+  text *ref = calloc(1, sizeof *ref), *dev = calloc(1, sizeof *dev);
+  dm_workspace *wr = NULL, *wd = NULL;
+  int result = FAIL;
+  if (!ref || !dev || dm_workspace_create(&wr) != DM_OK || dm_workspace_create(&wd) != DM_OK) {
+    printf("FAIL %s %s: setup: %s\n", c->label, mode, dm_last_error());
+    goto cleanup;
+  }
+  build_nets(c, self, ref, dev);
+  if (ref->overflow || dev->overflow) {
+    printf("FAIL %s %s: net text longer than %d bytes\n", c->label, mode, TEXT_CAP);
+    goto cleanup;
+  }
+  for (int i = 0; c->feed[i].name; i++)
+    if (feed(&c->feed[i], fp16, 0x9E3779B97F4A7C15ull * (uint64_t)(ci * 16 + i + 1), wr, wd) !=
+        DM_OK) {
+      printf("FAIL %s %s: feeding %s: %s\n", c->label, mode, c->feed[i].name, dm_last_error());
+      goto cleanup;
+    }
+  if (c->prep) {
+    char prep[TEXT_CAP];
+    snprintf(prep, sizeof prep, "name: 'prep'\n%s", c->prep);
+    if (run_net(wr, prep) != DM_OK || run_net(wd, prep) != DM_OK) {
+      printf("FAIL %s %s: prep net: %s\n", c->label, mode, dm_last_error());
+      goto cleanup;
+    }
+  }
+  if (run_net(wr, ref->buf) != DM_OK) {
+    printf("FAIL %s %s: CPU reference: %s\n", c->label, mode, dm_last_error());
+    goto cleanup;
+  }
+  dm_status s = run_net(wd, dev->buf);
+  if (s == DM_ERR_UNSUPPORTED && !self) {
+    /* A kernel may accept fewer dtypes or layouts than the CPU's; say which. */
+    printf("SKIP %s %s: %s\n", c->label, mode, dm_last_error());
+    result = SKIP;
+    goto cleanup;
+  }
+  if (s != DM_OK) {
+    printf("FAIL %s %s: device net: %s\n", c->label, mode, dm_last_error());
+    goto cleanup;
+  }
+  result = PASS;
+  for (int i = 0; c->out[i] && result == PASS; i++) {
+    char dname[128];
+    snprintf(dname, sizeof dname, "%s%s", c->out[i], self ? "" : "_cpu");
+    const dm_tensor *r = NULL, *d = NULL;
+    if (dm_workspace_fetch(wr, c->out[i], &r) != DM_OK ||
+        dm_workspace_fetch(wd, dname, &d) != DM_OK) {
+      printf("FAIL %s %s: fetching %s: %s\n", c->label, mode, c->out[i], dm_last_error());
+      result = FAIL;
+    } else if (!compare(c->label, mode, c->out[i], r, d, c->k)) {
+      result = FAIL;
+    }
+  }
+  if (result == PASS)
+    printf("ok   %s %s\n", c->label, mode);
+cleanup:
+  dm_workspace_destroy(wr);
+  dm_workspace_destroy(wd);
+  free(ref);
+  free(dev);
+  return result;
+}
+
+int main(void) {
+  const char *env = getenv("DM_GPU_TEST_SELF");
+  int self = env && !strcmp(env, "1");
+  if (dm_init() != DM_OK) {
+    printf("dm_init: %s\n", dm_last_error());
+    return 1;
+  }
+  if (!self) {
+    if (dm_device_check(DM_CUDA, 0) != DM_OK) {
+      printf("SKIP: %s\n", dm_last_error());
+      return 77;
+    }
+    if (!has_cuda_kernel("CopyCPUToGPU") || !has_cuda_kernel("CopyGPUToCPU")) {
+      printf("SKIP: no CUDA kernels for CopyCPUToGPU/CopyGPUToCPU\n");
+      return 77;
+    }
+  }
+  printf("%s: %zu cases\n", self ? "self-check (device side on the CPU)" : "CUDA vs CPU",
+         sizeof gc_cases / sizeof gc_cases[0]);
+  int n[3] = {0, 0, 0};
+  for (int ci = 0; ci < (int)(sizeof gc_cases / sizeof gc_cases[0]); ci++) {
+    char tb[64];
+    const char *type = op_type(gc_cases[ci].op, tb, sizeof tb);
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+      if (!(gc_cases[ci].modes & (fp16 ? GC_FP16 : GC_FP32)))
+        continue;
+      if (!self && !has_cuda_kernel(type)) {
+        printf("SKIP %s %s: no CUDA kernel for %s\n", gc_cases[ci].label,
+               fp16 ? "FP16" : "FP32", type);
+        n[SKIP]++;
+        continue;
+      }
+      n[run_case(ci, fp16, self)]++;
+    }
+  }
+  printf("%d passed, %d failed, %d skipped\n", n[PASS], n[FAIL], n[SKIP]);
+  if (n[FAIL])
+    return 1;
+  return n[PASS] ? 0 : 77; /* nothing compared is not a pass */
+}
