@@ -1,6 +1,7 @@
 /* cmd_rewrite.c: `demitasse rewrite`, the net passes from the command line: the gradient
  * pass (--grad) and then, optionally, the optimizer pass (--optimizer), the
- * mixed-precision pass (--fp16/--bf16) and the memory pass (--free, always last),
+ * mixed-precision pass (--fp16/--bf16), the device pass (--device cuda: works without a
+ * GPU, since it only rewrites) and the memory pass (--free, always last),
  * printing the rewritten net as .pbtxt so a user can read and diff exactly what the
  * passes added.
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
@@ -16,13 +17,15 @@
 #include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
+#include "device_flags.h"
 #include "mp_flags.h"
 #include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
 
 static void help(FILE *f) {
   fprintf(f,
-          "usage: demitasse rewrite --grad --loss LOSS [options] NET [-o OUT]\n\n"
+          "usage: demitasse rewrite --grad --loss LOSS [options] NET [-o OUT]\n"
+          "       demitasse rewrite --device cuda [options] NET [-o OUT]\n\n"
           "Rewrites a forward net (.pb or .pbtxt) with the passes asked for and prints it\n"
           "as .pbtxt (or writes OUT: text or binary by its extension).\n\n"
           "  --grad               add the backward pass (the gradient of X is X_grad)\n"
@@ -37,6 +40,8 @@ static void help(FILE *f) {
           "  -o, --output OUT     write the net to OUT instead of stdout\n"
           "  --fp16 and its flags: the mixed-precision pass, after the others:\n");
   dm_mp_help(f);
+  fprintf(f, "  the device pass, after those (the state fills of --init-out are placed too):\n");
+  dm_device_help(f);
   fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
@@ -65,6 +70,7 @@ typedef struct rewrite_job {
   dm_strlist losses, keep;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
+  dm_device_cli dev;
 } rewrite_job;
 
 /* The memory pass, keeping the losses and --keep blobs; a one-line summary on stderr. */
@@ -92,7 +98,7 @@ static dm_status rewrite(rewrite_job *j) {
   ProtobufCMessage *m = NULL;
   DM_TRY(dm_message_read_file(j->in, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
   Caffe2__NetDef *net = (Caffe2__NetDef *)m, *init = NULL;
-  dm_status s = dm_add_gradient_ops(net, j->losses.items, j->losses.n);
+  dm_status s = j->grad ? dm_add_gradient_ops(net, j->losses.items, j->losses.n) : DM_OK;
   if (s == DM_OK && (j->optimize || j->mp.enabled))
     s = dm_netdef_new("optimizer_init_additions", &init);
   if (s == DM_OK && j->optimize)
@@ -105,6 +111,13 @@ static dm_status rewrite(rewrite_job *j) {
     if (s == DM_OK)
       dm_mp_print_summary(stderr, &sum);
     dm_mp_summary_free(&sum);
+  }
+  if (s == DM_OK && j->dev.cuda) {
+    dm_gpu_state gpu = {0};
+    s = dm_device_place_net(net, &j->dev, j->opts.exclude, j->opts.n_exclude, stderr, &gpu);
+    if (s == DM_OK && init)
+      s = dm_device_place_init_net(init, &j->dev, &gpu, stderr);
+    dm_gpu_state_free(&gpu);
   }
   if (s == DM_OK && j->free_memory)
     s = free_after_last_use(net, j);
@@ -128,20 +141,24 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
-  struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
   free(opt_opts);
+  free(mp_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   rewrite_job j = {0};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
+  dm_device_cli_init(&j.dev);
   int rc = DM_EXIT_OK, c;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc) ||
-        dm_mp_flag("rewrite", c, optarg, &j.mp, &rc))
+        dm_mp_flag("rewrite", c, optarg, &j.mp, &rc) ||
+        dm_device_flag("rewrite", c, optarg, &j.dev, &rc))
       continue;
     switch (c) {
     case O_GRAD: j.grad = 1; break;
@@ -169,9 +186,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   if (rc == DM_EXIT_OK && argc - optind != 1)
     rc = dm_cli_usage_error("rewrite", "wants one net file (got %d)", argc - optind);
-  if (rc == DM_EXIT_OK && !j.grad)
-    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad");
-  if (rc == DM_EXIT_OK && j.losses.n == 0)
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda)
+    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda");
+  if (rc == DM_EXIT_OK && !j.grad && (j.optimize || j.mp.enabled))
+    rc = dm_cli_usage_error("rewrite", "--optimizer and --fp16 need --grad");
+  if (rc == DM_EXIT_OK && j.grad && j.losses.n == 0)
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free");
@@ -190,6 +209,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   dm_strlist_free(&j.keep);
   dm_strlist_free(&data);
   dm_mp_cli_free(&j.mp);
+  dm_device_cli_free(&j.dev);
   free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
 }

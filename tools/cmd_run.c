@@ -1,5 +1,7 @@
 /* cmd_run.c: `demitasse run`, the CLI's inference loop: plugins, init net, .npy inputs,
- * N timed runs of the net, outputs to .npy or a summary on stdout. */
+ * N timed runs of the net, outputs to .npy or a summary on stdout. With --device cuda
+ * the device pass places the net (the --input blobs stay homed on the host, copied in
+ * by the net) and the init net (the weights the net reads on the GPU go there). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +11,15 @@
 #include "core/api.h"
 #include "core/half.h"
 #include "core/npy.h"
-#include "gpu/device_info.h"
+#include "core/tensor.h"
+#include "device_flags.h"
+#include "net/netdef_build.h"
 
 static void help(FILE *f) {
   fprintf(f,
           "usage: demitasse run --net NET [--init INIT] [--input NAME=FILE.npy]...\n"
           "                     [--output NAME=FILE.npy]... [--iters N] [--plugin LIB]...\n"
-          "                     [--device cpu|cuda] [--precision fp32|fp16]\n\n"
+          "                     [--device cpu|cuda|cuda:N] [--precision fp32|fp16]\n\n"
           "Runs INIT once (it fills the weights), feeds the inputs, then runs NET N times\n"
           "and prints the time per iteration. Nets are .pb (binary) or .pbtxt (text).\n"
           "Without --output, prints each external output of NET (shape, type, first values).\n\n"
@@ -25,7 +29,10 @@ static void help(FILE *f) {
           "  -o, --output NAME=FILE  write blob NAME to a .npy file after the last run\n"
           "  -N, --iters N           run the net N times (default 1)\n"
           "  -p, --plugin LIB        load an operator plugin (repeatable)\n"
-          "  -d, --device DEV        cpu (default) or cuda: place both nets on GPU 0\n"
+          "  -d, --device DEV        cpu (default), cuda or cuda:N: the device pass puts\n"
+          "                          every op with a CUDA kernel on GPU N, with copies\n"
+          "                          where a blob crosses; the init net's weights follow\n"
+          "      --cpu-ops T1,T2     with --device cuda: keep these op types on the CPU\n"
           "  -P, --precision P       fp32 (default) or fp16: after the init net and the\n"
           "                          inputs, every FLOAT blob becomes FLOAT16, so the net\n"
           "                          runs its FP16 kernels (FP32 accumulation inside)\n"
@@ -33,8 +40,9 @@ static void help(FILE *f) {
 }
 
 typedef struct run_opts {
-  const char *net, *init, *device;
+  const char *net, *init;
   int fp16;
+  dm_device_cli dev;
   dm_strlist inputs, outputs, plugins;
   long iters;
 } run_opts;
@@ -45,36 +53,67 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Places the net and every op that names its own device on CUDA GPU 0. An op's own
- * device_option wins over the net's, so both are set. */
-static dm_status place_on_cuda(Caffe2__NetDef *def) {
-  if (!def->device_option) {
-    def->device_option = malloc(sizeof *def->device_option);
-    if (!def->device_option)
-      return dm_error(DM_ERR_NOMEM, "out of memory");
-    caffe2__device_option__init(def->device_option);
+/* The --input names, which the device pass homes on the host (they are fed there). */
+static dm_status input_names(const dm_strlist *inputs, char ***names, size_t *n) {
+  for (size_t i = 0; i < inputs->n; i++) {
+    char *name = NULL;
+    const char *path = NULL;
+    dm_cli_split_binding(inputs->items[i], &name, &path); /* checked when parsing */
+    dm_status s = name ? dm_strv_push(names, n, name) : DM_NOMEM("an input name");
+    free(name);
+    DM_TRY(s);
   }
-  def->device_option->has_device_type = 1;
-  def->device_option->device_type = DM_CUDA;
-  for (size_t i = 0; i < def->n_op; i++)
-    if (def->op[i]->device_option) {
-      def->op[i]->device_option->has_device_type = 1;
-      def->op[i]->device_option->device_type = DM_CUDA;
-    }
   return DM_OK;
 }
 
-static dm_status load_net(dm_workspace *ws, const char *path, int cuda, dm_net **out) {
-  Caffe2__NetDef *def = NULL;
-  DM_TRY(dm_netdef_read(path, &def));
-  if (cuda) {
-    dm_status s = place_on_cuda(def);
-    if (s != DM_OK) {
-      protobuf_c_message_free_unpacked(&def->base, NULL);
-      return s;
-    }
+/* Reads the main net and, with --device cuda, places it; *gpu gets its GPU state. */
+static dm_status read_main(const run_opts *o, Caffe2__NetDef **def, dm_gpu_state *gpu) {
+  DM_TRY(dm_netdef_read(o->net, def));
+  if (!o->dev.cuda)
+    return DM_OK;
+  char **host = NULL;
+  size_t n_host = 0;
+  dm_status s = input_names(&o->inputs, &host, &n_host);
+  if (s == DM_OK)
+    s = dm_device_place_net(*def, &o->dev, (const char *const *)host, n_host, stderr, gpu);
+  for (size_t i = 0; i < n_host; i++)
+    free(host[i]);
+  free(host);
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&(*def)->base, NULL);
+    *def = NULL;
   }
-  return dm_workspace_create_net(ws, def, path, out); /* takes def */
+  return s;
+}
+
+/* Runs the init net once, placed for the main net's GPU state with --device cuda. */
+static dm_status run_init(dm_workspace *ws, const run_opts *o, const dm_gpu_state *gpu) {
+  Caffe2__NetDef *def = NULL;
+  DM_TRY(dm_netdef_read(o->init, &def));
+  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev, gpu, stderr) : DM_OK;
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return s;
+  }
+  dm_net *init = NULL;
+  DM_TRY(dm_workspace_create_net(ws, def, o->init, &init)); /* takes def */
+  return dm_net_run(init);
+}
+
+/* The blob's tensor as the host can read it: itself on the CPU, else a host copy in
+ * *tmp (the caller frees it with dm_tensor_free). */
+static dm_status host_tensor(dm_workspace *ws, const char *name, dm_tensor **tmp,
+                             const dm_tensor **out) {
+  *tmp = NULL;
+  dm_blob *b = dm_workspace_find(ws, name);
+  int id = 0;
+  if (!b || dm_tensor_device(b->tensor, &id) == DM_CPU)
+    return dm_workspace_fetch(ws, name, out);
+  if (!(*tmp = dm_tensor_new(b->tensor->limit)))
+    return DM_NOMEM("a host copy");
+  DM_TRY(dm_tensor_copy_to(*tmp, DM_CPU, 0, b->tensor));
+  *out = *tmp;
+  return DM_OK;
 }
 
 static dm_status feed_inputs(dm_workspace *ws, const dm_strlist *inputs) {
@@ -102,7 +141,8 @@ static dm_status write_outputs(dm_workspace *ws, const dm_strlist *outputs) {
     if (!name)
       return dm_error(DM_ERR_NOMEM, "out of memory");
     const dm_tensor *t = NULL;
-    dm_status s = dm_workspace_fetch(ws, name, &t);
+    dm_tensor *tmp = NULL;
+    dm_status s = host_tensor(ws, name, &tmp, &t);
     if (s == DM_OK && t->dtype == DM_UNDEFINED)
       s = dm_error(DM_ERR_NOT_FOUND, "blob '%s' was never written", name);
     if (s == DM_OK)
@@ -111,6 +151,7 @@ static dm_status write_outputs(dm_workspace *ws, const dm_strlist *outputs) {
       dm_error_prefix(s, "output '%s'", name);
     else
       printf("wrote %s to %s\n", name, path);
+    dm_tensor_free(tmp);
     free(name);
     DM_TRY(s);
   }
@@ -149,10 +190,12 @@ static void print_summary(dm_workspace *ws, const dm_net *net) {
   }
   for (size_t i = 0; i < n; i++) {
     const dm_tensor *t = NULL;
-    if (dm_workspace_fetch(ws, names[i], &t) == DM_OK)
+    dm_tensor *tmp = NULL;
+    if (host_tensor(ws, names[i], &tmp, &t) == DM_OK)
       dm_cli_print_tensor(stdout, names[i], t, 10);
     else
-      printf("%s: (no such blob)\n", names[i]);
+      printf("%s: %s\n", names[i], dm_last_error());
+    dm_tensor_free(tmp);
   }
 }
 
@@ -160,24 +203,23 @@ static dm_status run(const run_opts *o) {
   dm_status s;
   dm_workspace *ws = NULL;
   dm_net *net = NULL;
-  int cuda = strcmp(o->device, "cuda") == 0;
-  if (cuda) {
-    char why[512];
-    if (!dm_cuda_available(why, sizeof why))
-      return dm_error(DM_ERR_UNSUPPORTED, "--device cuda: %s", why);
-  }
+  Caffe2__NetDef *def = NULL;
+  dm_gpu_state gpu = {0};
+  DM_TRY(dm_device_cli_check(&o->dev)); /* before reading anything: no GPU, no run */
   DM_TRY(dm_init());
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
-  DM_TRY(dm_workspace_create(&ws));
-  if (o->init) {
-    dm_net *init = NULL;
-    if ((s = load_net(ws, o->init, cuda, &init)) != DM_OK || (s = dm_net_run(init)) != DM_OK)
-      goto cleanup;
-  }
+  /* the main net first: its placement says which weights the init net puts on the GPU */
+  if ((s = read_main(o, &def, &gpu)) != DM_OK || (s = dm_workspace_create(&ws)) != DM_OK)
+    goto cleanup;
+  if (o->init && (s = run_init(ws, o, &gpu)) != DM_OK)
+    goto cleanup;
   if ((s = feed_inputs(ws, &o->inputs)) != DM_OK ||
-      (o->fp16 && (s = blobs_to_half(ws)) != DM_OK) ||
-      (s = load_net(ws, o->net, cuda, &net)) != DM_OK)
+      (o->fp16 && (s = blobs_to_half(ws)) != DM_OK))
+    goto cleanup;
+  s = dm_workspace_create_net(ws, def, o->net, &net); /* takes def */
+  def = NULL;
+  if (s != DM_OK)
     goto cleanup;
   double total = 0, best = 0;
   for (long it = 0; it < o->iters; it++) {
@@ -197,6 +239,9 @@ static dm_status run(const run_opts *o) {
   else
     print_summary(ws, net);
 cleanup:
+  if (def)
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+  dm_gpu_state_free(&gpu);
   dm_workspace_destroy(ws);
   return s;
 }
@@ -208,14 +253,18 @@ int dm_cmd_run(int argc, char **argv) {
       {"iters", required_argument, NULL, 'N'},  {"plugin", required_argument, NULL, 'p'},
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
       {"precision", required_argument, NULL, 'P'},
+      {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       {NULL, 0, NULL, 0}};
-  run_opts o = {.device = "cpu", .iters = 1};
+  run_opts o = {.iters = 1};
+  dm_device_cli_init(&o.dev);
   int c, rc = DM_EXIT_OK;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "n:i:I:o:N:p:d:P:h", opts, NULL)) != -1) {
     char *name = NULL;
     const char *path;
+    if (dm_device_flag("run", c == 'd' ? DM_DEVICE_FLAG_BASE : c, optarg, &o.dev, &rc))
+      continue;
     switch (c) {
     case 'n': o.net = optarg; break;
     case 'i': o.init = optarg; break;
@@ -236,11 +285,6 @@ int dm_cmd_run(int argc, char **argv) {
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");
       break;
-    case 'd':
-      if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
-        rc = dm_cli_usage_error("run", "--device wants cpu or cuda, got '%s'", optarg);
-      o.device = optarg;
-      break;
     case 'P':
       if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "fp16") != 0)
         rc = dm_cli_usage_error("run", "--precision wants fp32 or fp16, got '%s'", optarg);
@@ -257,11 +301,15 @@ int dm_cmd_run(int argc, char **argv) {
                             argv[optind]);
   else if (!o.net)
     rc = dm_cli_usage_error("run", "--net is required");
+  else if (o.fp16 && o.dev.cuda)
+    rc = dm_cli_usage_error("run", "--precision fp16 converts the blobs on the host, so not "
+                                   "with --device cuda (use an FP16 net, from rewrite --fp16)");
   else if (run(&o) != DM_OK)
     rc = dm_cli_fail();
 done:
   dm_strlist_free(&o.inputs);
   dm_strlist_free(&o.outputs);
   dm_strlist_free(&o.plugins);
+  dm_device_cli_free(&o.dev);
   return rc;
 }

@@ -2,7 +2,9 @@
  * forward net with its loss; the gradient and optimizer passes are applied here unless
  * the net already has gradient ops) run for N iterations, a test net every K, a progress
  * line, a metrics CSV with an SVG of the curves beside it, and checkpoints (Save/Load
- * ops, written atomically) to resume from.
+ * ops, written atomically) to resume from. With --device cuda the device pass places the
+ * training and test nets after the other passes (before the memory pass, which stays
+ * last), and the init nets are read as nets and placed for the GPU state it reports.
  */
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +17,8 @@
 #include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
+#include "core/tensor.h"
+#include "device_flags.h"
 #include "mp_flags.h"
 #include "net/mixed_precision.h"
 #include "optim_flags.h"
@@ -26,6 +30,7 @@ typedef struct train_opts {
   int resume, optimize, explain_overflow, no_free;
   dm_optimizer_opts opt;
   dm_mp_cli mp;
+  dm_device_cli dev;
   dm_strlist plugins, inits;
 } train_opts;
 
@@ -60,6 +65,7 @@ static void help(FILE *f) {
           "                           state, the loss, the accuracy and 'data')\n");
   dm_optim_help(f);
   dm_mp_help(f);
+  dm_device_help(f);
   fprintf(f, "  -h, --help               this text\n");
 }
 
@@ -69,19 +75,33 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A one-element blob as a double; NAN if absent or empty. */
+/* A one-element blob as a double; NAN if absent or empty. A blob on a GPU is read
+ * through a host copy of it. */
 static double scalar(dm_workspace *ws, const char *name) {
   dm_blob *b = name ? dm_workspace_find(ws, name) : NULL;
   if (!b || b->tensor->numel < 1 || !b->tensor->storage)
     return NAN;
-  const void *p = b->tensor->storage->data;
-  switch (b->tensor->dtype) {
-  case DM_FLOAT: return *(const float *)p;
-  case DM_DOUBLE: return *(const double *)p;
-  case DM_INT64: return (double)*(const int64_t *)p;
-  case DM_INT32: return *(const int32_t *)p;
-  default: return NAN;
+  const dm_tensor *t = b->tensor;
+  dm_tensor *host = NULL;
+  int id = 0;
+  if (dm_tensor_device(t, &id) != DM_CPU) {
+    if (!(host = dm_tensor_new(t->limit)) || dm_tensor_copy_to(host, DM_CPU, 0, t) != DM_OK) {
+      dm_tensor_free(host);
+      return NAN;
+    }
+    t = host;
   }
+  const void *p = t->storage->data;
+  double v;
+  switch (t->dtype) {
+  case DM_FLOAT: v = *(const float *)p; break;
+  case DM_DOUBLE: v = *(const double *)p; break;
+  case DM_INT64: v = (double)*(const int64_t *)p; break;
+  case DM_INT32: v = *(const int32_t *)p; break;
+  default: v = NAN; break;
+  }
+  dm_tensor_free(host);
+  return v;
 }
 
 static int has_gradient_ops(const Caffe2__NetDef *def) {
@@ -179,41 +199,70 @@ static dm_status free_after_last_use(Caffe2__NetDef *def, const train_state *st,
   return s;
 }
 
+/* Reads, places (with --device cuda) and runs one init net; `def` if given is taken
+ * instead of reading `path`. */
+static dm_status run_init(train_state *st, const train_opts *o, const char *path,
+                          Caffe2__NetDef *def, const dm_gpu_state *gpu) {
+  if (!def)
+    DM_TRY(dm_netdef_read(path, &def));
+  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev, gpu, stdout) : DM_OK;
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return s;
+  }
+  dm_net *net = NULL;
+  DM_TRY(dm_workspace_create_net(st->ws, def, path, &net)); /* takes def */
+  return dm_net_run(net);
+}
+
+/* The passes on the training net, in order: gradient and optimizer (unless the net has
+ * gradient ops already), mixed precision, device. The memory pass comes later, last. */
+static dm_status train_passes(Caffe2__NetDef *def, train_opts *o, Caffe2__NetDef **init_add,
+                              dm_gpu_state *gpu) {
+  if (!has_gradient_ops(def)) {
+    DM_TRY(dm_add_gradient_ops(def, &o->loss, 1));
+    DM_TRY(dm_netdef_new("optimizer_init", init_add));
+    DM_TRY(dm_add_optimizer_ops(def, NULL, 0, &o->opt, *init_add));
+  }
+  if (o->mp.enabled) {
+    if (!*init_add)
+      DM_TRY(dm_netdef_new("optimizer_init", init_add));
+    dm_mp_summary sum;
+    o->mp.opts.exclude = o->opt.exclude;
+    o->mp.opts.n_exclude = o->opt.n_exclude;
+    dm_status s = dm_mixed_precision_pass(def, &o->mp.opts, *init_add, &sum);
+    if (s == DM_OK)
+      dm_mp_print_summary(stdout, &sum);
+    dm_mp_summary_free(&sum);
+    DM_TRY(s);
+  }
+  if (o->dev.cuda)
+    DM_TRY(dm_device_place_net(def, &o->dev, o->opt.exclude, o->opt.n_exclude, stdout, gpu));
+  return DM_OK;
+}
+
 static dm_status setup(train_state *st, train_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   DM_TRY(dm_workspace_create(&st->ws));
-  for (size_t i = 0; i < o->inits.n; i++)
-    DM_TRY(dm_workspace_run_net_file(st->ws, o->inits.items[i]));
   Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL;
+  dm_gpu_state gpu = {0};
   DM_TRY(read_net(o->net, o->train_db, &def));
-  dm_status s = DM_OK;
-  if (!has_gradient_ops(def)) {
-    s = dm_add_gradient_ops(def, &o->loss, 1);
-    if (s == DM_OK)
-      s = dm_netdef_new("optimizer_init", &init_add);
-    if (s == DM_OK)
-      s = dm_add_optimizer_ops(def, NULL, 0, &o->opt, init_add);
-  }
-  if (s == DM_OK && o->mp.enabled) {
-    if (!init_add)
-      s = dm_netdef_new("optimizer_init", &init_add);
-    dm_mp_summary sum;
-    o->mp.opts.exclude = o->opt.exclude;
-    o->mp.opts.n_exclude = o->opt.n_exclude;
-    if (s == DM_OK && (s = dm_mixed_precision_pass(def, &o->mp.opts, init_add, &sum)) == DM_OK)
-      dm_mp_print_summary(stdout, &sum);
-    dm_mp_summary_free(&sum);
-  }
-  dm_net *net = NULL;
+  /* The nets are rewritten first: where the training net reads its state says where the
+   * init nets must put it. The test net shares the weights, so its GPU state counts. */
+  dm_status s = train_passes(def, o, &init_add, &gpu);
+  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK &&
+      o->dev.cuda)
+    s = dm_device_place_net(test, &o->dev, o->opt.exclude, o->opt.n_exclude, stdout, &gpu);
+  for (size_t i = 0; s == DM_OK && i < o->inits.n; i++)
+    s = run_init(st, o, o->inits.items[i], NULL, &gpu);
   if (s == DM_OK && init_add) {
-    s = dm_workspace_create_net(st->ws, init_add, "optimizer_init", &net);
+    s = run_init(st, o, "optimizer_init", init_add, &gpu);
     init_add = NULL;
-    if (s == DM_OK)
-      s = dm_net_run(net);
   }
   if (init_add)
     protobuf_c_message_free_unpacked(&init_add->base, NULL);
+  dm_gpu_state_free(&gpu);
   /* What exists now is the state a checkpoint must carry: parameters, momenta, the
    * iteration counter (and, with loss scaling, its scale and counters). */
   size_t n = dm_workspace_blob_count(st->ws);
@@ -233,18 +282,22 @@ static dm_status setup(train_state *st, train_opts *o) {
   }
   if (s == DM_OK && !o->no_free)
     s = free_after_last_use(def, st, o);
-  if (s == DM_OK)
+  if (s == DM_OK) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
-  else
-    protobuf_c_message_free_unpacked(&def->base, NULL);
+    def = NULL;
+  }
   if (s == DM_OK && o->explain_overflow)
     dm_net_set_check_finite(st->train, 1);
-  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK) {
-    if (!o->no_free && (s = free_after_last_use(test, st, o)) != DM_OK)
-      protobuf_c_message_free_unpacked(&test->base, NULL);
-    else
-      s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
+  if (s == DM_OK && test && !o->no_free)
+    s = free_after_last_use(test, st, o);
+  if (s == DM_OK && test) {
+    s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
+    test = NULL;
   }
+  if (def)
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+  if (test)
+    protobuf_c_message_free_unpacked(&test->base, NULL);
   if (s == DM_OK && o->checkpoint)
     s = checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent, &st->save);
   return s;
@@ -285,6 +338,7 @@ static void warn_overflow(train_state *st, const train_opts *o, long iter, long 
 
 static dm_status train(train_opts *o) {
   train_state st = {0};
+  DM_TRY(dm_device_cli_check(&o->dev)); /* before reading anything: no GPU, no training */
   dm_status s = setup(&st, o);
   if (s == DM_OK)
     s = dm_report_open(&st.report, o->csv, o->resume);
@@ -358,13 +412,16 @@ int dm_cmd_train(int argc, char **argv) {
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
       {"no-free", no_argument, NULL, O_NO_FREE}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
-  struct option *opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
+  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
   free(opt_opts);
+  free(mp_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
+  dm_device_cli_init(&o.dev);
   o.opt.kind = DM_OPTIM_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
@@ -375,7 +432,8 @@ int dm_cmd_train(int argc, char **argv) {
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "i:n:N:l:a:t:e:T:c:k:K:rL:p:h", opts,
                                               NULL)) != -1) {
     if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc) ||
-        dm_mp_flag("train", c, optarg, &o.mp, &rc))
+        dm_mp_flag("train", c, optarg, &o.mp, &rc) ||
+        dm_device_flag("train", c, optarg, &o.dev, &rc))
       continue;
     long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
@@ -424,6 +482,7 @@ int dm_cmd_train(int argc, char **argv) {
   dm_strlist_free(&o.plugins);
   dm_strlist_free(&o.inits);
   dm_mp_cli_free(&o.mp);
+  dm_device_cli_free(&o.dev);
   free(opts);
   return rc < 0 ? DM_EXIT_OK : rc;
 }

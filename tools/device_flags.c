@@ -1,0 +1,158 @@
+/* device_flags.c: parsing of --device and --cpu-ops, the early GPU check, and running
+ * the device pass (with its summary) on the nets a command runs. */
+#include "device_flags.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "core/device.h"
+#include "net/netdef_build.h"
+
+enum { O_DEVICE = DM_DEVICE_FLAG_BASE, O_CPU_OPS };
+
+const struct option dm_device_long_opts[] = {
+    {"device", required_argument, NULL, O_DEVICE},
+    {"cpu-ops", required_argument, NULL, O_CPU_OPS},
+    {NULL, 0, NULL, 0}};
+
+struct option *dm_device_merge_opts(const struct option *base) {
+  size_t n_base = 0, n_dev = sizeof dm_device_long_opts / sizeof dm_device_long_opts[0] - 1;
+  while (base[n_base].name)
+    n_base++;
+  struct option *all = calloc(n_base + n_dev + 1, sizeof *all);
+  if (all) {
+    memcpy(all, base, n_base * sizeof *all);
+    memcpy(all + n_base, dm_device_long_opts, n_dev * sizeof *all);
+  }
+  return all;
+}
+
+void dm_device_cli_init(dm_device_cli *d) {
+  memset(d, 0, sizeof *d);
+  dm_device_opts_init(&d->opts);
+}
+
+void dm_device_cli_free(dm_device_cli *d) {
+  free(d->cpu_buf);
+  d->cpu_buf = NULL;
+}
+
+/* "cpu", "cuda" (GPU 0) or "cuda:N". */
+static int parse_device(const char *arg, dm_device_cli *d) {
+  if (strcmp(arg, "cpu") == 0) {
+    d->cuda = 0;
+    return 1;
+  }
+  if (strcmp(arg, "cuda") == 0) {
+    d->cuda = 1;
+    d->opts.device_id = 0;
+    return 1;
+  }
+  long id = 0;
+  if (strncmp(arg, "cuda:", 5) == 0 && dm_cli_parse_long(arg + 5, 0, 1023, &id)) {
+    d->cuda = 1;
+    d->opts.device_id = (int)id;
+    return 1;
+  }
+  return 0;
+}
+
+int dm_device_flag(const char *cmd, int c, const char *arg, dm_device_cli *d, int *rc) {
+  if (c == O_DEVICE) {
+    *rc = parse_device(arg, d) ? DM_EXIT_OK
+                               : dm_cli_usage_error(cmd, "--device wants cpu or cuda (or cuda:N), "
+                                                         "got '%s'", arg);
+    return 1;
+  }
+  if (c != O_CPU_OPS)
+    return 0;
+  free(d->cpu_buf);
+  d->opts.n_force_cpu = 0;
+  if (!(d->cpu_buf = strdup(arg))) {
+    *rc = dm_cli_failf("out of memory");
+    return 1;
+  }
+  size_t n = 0;
+  for (char *save = NULL, *t = strtok_r(d->cpu_buf, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    if (n == DM_DEVICE_MAX_LIST) {
+      *rc = dm_cli_usage_error(cmd, "--cpu-ops lists more than %d types", DM_DEVICE_MAX_LIST);
+      return 1;
+    }
+    d->cpu_ops[n++] = t;
+  }
+  d->opts.force_cpu = d->cpu_ops;
+  d->opts.n_force_cpu = n;
+  *rc = DM_EXIT_OK;
+  return 1;
+}
+
+void dm_device_help(FILE *f) {
+  fprintf(f,
+          "  --device DEV             cpu (default), cuda or cuda:N: the device pass puts\n"
+          "                           every op with a CUDA kernel on GPU N and inserts\n"
+          "                           CopyCPUToGPU/CopyGPUToCPU where a blob crosses\n"
+          "  --cpu-ops T1,T2          with --device cuda: keep these op types on the CPU\n");
+}
+
+dm_status dm_device_cli_check(const dm_device_cli *d) {
+  if (!d->cuda)
+    return DM_OK;
+  DM_TRY(dm_init()); /* registers the CUDA backend, if built */
+  dm_status s = dm_device_check(DM_CUDA, d->opts.device_id);
+  if (s != DM_OK && d->opts.device_id)
+    dm_error_prefix(s, "--device cuda:%d", d->opts.device_id);
+  else if (s != DM_OK)
+    dm_error_prefix(s, "--device cuda");
+  return s;
+}
+
+void dm_gpu_state_free(dm_gpu_state *g) {
+  for (size_t i = 0; i < g->n; i++)
+    free(g->names[i]);
+  free(g->names);
+  g->names = NULL;
+  g->n = 0;
+}
+
+static int has_name(const dm_gpu_state *g, const char *name) {
+  for (size_t i = 0; i < g->n; i++)
+    if (strcmp(g->names[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_cli *d,
+                              const char *const *host_blobs, size_t n_host, FILE *log,
+                              dm_gpu_state *gpu) {
+  dm_device_opts o = d->opts;
+  o.host_blobs = host_blobs;
+  o.n_host_blobs = n_host;
+  dm_device_summary sum;
+  dm_status s = dm_device_pass(net, &o, &sum);
+  for (size_t i = 0; s == DM_OK && gpu && i < sum.n_gpu_state; i++)
+    if (!has_name(gpu, sum.gpu_state[i]))
+      s = dm_strv_push(&gpu->names, &gpu->n, sum.gpu_state[i]);
+  if (s == DM_OK && log && sum.already)
+    fprintf(log, "device pass: '%s' is already placed; unchanged\n", net->name ? net->name : "");
+  else if (s == DM_OK && log)
+    fprintf(log,
+            "device pass: %zu of %zu ops on CUDA:%d, %zu copies inserted; on the CPU: %zu "
+            "without a CUDA kernel, %zu pinned, %zu by --cpu-ops\n%s",
+            sum.ops_device, sum.ops_total, d->opts.device_id, sum.copies, sum.kept_no_kernel,
+            sum.kept_pinned, sum.kept_forced, sum.report ? sum.report : "");
+  dm_device_summary_free(&sum);
+  return s;
+}
+
+dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_cli *d,
+                                   const dm_gpu_state *gpu, FILE *log) {
+  size_t copies = 0;
+  DM_TRY(dm_device_place_init(init, &d->opts, (const char *const *)gpu->names, gpu->n,
+                              &copies));
+  if (log && copies)
+    fprintf(log, "device pass: init net '%s': %zu CPU-only fills copied to CUDA:%d\n",
+            init->name ? init->name : "", copies, d->opts.device_id);
+  return DM_OK;
+}
