@@ -6,7 +6,7 @@
  *     each step-local blob's last use), as `demitasse train` runs it; the most tensor
  *     storage allocated at once during the step, above what existed before it (the
  *     parameters and optimizer state), read from the allocator's own counter
- *     (dm_cpu_memory_usage). This is the step's real peak of activations and gradients.
+ *     (dm_memory_usage). This is the step's real peak of activations and gradients.
  *   - sum: the same net without the memory pass, where every blob of the step lives to
  *     its end; the sum over those blobs, listed by kind (below).
  *
@@ -261,8 +261,8 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
       (plan && (s = plan_memory(def, persistent, n_persistent)) != DM_OK))
     goto cleanup;
   size_t before, peak;
-  dm_cpu_memory_usage(&before, &peak);
-  dm_cpu_memory_reset_peak();
+  dm_memory_usage(DM_CPU, &before, &peak);
+  dm_memory_reset_peak(DM_CPU);
   if ((s = feed(ws, m, batch)) != DM_OK)
     goto cleanup;
   s = dm_workspace_create_net(ws, def, m->name, &net);
@@ -271,7 +271,7 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
   if (s != DM_OK || (s = dm_net_run(net)) != DM_OK)
     goto cleanup;
   res->seconds = now() - t0;
-  dm_cpu_memory_usage(&peak, &peak);
+  dm_memory_usage(DM_CPU, &peak, &peak);
   res->peak = peak - before;
 
   /* Persistent storages first, so an alias of a parameter is not counted as step memory. */

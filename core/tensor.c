@@ -37,34 +37,40 @@ dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t 
   return DM_OK;
 }
 
-/* Bytes of CPU storage held now, and the most held since the last reset: what the memory
- * pass saves is measured here rather than estimated. Process-wide atomics: two
- * workspaces in two threads share the count (a measurement wants one at a time) but
- * never block each other. Counted as allocated, i.e. rounded up to the alignment. */
-static atomic_size_t cpu_bytes_now, cpu_bytes_peak;
+/* Bytes of storage held now on each device type (all ids together), and the most held
+ * since the last reset: what the memory pass saves is measured here rather than
+ * estimated. Process-wide atomics: two workspaces in two threads share the count (a
+ * measurement wants one at a time) but never block each other. Counted as allocated,
+ * i.e. rounded up to the alignment. */
+static atomic_size_t bytes_now[2], bytes_peak[2];
 
 static size_t alloc_size(size_t nbytes) {
   size_t rounded = (nbytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
   return rounded ? rounded : DM_ALIGN;
 }
 
-static void count_alloc(size_t bytes) {
-  size_t now = atomic_fetch_add(&cpu_bytes_now, bytes) + bytes;
-  size_t peak = atomic_load(&cpu_bytes_peak);
-  while (now > peak && !atomic_compare_exchange_weak(&cpu_bytes_peak, &peak, now)) {
+static void count_alloc(dm_device_type d, size_t bytes) {
+  size_t now = atomic_fetch_add(&bytes_now[d], bytes) + bytes;
+  size_t peak = atomic_load(&bytes_peak[d]);
+  while (now > peak && !atomic_compare_exchange_weak(&bytes_peak[d], &peak, now)) {
   }
 }
 
-void dm_cpu_memory_usage(size_t *now, size_t *peak) {
-  *now = atomic_load(&cpu_bytes_now);
-  *peak = atomic_load(&cpu_bytes_peak);
+void dm_memory_usage(dm_device_type d, size_t *now, size_t *peak) {
+  unsigned i = (unsigned)d < 2 ? (unsigned)d : 0;
+  *now = atomic_load(&bytes_now[i]);
+  *peak = atomic_load(&bytes_peak[i]);
 }
 
-void dm_cpu_memory_reset_peak(void) { atomic_store(&cpu_bytes_peak, atomic_load(&cpu_bytes_now)); }
+void dm_memory_reset_peak(dm_device_type d) {
+  unsigned i = (unsigned)d < 2 ? (unsigned)d : 0;
+  atomic_store(&bytes_peak[i], atomic_load(&bytes_now[i]));
+}
 
 static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
+  atomic_fetch_sub(&bytes_now[s->device == DM_CPU ? 0 : 1], alloc_size(s->nbytes));
   if (s->device != DM_CPU) {
     const dm_device_ops *ops = dm_device_ops_for(s->device);
     if (ops && s->data)
@@ -72,7 +78,6 @@ static void storage_release(dm_storage *s) {
     free(s);
     return;
   }
-  atomic_fetch_sub(&cpu_bytes_now, alloc_size(s->nbytes));
   if (s->dtype == DM_STRING && s->data) {
     char **strs = s->data;
     for (int64_t i = 0; i < s->count; i++)
@@ -82,8 +87,8 @@ static void storage_release(dm_storage *s) {
   free(s);
 }
 
-/* Storage on a device through its backend; bytes are not counted here (a device pool
- * has its own statistics). */
+/* Storage on a device through its backend, counted like host storage (the pool's own
+ * statistics would include what it keeps for reuse). */
 static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dtype,
                                       size_t nbytes, dm_storage **out) {
   char name[32];
@@ -102,6 +107,7 @@ static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dt
     free(s);
     return st;
   }
+  count_alloc(device == DM_CPU ? 0 : 1, alloc_size(nbytes));
   atomic_init(&s->refs, 1);
   s->device = device;
   s->device_id = id;
@@ -124,7 +130,7 @@ static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_
   }
   if (dtype == DM_STRING)
     memset(s->data, 0, rounded); /* NULL strings until written */
-  count_alloc(rounded);
+  count_alloc(DM_CPU, rounded);
   atomic_init(&s->refs, 1);
   s->device = DM_CPU;
   s->dtype = dtype;

@@ -37,10 +37,11 @@ struct dm_tensor {
   uint64_t limit;      /* refuse larger allocations */
 };
 
-/* Bytes of CPU tensor storage allocated now, and the most allocated at once since the
- * last dm_cpu_memory_reset_peak (which sets the peak to the current bytes). Process-wide. */
-DM_HIDDEN void dm_cpu_memory_usage(size_t *now, size_t *peak);
-DM_HIDDEN void dm_cpu_memory_reset_peak(void);
+/* Bytes of tensor storage allocated now on a device type (DM_CPU, or DM_CUDA: all GPUs
+ * together), and the most allocated at once since the last dm_memory_reset_peak (which
+ * sets the peak to the current bytes). Process-wide. */
+DM_HIDDEN void dm_memory_usage(dm_device_type device, size_t *now, size_t *peak);
+DM_HIDDEN void dm_memory_reset_peak(dm_device_type device);
 
 /* Product of dims with overflow check; negative dims are an error. */
 DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel);

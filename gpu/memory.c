@@ -7,6 +7,7 @@
  * use) go back to the pool, not to the driver, and the next step reuses them without a
  * device synchronisation.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,13 +100,28 @@ static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_dev
                   (int)src_dev, (int)dst_dev);
 }
 
-static int cuda_usable(int id, char *why, size_t cap) {
+/* Which GPUs there are does not change while the process runs, and asking the driver
+ * (device properties included) costs milliseconds; every CUDA op asks at instantiation,
+ * so the answer is taken once. */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probed_gpus;
+static char probed_why[512];
+
+static void probe(void) {
   dm_cuda_info info;
-  if (!dm_cuda_available(why, cap))
-    return 0;
   dm_cuda_info_get(&info);
-  if (id >= info.n_gpus) {
-    snprintf(why, cap, "there are %d usable GPUs (ids 0 to %d)", info.n_gpus, info.n_gpus - 1);
+  probed_gpus = info.n_gpus;
+  snprintf(probed_why, sizeof probed_why, "%s", info.n_gpus ? "" : info.why);
+}
+
+static int cuda_usable(int id, char *why, size_t cap) {
+  pthread_once(&probe_once, probe);
+  if (probed_gpus == 0) {
+    snprintf(why, cap, "%s", probed_why);
+    return 0;
+  }
+  if (id >= probed_gpus) {
+    snprintf(why, cap, "there are %d usable GPUs (ids 0 to %d)", probed_gpus, probed_gpus - 1);
     return 0;
   }
   return 1;

@@ -313,10 +313,10 @@ static size_t liveness_peak(const trainer *t) {
 
 static size_t step_peak(trainer *t) {
   size_t before, peak;
-  dm_cpu_memory_usage(&before, &peak);
-  dm_cpu_memory_reset_peak();
+  dm_memory_usage(DM_CPU, &before, &peak);
+  dm_memory_reset_peak(DM_CPU);
   assert_ok(dm_net_run(t->net));
-  dm_cpu_memory_usage(&peak, &peak);
+  dm_memory_usage(DM_CPU, &peak, &peak);
   return peak - before;
 }
 
