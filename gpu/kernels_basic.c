@@ -24,6 +24,8 @@
 #include "kernels.h"
 #include "operators/broadcast.h"
 #include "operators/common.h"
+#include "operators/loss.h"
+#include "operators/loss_scale.h"
 
 #define SAME_NUM(a, b) ((int)(a) == (int)(b))
 _Static_assert(SAME_NUM(DMK_FLOAT, DM_FLOAT) && SAME_NUM(DMK_INT32, DM_INT32) &&
@@ -353,50 +355,16 @@ static dm_status unscale_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-typedef struct update_params {
-  int dynamic;
-  double growth, backoff, min_scale, max_scale;
-  int64_t interval;
-} update_params;
-
-/* loss_scale.c's argument checks (the comparisons are written so that NaN fails). */
-static dm_status update_params_get(dm_op_ctx *ctx, update_params *p) {
-  const int64_t dyn = dm_op_arg_int(ctx, "dynamic", 1);
-  p->growth = dm_op_arg_float(ctx, "growth_factor", 2.0f);
-  p->backoff = dm_op_arg_float(ctx, "backoff_factor", 0.5f);
-  p->interval = dm_op_arg_int(ctx, "growth_interval", 2000);
-  p->min_scale = dm_op_arg_float(ctx, "min_scale", 1.0f);
-  p->max_scale = dm_op_arg_float(ctx, "max_scale", 16777216.0f);
-  if (dyn != 0 && dyn != 1)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dynamic must be 0 or 1, got %lld", (long long)dyn);
-  p->dynamic = (int)dyn;
-  if (!(p->backoff > 0 && p->backoff < 1))
-    return dm_op_error(ctx, DM_ERR_INVALID, "backoff_factor must be in (0, 1), got %g",
-                       p->backoff);
-  if (!(p->growth > 1) || !(p->growth < 1e308))
-    return dm_op_error(ctx, DM_ERR_INVALID, "growth_factor must be finite and > 1, got %g",
-                       p->growth);
-  if (p->interval < 1)
-    return dm_op_error(ctx, DM_ERR_INVALID, "growth_interval must be >= 1, got %lld",
-                       (long long)p->interval);
-  if (!(p->min_scale > 0) || !(p->max_scale < 1e308) || !(p->min_scale <= p->max_scale))
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "min_scale and max_scale must satisfy 0 < min_scale <= max_scale < inf, "
-                       "got min_scale %g, max_scale %g",
-                       p->min_scale, p->max_scale);
-  return DM_OK;
-}
-
 static dm_status update_init(dm_op_ctx *ctx, void **state) {
-  update_params p;
+  dm_loss_scale_params p;
   *state = NULL;
-  return update_params_get(ctx, &p);
+  return dm_loss_scale_params_get(ctx, &p);
 }
 
 /* loss_scale, found_inf, good_steps, skipped_steps -> loss_scale, good_steps, skipped_steps */
 static dm_status update_run(dm_op_ctx *ctx) {
-  update_params p;
-  DM_TRY(update_params_get(ctx, &p));
+  dm_loss_scale_params p;
+  DM_TRY(dm_loss_scale_params_get(ctx, &p));
   DM_TRY(dm_op_run_infer(ctx));
   cudaStream_t s;
   DM_TRY(op_stream(ctx, &s));
@@ -408,27 +376,13 @@ static dm_status update_run(dm_op_ctx *ctx) {
 
 /* ---- losses ------------------------------------------------------------------------ */
 
-/* N x D view of X at `axis` (a 1-d X is one row), as loss.c's rows_of. */
-static dm_status rows_of(dm_op_ctx *ctx, const dm_tensor *x, int64_t axis_arg, int64_t *N,
-                         int64_t *D) {
-  if (x->ndim == 1) {
-    *N = 1, *D = x->dims[0];
-    return DM_OK;
-  }
-  int axis;
-  DM_TRY(dm_op_canonical_axis(ctx, "axis", axis_arg, x->ndim, 0, &axis));
-  *N = dm_dims_product(x, 0, axis);
-  *D = dm_dims_product(x, axis, x->ndim);
-  return DM_OK;
-}
-
 /* logits, labels, [weights] -> softmax, avg_loss */
 static dm_status swl_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = IN(0), *l = IN(1);
   const int has_w = dm_op_num_inputs(ctx) == 3, prob = dm_op_arg_int(ctx, "label_prob", 0) != 0;
   int64_t N, D;
-  DM_TRY(rows_of(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
   double *rowloss;
   DM_TRY(op_scratch(ctx, (size_t)N * sizeof(double), (void **)&rowloss));
   cudaStream_t s;
@@ -446,7 +400,7 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
   const int prob = dm_op_arg_int(ctx, "label_prob", 0) != 0;
   const dm_tensor *x = IN(0), *l = IN(1);
   int64_t N, D;
-  DM_TRY(rows_of(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
   double *kbuf;
   DM_TRY(op_scratch(ctx, sizeof(double), (void **)&kbuf));
   cudaStream_t s;
@@ -461,7 +415,7 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
 static dm_status lce_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, IN(0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, IN(0), 1, &N, &D));
   cudaStream_t s;
   DM_TRY(op_stream(ctx, &s));
   DM_CUDA_TRY(dmk_label_xent(s, DATA(IN(0)), DATA(IN(1)), MDATA(OUT(0)), N, D));
@@ -471,7 +425,7 @@ static dm_status lce_run(dm_op_ctx *ctx) {
 static dm_status lce_grad_run(dm_op_ctx *ctx) { /* X, label, dY -> dX */
   DM_TRY(dm_op_run_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, IN(0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, IN(0), 1, &N, &D));
   cudaStream_t s;
   DM_TRY(op_stream(ctx, &s));
   DM_CUDA_TRY(dmk_label_xent_grad(s, DATA(IN(0)), DATA(IN(1)), DATA(IN(2)), MDATA(OUT(0)), N, D));
@@ -497,7 +451,7 @@ static dm_status avg_grad_run(dm_op_ctx *ctx) { /* X, dY -> dX */
 static dm_status accuracy_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, IN(0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, IN(0), 1, &N, &D));
   cudaStream_t s;
   DM_TRY(op_stream(ctx, &s));
   DM_CUDA_TRY(dmk_accuracy(s, DATA(IN(0)), DATA(IN(1)), MDATA(OUT(0)),

@@ -42,28 +42,11 @@ typedef struct pass {
   size_t report_len;
 } pass;
 
-static int in_list(const char *s, const char *const *list, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(list[i], s) == 0)
-      return 1;
-  return 0;
-}
-
-static void report(pass *p, const char *fmt, ...) {
-  char line[512];
+DM_PRINTF(2, 3) static void report(pass *p, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
+  dm_text_vappendf(&p->sum->report, &p->report_len, fmt, ap);
   va_end(ap);
-  if (n <= 0)
-    return;
-  size_t len = strlen(line);
-  char *r = realloc(p->sum->report, p->report_len + len + 1);
-  if (!r)
-    return; /* the summary is best-effort text; the pass itself is unaffected */
-  memcpy(r + p->report_len, line, len + 1);
-  p->sum->report = r;
-  p->report_len += len;
 }
 
 static const char *loc_str(int loc, char *buf, size_t cap) {
@@ -122,7 +105,7 @@ static int decide(pass *p, size_t i, const Caffe2__OperatorDef *op) {
     loc = option_loc(op->device_option);
     why = "pinned there by its own device_option";
     kept = &p->sum->kept_pinned;
-  } else if (in_list(type, p->o->force_cpu, p->o->n_force_cpu)) {
+  } else if (dm_str_in_list(type, p->o->force_cpu, p->o->n_force_cpu)) {
     loc = LOC_CPU;
     why = "its type is on the CPU list";
     kept = &p->sum->kept_forced;
@@ -168,7 +151,7 @@ static dm_status touch(pass *p, const char *name, int loc, int is_read) {
     free(b);
     return DM_NOMEM("the device plan");
   }
-  b->home = in_list(name, p->o->host_blobs, p->o->n_host_blobs) ? LOC_CPU : loc;
+  b->home = dm_str_in_list(name, p->o->host_blobs, p->o->n_host_blobs) ? LOC_CPU : loc;
   b->read_first = is_read;
   HASH_ADD_KEYPTR(hh, p->blobs, b->name, strlen(b->name), b);
   return DM_OK;
@@ -481,7 +464,7 @@ dm_status dm_device_pass(Caffe2__NetDef *net, const dm_device_opts *o, dm_device
 
 static int all_in(char **names, size_t n, const char *const *set, size_t n_set) {
   for (size_t k = 0; k < n; k++)
-    if (!in_list(names[k], set, n_set))
+    if (!dm_str_in_list(names[k], set, n_set))
       return 0;
   return 1;
 }
@@ -504,12 +487,12 @@ dm_status dm_device_place_init(Caffe2__NetDef *init, const dm_device_opts *o,
     int pinned = op->device_option && op->device_option->has_device_type;
     to_gpu[i] = !pinned && op->n_output && all_in(op->output, op->n_output, gpu_blobs, n) &&
                 all_in(op->input, op->n_input, gpu_blobs, n) &&
-                !in_list(op->type ? op->type : "", o->force_cpu, o->n_force_cpu) &&
+                !dm_str_in_list(op->type ? op->type : "", o->force_cpu, o->n_force_cpu) &&
                 has_cuda_kernel(op);
     int on_cpu = pinned ? option_loc(op->device_option) == LOC_CPU : !to_gpu[i];
     for (size_t k = 0; on_cpu && s == DM_OK && k < op->n_output; k++)
-      if (in_list(op->output[k], gpu_blobs, n) &&
-          !in_list(op->output[k], (const char *const *)sent, n_sent))
+      if (dm_str_in_list(op->output[k], gpu_blobs, n) &&
+          !dm_str_in_list(op->output[k], (const char *const *)sent, n_sent))
         s = dm_strv_push(&sent, &n_sent, op->output[k]);
   }
   Caffe2__NetDef *add = NULL; /* the copies, moved to the init net at the end */

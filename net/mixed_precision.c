@@ -62,17 +62,10 @@ static int kept_slot(const char *type, int is_output, size_t slot) {
   return 0;
 }
 
-static int in_list(const char *type, const char *const *list, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(list[i], type) == 0)
-      return 1;
-  return 0;
-}
-
 static int is_update_op(const char *type) {
   static const char *const updates[] = {"Iter", "LearningRate", "WeightedSum",
                                         "MomentumSGDUpdate", "Adam"};
-  return in_list(type, updates, sizeof updates / sizeof updates[0]);
+  return dm_str_in_list(type, updates, sizeof updates / sizeof updates[0]);
 }
 
 /* Update ops that take found_inf as their skip input (LearningRate follows Iter). */
@@ -80,21 +73,11 @@ static int takes_skip(const char *type) {
   return strcmp(type, "LearningRate") != 0 && is_update_op(type);
 }
 
-static void report(pass *p, const char *fmt, ...) {
-  char line[512];
+DM_PRINTF(2, 3) static void report(pass *p, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
+  dm_text_vappendf(&p->report, &p->report_len, fmt, ap);
   va_end(ap);
-  if (n <= 0)
-    return;
-  size_t len = strlen(line);
-  char *r = realloc(p->report, p->report_len + len + 1);
-  if (!r)
-    return; /* the summary is best-effort text; the pass itself is unaffected */
-  memcpy(r + p->report_len, line, len + 1);
-  p->report = r;
-  p->report_len += len;
 }
 
 static blob_state *state(pass *p, const char *name) {
@@ -214,11 +197,11 @@ static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *s
     *why = "pinned fp32 by its `precision` argument";
     return C_F32;
   }
-  if (in_list(op->type, p->o->force_fp32, p->o->n_force_fp32)) {
+  if (dm_str_in_list(op->type, p->o->force_fp32, p->o->n_force_fp32)) {
     *why = "its type is on the FP32 list";
     return C_F32;
   }
-  if (in_list(op->type, p->o->force_fp16, p->o->n_force_fp16)) {
+  if (dm_str_in_list(op->type, p->o->force_fp16, p->o->n_force_fp16)) {
     *why = "its type is on the FP16 list";
     return C_F16;
   }

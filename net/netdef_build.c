@@ -1,6 +1,8 @@
 /* netdef_build.c: malloc-based construction of NetDef and OperatorDef messages. */
 #include "netdef_build.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,4 +202,32 @@ dm_status dm_netdef_new(const char *name, Caffe2__NetDef **out) {
   }
   *out = n;
   return DM_OK;
+}
+
+void dm_text_appendf(char **text, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dm_text_vappendf(text, len, fmt, ap);
+  va_end(ap);
+}
+
+void dm_text_vappendf(char **text, size_t *len, const char *fmt, va_list ap) {
+  char line[512];
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  if (n <= 0)
+    return;
+  size_t add = strlen(line);
+  char *r = realloc(*text, *len + add + 1);
+  if (!r)
+    return;
+  memcpy(r + *len, line, add + 1);
+  *text = r;
+  *len += add;
+}
+
+int dm_str_in_list(const char *s, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(list[i], s) == 0)
+      return 1;
+  return 0;
 }

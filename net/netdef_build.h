@@ -6,6 +6,9 @@
 #ifndef DM_NET_NETDEF_BUILD_H
 #define DM_NET_NETDEF_BUILD_H
 
+#include <stdarg.h>
+#include <stddef.h>
+
 #include "core/status.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -40,6 +43,13 @@ DM_HIDDEN void dm_opdef_clear_args(Caffe2__OperatorDef *op);
 DM_HIDDEN dm_status dm_netdef_append_op(Caffe2__NetDef *net, Caffe2__OperatorDef *op);
 /* Inserts `op` at position `at`, taking ownership. */
 DM_HIDDEN dm_status dm_netdef_insert_op(Caffe2__NetDef *net, size_t at, Caffe2__OperatorDef *op);
+/* Appends printf-formatted text to the malloc'd summary text *text of *len bytes (passes
+ * report what they did this way). Best-effort: out of memory leaves the text as it was,
+ * since a summary must never fail a pass. */
+DM_HIDDEN void dm_text_appendf(char **text, size_t *len, const char *fmt, ...) DM_PRINTF(3, 4);
+DM_HIDDEN void dm_text_vappendf(char **text, size_t *len, const char *fmt, va_list ap);
+/* Whether `s` is one of list[0..n). */
+DM_HIDDEN int dm_str_in_list(const char *s, const char *const *list, size_t n);
 /* A new empty NetDef named `name` (may be NULL). */
 DM_HIDDEN dm_status dm_netdef_new(const char *name, Caffe2__NetDef **out);
 

@@ -17,6 +17,7 @@
 #include "dm_config.h"
 
 #include "common.h"
+#include "loss.h"
 #include "core/half.h"
 #include "builtin.h"
 
@@ -25,8 +26,8 @@
 /* --- shared checks ------------------------------------------------------------------ */
 
 /* N x D view of X at `axis` (SoftmaxWithLoss) or at 1 (the others; a 1-d X is one row). */
-static dm_status rows_of(dm_op_ctx *ctx, const dm_tensor *x, int64_t axis_arg, int64_t *N,
-                         int64_t *D) {
+dm_status dm_loss_rows(dm_op_ctx *ctx, const dm_tensor *x, int64_t axis_arg, int64_t *N,
+                       int64_t *D) {
   if (x->ndim == 1) {
     *N = 1, *D = x->dims[0];
     return DM_OK;
@@ -95,7 +96,7 @@ static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
                        dm_dtype_name(x->dtype), dm_op_type(ctx));
   if (x->ndim < 1)
     return dm_op_error(ctx, DM_ERR_SHAPE, "logits are 0-d; expected N x D");
-  DM_TRY(rows_of(ctx, x, dm_op_arg_int(ctx, "axis", 1), N, D));
+  DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), N, D));
   char ls[96];
   if (dm_op_arg_int(ctx, "label_prob", 0)) {
     if (l->dtype != DM_FLOAT)
@@ -257,7 +258,7 @@ static dm_status swl_run(dm_op_ctx *ctx) {
   int has_w = dm_op_num_inputs(ctx) == 3, prob = dm_op_arg_int(ctx, "label_prob", 0) != 0;
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
-  DM_TRY(rows_of(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
   if (!prob)
     DM_TRY(check_label_range(ctx, dm_tensor_data(l), N, D));
   const float *w = has_w ? dm_tensor_data(dm_op_input(ctx, 2)) : NULL; /* (N) */
@@ -297,7 +298,7 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
   int prob = dm_op_arg_int(ctx, "label_prob", 0) != 0;
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
-  DM_TRY(rows_of(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
   if (!prob)
     DM_TRY(check_label_range(ctx, dm_tensor_data(l), N, D));
   const float *w = has_w ? dm_tensor_data(dm_op_input(ctx, 2)) : NULL; /* (N) */
@@ -350,7 +351,7 @@ static dm_status lce_check(dm_op_ctx *ctx, int64_t *N, int64_t *D) {
   if (x->ndim != 1 && x->ndim != 2)
     return dm_op_error(ctx, DM_ERR_SHAPE, "X is %s; expected N x D (or D for one row)",
                        dm_shape_str(x, xs, sizeof xs));
-  DM_TRY(rows_of(ctx, x, 1, N, D));
+  DM_TRY(dm_loss_rows(ctx, x, 1, N, D));
   return check_int_labels(ctx, l, *N);
 }
 
@@ -420,7 +421,7 @@ static const dm_op_schema lce_grad_schema = {
 static dm_status lce_run(dm_op_ctx *ctx) {
   DM_TRY(lce_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, dm_op_input(ctx, 0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, dm_op_input(ctx, 0), 1, &N, &D));
   const float *px = dm_tensor_data(dm_op_input(ctx, 0)); /* (N, D) */
   const int32_t *lab = dm_tensor_data(dm_op_input(ctx, 1)); /* (N) */
   DM_TRY(check_label_range(ctx, lab, N, D));
@@ -433,7 +434,7 @@ static dm_status lce_run(dm_op_ctx *ctx) {
 static dm_status lce_grad_run(dm_op_ctx *ctx) {
   DM_TRY(lce_grad_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, dm_op_input(ctx, 0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, dm_op_input(ctx, 0), 1, &N, &D));
   const float *px = dm_tensor_data(dm_op_input(ctx, 0));   /* (N, D) */
   const int32_t *lab = dm_tensor_data(dm_op_input(ctx, 1)); /* (N) */
   const float *pdy = dm_tensor_data(dm_op_input(ctx, 2));   /* (N) */
@@ -583,7 +584,7 @@ static const dm_op_schema acc_schema = {
 static dm_status acc_run(dm_op_ctx *ctx) {
   DM_TRY(acc_infer(ctx));
   int64_t N, D;
-  DM_TRY(rows_of(ctx, dm_op_input(ctx, 0), 1, &N, &D));
+  DM_TRY(dm_loss_rows(ctx, dm_op_input(ctx, 0), 1, &N, &D));
   const float *px = dm_tensor_data(dm_op_input(ctx, 0));   /* (N, D) */
   const int32_t *lab = dm_tensor_data(dm_op_input(ctx, 1)); /* (N) */
   DM_TRY(check_label_range(ctx, lab, N, D));

@@ -32,6 +32,7 @@
 
 #include "builtin.h"
 #include "common.h"
+#include "loss_scale.h"
 #include "core/half.h"
 
 /* Elements per FP16 chunk: converted through a stack buffer so that the F16C array
@@ -238,14 +239,8 @@ static const dm_arg_spec update_args[] = {
 };
 static const dm_inplace_pair update_inplace[] = {{0, 0}, {2, 1}, {3, 2}, {-1, -1}};
 
-typedef struct update_params {
-  int dynamic;
-  double growth, backoff, min_scale, max_scale;
-  int64_t interval;
-} update_params;
-
-/* Reads and validates the arguments; the comparisons are written so that NaN fails. */
-static dm_status update_params_get(dm_op_ctx *ctx, update_params *p) {
+/* The comparisons are written so that NaN fails. */
+dm_status dm_loss_scale_params_get(dm_op_ctx *ctx, dm_loss_scale_params *p) {
   const int64_t dyn = dm_op_arg_int(ctx, "dynamic", 1);
   p->growth = dm_op_arg_float(ctx, "growth_factor", 2.0f);
   p->backoff = dm_op_arg_float(ctx, "backoff_factor", 0.5f);
@@ -273,9 +268,9 @@ static dm_status update_params_get(dm_op_ctx *ctx, update_params *p) {
 }
 
 static dm_status update_init(dm_op_ctx *ctx, void **state) {
-  update_params p;
+  dm_loss_scale_params p;
   *state = NULL;
-  return update_params_get(ctx, &p);
+  return dm_loss_scale_params_get(ctx, &p);
 }
 
 static dm_status update_check_input(dm_op_ctx *ctx, int i, const char *what, dm_dtype want) {
@@ -303,14 +298,14 @@ static dm_status update_check_tensors(dm_op_ctx *ctx) {
 }
 
 static dm_status update_infer(dm_op_ctx *ctx) {
-  update_params p;
-  DM_TRY(update_params_get(ctx, &p));
+  dm_loss_scale_params p;
+  DM_TRY(dm_loss_scale_params_get(ctx, &p));
   return update_check_tensors(ctx);
 }
 
 static dm_status update_run(dm_op_ctx *ctx) {
-  update_params p;
-  DM_TRY(update_params_get(ctx, &p));
+  dm_loss_scale_params p;
+  DM_TRY(dm_loss_scale_params_get(ctx, &p));
   DM_TRY(update_check_tensors(ctx));
   /* Every input is read before any output is written: the outputs are the inputs'
    * blobs in the usual in-place form. */
