@@ -10,14 +10,15 @@
  *   - sum: the same net without the memory pass, where every blob of the step lives to
  *     its end; the sum over those blobs, listed by kind (below).
  *
- * The training net is built the way `demitasse train` builds it: the gradient pass on
- * 'loss', the optimizer pass (momentum) with its init-net addition, and for FP16 the
- * mixed-precision pass with dynamic loss scaling. After the init net and the additions
- * have run, what exists is persistent (parameters, momenta, the iteration, the loss-scale
- * state); the step's memory is every other blob after ONE step: the fed data and labels,
- * forward outputs (FP16 cast copies of weights and activations included), the gradients
- * (blobs that an is_gradient_op op writes, FP32 casts of weight gradients included) and
- * the optimizer's scratch (lr, found_inf). There is no memory planner: no blob is freed
+ * The training net is built the way `demitasse train` builds it (bench/train_net.c,
+ * shared with gpu_train_step.c): the gradient pass on 'loss', the optimizer pass
+ * (momentum) with its init-net addition, and for FP16 the mixed-precision pass with
+ * dynamic loss scaling. After the init net and the additions have run, what exists is
+ * persistent (parameters, momenta, the iteration, the loss-scale state); the step's
+ * memory is every other blob after ONE step: the fed data and labels, forward outputs
+ * (FP16 cast copies of weights and activations included), the gradients (blobs that an
+ * is_gradient_op op writes, FP32 casts of weight gradients included) and the optimizer's
+ * scratch (lr, found_inf). There is no memory planner: no blob is freed
  * or reused within a step, so this sum IS the step's peak for these blobs. A storage
  * shared by two blobs (Reshape, aliases) is counted once.
  *
@@ -29,41 +30,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/api.h"
 #include "core/workspace.h"
-#include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/mixed_precision.h"
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
-
-/* The models' own net files, under the models folder; data and labels are fed, so a
- * TensorProtosDBInput in the training net (LeNet's) is dropped. */
-typedef struct model {
-  const char *name;
-  int64_t chw[3]; /* one image: (C, H, W) */
-  int32_t classes;
-  const char *init, *train; /* relative to the models folder */
-} model;
-
-static const model models[] = {
-    {"lenet", {1, 28, 28}, 10, "mnist/lenet_init.pbtxt", "mnist/lenet_train.pbtxt"},
-    {"resnet50", {3, 224, 224}, 1000, "resnet50/resnet50_init.pbtxt",
-     "resnet50/resnet50_train.pbtxt"}};
-
-/* Removes the net's data-input ops: this benchmark feeds `data` and `label` itself. */
-static void drop_db_input(Caffe2__NetDef *def) {
-  size_t k = 0;
-  for (size_t i = 0; i < def->n_op; i++) {
-    if (def->op[i]->type && strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
-      protobuf_c_message_free_unpacked(&def->op[i]->base, NULL);
-    else
-      def->op[k++] = def->op[i];
-  }
-  def->n_op = k;
-}
+#include "train_net.h"
 
 enum { K_ACT, K_GRAD, K_OTHER, N_KINDS };
 static const char *const kind_name[N_KINDS] = {"activations", "gradients", "other"};
@@ -131,70 +105,6 @@ static dm_status gradient_blobs(const Caffe2__NetDef *def, char ***out, size_t *
   return DM_OK;
 }
 
-/* The forward net of `m` with the passes applied; the init addition goes to `init_add`. */
-static dm_status build_net(const model *m, const char *dir, int fp16, Caffe2__NetDef **out,
-                           Caffe2__NetDef *init_add) {
-  Caffe2__NetDef *def = NULL;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, m->train);
-  DM_TRY(dm_netdef_read(path, &def));
-  drop_db_input(def);
-  /* As tools/cmd_train.c: data and labels are inputs, not parameters. */
-  static const char *const data_blobs[] = {"data", "label"};
-  const char *loss = "loss";
-  dm_optimizer_opts opt;
-  dm_optimizer_opts_init(&opt);
-  opt.kind = DM_OPTIM_MOMENTUM;
-  opt.exclude = data_blobs;
-  opt.n_exclude = 2;
-  dm_status s = dm_add_gradient_ops(def, &loss, 1);
-  if (s == DM_OK)
-    s = dm_add_optimizer_ops(def, NULL, 0, &opt, init_add);
-  if (s == DM_OK && fp16) {
-    dm_mp_opts mp;
-    dm_mp_opts_init(&mp);
-    mp.scaling = DM_LS_DYNAMIC;
-    mp.exclude = data_blobs;
-    mp.n_exclude = 2;
-    dm_mp_summary sum = {0};
-    s = dm_mixed_precision_pass(def, &mp, init_add, &sum);
-    dm_mp_summary_free(&sum);
-  }
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&def->base, NULL);
-    return s;
-  }
-  *out = def;
-  return DM_OK;
-}
-
-/* Feeds a deterministic batch: data (N, C, H, W) FLOAT and label (N) INT32. */
-static dm_status feed(dm_workspace *ws, const model *m, int64_t batch) {
-  int64_t dims[4] = {batch, m->chw[0], m->chw[1], m->chw[2]};
-  int64_t n = batch * m->chw[0] * m->chw[1] * m->chw[2];
-  float *x = malloc((size_t)n * sizeof *x);
-  int32_t *label = malloc((size_t)batch * sizeof *label);
-  dm_status s = x && label ? DM_OK : DM_NOMEM("the input batch");
-  /* small, smooth values: a finite loss, so the FP16 step is not skipped on overflow */
-  for (int64_t i = 0; s == DM_OK && i < n; i++)
-    x[i] = 0.5f * (float)((i * 7919) % 1000) / 1000.0f;
-  for (int64_t i = 0; s == DM_OK && i < batch; i++)
-    label[i] = (int32_t)(i % m->classes);
-  if (s == DM_OK)
-    s = dm_workspace_feed(ws, "data", DM_FLOAT, 4, dims, x);
-  if (s == DM_OK)
-    s = dm_workspace_feed(ws, "label", DM_INT32, 1, &batch, label);
-  free(x);
-  free(label);
-  return s;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The memory pass as `demitasse train` applies it: the state (what exists after the init
  * nets), the loss, the accuracy and 'data' are kept. */
 static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_persistent) {
@@ -215,8 +125,8 @@ static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_pe
 
 /* Builds, runs one step and measures it in one precision, with or without the memory
  * pass; lists the `top` largest blobs. */
-static dm_status measure(const model *m, const char *dir, int64_t batch, int fp16, int plan,
-                         int top, step_mem *res) {
+static dm_status measure(const bench_model *m, const char *dir, int64_t batch, int fp16,
+                         int plan, int top, step_mem *res) {
   dm_workspace *ws = NULL;
   Caffe2__NetDef *def = NULL, *init_add = NULL;
   char **persistent = NULL, **grads = NULL;
@@ -234,7 +144,7 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = build_net(m, dir, fp16, &def, init_add);
+    s = bench_build_train_net(m, dir, fp16, &def, init_add);
   if (s == DM_OK) {
     s = dm_workspace_create_net(ws, init_add, "optimizer_init", &net);
     init_add = NULL; /* the workspace owns it now, even on failure */
@@ -263,14 +173,14 @@ static dm_status measure(const model *m, const char *dir, int64_t batch, int fp1
   size_t before, peak;
   dm_memory_usage(DM_CPU, &before, &peak);
   dm_memory_reset_peak(DM_CPU);
-  if ((s = feed(ws, m, batch)) != DM_OK)
+  if ((s = bench_feed_batch(ws, m, batch)) != DM_OK)
     goto cleanup;
   s = dm_workspace_create_net(ws, def, m->name, &net);
   def = NULL;
-  double t0 = now();
+  double t0 = bench_now();
   if (s != DM_OK || (s = dm_net_run(net)) != DM_OK)
     goto cleanup;
-  res->seconds = now() - t0;
+  res->seconds = bench_now() - t0;
   dm_memory_usage(DM_CPU, &peak, &peak);
   res->peak = peak - before;
 
@@ -353,10 +263,7 @@ static int usage(void) {
 int main(int argc, char **argv) {
   if (argc < 3)
     return usage();
-  const model *m = NULL;
-  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-    if (strcmp(argv[1], models[i].name) == 0)
-      m = &models[i];
+  const bench_model *m = bench_model_find(argv[1]);
   char *end = NULL;
   long batch = strtol(argv[2], &end, 10);
   const char *dir = "models";

@@ -11,32 +11,7 @@ SRC=$2
 PY=${3:-}
 T=$(mktemp -d "${TMPDIR:-/tmp}/dm_cli_XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-checks=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect CODE CMD...: runs CMD with stdout in $T/out and stderr in $T/err
-expect() {
-  want=$1
-  shift
-  checks=$((checks + 1))
-  "$@" >"$T/out" 2>"$T/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "exit $got (wanted $want): $*"
-    sed 's/^/  stdout: /' "$T/out" | head -5
-    sed 's/^/  stderr: /' "$T/err" | head -5
-    return 1
-  fi
-  return 0
-}
-
-# has FILE TEXT: FILE contains TEXT (fixed string)
-has() {
-  checks=$((checks + 1))
-  grep -qF -- "$2" "$T/$1" || { fail "$1 lacks '$2'"; sed "s/^/  $1: /" "$T/$1" | head -5; }
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 EX=$SRC/models/example
 SQ=$SRC/tests/data/squeezenet_predict_net.pb
@@ -136,5 +111,4 @@ expect 1 "$DM" run --net "$EX/predict_net.pbtxt" --input "data=$T/junk.npy" && h
 # an unreadable net file
 expect 1 "$DM" run --net "$T/none.pbtxt" && has err "demitasse: " && has err "none.pbtxt"
 
-echo "$((checks - fails))/$checks checks passed"
-[ "$fails" -eq 0 ]
+cli_summary

@@ -13,39 +13,7 @@ EX="$SRC/models/example"
 MN="$SRC/models/mnist"
 T=$(mktemp -d "${TMPDIR:-/tmp}/dm_device_XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-checks=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect CODE CMD...: runs CMD with stdout in $T/out and stderr in $T/err
-expect() {
-  want=$1
-  shift
-  checks=$((checks + 1))
-  "$@" >"$T/out" 2>"$T/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "exit $got (wanted $want): $*"
-    sed 's/^/  stdout: /' "$T/out" | head -5
-    sed 's/^/  stderr: /' "$T/err" | head -5
-    return 1
-  fi
-  return 0
-}
-
-# has FILE TEXT: FILE contains TEXT (fixed string)
-has() {
-  checks=$((checks + 1))
-  grep -qF -- "$2" "$T/$1" || { fail "$1 lacks '$2'"; sed "s/^/  $1: /" "$T/$1" | head -5; }
-}
-
-# count FILE TEXT N: TEXT occurs on exactly N lines of FILE
-count() {
-  checks=$((checks + 1))
-  got=$(grep -cF -- "$2" "$T/$1")
-  [ "$got" -eq "$3" ] || fail "$1 has '$2' on $got lines, wanted $3"
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # A net whose placement does not depend on which CUDA kernels this build has: the fill
 # is pinned to the CPU and the Relus to the GPU by their own device_option, so `x`
@@ -103,5 +71,4 @@ fi
 expect 0 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
   --input "data=$EX/input.npy" --device cpu && has out "prob"
 
-echo "$((checks - fails))/$checks checks passed"
-[ "$fails" -eq 0 ]
+cli_summary

@@ -1,0 +1,99 @@
+/* train_net.c: the training benchmarks' shared models, training net and input batch
+ * (see train_net.h). */
+#include "train_net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "net/gradient.h"
+#include "net/mixed_precision.h"
+#include "net/netdef_build.h"
+#include "net/optimizer_pass.h"
+
+static const bench_model models[] = {
+    {"lenet", {1, 28, 28}, 10, "mnist/lenet_init.pbtxt", "mnist/lenet_train.pbtxt"},
+    {"resnet50", {3, 224, 224}, 1000, "resnet50/resnet50_init.pbtxt",
+     "resnet50/resnet50_train.pbtxt"}};
+
+const char *const bench_fed_blobs[BENCH_N_FED_BLOBS] = {"data", "label"};
+
+const bench_model *bench_model_find(const char *name) {
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    if (strcmp(name, models[i].name) == 0)
+      return &models[i];
+  return NULL;
+}
+
+/* Removes the net's data-input ops (LeNet's TensorProtosDBInput): the benchmarks feed
+ * `data` and `label` themselves. */
+static void drop_db_input(Caffe2__NetDef *def) {
+  size_t k = 0;
+  for (size_t i = 0; i < def->n_op; i++) {
+    if (def->op[i]->type && strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
+      protobuf_c_message_free_unpacked(&def->op[i]->base, NULL);
+    else
+      def->op[k++] = def->op[i];
+  }
+  def->n_op = k;
+}
+
+dm_status bench_build_train_net(const bench_model *m, const char *dir, int fp16,
+                                Caffe2__NetDef **out, Caffe2__NetDef *init_add) {
+  Caffe2__NetDef *def = NULL;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, m->train);
+  DM_TRY(dm_netdef_read(path, &def));
+  drop_db_input(def);
+  const char *loss = "loss";
+  dm_optimizer_opts opt;
+  dm_optimizer_opts_init(&opt);
+  opt.kind = DM_OPTIM_MOMENTUM;
+  opt.exclude = bench_fed_blobs;
+  opt.n_exclude = BENCH_N_FED_BLOBS;
+  dm_status s = dm_add_gradient_ops(def, &loss, 1);
+  if (s == DM_OK)
+    s = dm_add_optimizer_ops(def, NULL, 0, &opt, init_add);
+  if (s == DM_OK && fp16) {
+    dm_mp_opts mp;
+    dm_mp_opts_init(&mp);
+    mp.scaling = DM_LS_DYNAMIC;
+    mp.exclude = bench_fed_blobs;
+    mp.n_exclude = BENCH_N_FED_BLOBS;
+    dm_mp_summary sum = {0};
+    s = dm_mixed_precision_pass(def, &mp, init_add, &sum);
+    dm_mp_summary_free(&sum);
+  }
+  if (s != DM_OK) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return s;
+  }
+  *out = def;
+  return DM_OK;
+}
+
+dm_status bench_feed_batch(dm_workspace *ws, const bench_model *m, int64_t batch) {
+  int64_t dims[4] = {batch, m->chw[0], m->chw[1], m->chw[2]};
+  int64_t n = batch * m->chw[0] * m->chw[1] * m->chw[2];
+  float *x = malloc((size_t)n * sizeof *x);
+  int32_t *label = malloc((size_t)batch * sizeof *label);
+  dm_status s = x && label ? DM_OK : DM_NOMEM("the input batch");
+  for (int64_t i = 0; s == DM_OK && i < n; i++)
+    x[i] = 0.5f * (float)((i * 7919) % 1000) / 1000.0f;
+  for (int64_t i = 0; s == DM_OK && i < batch; i++)
+    label[i] = (int32_t)(i % m->classes);
+  if (s == DM_OK)
+    s = dm_workspace_feed(ws, "data", DM_FLOAT, 4, dims, x);
+  if (s == DM_OK)
+    s = dm_workspace_feed(ws, "label", DM_INT32, 1, &batch, label);
+  free(x);
+  free(label);
+  return s;
+}
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
