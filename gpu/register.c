@@ -3,7 +3,8 @@
  * One family per file of kernels: copies (copy.c), the CUDA-kernel ops (kernels_basic.c:
  * elementwise, activations, casts, fills, optimizers, loss scaling, losses) and the
  * library ops (kernels_dnn.c: cuDNN convolution, pooling, softmax, batch norm; cuBLAS
- * FC). An op without a CUDA kernel fails at instantiation on CUDA with "no kernel for
+ * FC) and the rest (kernels_more.c: Iter and LearningRate, so a step's counter and rate
+ * never leave the GPU; shape ops; Concat, Split, Transpose; Dropout). An op without a CUDA kernel fails at instantiation on CUDA with "no kernel for
  * (type, CUDA)"; the device pass leaves such ops on the CPU with copies around them.
  * Registration works without a usable GPU: it only fills tables.
  */
@@ -15,7 +16,8 @@
 dm_status dm_register_cuda_ops(void) {
   dm_device_register(DM_CUDA, &dm_cuda_device_ops);
   static const dm_op_family *const families[] = {&dm_cuda_family_copy, &dm_cuda_family_basic,
-                                                 &dm_cuda_family_dnn, NULL};
+                                                 &dm_cuda_family_dnn, &dm_cuda_family_more,
+                                                 NULL};
   for (const dm_op_family *const *f = families; *f; f++)
     DM_TRY(dm_register_family(*f));
   return DM_OK;

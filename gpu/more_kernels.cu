@@ -1,0 +1,2 @@
+/* more_kernels.cu: placeholder, being written. */
+#include <cuda_runtime.h>
