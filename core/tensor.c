@@ -251,8 +251,20 @@ dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
 }
 
 dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const dm_tensor *src) {
-  if (dst == src)
-    return DM_OK;
+  if (dst == src) {
+    int at;
+    if (!src->storage || (dm_tensor_device(src, &at) == device && (device == DM_CPU || at == id)))
+      return DM_OK;
+    /* in place across devices (CopyCPUToGPU(w) -> w): copy aside, then take it over */
+    dm_tensor *moved = dm_tensor_new(src->limit);
+    if (!moved)
+      return DM_NOMEM("a tensor");
+    dm_status s = dm_tensor_copy_to(moved, device, id, src);
+    if (s == DM_OK)
+      dm_tensor_share(dst, moved);
+    dm_tensor_free(moved);
+    return s;
+  }
   if (src->dtype == DM_UNDEFINED) {
     dm_tensor_reset(dst);
     return DM_OK;

@@ -30,14 +30,18 @@ static dm_status emit_reverse(dm_grad_ctx *g, const char *type) {
 static dm_status to_gpu_gradient(dm_grad_ctx *g) { return emit_reverse(g, "CopyGPUToCPU"); }
 static dm_status to_cpu_gradient(dm_grad_ctx *g) { return emit_reverse(g, "CopyCPUToGPU"); }
 
+/* In place (Y = X) moves a blob to the other side under its own name: the device pass
+ * ends a placed init net with CopyCPUToGPU(w) -> w for parameters a CPU-only fill made. */
+static const dm_inplace_pair inplace00[] = {{0, 0}, {-1, -1}};
+
 static const dm_op_schema to_gpu = {
     .type = "CopyCPUToGPU", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-    .max_outputs = 1, .precision = DM_PREC_FOLLOW,
+    .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
     .doc = "X (host) -> Y on the op's GPU; same dtype and shape", .infer = copy_infer,
     .cost = copy_cost, .gradient = to_gpu_gradient};
 static const dm_op_schema to_cpu = {
     .type = "CopyGPUToCPU", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-    .max_outputs = 1, .precision = DM_PREC_FOLLOW,
+    .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
     .doc = "X (on the op's GPU) -> Y on the host; same dtype and shape", .infer = copy_infer,
     .cost = copy_cost, .gradient = to_cpu_gradient};
 

@@ -8,7 +8,8 @@
  * right values; a CPU op handed a device input is refused with both devices named (and
  * a device op handed a host input likewise); fetching a device blob is refused; Save
  * writes a device blob through a host copy and Load puts it back on its device; Free
- * releases device storage; an unusable device id is refused at instantiation.
+ * releases device storage; an unusable device id is refused at instantiation; an
+ * in-place copy (CopyCPUToGPU(w) -> w) really moves the blob.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,10 @@ static dm_status double_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+static const dm_inplace_pair inplace00[] = {{0, 0}, {-1, -1}};
 static const dm_op_schema one_to_one[] = {
-    {.type = "TestUpload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
+    {.type = "TestUpload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .inplace = inplace00},
     {.type = "TestDownload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
      .max_outputs = 1},
     {.type = "TestDouble", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
@@ -210,11 +213,40 @@ static void test_save_load_and_free_on_device(void **unused) {
   assert_int_equal(system(net), 0);
 }
 
+/* A blob moved to the device under its own name (how a placed init net hands parameters
+ * made by CPU-only fills to the GPU): the in-place copy really moves the data; with the
+ * CUDA build's CopyCPUToGPU kernel too, which takes the same path. */
+static void test_in_place_move(void **unused) {
+  (void)unused;
+  const char *ops[] = {"TestUpload", "CopyCPUToGPU"};
+  for (int k = 0; k < 2; k++) {
+    if (!dm_kernel_exists(ops[k], DM_CUDA, ""))
+      continue; /* CopyCPUToGPU's kernel comes with the CUDA backend */
+    dm_workspace *ws = NULL;
+    assert_ok(dm_workspace_create(&ws));
+    feed_x(ws);
+    char net[256];
+    snprintf(net, sizeof net, "op { type: \"%s\" input: \"x\" output: \"x\" " ON_GPU "}",
+             ops[k]);
+    assert_ok(run_text(ws, net));
+    dm_blob *b = dm_workspace_find(ws, "x");
+    assert_int_equal(dm_tensor_device(b->tensor, NULL), DM_CUDA);
+    assert_ok(run_text(ws, "op { type: \"TestDownload\" input: \"x\" output: \"x_cpu\" " ON_GPU
+                           "}"));
+    const dm_tensor *y = NULL;
+    assert_ok(dm_workspace_fetch(ws, "x_cpu", &y));
+    const float *py = dm_tensor_data(y);
+    assert_true(py[0] == 1 && py[1] == -2 && py[2] == 3.5f && py[3] == 0.25f);
+    dm_workspace_destroy(ws);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_and_no_leak),
       cmocka_unit_test(test_wrong_device_inputs_refused),
       cmocka_unit_test(test_save_load_and_free_on_device),
+      cmocka_unit_test(test_in_place_move),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
