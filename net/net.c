@@ -321,23 +321,38 @@ int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output)
   return 1;
 }
 
-/* Index of the first output of `op` holding inf or nan, or -1. */
+static int has_nonfinite(const dm_tensor *t) {
+  if (t->dtype == DM_FLOAT) {
+    const float *p = t->storage->data;
+    for (int64_t i = 0; i < t->numel; i++)
+      if (!isfinite(p[i]))
+        return 1;
+  } else if (t->dtype == DM_FLOAT16) {
+    const uint16_t *p = t->storage->data; /* exponent all ones: inf or nan */
+    for (int64_t i = 0; i < t->numel; i++)
+      if ((p[i] & 0x7c00) == 0x7c00)
+        return 1;
+  }
+  return 0;
+}
+
+/* Index of the first output of `op` holding inf or nan, or -1. An output on a GPU is
+ * scanned through a host copy (a diagnostic mode: the copy waits for the GPU). */
 static int nonfinite_output(const dm_op_ctx *op) {
   for (int o = 0; o < op->n_out; o++) {
     const dm_tensor *t = op->out[o]->tensor;
-    if (!t->storage)
+    if (!t->storage || (t->dtype != DM_FLOAT && t->dtype != DM_FLOAT16))
       continue;
-    if (t->dtype == DM_FLOAT) {
-      const float *p = t->storage->data;
-      for (int64_t i = 0; i < t->numel; i++)
-        if (!isfinite(p[i]))
-          return o;
-    } else if (t->dtype == DM_FLOAT16) {
-      const uint16_t *p = t->storage->data; /* exponent all ones: inf or nan */
-      for (int64_t i = 0; i < t->numel; i++)
-        if ((p[i] & 0x7c00) == 0x7c00)
-          return o;
+    int bad;
+    if (t->storage->device == DM_CPU) {
+      bad = has_nonfinite(t);
+    } else {
+      dm_tensor *host = dm_tensor_new(t->limit);
+      bad = host && dm_tensor_copy_to(host, DM_CPU, 0, t) == DM_OK && has_nonfinite(host);
+      dm_tensor_free(host);
     }
+    if (bad)
+      return o;
   }
   return -1;
 }

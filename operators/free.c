@@ -57,12 +57,15 @@ static const dm_op_schema free_schema = {
     .infer = free_infer, .cost = free_cost, .no_gradient = 1};
 
 /* The same kernel on the GPU: releasing a storage is the device backend's business (a
- * CUDA block goes back to its stream-ordered pool), not the kernel's. Registered in
+ * CUDA block goes back to its stream-ordered pool), not the kernel's. cross_device: the
+ * memory pass gives a Free the device of the blob's last user, and a host blob's last
+ * user can be a copy op running on the GPU (CopyCPUToGPU(data)), so either kernel may
+ * free a blob that lives on the other side. Registered in
  * every build: without CUDA, placing it there fails like any CUDA op, with the reason. */
 static const dm_kernel_def free_cpu = {
-    .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run};
+    .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run, .cross_device = 1};
 static const dm_kernel_def free_cuda = {
-    .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run};
+    .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run, .cross_device = 1};
 
 static const dm_op_schema *const schemas[] = {&free_schema, NULL};
 static const dm_kernel_def *const kernels[] = {&free_cpu, &free_cuda, NULL};

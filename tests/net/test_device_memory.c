@@ -9,7 +9,8 @@
  * a device op handed a host input likewise); fetching a device blob is refused; Save
  * writes a device blob through a host copy and Load puts it back on its device; Free
  * releases device storage; an unusable device id is refused at instantiation; an
- * in-place copy (CopyCPUToGPU(w) -> w) really moves the blob.
+ * in-place copy (CopyCPUToGPU(w) -> w) really moves the blob; Free works across devices;
+ * the inf/nan scan of --explain-overflow reads device outputs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "core/registry.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
+#include "net/net.h"
 #include "demitasse_plugin.h"
 #include "test_util.h"
 
@@ -241,12 +243,49 @@ static void test_in_place_move(void **unused) {
   }
 }
 
+/* The memory pass gives a Free the device of the blob's last user, which for a host blob
+ * can be a GPU copy op: Free runs across devices. */
+static void test_free_across_devices(void **unused) {
+  (void)unused;
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  feed_x(ws);
+  assert_ok(run_text(ws, "op { type: \"Free\" input: \"x\" output: \"x\" " ON_GPU "}"));
+  assert_int_equal(dm_tensor_numel(dm_workspace_find(ws, "x")->tensor), 0);
+  dm_workspace_destroy(ws);
+}
+
+/* --explain-overflow's scan reads a device output through a host copy. */
+static void test_nonfinite_scan_on_device(void **unused) {
+  (void)unused;
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  const float x[3] = {1, 3e38f, 2};
+  const int64_t dims[1] = {3};
+  assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 1, dims, x));
+  const char *text = "op { type: \"TestUpload\" input: \"x\" output: \"x_cuda\" " ON_GPU "}\n"
+                     "op { type: \"TestDouble\" input: \"x_cuda\" output: \"y_cuda\" " ON_GPU
+                     "}\n";
+  dm_net *net = NULL;
+  assert_ok(net_from_text(ws, text, &net));
+  dm_net_set_check_finite(net, 1);
+  assert_ok(dm_net_run(net));
+  const dm_op_ctx *op = NULL;
+  int out = -1;
+  assert_true(dm_net_first_nonfinite(net, &op, &out));
+  assert_int_equal(op->index, 1); /* 2 * 3e38 overflows FLOAT in TestDouble */
+  assert_int_equal(out, 0);
+  dm_workspace_destroy(ws);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_and_no_leak),
       cmocka_unit_test(test_wrong_device_inputs_refused),
       cmocka_unit_test(test_save_load_and_free_on_device),
       cmocka_unit_test(test_in_place_move),
+      cmocka_unit_test(test_free_across_devices),
+      cmocka_unit_test(test_nonfinite_scan_on_device),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
