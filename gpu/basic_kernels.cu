@@ -614,11 +614,14 @@ __global__ void adam_kernel(const float *w, const float *m, const float *v, cons
   __shared__ float corr_s;
   const bool skip = skip_set(skipp, skipt);
   /* Caffe2's correction, in double as the CPU computes it, once per block. */
-  if (threadIdx.x == 0 && !skip) {
-    const double t = (double)*iter + 1;
-    corr_s = __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+  if (threadIdx.x == 0) {
+    corr_s = 0.0f;
+    if (!skip) {
+      const double t = (double)*iter + 1;
+      corr_s = __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+    }
   }
-  __syncthreads();
+  __syncthreads(); /* corr_s is always written: no read of uninitialised shared memory */
   const float corr = corr_s, lrv = *lr;
   const float c1 = 1 - b1, c2 = 1 - b2;
   GRID_LOOP(i, n) {
@@ -873,14 +876,14 @@ extern "C" cudaError_t dmk_softmax_loss(cudaStream_t s, int xdtype, const void *
                                         const float *w, float *p, double *rowloss, float *loss,
                                         float scale, int64_t N, int64_t D) {
   unsigned g = N > 16384 ? 16384u : (unsigned)N;
-  if (N > 0 && D > 0) {
+  /* D = 0 needs no case of its own: a row then has no logits, so its loss is 0 with
+   * probability labels (as the CPU's) and NaN with an integer label (none is in range). */
+  if (N > 0) {
     if (xdtype == DMK_FLOAT16)
       softmax_loss_kernel<true><<<g, THREADS, 0, s>>>(x, label, prob_label, w, p, rowloss, N, D);
     else
       softmax_loss_kernel<false><<<g, THREADS, 0, s>>>(x, label, prob_label, w, p, rowloss, N,
                                                        D);
-  } else if (N > 0) { /* D = 0: every row's loss is undefined, as a label cannot be valid */
-    return cudaErrorInvalidValue;
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)

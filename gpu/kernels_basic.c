@@ -261,6 +261,25 @@ static dm_status fill_bits(dm_op_ctx *ctx, dm_dtype t, uint64_t *bits) {
   return DM_OK;
 }
 
+/* The CPU kernel's instantiation-time checks (fill.c's constant_fill_init): 'shape' with
+ * an input, 'extra_shape' or 'input_as_shape' without one, a negative or too long
+ * 'shape', and the dtype/value pair. Without them this kernel would run nets the CPU
+ * refuses (infer alone ignores the shape arguments that do not apply). */
+static dm_status constant_fill_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
+  DM_TRY(dm_fill_check_shape_args(ctx, 0));
+  const int str_value = dm_op_arg_string(ctx, "value", NULL) != NULL;
+  const dm_dtype dflt = str_value                                                  ? DM_STRING
+                        : dm_op_has_arg(ctx, "value") && arg_is_int(ctx, "value") ? DM_INT64
+                                                                                   : DM_FLOAT;
+  dm_dtype t;
+  DM_TRY(dm_op_dtype_arg(ctx, "dtype", dflt, &t));
+  if ((t == DM_STRING) != str_value && dm_op_has_arg(ctx, "value"))
+    return dm_op_error(ctx, DM_ERR_TYPE, "'value' is %s but dtype is %s",
+                       t == DM_STRING ? "a number" : "a string", dm_dtype_name(t));
+  return DM_OK;
+}
+
 static dm_status constant_fill_run(dm_op_ctx *ctx) {
   /* The shape from X's values would need them on the host (a sync per run). */
   if (dm_op_num_inputs(ctx) > 0 && dm_op_arg_int(ctx, "input_as_shape", 0))
@@ -477,7 +496,8 @@ static const dm_kernel_def kernels_[] = {
     K("Cast", cast_run),
     K("CastLike", cast_like_run),
     K("Copy", copy_run),
-    K("ConstantFill", constant_fill_run),
+    {.type = "ConstantFill", .device = DM_CUDA, .engine = "", .init = constant_fill_init,
+     .run = constant_fill_run},
     K("MomentumSGDUpdate", momentum_run),
     K("Adam", adam_run),
     K("WeightedSum", weighted_sum_run),
