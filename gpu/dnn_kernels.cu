@@ -32,6 +32,17 @@ __device__ __forceinline__ void store(void *p, int t, int64_t i, float v) {
     static_cast<float *>(p)[i] = v;
 }
 
+/* A double rounded once into t (not through float, which could round twice), as the
+ * CPU's dm_double_to_half / dm_double_to_bf16. */
+__device__ __forceinline__ void store_d(void *p, int t, int64_t i, double v) {
+  if (t == DM_CUDA_F16)
+    static_cast<__half *>(p)[i] = __double2half(v);
+  else if (t == DM_CUDA_BF16)
+    static_cast<__nv_bfloat16 *>(p)[i] = __double2bfloat16(v);
+  else
+    static_cast<float *>(p)[i] = (float)v;
+}
+
 /* Grid for a grid-stride loop over n elements (capped; the loop covers the rest). */
 unsigned grid_for(int64_t n) {
   int64_t b = (n + kThreads - 1) / kThreads;
@@ -52,7 +63,7 @@ __global__ void col_sums_kernel(const void *dy, int dy_t, int64_t m, int64_t nc,
     double s = 0; /* neighbouring threads read neighbouring columns: coalesced rows */
     for (int64_t i = 0; i < m; i++)
       s += load(dy, dy_t, i * nc + j);
-    store(db, db_t, j, (float)s);
+    store_d(db, db_t, j, s);
   }
 }
 
@@ -107,14 +118,14 @@ __global__ void bn_grad_test_kernel(int t, int nhwc, int64_t N, int64_t C, int64
     const double k = (double)scale[c] * inv;
     for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
       int64_t i = bn_index(nhwc, C, HW, c, j);
-      store(dx, t, i, (float)(k * (double)load(dy, t, i)));
+      store_d(dx, t, i, k * (double)load(dy, t, i));
     }
     __syncthreads(); /* the shared sums are reused by the next channel */
   }
 }
 
 __global__ void lrn_scale_kernel(int t, int nhwc, int64_t N, int64_t C, int64_t HW,
-                                 const void *x, int size, float alpha_n, float bias,
+                                 const void *x, int size, double alpha_n, double bias,
                                  float *scale) {
   const int64_t n_all = N * C * HW, pre = (size - 1) / 2;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_all;
@@ -135,7 +146,7 @@ __global__ void lrn_scale_kernel(int t, int nhwc, int64_t N, int64_t C, int64_t 
       double v = load(x, t, base + k * cs);
       s += v * v;
     }
-    scale[i] = (float)((double)bias + (double)alpha_n * s);
+    scale[i] = (float)(bias + alpha_n * s);
   }
 }
 
@@ -183,8 +194,8 @@ extern "C" cudaError_t dm_cuda_bn_grad_test(cudaStream_t s, int t, int nhwc, int
 }
 
 extern "C" cudaError_t dm_cuda_lrn_scale(cudaStream_t s, int t, int nhwc, int64_t N, int64_t C,
-                                         int64_t HW, const void *x, int size, float alpha_n,
-                                         float bias, float *scale) {
+                                         int64_t HW, const void *x, int size, double alpha_n,
+                                         double bias, float *scale) {
   int64_t n = N * C * HW;
   if (n <= 0)
     return cudaSuccess;

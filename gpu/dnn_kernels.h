@@ -25,7 +25,7 @@ cudaError_t dm_cuda_bias_add(cudaStream_t s, const void *in, int in_t, void *out
                              const void *b, int b_t, int64_t n, int64_t inner, int64_t nb);
 
 /* db[j] = sum over rows i < m of dy[i * nc + j] (dy (m, nc) of dy_t), accumulated in
- * double and stored once in db_t: FCGradient's bias gradient. */
+ * double and rounded once (from the double) into db_t: FCGradient's bias gradient. */
 cudaError_t dm_cuda_col_sums(cudaStream_t s, const void *dy, int dy_t, int64_t m, int64_t nc,
                              void *db, int db_t);
 
@@ -48,9 +48,10 @@ cudaError_t dm_cuda_bn_grad_test(cudaStream_t s, int t, int nhwc, int64_t N, int
                                  float *dscale, float *dbias);
 
 /* LRN's optional FP32 scale output: scale = bias + alpha_n * sum of x^2 over the window
- * [c - pre, c - pre + size) clipped to [0, C), per position (n, hw). */
+ * [c - pre, c - pre + size) clipped to [0, C), pre = (size - 1) / 2, per position (n, hw);
+ * alpha_n = alpha / size in double, as lrn.c. */
 cudaError_t dm_cuda_lrn_scale(cudaStream_t s, int t, int nhwc, int64_t N, int64_t C, int64_t HW,
-                              const void *x, int size, float alpha_n, float bias, float *scale);
+                              const void *x, int size, double alpha_n, double bias, float *scale);
 
 #ifdef __cplusplus
 }

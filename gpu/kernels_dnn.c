@@ -18,6 +18,9 @@
  * - Pads are expressed as cuDNN's symmetric (top, left) pads; a geometry whose output
  *   size differs under that (some legacy_pad SAME / CAFFE_POOLING shapes) is refused.
  * - LRN is bounded by cuDNN: size <= 16, bias >= 1e-5, beta >= 0.01.
+ *
+ * Conv algorithms: cuDNN's heuristics by default; with exhaustive_search=1 (Caffe2's
+ * argument) cudnnFind benchmarks them, which synchronises the host once per new shape.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -110,11 +113,13 @@ static void channel_view(dm_op_ctx *ctx, const dm_tensor *x, int *nhwc, int64_t 
 
 /* Conv and ConvGradient ------------------------------------------------------------ */
 
-/* Private state: the workspace limit and the algorithms found for the last shape key. */
+/* Private state: the workspace limit, the search mode and the algorithms chosen for the
+ * last shape key. */
 typedef struct conv_state {
   size_t ws_limit;
+  int exhaustive; /* Caffe2's exhaustive_search: benchmark (cudnnFind), else heuristics */
   int valid;
-  int64_t key[10]; /* dtype, X dims, W dims, has dX */
+  int64_t key[10]; /* dtype, X dims, W dims, grad and has dX */
   cudnnConvolutionFwdAlgo_t fwd;
   cudnnConvolutionBwdDataAlgo_t bwd_data;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -133,6 +138,7 @@ static dm_status conv_init(dm_op_ctx *ctx, void **state) {
   if (!s)
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the cuDNN conv state");
   s->ws_limit = (size_t)lim;
+  s->exhaustive = dm_op_arg_int(ctx, "exhaustive_search", 0) != 0;
   *state = s;
   return DM_OK;
 }
@@ -144,6 +150,7 @@ typedef struct conv_desc {
   cudnnTensorDescriptor_t x, y, b;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
+  int nhwc;
 } conv_desc;
 
 static void conv_desc_free(conv_desc *d) {
@@ -154,6 +161,12 @@ static void conv_desc_free(conv_desc *d) {
   if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
 }
 
+/* The math type the algorithm search starts from: FP32 without TF32 (FMA only); 16-bit
+ * data on tensor cores. */
+static cudnnMathType_t conv_base_math(dm_dtype t) {
+  return t == DM_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
 /* Builds the descriptors for X, W and Y (whose dims the inference already set) and checks
  * that cuDNN's symmetric (top, left) pads give the CPU's output size. */
 static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
@@ -162,6 +175,7 @@ static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
   dm_conv_geom g;
   DM_TRY(dm_conv_args_parse(ctx, 0, &a));
   DM_TRY(dm_conv_geometry(ctx, &a, x, 0, &g));
+  d->nhwc = a.nhwc;
   DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->x));
   DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->y));
   DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->b));
@@ -176,6 +190,7 @@ static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
   const int64_t v[] = {M, Cg, g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0],
                        g.stride[1], g.dilation[0], g.dilation[1], a.group};
   DM_TRY(fits_int(ctx, v, 11));
+  /* NHWC filters are Caffe2's (M, kH, kW, C/group): cuDNN's KRSC, given as (k, c, h, w). */
   DM_CUDNN_TRY(cudnnSetFilter4dDescriptor(d->w, dnn_type(w->dtype),
                                           a.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, (int)M,
                                           (int)Cg, (int)g.kernel[0], (int)g.kernel[1]));
@@ -183,9 +198,7 @@ static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
       d->conv, (int)g.pads[0], (int)g.pads[1], (int)g.stride[0], (int)g.stride[1],
       (int)g.dilation[0], (int)g.dilation[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   DM_CUDNN_TRY(cudnnSetConvolutionGroupCount(d->conv, (int)a.group));
-  /* FP32 without TF32; 16-bit data on tensor cores. */
-  DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, x->dtype == DM_FLOAT ? CUDNN_FMA_MATH
-                                                                          : CUDNN_TENSOR_OP_MATH));
+  DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, conv_base_math(x->dtype)));
   DM_TRY(tensor4d(ctx, d->b, y->dtype, 0, 1, M, 1, 1));
   int on, oc, oh, ow;
   DM_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &on, &oc, &oh, &ow));
@@ -199,7 +212,23 @@ static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
   return DM_OK;
 }
 
-/* Finds (once per shape key) the fastest algorithms within the workspace limit. */
+/* Whether a search result may be used, and the math type to run it with. FP32 must not
+ * reach TF32: a tensor-op result is skipped and the others run with FMA math only
+ * (cuDNN's DEFAULT math would allow TF32 on Ampere and later). */
+static int conv_algo_ok(cudnnStatus_t st, cudnnMathType_t m, dm_dtype t, cudnnMathType_t *run) {
+  if (st != CUDNN_STATUS_SUCCESS)
+    return 0;
+  if (t == DM_FLOAT && m != CUDNN_FMA_MATH && m != CUDNN_DEFAULT_MATH)
+    return 0;
+  *run = t == DM_FLOAT ? CUDNN_FMA_MATH : m;
+  return 1;
+}
+
+/* Chooses (once per shape key) an algorithm per direction within the workspace limit:
+ * with exhaustive_search the fastest measured by cudnnFind (which synchronises the host
+ * and allocates its own buffers, once per new shape), else the first of cuDNN's
+ * heuristics (no device work). The workspace size is asked for the math type the call
+ * will run with. */
 static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, const conv_desc *d,
                            const dm_tensor *x, const dm_tensor *w, int grad, int has_dx) {
   int64_t key[10] = {x->dtype, x->dims[0], x->dims[1], x->dims[2], x->dims[3],
@@ -207,36 +236,77 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
   if (s->valid && memcmp(key, s->key, sizeof key) == 0)
     return DM_OK;
   s->valid = 0;
+  const dm_dtype t = x->dtype;
+  const cudnnMathType_t base = conv_base_math(t);
+  cudnnMathType_t m = base;
+  size_t ws = 0;
   int n = 0, i;
   if (!grad) {
     cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    DM_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(c->cudnn, d->x, d->w, d->conv, d->y,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
-    for (i = 0; i < n && (p[i].status != CUDNN_STATUS_SUCCESS || p[i].memory > s->ws_limit); i++)
-      ;
+    DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+    if (s->exhaustive)
+      DM_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(
+          c->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+    else
+      DM_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(
+          c->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+    for (i = 0; i < n; i++) {
+      if (!conv_algo_ok(p[i].status, p[i].mathType, t, &m))
+        continue;
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+      if (cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv, d->y,
+                                                  p[i].algo, &ws) == CUDNN_STATUS_SUCCESS &&
+          ws <= s->ws_limit)
+        break;
+    }
     if (i == n)
       goto none;
-    s->fwd = p[i].algo, s->fwd_math = p[i].mathType, s->fwd_ws = p[i].memory;
+    s->fwd = p[i].algo, s->fwd_math = m, s->fwd_ws = ws;
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    DM_CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
-        c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
-    for (i = 0; i < n && (p[i].status != CUDNN_STATUS_SUCCESS || p[i].memory > s->ws_limit); i++)
-      ;
+    DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+    if (s->exhaustive)
+      DM_CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
+          c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
+    else
+      DM_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
+    for (i = 0; i < n; i++) {
+      if (!conv_algo_ok(p[i].status, p[i].mathType, t, &m))
+        continue;
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d->x, d->y, d->conv, d->w,
+                                                         p[i].algo, &ws) ==
+              CUDNN_STATUS_SUCCESS &&
+          ws <= s->ws_limit)
+        break;
+    }
     if (i == n)
       goto none;
-    s->bwd_filter = p[i].algo, s->filter_math = p[i].mathType, s->filter_ws = p[i].memory;
+    s->bwd_filter = p[i].algo, s->filter_math = m, s->filter_ws = ws;
     s->data_ws = 0;
     if (has_dx) {
       cudnnConvolutionBwdDataAlgoPerf_t q[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      DM_CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
-          c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
-      for (i = 0;
-           i < n && (q[i].status != CUDNN_STATUS_SUCCESS || q[i].memory > s->ws_limit); i++)
-        ;
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+      if (s->exhaustive)
+        DM_CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
+            c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
+      else
+        DM_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
+      for (i = 0; i < n; i++) {
+        if (!conv_algo_ok(q[i].status, q[i].mathType, t, &m))
+          continue;
+        DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d->w, d->y, d->conv, d->x,
+                                                         q[i].algo, &ws) ==
+                CUDNN_STATUS_SUCCESS &&
+            ws <= s->ws_limit)
+          break;
+      }
       if (i == n)
         goto none;
-      s->bwd_data = q[i].algo, s->data_math = q[i].mathType, s->data_ws = q[i].memory;
+      s->bwd_data = q[i].algo, s->data_math = m, s->data_ws = ws;
     }
   }
   memcpy(s->key, key, sizeof key);
@@ -269,9 +339,8 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.w,
                                   dm_tensor_data(w), d.conv, s->fwd, ws, s->fwd_ws, &k_zero, d.y,
                                   dm_tensor_mutable_data(y)));
-  if (b) {
-    int nhwc = dm_op_arg_string(ctx, "order", "NCHW")[1] == 'H';
-    int64_t M = w->dims[0], inner = nhwc ? 1 : y->dims[2] * y->dims[3];
+  if (b) { /* d.nhwc: the order as parsed (case-insensitive, as conv_args.c) */
+    int64_t M = w->dims[0], inner = d.nhwc ? 1 : y->dims[2] * y->dims[3];
     void *py = dm_tensor_mutable_data(y);
     CU_TRY(dm_cuda_bias_add(c->stream, py, cu_type(y->dtype), py, cu_type(y->dtype),
                             dm_tensor_data(b), cu_type(b->dtype), y->numel, inner, M));
@@ -349,8 +418,9 @@ static void pool_desc_free(pool_desc *d) {
   if (d->pool) cudnnDestroyPoolingDescriptor(d->pool);
 }
 
-/* Max: padding never wins (cuDNN treats it as -inf). Average: the divisor counts only
- * input pixels, as the CPU's AveragePool. */
+/* Max: padding never wins (cuDNN treats it as -inf), and NaN inputs are not propagated:
+ * the CPU's max (x > acc ? x : acc from -inf) never selects a NaN. Average: the divisor
+ * counts only input pixels, as the CPU's AveragePool. */
 static dm_status pool_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *y,
                                 pool_desc *d) {
   dm_conv_args a;
@@ -370,7 +440,7 @@ static dm_status pool_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
   DM_CUDNN_TRY(cudnnSetPooling2dDescriptor(
       d->pool, is_max_pool(ctx) ? CUDNN_POOLING_MAX_DETERMINISTIC
                                 : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
-      CUDNN_PROPAGATE_NAN, (int)g.kernel[0], (int)g.kernel[1], (int)g.pads[0], (int)g.pads[1],
+      CUDNN_NOT_PROPAGATE_NAN, (int)g.kernel[0], (int)g.kernel[1], (int)g.pads[0], (int)g.pads[1],
       (int)g.stride[0], (int)g.stride[1]));
   int on, oc, oh, ow;
   DM_CUDNN_TRY(cudnnGetPooling2dForwardOutputDim(d->pool, d->x, &on, &oc, &oh, &ow));
@@ -425,6 +495,15 @@ done:
 
 /* SpatialBN and SpatialBNGradient --------------------------------------------------- */
 
+/* cuDNN's lower bound on epsilon (0 in cuDNN 9, 1e-5 in older releases). */
+static dm_status bn_eps_check(dm_op_ctx *ctx, double eps) {
+  if (eps < CUDNN_BN_MIN_EPSILON)
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "epsilon %g is below cuDNN's minimum %g; run this %s on the CPU", eps,
+                       (double)CUDNN_BN_MIN_EPSILON, dm_op_type(ctx));
+  return DM_OK;
+}
+
 /* X as (N, C, HW, 1) in its order, and the derived FP32 per-channel descriptor. */
 static dm_status bn_desc_make(dm_op_ctx *ctx, const dm_tensor *x, cudnnTensorDescriptor_t xd,
                               cudnnTensorDescriptor_t pd, int *nhwc, int64_t *N, int64_t *C,
@@ -450,6 +529,7 @@ static dm_status bn_cudnn_run(dm_op_ctx *ctx) {
   float mom = dm_op_arg_float(ctx, "momentum", 0.9f);
   if (x->numel == 0)
     return DM_OK; /* training with no values is refused by the inference */
+  DM_TRY(bn_eps_check(ctx, eps));
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
   cudnnTensorDescriptor_t xd = NULL, pd = NULL;
@@ -518,6 +598,7 @@ static dm_status bn_grad_cudnn_run(dm_op_ctx *ctx) {
                                 dm_tensor_mutable_data(dbias)));
     goto done;
   }
+  ST_TRY(bn_eps_check(ctx, eps));
   DNN_TRY(cudnnCreateTensorDescriptor(&xd));
   DNN_TRY(cudnnCreateTensorDescriptor(&pd));
   ST_TRY(bn_desc_make(ctx, x, xd, pd, &nhwc, &N, &C, &HW));
@@ -629,7 +710,7 @@ static dm_status lrn_cudnn_run(dm_op_ctx *ctx) {
       int nhwc;
       int64_t N, C, HW, size = dm_op_arg_int(ctx, "size", 0);
       channel_view(ctx, x, &nhwc, &N, &C, &HW);
-      float alpha_n = (float)((double)dm_op_arg_float(ctx, "alpha", 0.0f) / (double)size);
+      double alpha_n = (double)dm_op_arg_float(ctx, "alpha", 0.0f) / (double)size;
       CU_TRY(dm_cuda_lrn_scale(c->stream, cu_type(x->dtype), nhwc, N, C, HW, dm_tensor_data(x),
                                (int)size, alpha_n, dm_op_arg_float(ctx, "bias", 1.0f),
                                dm_tensor_mutable_data(dm_op_output(ctx, 1))));
@@ -683,9 +764,14 @@ static dm_status fc_dims(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
 /* FC: X (M, K), W (N, K), b (N) -> Y (M, N) = X W^T + b. 16-bit: the GEMM writes FP32
  * scratch and the bias kernel rounds once, as the CPU. */
 static dm_status fc_cuda_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
   dm_tensor *y = dm_op_output(ctx, 0);
+  /* As fc.c (fc_infer does not do it): Y that is a view of an input (Reshape) gets fresh
+   * storage, or the GEMM (FP32 writes Y directly) and the bias kernel would read what
+   * they write. */
+  if (dm_tensors_alias(y, x) || dm_tensors_alias(y, w) || dm_tensors_alias(y, b))
+    dm_tensor_reset(y);
+  DM_TRY(dm_op_run_infer(ctx));
   int64_t M, N, K;
   DM_TRY(fc_dims(ctx, x, w, &M, &N, &K));
   if (M == 0 || N == 0)
