@@ -81,6 +81,21 @@ static int has_cuda_kernel(const Caffe2__OperatorDef *op) {
   return dm_kernel_exists(type, DM_CUDA, "CUDNN") || dm_kernel_exists(type, DM_CUDA, "");
 }
 
+/* Forms of ops whose CUDA kernels refuse them because they read a small tensor's VALUES
+ * on the host (a shape or split sizes given as an input): on the GPU that would need a
+ * synchronisation, so these forms stay on the CPU. The reason, or NULL. */
+static const char *host_valued_form(const Caffe2__OperatorDef *op) {
+  const char *type = op->type ? op->type : "";
+  if ((strcmp(type, "Reshape") == 0 || strcmp(type, "Split") == 0) && op->n_input > 1)
+    return "its second input (a shape or split sizes) is read on the host";
+  if (strcmp(type, "ConstantFill") == 0 && op->n_input > 0) {
+    Caffe2__Argument *a = dm_opdef_find_arg(op, "input_as_shape");
+    if (a && a->has_i && a->i)
+      return "input_as_shape reads its input's values on the host";
+  }
+  return NULL;
+}
+
 static int option_loc(const Caffe2__DeviceOption *d) {
   if (d->device_type == DM_CPU)
     return LOC_CPU;
@@ -109,6 +124,9 @@ static int decide(pass *p, size_t i, const Caffe2__OperatorDef *op) {
     loc = LOC_CPU;
     why = "its type is on the CPU list";
     kept = &p->sum->kept_forced;
+  } else if ((why = host_valued_form(op)) != NULL) {
+    loc = LOC_CPU;
+    kept = &p->sum->kept_no_kernel;
   } else if (has_cuda_kernel(op)) {
     loc = p->o->device_id;
   } else {
@@ -488,7 +506,7 @@ dm_status dm_device_place_init(Caffe2__NetDef *init, const dm_device_opts *o,
     to_gpu[i] = !pinned && op->n_output && all_in(op->output, op->n_output, gpu_blobs, n) &&
                 all_in(op->input, op->n_input, gpu_blobs, n) &&
                 !dm_str_in_list(op->type ? op->type : "", o->force_cpu, o->n_force_cpu) &&
-                has_cuda_kernel(op);
+                !host_valued_form(op) && has_cuda_kernel(op);
     int on_cpu = pinned ? option_loc(op->device_option) == LOC_CPU : !to_gpu[i];
     for (size_t k = 0; on_cpu && s == DM_OK && k < op->n_output; k++)
       if (dm_str_in_list(op->output[k], gpu_blobs, n) &&

@@ -5,7 +5,9 @@
  *   - an op goes to (CUDA, device_id) when a CUDA kernel is registered for its type
  *     (its own engines, then "CUDNN", then the plain one: what the executor will look
  *     up), unless its own device_option names a device_type (pinned: it stays where the
- *     file put it) or its type is on the force_cpu list; otherwise it stays on the CPU;
+ *     file put it), its type is on the force_cpu list, or it is a form whose CUDA kernel
+ *     would have to read a tensor's values on the host (Reshape or Split with a sizes
+ *     input, ConstantFill with input_as_shape); otherwise it stays on the CPU;
  *   - each blob has a home: the device of the first op that touches it (the first
  *     writer, or for state read before written - parameters, momenta, the iteration,
  *     the loss scale - the first reader). host_blobs (what the caller feeds from the host)
@@ -60,7 +62,8 @@ typedef struct dm_device_opts {
 typedef struct dm_device_summary {
   size_t ops_total;       /* ops of the input net */
   size_t ops_device;      /* placed on (or pinned to) a GPU */
-  size_t kept_no_kernel;  /* on the CPU: no CUDA kernel for the type */
+  size_t kept_no_kernel;  /* on the CPU: no CUDA kernel for the type, or for this form of
+                             it (Reshape/Split with a sizes input, input_as_shape) */
   size_t kept_pinned;     /* on the CPU: pinned there by the op's own device_option */
   size_t kept_forced;     /* on the CPU: the type is on force_cpu */
   size_t copies;          /* CopyCPUToGPU / CopyGPUToCPU inserted */

@@ -7,7 +7,9 @@
  * It checks placement, one copy per boundary shared by later readers and refreshed after
  * a rewrite, writes of GPU state by a CPU-only op (copy back), homes of state, pinned
  * ops, force_cpu, a GPU-to-GPU crossing refused, idempotence, determinism, the refusal
- * after the memory pass, the text round trip, dm_device_place_init, and that a placed
+ * after the memory pass, the text round trip, dm_device_place_init, that forms whose
+ * kernels read values on the host (Reshape with a shape input...) stay on the CPU, and
+ * that a placed
  * net cannot be instantiated on a machine without a usable GPU.
  */
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "core/device.h"
 #include "core/netio.h"
+#include "core/registry.h"
 #include "net/device_pass.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
@@ -309,6 +312,37 @@ static void test_place_init(void **unused) {
 /* A placed net names CUDA:0; without a usable GPU, instantiating it says why. The net
  * starts with a GPU op of the test's own, so the check does not depend on whether this
  * build has the copy kernels (a build without CUDA has none). */
+/* Forms whose CUDA kernels would read a tensor's values on the host stay on the CPU
+ * whatever kernels the build has; the plain forms go to the GPU where a kernel exists. */
+static void test_host_valued_forms(void **unused) {
+  (void)unused;
+  Caffe2__NetDef *net =
+      parse("op { type: \"Reshape\" input: \"x\" input: \"shape\" output: \"a\" }\n"
+            "op { type: \"Split\" input: \"x\" input: \"sizes\" output: \"b\" output: \"c\" }\n"
+            "op { type: \"ConstantFill\" input: \"dims\" output: \"d\" "
+            "arg { name: \"input_as_shape\" i: 1 } }\n"
+            "op { type: \"Reshape\" input: \"x\" output: \"e\" arg { name: \"shape\" ints: -1 } }\n");
+  dm_device_opts o;
+  dm_device_opts_init(&o);
+  dm_device_summary sum;
+  assert_ok(dm_device_pass(net, &o, &sum));
+  int gpu_reshape = dm_kernel_exists("Reshape", DM_CUDA, "");
+  size_t on_gpu = 0;
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    int gpu = op->device_option && op->device_option->device_type == DM_CUDA;
+    if (strncmp(op->type, "Copy", 4) == 0)
+      continue;
+    if (op->n_input > 1 || strcmp(op->type, "ConstantFill") == 0)
+      assert_false(gpu);
+    on_gpu += (size_t)gpu;
+  }
+  assert_int_equal(on_gpu, gpu_reshape ? 1 : 0);
+  assert_non_null(strstr(sum.report, "read on the host"));
+  dm_device_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
 static void test_instantiate_without_gpu(void **unused) {
   (void)unused;
   if (dm_device_check(DM_CUDA, 0) == DM_OK) {
@@ -342,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_idempotent_and_deterministic),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_place_init),
+      cmocka_unit_test(test_host_valued_forms),
       cmocka_unit_test(test_instantiate_without_gpu),
   };
   return cmocka_run_group_tests(tests, setup_registry, NULL);
