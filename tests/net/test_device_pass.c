@@ -9,8 +9,7 @@
  * ops, force_cpu, a GPU-to-GPU crossing refused, idempotence, determinism, the refusal
  * after the memory pass, the text round trip, dm_device_place_init, that forms whose
  * kernels read values on the host (Reshape with a shape input...) stay on the CPU, and
- * that a placed
- * net cannot be instantiated on a machine without a usable GPU.
+ * that a placed net cannot be instantiated on a machine without a usable GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
