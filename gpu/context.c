@@ -26,10 +26,12 @@ static void context_destroy(dm_gpu_context *c) {
     cudaStreamSynchronize(c->stream); /* nothing may still use what is freed below */
   if (c->scratch)
     cudaFree(c->scratch);
-  if (c->pinned)
-    cudaFreeHost(c->pinned);
-  if (c->staged)
-    cudaEventDestroy(c->staged);
+  for (int i = 0; i < DM_GPU_STAGING; i++) {
+    if (c->staging[i].ptr)
+      cudaFreeHost(c->staging[i].ptr);
+    if (c->staging[i].sent)
+      cudaEventDestroy(c->staging[i].sent);
+  }
   if (c->cudnn)
     cudnnDestroy(c->cudnn);
   if (c->cublaslt)
@@ -64,6 +66,19 @@ dm_status dm_cudnn_error(cudnnStatus_t e, const char *call) {
   return dm_error(DM_ERR_DEVICE, "%s: %s", call, cudnnGetErrorString(e));
 }
 
+/* The library handles, bound to the context's stream. */
+static dm_status create_handles(dm_gpu_context *c) {
+  DM_CUBLAS_TRY(cublasCreate(&c->cublas));
+  DM_CUBLAS_TRY(cublasSetStream(c->cublas, c->stream));
+  /* FP32 GEMMs stay FP32 (no TF32), so they match the CPU at FP32 tolerance; FP16
+   * GEMMs with FP32 compute use tensor cores whatever the math mode. */
+  DM_CUBLAS_TRY(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
+  DM_CUBLAS_TRY(cublasLtCreate(&c->cublaslt));
+  DM_CUDNN_TRY(cudnnCreate(&c->cudnn));
+  DM_CUDNN_TRY(cudnnSetStream(c->cudnn, c->stream));
+  return DM_OK;
+}
+
 static dm_status context_create(int device, dm_gpu_context **out) {
   dm_gpu_context *c = calloc(1, sizeof *c);
   if (!c)
@@ -71,28 +86,16 @@ static dm_status context_create(int device, dm_gpu_context **out) {
   c->device = device;
   dm_status s = DM_OK;
   cudaError_t e;
-  cublasStatus_t b;
-  cudnnStatus_t d;
   if ((e = cudaSetDevice(device)) != cudaSuccess)
     s = dm_cuda_error(e, "cudaSetDevice");
   else if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
     s = dm_cuda_error(e, "cudaStreamCreateWithFlags");
-  else if ((e = cudaEventCreateWithFlags(&c->staged, cudaEventDisableTiming)) != cudaSuccess)
-    s = dm_cuda_error(e, "cudaEventCreateWithFlags");
-  else if ((b = cublasCreate(&c->cublas)) != CUBLAS_STATUS_SUCCESS)
-    s = dm_cublas_error(b, "cublasCreate");
-  else if ((b = cublasSetStream(c->cublas, c->stream)) != CUBLAS_STATUS_SUCCESS)
-    s = dm_cublas_error(b, "cublasSetStream");
-  /* FP32 GEMMs stay FP32 (no TF32), so they match the CPU at FP32 tolerance; FP16
-   * GEMMs with FP32 compute use tensor cores whatever the math mode. */
-  else if ((b = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
-    s = dm_cublas_error(b, "cublasSetMathMode");
-  else if ((b = cublasLtCreate(&c->cublaslt)) != CUBLAS_STATUS_SUCCESS)
-    s = dm_cublas_error(b, "cublasLtCreate");
-  else if ((d = cudnnCreate(&c->cudnn)) != CUDNN_STATUS_SUCCESS)
-    s = dm_cudnn_error(d, "cudnnCreate");
-  else if ((d = cudnnSetStream(c->cudnn, c->stream)) != CUDNN_STATUS_SUCCESS)
-    s = dm_cudnn_error(d, "cudnnSetStream");
+  for (int i = 0; s == DM_OK && i < DM_GPU_STAGING; i++)
+    if ((e = cudaEventCreateWithFlags(&c->staging[i].sent, cudaEventDisableTiming)) !=
+        cudaSuccess)
+      s = dm_cuda_error(e, "cudaEventCreateWithFlags");
+  if (s == DM_OK)
+    s = create_handles(c);
   if (s != DM_OK) {
     context_destroy(c);
     return dm_error_prefix(s, "creating the context of CUDA:%d", device);

@@ -23,6 +23,8 @@
 
 #include "core/status.h"
 
+#define DM_GPU_STAGING 4
+
 typedef struct dm_gpu_context {
   int device;
   cudaStream_t stream;
@@ -31,12 +33,17 @@ typedef struct dm_gpu_context {
   cudnnHandle_t cudnn;       /* on `stream` */
   void *scratch;             /* device scratch, grown on demand */
   size_t scratch_bytes;
-  /* Pinned host staging for copies (memory.c): host data is copied here and sent with
-   * cudaMemcpyAsync, so the caller's buffer is free at once and the stream keeps going;
-   * `staged` is recorded after each send and waited on before the buffer is reused. */
-  void *pinned;
-  size_t pinned_bytes;
-  cudaEvent_t staged;
+  /* Pinned host staging for copies (memory.c): host data is copied into a buffer and sent
+   * with cudaMemcpyAsync, so the caller's memory is free at once and the host runs on.
+   * A small ring, each buffer with an event recorded after its send: the next upload
+   * takes a buffer whose send is done (cudaEventQuery) and waits only when all are busy,
+   * so an upload in the middle of a step does not stall behind the queued work. */
+  struct dm_gpu_staging {
+    void *ptr;
+    size_t bytes;
+    cudaEvent_t sent;
+  } staging[DM_GPU_STAGING];
+  int next_staging;
   int pool_ready; /* the device pool's release threshold has been raised */
 } dm_gpu_context;
 

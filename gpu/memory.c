@@ -48,34 +48,49 @@ static void cuda_free(int id, void *p) {
     cudaFree(p);
 }
 
-/* Room for n bytes in the pinned staging buffer, once the last send from it is done. */
-static dm_status staging(dm_gpu_context *c, size_t n, void **out) {
-  DM_CUDA_TRY(cudaEventSynchronize(c->staged));
-  if (n > c->pinned_bytes) {
-    if (c->pinned)
-      DM_CUDA_TRY(cudaFreeHost(c->pinned));
-    c->pinned = NULL;
-    c->pinned_bytes = 0;
-    DM_CUDA_TRY(cudaMallocHost(&c->pinned, n));
-    c->pinned_bytes = n;
+/* A pinned buffer of at least n bytes whose last send is done: the first free one of
+ * the ring from next_staging on, or, when all are still sending, the oldest once its
+ * send completes. */
+static dm_status staging(dm_gpu_context *c, size_t n, struct dm_gpu_staging **out) {
+  struct dm_gpu_staging *b = NULL;
+  for (int k = 0; k < DM_GPU_STAGING && !b; k++) {
+    struct dm_gpu_staging *t = &c->staging[(c->next_staging + k) % DM_GPU_STAGING];
+    cudaError_t e = cudaEventQuery(t->sent); /* success also for a never-recorded event */
+    if (e == cudaSuccess)
+      b = t;
+    else if (e != cudaErrorNotReady)
+      return dm_cuda_error(e, "cudaEventQuery");
   }
-  *out = c->pinned;
+  if (!b) {
+    b = &c->staging[c->next_staging];
+    DM_CUDA_TRY(cudaEventSynchronize(b->sent));
+  }
+  c->next_staging = (int)(b - c->staging + 1) % DM_GPU_STAGING;
+  if (n > b->bytes) {
+    if (b->ptr)
+      DM_CUDA_TRY(cudaFreeHost(b->ptr));
+    b->ptr = NULL;
+    b->bytes = 0;
+    DM_CUDA_TRY(cudaMallocHost(&b->ptr, n));
+    b->bytes = n;
+  }
+  *out = b;
   return DM_OK;
 }
 
 static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_device_type src_dev,
                            int src_id, const void *src, size_t n) {
   dm_gpu_context *c;
-  void *buf;
+  struct dm_gpu_staging *buf;
   if (n == 0)
     return DM_OK;
   if (src_dev == DM_CPU && dst_dev == DM_CUDA) {
     /* host -> device: stage, send, return at once; the caller may reuse src */
     DM_TRY(dm_gpu_context_get(dst_id, &c));
     DM_TRY(staging(c, n, &buf));
-    memcpy(buf, src, n);
-    DM_CUDA_TRY(cudaMemcpyAsync(dst, buf, n, cudaMemcpyHostToDevice, c->stream));
-    DM_CUDA_TRY(cudaEventRecord(c->staged, c->stream));
+    memcpy(buf->ptr, src, n);
+    DM_CUDA_TRY(cudaMemcpyAsync(dst, buf->ptr, n, cudaMemcpyHostToDevice, c->stream));
+    DM_CUDA_TRY(cudaEventRecord(buf->sent, c->stream));
     return DM_OK;
   }
   if (src_dev == DM_CUDA && dst_dev == DM_CPU) {
@@ -83,9 +98,9 @@ static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_dev
      * synchronisation a step needs, where the host asks for a value) */
     DM_TRY(dm_gpu_context_get(src_id, &c));
     DM_TRY(staging(c, n, &buf));
-    DM_CUDA_TRY(cudaMemcpyAsync(buf, src, n, cudaMemcpyDeviceToHost, c->stream));
+    DM_CUDA_TRY(cudaMemcpyAsync(buf->ptr, src, n, cudaMemcpyDeviceToHost, c->stream));
     DM_CUDA_TRY(cudaStreamSynchronize(c->stream));
-    memcpy(dst, buf, n);
+    memcpy(dst, buf->ptr, n);
     return DM_OK;
   }
   if (src_dev == DM_CUDA && dst_dev == DM_CUDA) {
