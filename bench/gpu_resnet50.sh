@@ -14,8 +14,14 @@ ninja -C "$bd" bench/gpu_train_step > /dev/null || exit 1
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
   echo "gpu_resnet50: no GPU here (nvidia-smi finds none); no numbers"; exit 0
 fi
-py=/usr/bin/python3
-torch_ok=$($py -c 'import torch; print(torch.cuda.is_available())' 2>/dev/null)
+# the first Python whose torch sees a GPU: $PYTHON, the GPU image's venv, then the system's
+torch_ok=False py=
+for cand in ${PYTHON:-} /opt/torch/.venv/bin/python3 python3 /usr/bin/python3; do
+  command -v "$cand" > /dev/null 2>&1 || continue
+  torch_ok=$("$cand" -c 'import torch; print(torch.cuda.is_available())' 2>/dev/null)
+  py=$cand
+  [ "$torch_ok" = True ] && break
+done
 [ "$torch_ok" = True ] || echo "# PyTorch with CUDA not available here: ours only"
 # Runs a command while sampling GPU memory; prints the command's last line and the peak MiB.
 measure() {
