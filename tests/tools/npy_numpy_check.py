@@ -23,8 +23,13 @@ except ImportError:
 
 
 def main():
-    tool = sys.argv[1]
-    work = tempfile.mkdtemp(prefix="dm_npy_numpy_", dir=sys.argv[2] if len(sys.argv) > 2 else None)
+    # the files live only as long as the check: a TemporaryDirectory removes them
+    with tempfile.TemporaryDirectory(prefix="dm_npy_numpy_",
+                                     dir=sys.argv[2] if len(sys.argv) > 2 else None) as work:
+        return check(sys.argv[1], work)
+
+
+def check(tool, work):
     rng = np.random.default_rng(1234)
     dtypes = ["<f2", "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "|b1"]
     shapes = [(), (0,), (1,), (7,), (3, 4), (2, 0, 5), (2, 3, 4, 5), (1,) * 8, (100,)]
