@@ -1,5 +1,6 @@
-/* basic_kernels.h: host entry points of gpu/basic_kernels.cu (internal; only with
- * DM_HAVE_CUDA), called by the kernels of gpu/kernels_basic.c.
+/* basic_kernels.h: host entry points of the basic CUDA kernels (internal; only with
+ * DM_HAVE_CUDA), defined in gpu/basic_elementwise.cu, gpu/basic_optim.cu and
+ * gpu/basic_losses.cu and called by the kernels of gpu/kernels_basic.c.
  *
  * Plain C with CUDA runtime types only, so nvcc never sees core/ headers. Every function
  * enqueues work on `stream` and returns the launch's cudaError_t; none synchronises.

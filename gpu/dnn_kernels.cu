@@ -1,6 +1,7 @@
 /* dnn_kernels.cu: the small device kernels around the cuDNN and cuBLAS calls of
- * kernels_dnn.c: bias add with a single rounding, column sums (FC's db), SpatialBN's
- * Caffe2-convention running statistics and its is_test gradient, LRN's scale output.
+ * kernels_conv.c, kernels_pool_norm.c and kernels_fc.c: bias add with a single rounding,
+ * column sums (FC's db), SpatialBN's Caffe2-convention running statistics and its
+ * is_test gradient, LRN's scale output.
  *
  * Every kernel loads FP16/BF16 exactly into FP32, computes in FP32 (sums in double, as
  * the CPU kernels do) and rounds each output once (round to nearest even).

@@ -1,7 +1,8 @@
 /* dnn_kernels.h: host entry points of the small device kernels in dnn_kernels.cu that
- * the cuDNN/cuBLAS ops of kernels_dnn.c need around the library calls (internal).
+ * the cuDNN/cuBLAS ops (kernels_conv.c, kernels_pool_norm.c, kernels_fc.c) need around
+ * the library calls (internal).
  *
- * Plain C declarations (CUDA runtime types only), so kernels_dnn.c can call into
+ * Plain C declarations (CUDA runtime types only), so those C files can call into
  * nvcc-compiled code. Every function only enqueues work on `s` and returns the launch's
  * cudaError_t. Element types are the DM_CUDA_* codes below (not dm_dtype: the .cu files
  * include no core/ header).

@@ -1,8 +1,8 @@
 /* kernels_basic.c: CUDA kernels (engine "") for the ops that need no library: elementwise
  * arithmetic, Relu, casts and fills, the update ops, loss scaling and the FP32 losses. The
- * device code is gpu/basic_kernels.cu; this file checks and sizes through each op's
- * schema inference (dm_op_run_infer, the CPU kernels' own checks) and launches on the
- * calling thread's context stream.
+ * device code is gpu/basic_elementwise.cu, gpu/basic_optim.cu and gpu/basic_losses.cu;
+ * this file checks and sizes through each op's schema inference (dm_op_run_infer, the
+ * CPU kernels' own checks) and launches on the calling thread's context stream.
  *
  * Semantics are the CPU kernels' (in operators/), with one class of exception: values
  * the CPU reads on the host to raise an error (labels out of range, an integer division

@@ -2,11 +2,12 @@
  *
  * One family per file of kernels: copies (copy.c); the CUDA-kernel ops (kernels_basic.c:
  * elementwise, activations, casts, fills, optimizers, loss scaling, losses); the
- * library ops (kernels_dnn.c: cuDNN convolution, pooling, softmax, batch norm, LRN;
- * cuBLAS FC); and the rest (kernels_more.c: Iter and LearningRate, so a step's counter
- * and rate never leave the GPU; shape ops; Concat, Split, Transpose; Dropout). An op
- * without a CUDA kernel fails at instantiation on CUDA with "no kernel for (type,
- * CUDA)"; the device pass leaves such ops on the CPU with copies around them.
+ * library ops (kernels_dnn.c's table of kernels_conv.c, kernels_pool_norm.c and
+ * kernels_fc.c: cuDNN convolution, pooling, softmax, batch norm, LRN; cuBLAS FC); and
+ * the rest (kernels_more.c: Iter and LearningRate, so a step's counter and rate never
+ * leave the GPU; shape ops; Concat, Split, Transpose; Dropout). An op without a CUDA
+ * kernel fails at instantiation on CUDA with "no kernel for (type, CUDA)"; the device
+ * pass leaves such ops on the CPU with copies around them.
  * Registration works without a usable GPU: it only fills tables.
  */
 #include "register.h"

@@ -1,0 +1,479 @@
+/* basic_elementwise.cu: the elementwise CUDA kernels behind gpu/kernels_basic.c: Add,
+ * Sub, Mul, Div, Sum, Scale, SumReduceLike, Relu and its gradient, casts and fills.
+ * Split from the optimizer (basic_optim.cu) and loss (basic_losses.cu) kernels so each
+ * file holds one family; their entry points are all in basic_kernels.h, and the shared
+ * launch helpers and conventions are in basic_common.cuh.
+ */
+#include "basic_common.cuh"
+
+/* ---- Add / Sub / Mul / Div ------------------------------------------------------ */
+
+namespace {
+template <int OP> struct FOp {
+  __device__ float operator()(float x, float y) const {
+    return OP == DMK_ADD ? __fadd_rn(x, y)
+           : OP == DMK_SUB ? __fsub_rn(x, y)
+           : OP == DMK_MUL ? __fmul_rn(x, y)
+                           : __fdiv_rn(x, y);
+  }
+};
+template <int OP> struct DOp {
+  __device__ double operator()(double x, double y) const {
+    return OP == DMK_ADD ? __dadd_rn(x, y)
+           : OP == DMK_SUB ? __dsub_rn(x, y)
+           : OP == DMK_MUL ? __dmul_rn(x, y)
+                           : __ddiv_rn(x, y);
+  }
+};
+template <int OP, bool BF> struct HOp {
+  __device__ uint16_t operator()(uint16_t x, uint16_t y) const {
+    return narrow<BF>(FOp<OP>()(widen<BF>(x), widen<BF>(y)));
+  }
+};
+/* Integers wrap through the unsigned type; x / -1 is the wrapped negation; x / 0 is 0
+ * (the CPU refuses it before running; the device cannot report it). */
+template <int OP, class T, class U> struct IOp {
+  __device__ T operator()(T x, T y) const {
+    if (OP == DMK_ADD)
+      return (T)((U)x + (U)y);
+    if (OP == DMK_SUB)
+      return (T)((U)x - (U)y);
+    if (OP == DMK_MUL)
+      return (T)((U)x * (U)y);
+    return y == 0 ? (T)0 : y == -1 ? (T)((U)0 - (U)x) : (T)(x / y);
+  }
+};
+
+/* a: (pre, n, post); b: (n). c[i] = f(a[i], b[(i / post) % n]). */
+template <class T, class F>
+__global__ void binary_kernel(const T *a, const T *b, T *c, int64_t total, int64_t n,
+                              int64_t post, F f) {
+  if (n == total) { /* no broadcast: b has a's shape */
+    GRID_LOOP(i, total) c[i] = f(a[i], b[i]);
+  } else {
+    GRID_LOOP(i, total) c[i] = f(a[i], b[(i / post) % n]);
+  }
+}
+
+template <class T, class F>
+static cudaError_t launch_binary(cudaStream_t s, const void *a, const void *b, void *c,
+                                 int64_t total, int64_t n, int64_t post) {
+  binary_kernel<T, F><<<grid_for(total), THREADS, 0, s>>>((const T *)a, (const T *)b, (T *)c,
+                                                          total, n, post, F());
+  return cudaGetLastError();
+}
+
+template <int OP>
+static cudaError_t binary_op(cudaStream_t s, int dtype, const void *a, const void *b, void *c,
+                             int64_t total, int64_t n, int64_t post) {
+  switch (dtype) {
+  case DMK_FLOAT: return launch_binary<float, FOp<OP>>(s, a, b, c, total, n, post);
+  case DMK_DOUBLE: return launch_binary<double, DOp<OP>>(s, a, b, c, total, n, post);
+  case DMK_FLOAT16: return launch_binary<uint16_t, HOp<OP, false>>(s, a, b, c, total, n, post);
+  case DMK_BFLOAT16: return launch_binary<uint16_t, HOp<OP, true>>(s, a, b, c, total, n, post);
+  case DMK_INT32:
+    return launch_binary<int32_t, IOp<OP, int32_t, uint32_t>>(s, a, b, c, total, n, post);
+  case DMK_INT64:
+    return launch_binary<int64_t, IOp<OP, int64_t, uint64_t>>(s, a, b, c, total, n, post);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_binary(cudaStream_t s, int op, int dtype, const void *a,
+                                  const void *b, void *c, int64_t pre, int64_t n,
+                                  int64_t post) {
+  int64_t total = pre * n * post;
+  if (total == 0)
+    return cudaSuccess;
+  switch (op) {
+  case DMK_ADD: return binary_op<DMK_ADD>(s, dtype, a, b, c, total, n, post);
+  case DMK_SUB: return binary_op<DMK_SUB>(s, dtype, a, b, c, total, n, post);
+  case DMK_MUL: return binary_op<DMK_MUL>(s, dtype, a, b, c, total, n, post);
+  case DMK_DIV: return binary_op<DMK_DIV>(s, dtype, a, b, c, total, n, post);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* ---- Sum ---------------------------------------------------------------------- */
+
+/* Element type T, accumulator A: load widens, store narrows, add accumulates. */
+namespace {
+struct CF {
+  typedef float T;
+  typedef float A;
+  static __device__ A load(T v) { return v; }
+  static __device__ T store(A v) { return v; }
+};
+struct CD {
+  typedef double T;
+  typedef double A;
+  static __device__ A load(T v) { return v; }
+  static __device__ T store(A v) { return v; }
+};
+struct CI32 {
+  typedef int32_t T;
+  typedef uint32_t A;
+  static __device__ A load(T v) { return (A)v; }
+  static __device__ T store(A v) { return (T)v; }
+};
+struct CI64 {
+  typedef int64_t T;
+  typedef uint64_t A;
+  static __device__ A load(T v) { return (A)v; }
+  static __device__ T store(A v) { return (T)v; }
+};
+template <bool BF> struct CH {
+  typedef uint16_t T;
+  typedef float A;
+  static __device__ A load(T v) { return widen<BF>(v); }
+  static __device__ T store(A v) { return narrow<BF>(v); }
+};
+
+struct Terms {
+  const void *p[DMK_MAX_TERMS];
+};
+
+/* The running sum lives in acc (16-bit types: FP32) or else in y itself (exact: the
+ * accumulator is y's own type, or its unsigned twin). */
+template <class C>
+__global__ void sum_kernel(Terms x, int k, int first, int last, float *acc, typename C::T *y,
+                           int64_t n) {
+  typedef typename C::T T;
+  typedef typename C::A A;
+  GRID_LOOP(i, n) {
+    A sum;
+    int j = 0;
+    if (first)
+      sum = C::load(((const T *)x.p[j++])[i]);
+    else
+      sum = acc ? (A)acc[i] : C::load(y[i]);
+    for (; j < k; j++)
+      sum = sum + C::load(((const T *)x.p[j])[i]);
+    if (acc && !last)
+      acc[i] = (float)sum;
+    else
+      y[i] = C::store(sum);
+  }
+}
+
+template <class C>
+static cudaError_t launch_sum(cudaStream_t s, const Terms &t, int k, int first, int last,
+                              float *acc, void *y, int64_t n) {
+  sum_kernel<C><<<grid_for(n), THREADS, 0, s>>>(t, k, first, last, acc, (typename C::T *)y, n);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_sum(cudaStream_t s, int dtype, const void *const *x, int k, int first,
+                               int last, float *acc, void *y, int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  if (k < 0 || k > DMK_MAX_TERMS)
+    return cudaErrorInvalidValue;
+  Terms t = {};
+  for (int j = 0; j < k; j++)
+    t.p[j] = x[j];
+  switch (dtype) {
+  case DMK_FLOAT: return launch_sum<CF>(s, t, k, first, last, NULL, y, n);
+  case DMK_DOUBLE: return launch_sum<CD>(s, t, k, first, last, NULL, y, n);
+  case DMK_INT32: return launch_sum<CI32>(s, t, k, first, last, NULL, y, n);
+  case DMK_INT64: return launch_sum<CI64>(s, t, k, first, last, NULL, y, n);
+  case DMK_FLOAT16: return launch_sum<CH<false>>(s, t, k, first, last, acc, y, n);
+  case DMK_BFLOAT16: return launch_sum<CH<true>>(s, t, k, first, last, acc, y, n);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* ---- Scale, SumReduceLike ------------------------------------------------------- */
+
+namespace {
+template <class C> __global__ void scale_kernel(const typename C::T *x, typename C::T *y,
+                                                float k, int64_t n) {
+  GRID_LOOP(i, n) y[i] = C::store(__fmul_rn(C::load(x[i]), k));
+}
+__global__ void scale_double_kernel(const double *x, double *y, float k, int64_t n) {
+  GRID_LOOP(i, n) y[i] = __dmul_rn((double)k, x[i]);
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_scale(cudaStream_t s, int dtype, const void *x, void *y, float k,
+                                 int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  switch (dtype) {
+  case DMK_FLOAT:
+    scale_kernel<CF><<<grid_for(n), THREADS, 0, s>>>((const float *)x, (float *)y, k, n);
+    break;
+  case DMK_FLOAT16:
+    scale_kernel<CH<false>><<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y,
+                                                            k, n);
+    break;
+  case DMK_BFLOAT16:
+    scale_kernel<CH<true>><<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y,
+                                                           k, n);
+    break;
+  case DMK_DOUBLE:
+    scale_double_kernel<<<grid_for(n), THREADS, 0, s>>>((const double *)x, (double *)y, k, n);
+    break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+/* Element to double and double to element, rounding once (as the CPU's SumReduceLike). */
+namespace {
+template <int DT> struct RD;
+template <> struct RD<DMK_FLOAT> {
+  typedef float T;
+  static __device__ double wide(T v) { return v; }
+  static __device__ T from(double d) { return __double2float_rn(d); }
+};
+template <> struct RD<DMK_DOUBLE> {
+  typedef double T;
+  static __device__ double wide(T v) { return v; }
+  static __device__ T from(double d) { return d; }
+};
+template <> struct RD<DMK_FLOAT16> {
+  typedef uint16_t T;
+  static __device__ double wide(T v) { return widen<false>(v); }
+  static __device__ T from(double d) { return __half_as_ushort(__double2half(d)); }
+};
+template <> struct RD<DMK_BFLOAT16> {
+  typedef uint16_t T;
+  static __device__ double wide(T v) { return widen<true>(v); }
+  static __device__ T from(double d) { return __bfloat16_as_ushort(__double2bfloat16(d)); }
+};
+
+/* One block per output element j (grid-stride over j): a is (pre, n, post). */
+template <int DT>
+__global__ void reduce_like_kernel(const typename RD<DT>::T *a, typename RD<DT>::T *c,
+                                   int64_t pre, int64_t n, int64_t post) {
+  __shared__ double sh[THREADS];
+  const int64_t m = pre * post;
+  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
+    double t = 0;
+    for (int64_t e = threadIdx.x; e < m; e += THREADS) {
+      const int64_t p = e / post, q = e % post;
+      t += RD<DT>::wide(a[(p * n + j) * post + q]);
+    }
+    t = block_sum(t, sh);
+    if (threadIdx.x == 0)
+      c[j] = RD<DT>::from(t);
+  }
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_sum_reduce_like(cudaStream_t s, int dtype, const void *a, void *c,
+                                           int64_t pre, int64_t n, int64_t post) {
+  if (n == 0)
+    return cudaSuccess;
+  unsigned g = n > 16384 ? 16384u : (unsigned)n;
+#define RL(DT)                                                                             \
+  reduce_like_kernel<DT><<<g, THREADS, 0, s>>>((const RD<DT>::T *)a, (RD<DT>::T *)c, pre, n, \
+                                               post);                                      \
+  break
+  switch (dtype) {
+  case DMK_FLOAT: RL(DMK_FLOAT);
+  case DMK_DOUBLE: RL(DMK_DOUBLE);
+  case DMK_FLOAT16: RL(DMK_FLOAT16);
+  case DMK_BFLOAT16: RL(DMK_BFLOAT16);
+  default: return cudaErrorInvalidValue;
+  }
+#undef RL
+  return cudaGetLastError();
+}
+
+/* ---- Relu ----------------------------------------------------------------------- */
+
+namespace {
+__global__ void relu_f32(const float *x, float *y, int64_t n) {
+  GRID_LOOP(i, n) {
+    const float v = x[i];
+    y[i] = v > 0.0f || v != v ? v : 0.0f;
+  }
+}
+/* On the bits, as the CPU: a set sign with magnitude up to inf is negative (or -0). */
+__global__ void relu_16(const uint16_t *x, uint16_t *y, unsigned inf, int64_t n) {
+  GRID_LOOP(i, n) {
+    const unsigned v = x[i];
+    y[i] = (v & 0x8000u) && (v & 0x7fffu) <= inf ? (uint16_t)0 : (uint16_t)v;
+  }
+}
+__global__ void relu_grad_f32(const float *y, const float *dy, float *dx, int64_t n) {
+  GRID_LOOP(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+__global__ void relu_grad_16(const uint16_t *y, const uint16_t *dy, uint16_t *dx, unsigned inf,
+                             int64_t n) {
+  GRID_LOOP(i, n) {
+    const unsigned v = y[i];
+    dx[i] = !(v & 0x8000u) && v != 0 && v <= inf ? dy[i] : (uint16_t)0;
+  }
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_relu(cudaStream_t s, int dtype, const void *x, void *y, int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  if (dtype == DMK_FLOAT)
+    relu_f32<<<grid_for(n), THREADS, 0, s>>>((const float *)x, (float *)y, n);
+  else
+    relu_16<<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y,
+                                            dtype == DMK_BFLOAT16 ? 0x7f80u : 0x7c00u, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, const void *dy,
+                                     void *dx, int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  if (dtype == DMK_FLOAT)
+    relu_grad_f32<<<grid_for(n), THREADS, 0, s>>>((const float *)y, (const float *)dy,
+                                                  (float *)dx, n);
+  else
+    relu_grad_16<<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)y, (const uint16_t *)dy,
+                                                 (uint16_t *)dx,
+                                                 dtype == DMK_BFLOAT16 ? 0x7f80u : 0x7c00u, n);
+  return cudaGetLastError();
+}
+
+/* ---- Cast (operators/cast.c's rules) and fills ---------------------------------- */
+
+namespace {
+__device__ __forceinline__ bool is_floating(int t) {
+  return t == DMK_FLOAT || t == DMK_DOUBLE || t == DMK_FLOAT16 || t == DMK_BFLOAT16;
+}
+
+__device__ double load_real(int t, const void *src, int64_t i) {
+  switch (t) {
+  case DMK_FLOAT: return ((const float *)src)[i];
+  case DMK_DOUBLE: return ((const double *)src)[i];
+  case DMK_FLOAT16: return widen<false>(((const uint16_t *)src)[i]);
+  default: return widen<true>(((const uint16_t *)src)[i]);
+  }
+}
+
+__device__ int64_t load_int(int t, const void *src, int64_t i) {
+  switch (t) {
+  case DMK_INT32: return ((const int32_t *)src)[i];
+  case DMK_INT64: return ((const int64_t *)src)[i];
+  case DMK_BOOL: return ((const uint8_t *)src)[i] != 0;
+  case DMK_UINT8: return ((const uint8_t *)src)[i];
+  case DMK_INT8: return ((const int8_t *)src)[i];
+  case DMK_UINT16: return ((const uint16_t *)src)[i];
+  default: return ((const int16_t *)src)[i]; /* INT16 */
+  }
+}
+
+/* Truncate toward zero, saturate to [lo, hi], NaN -> 0 (lo, hi exact in double). */
+__device__ int64_t real_to_int(double d, int64_t lo, int64_t hi) {
+  if (d != d)
+    return 0;
+  if (d <= (double)lo)
+    return lo;
+  if (d >= (double)hi)
+    return hi;
+  return (int64_t)d;
+}
+
+__device__ void store_real(int t, void *dst, int64_t i, double d) {
+  switch (t) {
+  case DMK_FLOAT: ((float *)dst)[i] = __double2float_rn(d); break;
+  case DMK_DOUBLE: ((double *)dst)[i] = d; break;
+  case DMK_FLOAT16: ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(d)); break;
+  case DMK_BFLOAT16: ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(d)); break;
+  case DMK_BOOL: ((uint8_t *)dst)[i] = d != 0; break;
+  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)real_to_int(d, INT32_MIN, INT32_MAX); break;
+  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)real_to_int(d, 0, UINT8_MAX); break;
+  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)real_to_int(d, INT8_MIN, INT8_MAX); break;
+  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)real_to_int(d, 0, UINT16_MAX); break;
+  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)real_to_int(d, INT16_MIN, INT16_MAX); break;
+  case DMK_INT64:
+    ((int64_t *)dst)[i] = d != d ? 0 : d >= 0x1p63 ? INT64_MAX : d <= -0x1p63 ? INT64_MIN
+                                                                         : (int64_t)d;
+    break;
+  default: break;
+  }
+}
+
+/* int64 -> double rounded to odd, so a second rounding to 16 bits is still correct. */
+__device__ double int_to_double_odd(int64_t v) {
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  int bits = 64 - __clzll((long long)(u | 1));
+  if (bits > 53) {
+    uint64_t mask = ((uint64_t)1 << (bits - 53)) - 1;
+    u = (u & ~mask) | ((u & mask) ? mask + 1 : 0);
+  }
+  double d = __ull2double_rn(u);
+  return v < 0 ? -d : d;
+}
+
+__device__ void store_int(int t, void *dst, int64_t i, int64_t v) {
+  switch (t) {
+  case DMK_FLOAT: ((float *)dst)[i] = __ll2float_rn(v); break;
+  case DMK_DOUBLE: ((double *)dst)[i] = __ll2double_rn(v); break;
+  case DMK_FLOAT16:
+    ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(int_to_double_odd(v)));
+    break;
+  case DMK_BFLOAT16:
+    ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(int_to_double_odd(v)));
+    break;
+  case DMK_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)v; break;
+  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
+  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)(uint8_t)v; break;
+  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
+  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)(uint16_t)v; break;
+  case DMK_INT64: ((int64_t *)dst)[i] = v; break;
+  default: break;
+  }
+}
+
+/* from/to are uniform across the grid, so the switches do not diverge. Each element is
+ * read before it is written by the same thread, so y may be x (same element size). */
+__global__ void cast_kernel(int from, int to, const void *x, void *y, int64_t n) {
+  if (is_floating(from)) {
+    GRID_LOOP(i, n) store_real(to, y, i, load_real(from, x, i));
+  } else {
+    GRID_LOOP(i, n) store_int(to, y, i, load_int(from, x, i));
+  }
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_cast(cudaStream_t s, int from, int to, const void *x, void *y,
+                                int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  cast_kernel<<<grid_for(n), THREADS, 0, s>>>(from, to, x, y, n);
+  return cudaGetLastError();
+}
+
+namespace {
+template <class T> __global__ void fill_kernel(T *y, T v, int64_t n) {
+  GRID_LOOP(i, n) y[i] = v;
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_fill(cudaStream_t s, void *y, int size, uint64_t bits, int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  switch (size) {
+  case 1: fill_kernel<uint8_t><<<grid_for(n), THREADS, 0, s>>>((uint8_t *)y, (uint8_t)bits, n); break;
+  case 2:
+    fill_kernel<uint16_t><<<grid_for(n), THREADS, 0, s>>>((uint16_t *)y, (uint16_t)bits, n);
+    break;
+  case 4:
+    fill_kernel<uint32_t><<<grid_for(n), THREADS, 0, s>>>((uint32_t *)y, (uint32_t)bits, n);
+    break;
+  case 8: fill_kernel<uint64_t><<<grid_for(n), THREADS, 0, s>>>((uint64_t *)y, bits, n); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}

@@ -1,0 +1,311 @@
+/* kernels_conv.c: the cuDNN (engine "CUDNN") Conv and ConvGradient kernels, with their
+ * descriptors and per-op algorithm cache. Split from kernels_dnn.c (which now holds only
+ * the family table) so each file holds one op family; the shared helpers are in
+ * dnn_common.h, the kernel definitions are declared in dnn_kernel_defs.h.
+ *
+ * Known differences from the CPU (documented, not bugs):
+ * - Conv with a bias in FP16/BF16 rounds twice (cuDNN writes a 16-bit Y, the bias is
+ *   added after); FC rounds once (kernels_fc.c).
+ * - Pads are expressed as cuDNN's symmetric (top, left) pads; a geometry whose output
+ *   size differs under that is refused.
+ *
+ * Conv algorithms: cuDNN's heuristics by default; with exhaustive_search=1 (Caffe2's
+ * argument) cudnnFind benchmarks them, which synchronises the host once per new shape.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn_common.h"
+#include "dnn_kernel_defs.h"
+#include "operators/conv_args.h"
+
+/* Conv and ConvGradient ------------------------------------------------------------ */
+
+/* Private state: the workspace limit, the search mode and the algorithms chosen for the
+ * last shape key. */
+typedef struct conv_state {
+  size_t ws_limit;
+  int exhaustive; /* Caffe2's exhaustive_search: benchmark (cudnnFind), else heuristics */
+  int valid;
+  int64_t key[10]; /* dtype, X dims, W dims, grad and has dX */
+  cudnnConvolutionFwdAlgo_t fwd;
+  cudnnConvolutionBwdDataAlgo_t bwd_data;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+  cudnnMathType_t fwd_math, data_math, filter_math;
+  size_t fwd_ws, data_ws, filter_ws;
+} conv_state;
+
+static dm_status conv_init(dm_op_ctx *ctx, void **state) {
+  dm_conv_args a; /* argument errors at instantiation, as on the CPU */
+  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
+  int64_t lim = dm_op_arg_int(ctx, "ws_nbytes_limit", (int64_t)1 << 30);
+  if (lim < 0)
+    return dm_op_error(ctx, DM_ERR_INVALID, "ws_nbytes_limit is %lld; it must be >= 0",
+                       (long long)lim);
+  conv_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the cuDNN conv state");
+  s->ws_limit = (size_t)lim;
+  s->exhaustive = dm_op_arg_int(ctx, "exhaustive_search", 0) != 0;
+  *state = s;
+  return DM_OK;
+}
+
+static void conv_fini(void *state) { free(state); }
+
+/* The descriptors of one conv call. */
+typedef struct conv_desc {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  int nhwc;
+} conv_desc;
+
+static void conv_desc_free(conv_desc *d) {
+  if (d->x) cudnnDestroyTensorDescriptor(d->x);
+  if (d->y) cudnnDestroyTensorDescriptor(d->y);
+  if (d->b) cudnnDestroyTensorDescriptor(d->b);
+  if (d->w) cudnnDestroyFilterDescriptor(d->w);
+  if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+}
+
+/* The math type the algorithm search starts from: FP32 without TF32 (FMA only); 16-bit
+ * data on tensor cores. */
+static cudnnMathType_t conv_base_math(dm_dtype t) {
+  return t == DM_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/* Builds the descriptors for X, W and Y (whose dims the inference already set) and checks
+ * that cuDNN's symmetric (top, left) pads give the CPU's output size. */
+static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
+                                const dm_tensor *y, conv_desc *d) {
+  dm_conv_args a;
+  dm_conv_geom g;
+  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
+  DM_TRY(dm_conv_geometry(ctx, &a, x, 0, &g));
+  d->nhwc = a.nhwc;
+  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->x));
+  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->y));
+  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->b));
+  DM_CUDNN_TRY(cudnnCreateFilterDescriptor(&d->w));
+  DM_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&d->conv));
+  int64_t xd[4], yd[4];
+  nchw_of(x, a.nhwc, xd);
+  nchw_of(y, a.nhwc, yd);
+  DM_TRY(tensor4d(ctx, d->x, x->dtype, a.nhwc, xd[0], xd[1], xd[2], xd[3]));
+  DM_TRY(tensor4d(ctx, d->y, x->dtype, a.nhwc, yd[0], yd[1], yd[2], yd[3]));
+  int64_t M = w->dims[0], Cg = xd[1] / a.group;
+  const int64_t v[] = {M, Cg, g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0],
+                       g.stride[1], g.dilation[0], g.dilation[1], a.group};
+  DM_TRY(fits_int(ctx, v, 11));
+  /* NHWC filters are Caffe2's (M, kH, kW, C/group): cuDNN's KRSC, given as (k, c, h, w). */
+  DM_CUDNN_TRY(cudnnSetFilter4dDescriptor(d->w, dnn_type(w->dtype),
+                                          a.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, (int)M,
+                                          (int)Cg, (int)g.kernel[0], (int)g.kernel[1]));
+  DM_CUDNN_TRY(cudnnSetConvolution2dDescriptor(
+      d->conv, (int)g.pads[0], (int)g.pads[1], (int)g.stride[0], (int)g.stride[1],
+      (int)g.dilation[0], (int)g.dilation[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  DM_CUDNN_TRY(cudnnSetConvolutionGroupCount(d->conv, (int)a.group));
+  DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, conv_base_math(x->dtype)));
+  DM_TRY(tensor4d(ctx, d->b, y->dtype, 0, 1, M, 1, 1));
+  int on, oc, oh, ow;
+  DM_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &on, &oc, &oh, &ow));
+  if (oh != yd[2] || ow != yd[3])
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "pads t %lld, l %lld, b %lld, r %lld give a %lldx%lld output that "
+                       "cuDNN's symmetric pads cannot express (it gives %dx%d); run this "
+                       "Conv on the CPU",
+                       (long long)g.pads[0], (long long)g.pads[1], (long long)g.pads[2],
+                       (long long)g.pads[3], (long long)yd[2], (long long)yd[3], oh, ow);
+  return DM_OK;
+}
+
+/* Whether a search result may be used, and the math type to run it with. FP32 must not
+ * reach TF32: a tensor-op result is skipped and the others run with FMA math only
+ * (cuDNN's DEFAULT math would allow TF32 on Ampere and later). */
+static int conv_algo_ok(cudnnStatus_t st, cudnnMathType_t m, dm_dtype t, cudnnMathType_t *run) {
+  if (st != CUDNN_STATUS_SUCCESS)
+    return 0;
+  if (t == DM_FLOAT && m != CUDNN_FMA_MATH && m != CUDNN_DEFAULT_MATH)
+    return 0;
+  *run = t == DM_FLOAT ? CUDNN_FMA_MATH : m;
+  return 1;
+}
+
+/* Chooses (once per shape key) an algorithm per direction within the workspace limit:
+ * with exhaustive_search the fastest measured by cudnnFind (which synchronises the host
+ * and allocates its own buffers, once per new shape), else the first of cuDNN's
+ * heuristics (no device work). The workspace size is asked for the math type the call
+ * will run with. */
+static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, const conv_desc *d,
+                           const dm_tensor *x, const dm_tensor *w, int grad, int has_dx) {
+  int64_t key[10] = {x->dtype, x->dims[0], x->dims[1], x->dims[2], x->dims[3],
+                     w->dims[0], w->dims[1], w->dims[2], w->dims[3], grad * 2 + has_dx};
+  if (s->valid && memcmp(key, s->key, sizeof key) == 0)
+    return DM_OK;
+  s->valid = 0;
+  const dm_dtype t = x->dtype;
+  const cudnnMathType_t base = conv_base_math(t);
+  cudnnMathType_t m = base;
+  size_t ws = 0;
+  int n = 0, i;
+  if (!grad) {
+    cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+    if (s->exhaustive)
+      DM_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(
+          c->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+    else
+      DM_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(
+          c->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
+    for (i = 0; i < n; i++) {
+      if (!conv_algo_ok(p[i].status, p[i].mathType, t, &m))
+        continue;
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+      if (cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv, d->y,
+                                                  p[i].algo, &ws) == CUDNN_STATUS_SUCCESS &&
+          ws <= s->ws_limit)
+        break;
+    }
+    if (i == n)
+      goto none;
+    s->fwd = p[i].algo, s->fwd_math = m, s->fwd_ws = ws;
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+    if (s->exhaustive)
+      DM_CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
+          c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
+    else
+      DM_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
+    for (i = 0; i < n; i++) {
+      if (!conv_algo_ok(p[i].status, p[i].mathType, t, &m))
+        continue;
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d->x, d->y, d->conv, d->w,
+                                                         p[i].algo, &ws) ==
+              CUDNN_STATUS_SUCCESS &&
+          ws <= s->ws_limit)
+        break;
+    }
+    if (i == n)
+      goto none;
+    s->bwd_filter = p[i].algo, s->filter_math = m, s->filter_ws = ws;
+    s->data_ws = 0;
+    if (has_dx) {
+      cudnnConvolutionBwdDataAlgoPerf_t q[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
+      if (s->exhaustive)
+        DM_CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
+            c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
+      else
+        DM_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
+      for (i = 0; i < n; i++) {
+        if (!conv_algo_ok(q[i].status, q[i].mathType, t, &m))
+          continue;
+        DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d->w, d->y, d->conv, d->x,
+                                                         q[i].algo, &ws) ==
+                CUDNN_STATUS_SUCCESS &&
+            ws <= s->ws_limit)
+          break;
+      }
+      if (i == n)
+        goto none;
+      s->bwd_data = q[i].algo, s->data_math = m, s->data_ws = ws;
+    }
+  }
+  memcpy(s->key, key, sizeof key);
+  s->valid = 1;
+  return DM_OK;
+none:
+  return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                     "cuDNN has no %s algorithm for these shapes within ws_nbytes_limit %zu",
+                     grad ? "backward" : "forward", s->ws_limit);
+}
+
+static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (y->numel == 0)
+    return DM_OK;
+  conv_state *s = dm_op_state(ctx);
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  conv_desc d = {0};
+  dm_status st = DM_OK;
+  void *ws = NULL;
+  ST_TRY(conv_desc_make(ctx, x, w, y, &d));
+  ST_TRY(conv_find(ctx, s, c, &d, x, w, 0, 0));
+  DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->fwd_math));
+  if (s->fwd_ws)
+    ST_TRY(dm_gpu_scratch(c, s->fwd_ws, &ws));
+  DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.w,
+                                  dm_tensor_data(w), d.conv, s->fwd, ws, s->fwd_ws, &k_zero, d.y,
+                                  dm_tensor_mutable_data(y)));
+  if (b) { /* d.nhwc: the order as parsed (case-insensitive, as conv_args.c) */
+    int64_t M = w->dims[0], inner = d.nhwc ? 1 : y->dims[2] * y->dims[3];
+    void *py = dm_tensor_mutable_data(y);
+    CU_TRY(dm_cuda_bias_add(c->stream, py, cu_type(y->dtype), py, cu_type(y->dtype),
+                            dm_tensor_data(b), cu_type(b->dtype), y->numel, inner, M));
+  }
+done:
+  conv_desc_free(&d);
+  return st;
+}
+
+/* ConvGradient: X, W, dY -> dW, [db], [dX] (which exist: no_bias and the output count, as
+ * the CPU's conv_grad_prepare decides). */
+static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  int n_out = dm_op_num_outputs(ctx), no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0;
+  dm_tensor *dw = dm_op_output(ctx, 0), *db = no_bias ? NULL : dm_op_output(ctx, 1);
+  dm_tensor *dx = n_out == (no_bias ? 2 : 3) ? dm_op_output(ctx, n_out - 1) : NULL;
+  conv_state *s = dm_op_state(ctx);
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  if (dy->numel == 0) { /* no images (or an empty output): the sums are zero */
+    DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dw), 0, dm_tensor_nbytes(dw), c->stream));
+    if (db)
+      DM_CUDA_TRY(
+          cudaMemsetAsync(dm_tensor_mutable_data(db), 0, dm_tensor_nbytes(db), c->stream));
+    if (dx && dx->numel)
+      DM_CUDA_TRY(
+          cudaMemsetAsync(dm_tensor_mutable_data(dx), 0, dm_tensor_nbytes(dx), c->stream));
+    return DM_OK;
+  }
+  conv_desc d = {0};
+  dm_status st = DM_OK;
+  void *ws = NULL;
+  ST_TRY(conv_desc_make(ctx, x, w, dy, &d));
+  ST_TRY(conv_find(ctx, s, c, &d, x, w, 1, dx != NULL));
+  size_t need = s->filter_ws > s->data_ws ? s->filter_ws : s->data_ws;
+  if (need) /* one buffer: the calls run one after another on the stream */
+    ST_TRY(dm_gpu_scratch(c, need, &ws));
+  DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->filter_math));
+  DNN_TRY(cudnnConvolutionBackwardFilter(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.y,
+                                         dm_tensor_data(dy), d.conv, s->bwd_filter, ws,
+                                         s->filter_ws, &k_zero, d.w, dm_tensor_mutable_data(dw)));
+  if (db)
+    DNN_TRY(cudnnConvolutionBackwardBias(c->cudnn, &k_one, d.y, dm_tensor_data(dy), &k_zero, d.b,
+                                         dm_tensor_mutable_data(db)));
+  if (dx) {
+    DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->data_math));
+    DNN_TRY(cudnnConvolutionBackwardData(c->cudnn, &k_one, d.w, dm_tensor_data(w), d.y,
+                                         dm_tensor_data(dy), d.conv, s->bwd_data, ws, s->data_ws,
+                                         &k_zero, d.x, dm_tensor_mutable_data(dx)));
+  }
+done:
+  conv_desc_free(&d);
+  return st;
+}
+
+/* Kernel definitions (listed in kernels_dnn.c) -------------------------------------- */
+
+CUDNN_KERNEL(dm_cuda_conv_k, "Conv", conv_init, conv_cudnn_run, conv_fini);
+CUDNN_KERNEL(dm_cuda_conv_grad_k, "ConvGradient", conv_init, conv_grad_cudnn_run, conv_fini);

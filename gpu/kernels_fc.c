@@ -1,0 +1,117 @@
+/* kernels_fc.c: the cuBLAS FC and FCGradient kernels (plain engine). Split from
+ * kernels_dnn.c (which now holds only the family table) so each file holds one op
+ * family; the shared helpers are in dnn_common.h, the kernel definitions are declared in
+ * dnn_kernel_defs.h.
+ *
+ * FP32 uses CUBLAS_COMPUTE_32F_PEDANTIC (no TF32); FP16/BF16 use cublasGemmEx with
+ * CUBLAS_COMPUTE_32F. With a bias in FP16/BF16, FC rounds once (the GEMM writes FP32
+ * scratch, the bias kernel rounds), unlike Conv (kernels_conv.c).
+ */
+#include <limits.h>
+
+#include "dnn_common.h"
+#include "dnn_kernel_defs.h"
+
+/* FC and FCGradient (cuBLAS) ----------------------------------------------------------- */
+
+static cudaDataType_t blas_type(dm_dtype t) {
+  return t == DM_FLOAT16 ? CUDA_R_16F : t == DM_BFLOAT16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* Row-major (M, K), (N, K) etc. are column-major transposes to cuBLAS, so each product is
+ * written for the transposed result. FP32: pedantic FP32 (no TF32); 16-bit: FP32 compute,
+ * one rounding into the 16-bit result. */
+static dm_status gemm(dm_gpu_context *c, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                      int64_t n, int64_t k, const void *A, int64_t lda, const void *B,
+                      int64_t ldb, void *C, cudaDataType_t ct, int64_t ldc, dm_dtype t) {
+  cudaDataType_t ab = blas_type(t);
+  cublasComputeType_t comp = t == DM_FLOAT ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  DM_CUBLAS_TRY(cublasGemmEx(c->cublas, ta, tb, (int)m, (int)n, (int)k, &k_one, A, ab, (int)lda,
+                             B, ab, (int)ldb, &k_zero, C, ct, (int)ldc, comp,
+                             CUBLAS_GEMM_DEFAULT));
+  return DM_OK;
+}
+
+/* M, N, K as fc.c flattens them (the inference has checked them). */
+static dm_status fc_dims(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, int64_t *M,
+                         int64_t *N, int64_t *K) {
+  int axis, axis_w;
+  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
+  DM_TRY(dm_op_canonical_axis(ctx, "axis_w", dm_op_arg_int(ctx, "axis_w", 1), w->ndim, 0,
+                              &axis_w));
+  *M = dm_dims_product(x, 0, axis);
+  *K = dm_dims_product(x, axis, x->ndim);
+  *N = dm_dims_product(w, 0, axis_w);
+  if (*M > INT_MAX || *N > INT_MAX || *K > INT_MAX)
+    return dm_op_error(ctx, DM_ERR_LIMIT, "FC of %lldx%lld by %lldx%lld exceeds cuBLAS's int "
+                       "sizes", (long long)*M, (long long)*K, (long long)*N, (long long)*K);
+  return DM_OK;
+}
+
+/* FC: X (M, K), W (N, K), b (N) -> Y (M, N) = X W^T + b. 16-bit: the GEMM writes FP32
+ * scratch and the bias kernel rounds once, as the CPU. */
+static dm_status fc_cuda_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  /* As fc.c (fc_infer does not do it): Y that is a view of an input (Reshape) gets fresh
+   * storage, or the GEMM (FP32 writes Y directly) and the bias kernel would read what
+   * they write. */
+  if (dm_tensors_alias(y, x) || dm_tensors_alias(y, w) || dm_tensors_alias(y, b))
+    dm_tensor_reset(y);
+  DM_TRY(dm_op_run_infer(ctx));
+  int64_t M, N, K;
+  DM_TRY(fc_dims(ctx, x, w, &M, &N, &K));
+  if (M == 0 || N == 0)
+    return DM_OK;
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  void *acc = dm_tensor_mutable_data(y);
+  if (x->dtype != DM_FLOAT)
+    DM_TRY(dm_gpu_scratch(c, (size_t)(M * N) * sizeof(float), &acc));
+  if (K == 0)
+    DM_CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)(M * N) * sizeof(float), c->stream));
+  else
+    DM_TRY(gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, dm_tensor_data(w), K, dm_tensor_data(x), K,
+                acc, CUDA_R_32F, N, x->dtype));
+  DM_CUDA_TRY(dm_cuda_bias_add(c->stream, acc, DM_CUDA_F32, dm_tensor_mutable_data(y),
+                               cu_type(y->dtype), dm_tensor_data(b), cu_type(b->dtype), M * N, 1,
+                               N));
+  return DM_OK;
+}
+
+/* FCGradient: X, W, dY -> dW = dY^T X (N, K), db = column sums of dY (N), [dX = dY W]. */
+static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  dm_tensor *dw = dm_op_output(ctx, 0), *db = dm_op_output(ctx, 1);
+  dm_tensor *dx = dm_op_num_outputs(ctx) > 2 ? dm_op_output(ctx, 2) : NULL;
+  int64_t M, N, K;
+  DM_TRY(fc_dims(ctx, x, w, &M, &N, &K));
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  cudaDataType_t ot = blas_type(x->dtype);
+  if (N > 0 && K > 0) {
+    if (M == 0)
+      DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dw), 0, dm_tensor_nbytes(dw), c->stream));
+    else
+      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, dm_tensor_data(x), K, dm_tensor_data(dy),
+                  N, dm_tensor_mutable_data(dw), ot, K, x->dtype));
+  }
+  DM_CUDA_TRY(dm_cuda_col_sums(c->stream, dm_tensor_data(dy), cu_type(dy->dtype), M, N,
+                               dm_tensor_mutable_data(db), cu_type(db->dtype)));
+  if (dx && M > 0 && K > 0) {
+    if (N == 0)
+      DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dx), 0, dm_tensor_nbytes(dx), c->stream));
+    else
+      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, dm_tensor_data(w), K, dm_tensor_data(dy),
+                  N, dm_tensor_mutable_data(dx), ot, K, x->dtype));
+  }
+  return DM_OK;
+}
+
+/* Kernel definitions (listed in kernels_dnn.c) -------------------------------------- */
+
+const dm_kernel_def dm_cuda_fc_k = {.type = "FC", .device = DM_CUDA, .engine = "",
+                                   .run = fc_cuda_run};
+const dm_kernel_def dm_cuda_fc_grad_k = {.type = "FCGradient", .device = DM_CUDA, .engine = "",
+                                        .run = fc_grad_cuda_run};
