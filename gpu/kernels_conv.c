@@ -4,8 +4,6 @@
  * dnn_common.h, the kernel definitions are declared in dnn_kernel_defs.h.
  *
  * Known differences from the CPU (documented, not bugs):
- * - Conv with a bias in FP16/BF16 rounds twice (cuDNN writes a 16-bit Y, the bias is
- *   added after); FC rounds once (kernels_fc.c).
  * - Pads are expressed as cuDNN's symmetric (top, left) pads; a geometry whose output
  *   size differs under that is refused.
  *
@@ -244,15 +242,20 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->fwd_math));
   if (s->fwd_ws)
     ST_TRY(dm_gpu_scratch(c, s->fwd_ws, &ws));
-  DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.w,
-                                  dm_tensor_data(w), d.conv, s->fwd, ws, s->fwd_ws, &k_zero, d.y,
-                                  dm_tensor_mutable_data(y)));
+  /* With a bias, Y is first set to the bias broadcast and the convolution is blended
+   * into it (beta = 1): cuDNN adds the prior Y in its FP32 compute type before it rounds,
+   * so a 16-bit Y is rounded once, as on the CPU, instead of once for the convolution and
+   * again after a separate bias add. */
+  void *py = dm_tensor_mutable_data(y);
   if (b) { /* d.nhwc: the order as parsed (case-insensitive, as conv_args.c) */
     int64_t M = w->dims[0], inner = d.nhwc ? 1 : y->dims[2] * y->dims[3];
-    void *py = dm_tensor_mutable_data(y);
+    CU_TRY(cudaMemsetAsync(py, 0, dm_tensor_nbytes(y), c->stream));
     CU_TRY(dm_cuda_bias_add(c->stream, py, cu_type(y->dtype), py, cu_type(y->dtype),
                             dm_tensor_data(b), cu_type(b->dtype), y->numel, inner, M));
   }
+  DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.w,
+                                  dm_tensor_data(w), d.conv, s->fwd, ws, s->fwd_ws,
+                                  b ? &k_one : &k_zero, d.y, py));
 done:
   conv_desc_free(&d);
   return st;
