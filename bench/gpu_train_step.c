@@ -12,6 +12,8 @@
  * loss.item() does in bench/gpu_resnet50_torch.py.
  *
  * usage: gpu_train_step resnet50|lenet BATCH fp32|fp16 [STEPS [WARMUP [MODELS_DIR]]]
+ *   (DM_BENCH_EXHAUSTIVE=1 sets exhaustive_search on every Conv and ConvGradient;
+ *   DM_BENCH_PROFILE=1 prints a per-op-type profile of further steps as '#' lines)
  *   prints "model batch precision images_per_s ms_per_step steps"; exits 77, saying why,
  *   when there is no usable GPU (or the build has no CUDA).
  */
@@ -22,6 +24,7 @@
 #include "core/api.h"
 #include "core/device.h"
 #include "net/device_pass.h"
+#include "net/net.h"
 #include "net/netdef_build.h"
 #include "train_net.h"
 
@@ -31,6 +34,13 @@
 static dm_status place_net(Caffe2__NetDef *def, const dm_device_opts *dev,
                            dm_device_summary *sum) {
   DM_TRY(dm_device_pass(def, dev, sum));
+  /* DM_BENCH_EXHAUSTIVE=1: Caffe2's exhaustive_search on every convolution, so cuDNN
+   * benchmarks its algorithms once per shape (as PyTorch's cudnn.benchmark) instead of
+   * taking its heuristics' choice. */
+  const char *ex = getenv("DM_BENCH_EXHAUSTIVE");
+  for (size_t i = 0; ex && *ex == '1' && i < def->n_op; i++)
+    if (strcmp(def->op[i]->type, "Conv") == 0 || strcmp(def->op[i]->type, "ConvGradient") == 0)
+      DM_TRY(dm_opdef_set_arg_int(def->op[i], "exhaustive_search", 1));
   /* The loss back to the host ends each step (see the header comment). */
   Caffe2__OperatorDef *op = NULL;
   DM_TRY(dm_opdef_new("CopyGPUToCPU", &op));
@@ -102,6 +112,16 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
   for (int i = 0; s == DM_OK && i < steps; i++)
     s = dm_net_run(net);
   double dt = bench_now() - t0;
+  /* DM_BENCH_PROFILE=1: then as many profiled steps, each op waited for, by op type
+   * (after the timed steps, so the figure above is not slowed by it) */
+  const char *prof = getenv("DM_BENCH_PROFILE");
+  if (s == DM_OK && prof && *prof == '1') {
+    s = dm_net_set_profile(net, 1);
+    for (int i = 0; s == DM_OK && i < steps; i++)
+      s = dm_net_run(net);
+    if (s == DM_OK)
+      dm_net_print_profile(net, stdout);
+  }
   if (s == DM_OK)
     printf("%s %lld %s %.1f %.2f %d\n", m->name, (long long)batch, fp16 ? "fp16" : "fp32",
            (double)batch * steps / dt, 1e3 * dt / steps, steps);

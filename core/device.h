@@ -26,6 +26,9 @@ typedef struct dm_device_ops {
                     int src_id, const void *src, size_t n);
   /* Whether device `id` can run kernels; the reason in why otherwise. */
   int (*usable)(int id, char *why, size_t cap);
+  /* Waits until the work this thread queued on device `id` is done (profiling only: a
+   * net never needs it to be correct). */
+  dm_status (*synchronize)(int id);
 } dm_device_ops;
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */

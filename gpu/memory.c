@@ -142,4 +142,12 @@ static int cuda_usable(int id, char *why, size_t cap) {
   return 1;
 }
 
-const dm_device_ops dm_cuda_device_ops = {"CUDA", cuda_alloc, cuda_free, cuda_copy, cuda_usable};
+static dm_status cuda_synchronize(int id) {
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_context_get(id, &c));
+  DM_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  return DM_OK;
+}
+
+const dm_device_ops dm_cuda_device_ops = {"CUDA",      cuda_alloc,  cuda_free,
+                                          cuda_copy,   cuda_usable, cuda_synchronize};

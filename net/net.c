@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/device.h"
 #include "core/registry.h"
@@ -209,6 +210,7 @@ void dm_net_free(dm_net *net) {
   for (size_t i = 0; i < net->n_ops; i++)
     free_op(&net->ops[i]);
   free(net->ops);
+  free(net->op_seconds);
   if (net->def)
     protobuf_c_message_free_unpacked(&net->def->base, NULL);
   free(net->source);
@@ -218,6 +220,8 @@ void dm_net_free(dm_net *net) {
 dm_status dm_net_append_op(dm_net *net, int index) {
   if (index < 0 || (size_t)index >= net->def->n_op)
     return dm_error(DM_ERR_INVALID, "op %d does not exist", index);
+  if (net->op_seconds)
+    return dm_error(DM_ERR_INVALID, "cannot add ops to a net being profiled");
   if (net->n_ops == net->cap_ops) {
     size_t cap = net->cap_ops ? 2 * net->cap_ops : 16;
     dm_op_ctx *ops = realloc(net->ops, cap * sizeof *ops);
@@ -357,12 +361,81 @@ static int nonfinite_output(const dm_op_ctx *op) {
   return -1;
 }
 
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+dm_status dm_net_set_profile(dm_net *net, int on) {
+  free(net->op_seconds);
+  net->op_seconds = NULL;
+  net->profiled_runs = 0;
+  if (on && !(net->op_seconds = calloc(net->n_ops + 1, sizeof *net->op_seconds)))
+    return DM_NOMEM("the op profile");
+  return DM_OK;
+}
+
+/* run_op, timed to the end of its device work. */
+static dm_status run_op_timed(dm_net *net, size_t i) {
+  dm_op_ctx *op = &net->ops[i];
+  const dm_device_ops *dev = dm_device_ops_for(op->device);
+  double t0 = now_seconds();
+  dm_status s = run_op(op);
+  if (s == DM_OK && dev)
+    s = dev->synchronize(op->device_id);
+  net->op_seconds[i] += now_seconds() - t0;
+  return s;
+}
+
+typedef struct type_total {
+  const char *type;
+  double seconds;
+  long ops;
+} type_total;
+
+static int by_seconds_desc(const void *a, const void *b) {
+  double x = ((const type_total *)a)->seconds, y = ((const type_total *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+void dm_net_print_profile(const dm_net *net, FILE *f) {
+  if (!net->op_seconds || net->profiled_runs == 0)
+    return;
+  type_total *t = calloc(net->n_ops + 1, sizeof *t);
+  if (!t)
+    return;
+  size_t n = 0;
+  double all = 0;
+  for (size_t i = 0; i < net->n_ops; i++) {
+    const char *type = net->ops[i].def->type;
+    size_t k = 0;
+    while (k < n && strcmp(t[k].type, type) != 0)
+      k++;
+    if (k == n)
+      t[n++].type = type;
+    t[k].seconds += net->op_seconds[i];
+    t[k].ops++;
+    all += net->op_seconds[i];
+  }
+  qsort(t, n, sizeof *t, by_seconds_desc);
+  double runs = (double)net->profiled_runs;
+  fprintf(f, "# profile of %ld runs: %.3f ms per run\n# %-26s %5s %10s %6s\n", net->profiled_runs,
+          1e3 * all / runs, "op type", "ops", "ms/run", "share");
+  for (size_t k = 0; k < n; k++)
+    fprintf(f, "# %-26s %5ld %10.3f %5.1f%%\n", t[k].type, t[k].ops, 1e3 * t[k].seconds / runs,
+            all > 0 ? 100 * t[k].seconds / all : 0);
+  free(t);
+}
+
 dm_status dm_net_run(dm_net *net) {
   if (!net)
     return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
   net->first_nonfinite = -1;
+  if (net->op_seconds)
+    net->profiled_runs++;
   for (size_t i = 0; i < net->n_ops; i++) {
-    dm_status s = run_op(&net->ops[i]);
+    dm_status s = net->op_seconds ? run_op_timed(net, i) : run_op(&net->ops[i]);
     if (s == DM_OK && net->check_finite && net->first_nonfinite < 0) {
       int o = nonfinite_output(&net->ops[i]);
       if (o >= 0) {

@@ -7,6 +7,8 @@
 #ifndef DM_NET_NET_H
 #define DM_NET_NET_H
 
+#include <stdio.h>
+
 #include "core/workspace.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -42,6 +44,8 @@ struct dm_net {
   dm_op_ctx *ops;
   size_t n_ops, cap_ops;
   int check_finite;      /* scan float outputs after each op (--explain-overflow) */
+  double *op_seconds;    /* with profiling on: each op's time summed over the runs */
+  long profiled_runs;
   long first_nonfinite;  /* op index of the first inf/nan output in the last run, or -1 */
   int nonfinite_output;  /* which output of that op */
 };
@@ -57,6 +61,13 @@ DM_HIDDEN dm_status dm_net_append_op(dm_net *net, int index);
 /* With `on`, every run scans each op's FLOAT/FLOAT16 outputs for inf or nan and records
  * the first op that produced one (a diagnostic: it costs a pass over every output). */
 DM_HIDDEN void dm_net_set_check_finite(dm_net *net, int on);
+/* With `on`, every run times each op (waiting for its device to finish it, so ops are
+ * timed one by one rather than overlapped: a diagnostic, slower than a plain run) and
+ * adds the time to the op's total; turning it on clears the totals. */
+DM_HIDDEN dm_status dm_net_set_profile(dm_net *net, int on);
+/* Writes the totals by op type, largest first, as lines "# type count ms_per_run share"
+ * of the runs profiled; nothing if none were. */
+DM_HIDDEN void dm_net_print_profile(const dm_net *net, FILE *f);
 /* After a run with checking on: the first op whose output held inf/nan (and which
  * output), or 0 if none did. */
 DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output);

@@ -212,6 +212,15 @@ PATH=$bench_path BATCHES="${BATCHES:-64 128}" STEPS="${STEPS:-10}" WARMUP="${WAR
 bench_rc=$?
 [ "$bench_rc" -eq 124 ] && echo "(stopped at the stage limit, ${tl}s)" >> "$out/bench.txt"
 [ "$packed" -eq 1 ] && rm -rf "$shim"
+if [ "${PROFILE:-0}" = 1 ]; then
+  # where a ResNet-50 step's time goes, by op type (each op waited for: gpu_train_step.c)
+  step "profile"
+  tl=$(limit 120 0)
+  for p in fp16 fp32; do
+    DM_BENCH_PROFILE=1 timeout -k 10 "$tl" "$bd/bench/gpu_train_step" resnet50 \
+      "${PROFILE_BATCH:-128}" "$p" 5 2 models >> "$out/profile.txt" 2>&1
+  done
+fi
 step "done"
 
 {

@@ -10,7 +10,8 @@
  * writes a device blob through a host copy and Load puts it back on its device; Free
  * releases device storage; an unusable device id is refused at instantiation; an
  * in-place copy (CopyCPUToGPU(w) -> w) really moves the blob; Free works across devices;
- * the inf/nan scan of --explain-overflow reads device outputs.
+ * the inf/nan scan of --explain-overflow reads device outputs; the op profile counts
+ * and times ops by type.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,13 @@ static int fake_usable(int id, char *why, size_t cap) {
   return 0;
 }
 
-static const dm_device_ops fake_ops = {"FAKE", fake_alloc, fake_free, fake_copy, fake_usable};
+static dm_status fake_synchronize(int id) {
+  (void)id;
+  return DM_OK;
+}
+
+static const dm_device_ops fake_ops = {"FAKE",    fake_alloc,  fake_free,
+                                       fake_copy, fake_usable, fake_synchronize};
 
 /* ---- test ops: TestUpload, TestDownload (cross-device), TestDouble (on CUDA) ------ */
 
@@ -278,6 +285,40 @@ static void test_nonfinite_scan_on_device(void **unused) {
   dm_workspace_destroy(ws);
 }
 
+/* The op profile times each op to the end of its device work (through the backend's
+ * synchronize) and sums by op type. */
+static void test_profile(void **unused) {
+  (void)unused;
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  feed_x(ws);
+  dm_net *net = NULL;
+  assert_ok(net_from_text(ws, "op { type: \"TestUpload\" input: \"x\" output: \"x_cuda\" " ON_GPU
+                              "}\n"
+                              "op { type: \"TestDouble\" input: \"x_cuda\" output: \"y\" " ON_GPU
+                              "}\n"
+                              "op { type: \"TestDouble\" input: \"y\" output: \"z\" " ON_GPU "}\n",
+                          &net));
+  assert_ok(dm_net_set_profile(net, 1));
+  for (int i = 0; i < 3; i++)
+    assert_ok(dm_net_run(net));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  dm_net_print_profile(net, f);
+  fclose(f);
+  assert_non_null(strstr(text, "# profile of 3 runs"));
+  assert_non_null(strstr(text, "TestDouble"));
+  const char *line = strstr(text, "TestDouble");
+  long ops = 0;
+  assert_int_equal(sscanf(line, "TestDouble %ld", &ops), 1);
+  assert_int_equal(ops, 2);
+  free(text);
+  assert_ok(dm_net_set_profile(net, 0));
+  dm_workspace_destroy(ws);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_and_no_leak),
@@ -286,6 +327,7 @@ int main(void) {
       cmocka_unit_test(test_in_place_move),
       cmocka_unit_test(test_free_across_devices),
       cmocka_unit_test(test_nonfinite_scan_on_device),
+      cmocka_unit_test(test_profile),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
