@@ -5,7 +5,8 @@
 # PyTorch sees the GPU. Peak memory is the most nvidia-smi reports used on GPU 0 during
 # a run (sampled every 100 ms; both sides keep pools, so this is reserved memory).
 # Without a GPU it says so and exits 0 with no numbers.
-# usage: bench/gpu_resnet50.sh [BUILD_DIR]   (STEPS=20 WARMUP=5 BATCHES="64 128 256")
+# usage: bench/gpu_resnet50.sh [BUILD_DIR]   (STEPS=20 WARMUP=5 BATCHES="64 128 256";
+#        MODEL=resnet50_nhwc for ours in NHWC, as the PyTorch side's channels_last)
 set -u
 bd=${1:-build}
 steps=${STEPS:-20} warmup=${WARMUP:-5} batches=${BATCHES:-64 128 256}
@@ -36,7 +37,7 @@ measure() {
 printf '%-9s %5s %-5s %12s %12s %10s %10s %8s\n' model batch prec ours_img/s torch_img/s ours_MiB torch_MiB ours/torch
 for b in $batches; do
   for p in fp32 fp16; do
-    ours=$(measure "$bd/bench/gpu_train_step" resnet50 "$b" "$p" "$steps" "$warmup" "$here/../models")
+    ours=$(measure "$bd/bench/gpu_train_step" "${MODEL:-resnet50}" "$b" "$p" "$steps" "$warmup" "$here/../models")
     case "$ours" in SKIP*) echo "gpu_resnet50: $ours; no numbers"; exit 0 ;; esac
     o_ips=$(echo "$ours" | awk 'NF == 7 { print $4 }') o_mem=$(echo "$ours" | awk '{ print $NF }')
     t_ips=- t_mem=- ratio=-
@@ -46,6 +47,6 @@ for b in $batches; do
       ratio=$(awk -v a="${o_ips:-0}" -v b="${t_ips:-0}" 'BEGIN { print (b > 0 ? sprintf("%.2f", a / b) : "-") }')
     fi
     [ -n "$o_ips" ] || { echo "# ours failed: $ours"; o_ips=FAIL; }
-    printf '%-9s %5s %-5s %12s %12s %10s %10s %8s\n' resnet50 "$b" "$p" "$o_ips" "${t_ips:-FAIL}" "$o_mem" "$t_mem" "$ratio"
+    printf '%-9s %5s %-5s %12s %12s %10s %10s %8s\n' "${MODEL:-resnet50}" "$b" "$p" "$o_ips" "${t_ips:-FAIL}" "$o_mem" "$t_mem" "$ratio"
   done
 done

@@ -15,7 +15,10 @@
 static const bench_model models[] = {
     {"lenet", {1, 28, 28}, 10, "mnist/lenet_init.pbtxt", "mnist/lenet_train.pbtxt"},
     {"resnet50", {3, 224, 224}, 1000, "resnet50/resnet50_init.pbtxt",
-     "resnet50/resnet50_train.pbtxt"}};
+     "resnet50/resnet50_train.pbtxt"},
+    /* the same model in NHWC: chw holds the image's dims as fed, (H, W, C) */
+    {"resnet50_nhwc", {224, 224, 3}, 1000, "resnet50/resnet50_nhwc_init.pbtxt",
+     "resnet50/resnet50_nhwc_train.pbtxt"}};
 
 const char *const bench_fed_blobs[BENCH_N_FED_BLOBS] = {"data", "label"};
 

@@ -28,7 +28,7 @@ typedef struct bench_model {
 enum { BENCH_N_FED_BLOBS = 2 };
 extern const char *const bench_fed_blobs[BENCH_N_FED_BLOBS];
 
-/* The model called `name` ("lenet", "resnet50"), or NULL. */
+/* The model called `name` ("lenet", "resnet50", "resnet50_nhwc"), or NULL. */
 const bench_model *bench_model_find(const char *name);
 
 /* Reads `m`'s train net from `dir` and applies the training passes (see the header

@@ -217,7 +217,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   step "profile"
   tl=$(limit 120 0)
   for p in fp16 fp32; do
-    DM_BENCH_PROFILE=1 timeout -k 10 "$tl" "$bd/bench/gpu_train_step" resnet50 \
+    DM_BENCH_PROFILE=1 timeout -k 10 "$tl" "$bd/bench/gpu_train_step" "${MODEL:-resnet50}" \
       "${PROFILE_BATCH:-128}" "$p" 5 2 models >> "$out/profile.txt" 2>&1
   done
 fi
