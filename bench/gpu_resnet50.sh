@@ -6,7 +6,8 @@
 # a run (sampled every 100 ms; both sides keep pools, so this is reserved memory).
 # Without a GPU it says so and exits 0 with no numbers.
 # usage: bench/gpu_resnet50.sh [BUILD_DIR]   (STEPS=20 WARMUP=5 BATCHES="64 128 256";
-#        MODEL=resnet50_nhwc for ours in NHWC, as the PyTorch side's channels_last)
+#        MODEL=resnet50_nhwc for ours in NHWC, as the PyTorch side's channels_last;
+#        PRECS="fp16" for mixed precision only)
 set -u
 bd=${1:-build}
 steps=${STEPS:-20} warmup=${WARMUP:-5} batches=${BATCHES:-64 128 256}
@@ -36,7 +37,7 @@ measure() {
 }
 printf '%-9s %5s %-5s %12s %12s %10s %10s %8s\n' model batch prec ours_img/s torch_img/s ours_MiB torch_MiB ours/torch
 for b in $batches; do
-  for p in fp32 fp16; do
+  for p in ${PRECS:-fp32 fp16}; do
     ours=$(measure "$bd/bench/gpu_train_step" "${MODEL:-resnet50}" "$b" "$p" "$steps" "$warmup" "$here/../models")
     case "$ours" in SKIP*) echo "gpu_resnet50: $ours; no numbers"; exit 0 ;; esac
     o_ips=$(echo "$ours" | awk 'NF == 7 { print $4 }') o_mem=$(echo "$ours" | awk '{ print $NF }')
