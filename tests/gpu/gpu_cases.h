@@ -43,7 +43,9 @@ typedef struct gc_case {
 #define CONV_NHWC "type: 'Conv' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC")
 #define CONV_GRP "type: 'Conv' " A("kernel", 3) A("pad", 1) A("group", 2)
 #define POOL(t) "type: '" t "' " A("kernel", 2) A("stride", 2)
-#define BN AS("order", "NCHW") A("is_test", 0) AF("epsilon", 1e-5) AF("momentum", 0.9)
+#define BN_ARGS A("is_test", 0) AF("epsilon", 1e-5) AF("momentum", 0.9)
+#define BN AS("order", "NCHW") BN_ARGS
+#define BN_NHWC AS("order", "NHWC") BN_ARGS
 #define LRN_ARGS A("size", 5) AF("alpha", 0.001) AF("beta", 0.75) AF("bias", 1.0)
 
 /* Rows leave inf_at and the unused array slots to zero-initialisation on purpose: the
@@ -183,6 +185,28 @@ static const gc_case gc_cases[] = {
       {"dY", 'T', 4, {4, 3, 5, 5}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+    /* NHWC takes cuDNN's persistent batch norm (kernels_pool_norm.c); 8 channels, the
+     * multiple its NHWC kernels want */
+    {"SpatialBN training NHWC", "type: 'SpatialBN' " BN_NHWC,
+     {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
+      {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2}},
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_BOTH,
+     110},
+    {"SpatialBNGradient NHWC", "type: 'SpatialBNGradient' " BN_NHWC,
+     {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
+      {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2},
+      {"dY", 'T', 4, {4, 5, 5, 8}, -1, 1}},
+     "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
+     "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+    /* C = 3, not a multiple of 8: persistent mode must still be right (or not taken) */
+    {"SpatialBNGradient NHWC C3", "type: 'SpatialBNGradient' " BN_NHWC,
+     {{"X", 'T', 4, {4, 5, 5, 3}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
+      {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2},
+      {"dY", 'T', 4, {4, 5, 5, 3}, -1, 1}},
+     "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
+     "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
      {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
     {"Softmax", "type: 'Softmax'", {{"X", 'T', 2, {5, 12}, -4, 4}}, NULL, {"X"}, {"Y"},
      GC_BOTH, 24},
