@@ -29,6 +29,21 @@ typedef struct dm_device_ops {
   /* Waits until the work this thread queued on device `id` is done (profiling only: a
    * net never needs it to be correct). */
   dm_status (*synchronize)(int id);
+  /* Optional (NULL where a backend has none): uploads without the staging copy. A batch
+   * uploaded every step is the one large host-to-device copy of a training step; staged,
+   * the host first copies it into pinned memory while the device waits. So core
+   * page-locks a host buffer that is uploaded again and again (host_register, undone by
+   * host_unregister before the buffer is freed) and sends it by DMA straight from there:
+   * upload_async queues the copy on device dst_id's stream and returns at once,
+   * recording in *fence (created when NULL) the copy's end. Until fence_wait returns the
+   * host must not write src; core waits before any host write of that storage
+   * (dm_tensor_mutable_data, feeds, host copies into it, freeing it). fence_free
+   * releases a fence. */
+  dm_status (*host_register)(void *p, size_t n);
+  void (*host_unregister)(void *p);
+  dm_status (*upload_async)(int dst_id, void *dst, const void *src, size_t n, void **fence);
+  dm_status (*fence_wait)(void *fence);
+  void (*fence_free)(void *fence);
 } dm_device_ops;
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */

@@ -67,6 +67,16 @@ void dm_memory_reset_peak(dm_device_type d) {
   atomic_store(&bytes_peak[i], atomic_load(&bytes_now[i]));
 }
 
+/* Before the host writes (or frees) host storage: the end of its last asynchronous
+ * upload. A failed wait means the device failed (its next call reports it); the DMA then
+ * no longer runs, so the write may go ahead. */
+static void storage_await_uploads(dm_storage *s) {
+  if (s->upload_pending) {
+    (void)s->pinned_by->fence_wait(s->fence);
+    s->upload_pending = 0;
+  }
+}
+
 static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
@@ -83,6 +93,12 @@ static void storage_release(dm_storage *s) {
     for (int64_t i = 0; i < s->count; i++)
       free(strs[i]);
   }
+  if (s->pinned_by) {
+    storage_await_uploads(s);
+    s->pinned_by->host_unregister(s->data);
+  }
+  if (s->fence)
+    s->pinned_by->fence_free(s->fence);
   free(s->data);
   free(s);
 }
@@ -117,13 +133,23 @@ static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dt
   return DM_OK;
 }
 
+/* Host buffers this large are worth page-locking when uploaded every step (smaller ones
+ * go through the backend's staging, which costs little at that size). */
+#define DM_PIN_MIN ((size_t)1 << 20)
+#define DM_PAGE ((size_t)4096)
+
+static size_t page_round(size_t n) { return (n + DM_PAGE - 1) / DM_PAGE * DM_PAGE; }
+
 static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_storage **out) {
   dm_storage *s = calloc(1, sizeof *s);
   if (!s)
     return DM_NOMEM("tensor storage");
-  /* aligned_alloc needs a size that is a multiple of the alignment */
+  /* aligned_alloc needs a size that is a multiple of the alignment. Buffers that may be
+   * page-locked get whole pages of their own, since two locked ranges may not share a
+   * page; they are still counted at the 64-byte rounding, as every buffer is. */
   size_t rounded = alloc_size(nbytes);
-  s->data = aligned_alloc(DM_ALIGN, rounded);
+  s->data = rounded >= DM_PIN_MIN ? aligned_alloc(DM_PAGE, page_round(rounded))
+                                  : aligned_alloc(DM_ALIGN, rounded);
   if (!s->data) {
     free(s);
     return dm_error(DM_ERR_NOMEM, "out of memory allocating a tensor of %zu bytes", nbytes);
@@ -250,6 +276,28 @@ dm_status dm_tensor_copy(dm_tensor *dst, const dm_tensor *src) {
   return dm_tensor_copy_to(dst, device, id, src);
 }
 
+/* Host storage src to device storage dst (same size). A large buffer uploaded for the
+ * second time is page-locked and from then on sent by DMA without waiting
+ * (core/device.h); otherwise, and when locking fails (it is not retried), the backend's
+ * staged copy. */
+static dm_status upload(const dm_device_ops *ops, int id, dm_storage *dst, dm_storage *src) {
+  if (ops->upload_async && !src->pin_failed && src->dtype != DM_STRING &&
+      src->nbytes >= DM_PIN_MIN) {
+    if (!src->pinned_by && ++src->uploads >= 2) {
+      if (ops->host_register(src->data, page_round(alloc_size(src->nbytes))) == DM_OK)
+        src->pinned_by = ops;
+      else
+        src->pin_failed = 1;
+    }
+    if (src->pinned_by == ops) {
+      DM_TRY(ops->upload_async(id, dst->data, src->data, dst->nbytes, &src->fence));
+      src->upload_pending = 1;
+      return DM_OK;
+    }
+  }
+  return ops->copy(dst->device, id, dst->data, DM_CPU, 0, src->data, dst->nbytes);
+}
+
 dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const dm_tensor *src) {
   if (dst == src) {
     int at;
@@ -288,14 +336,19 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
     }
   } else if (src->numel > 0) {
     dm_device_type from = src->storage->device;
+    if (device == DM_CPU)
+      storage_await_uploads(dst->storage);
     if (from == DM_CPU && device == DM_CPU) {
       memcpy(dst->storage->data, src->storage->data, dst->storage->nbytes);
     } else {
       const dm_device_ops *ops = dm_device_ops_for(device != DM_CPU ? device : from);
       if (!ops)
         return dm_error(DM_ERR_UNSUPPORTED, "no backend to copy device memory");
-      DM_TRY(ops->copy(device, id, dst->storage->data, from, src->storage->device_id,
-                       src->storage->data, dst->storage->nbytes));
+      if (from == DM_CPU)
+        DM_TRY(upload(ops, id, dst->storage, src->storage));
+      else
+        DM_TRY(ops->copy(device, id, dst->storage->data, from, src->storage->device_id,
+                         src->storage->data, dst->storage->nbytes));
     }
   }
   return DM_OK;
@@ -346,4 +399,10 @@ const int64_t *dm_tensor_dims(const dm_tensor *t) { return t->dims; }
 int64_t dm_tensor_numel(const dm_tensor *t) { return t->numel; }
 size_t dm_tensor_nbytes(const dm_tensor *t) { return t->storage ? t->storage->nbytes : 0; }
 const void *dm_tensor_data(const dm_tensor *t) { return t->storage ? t->storage->data : NULL; }
-void *dm_tensor_mutable_data(dm_tensor *t) { return t->storage ? t->storage->data : NULL; }
+/* The host may be about to write: wait for an upload still reading the storage. */
+void *dm_tensor_mutable_data(dm_tensor *t) {
+  if (!t->storage)
+    return NULL;
+  storage_await_uploads(t->storage);
+  return t->storage->data;
+}

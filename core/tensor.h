@@ -26,6 +26,17 @@ typedef struct dm_storage {
   void *data;
   size_t nbytes;
   int64_t count; /* elements, for STRING cleanup */
+  /* Host storage uploaded asynchronously (dm_tensor_copy_to, core/device.h): the backend
+   * that page-locked it (NULL: not locked), the fence of its last upload and whether a
+   * host write must still wait for it, how many uploads it has had (the second locks
+   * it: a buffer uploaded once, like a weight, is not worth locking) and whether
+   * locking failed (then it stays staged). One thread uses a storage at a time, as one
+   * thread runs a workspace. */
+  const struct dm_device_ops *pinned_by;
+  void *fence;
+  int upload_pending;
+  int uploads;
+  int pin_failed;
 } dm_storage;
 
 struct dm_tensor {

@@ -107,7 +107,7 @@ dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, 
   } else if (b->tensor->storage->nbytes) {
     if (!data)
       return dm_error(DM_ERR_INVALID, "feeding blob '%s': NULL data", name);
-    memcpy(b->tensor->storage->data, data, b->tensor->storage->nbytes);
+    memcpy(dm_tensor_mutable_data(b->tensor), data, b->tensor->storage->nbytes);
   }
   return DM_OK;
 }

@@ -1,5 +1,6 @@
 /* memory.c: the CUDA entry of core's device table: memory from the device's stream-ordered
- * pool, copies through pinned staging, and whether a device is usable.
+ * pool, copies through pinned staging or, for host buffers core has page-locked, by DMA
+ * without waiting, and whether a device is usable.
  *
  * cudaMallocAsync/cudaFreeAsync on the calling thread's context stream draw from the
  * device's default memory pool. Its release threshold is raised to "never" once per
@@ -10,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
@@ -149,5 +151,61 @@ static dm_status cuda_synchronize(int id) {
   return DM_OK;
 }
 
-const dm_device_ops dm_cuda_device_ops = {"CUDA",      cuda_alloc,  cuda_free,
-                                          cuda_copy,   cuda_usable, cuda_synchronize};
+/* Uploads straight from page-locked host memory (core/device.h). The fence is an event
+ * recorded on the uploading context's stream after the copy; an event belongs to one
+ * device, so a buffer next uploaded to another GPU gets a new one (once the old one's
+ * copy is done). Portable registration: any GPU may DMA from it. */
+typedef struct cuda_fence {
+  cudaEvent_t event;
+  int device;
+} cuda_fence;
+
+static dm_status cuda_host_register(void *p, size_t n) {
+  DM_CUDA_TRY(cudaHostRegister(p, n, cudaHostRegisterPortable));
+  return DM_OK;
+}
+
+static void cuda_host_unregister(void *p) { cudaHostUnregister(p); }
+
+static dm_status cuda_fence_wait(void *fence) {
+  DM_CUDA_TRY(cudaEventSynchronize(((cuda_fence *)fence)->event));
+  return DM_OK;
+}
+
+static void cuda_fence_free(void *fence) {
+  cuda_fence *f = fence;
+  cudaEventDestroy(f->event); /* released once a pending record completes */
+  free(f);
+}
+
+static dm_status cuda_upload_async(int id, void *dst, const void *src, size_t n, void **fence) {
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_context_get(id, &c)); /* makes device id current, for the event */
+  cuda_fence *f = *fence;
+  if (f && f->device != id) {
+    DM_TRY(cuda_fence_wait(f));
+    cuda_fence_free(f);
+    *fence = f = NULL;
+  }
+  if (!f) {
+    if (!(f = calloc(1, sizeof *f)))
+      return DM_NOMEM("an upload fence");
+    cudaError_t e = cudaEventCreateWithFlags(&f->event, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      free(f);
+      return dm_cuda_error(e, "cudaEventCreateWithFlags");
+    }
+    f->device = id;
+    *fence = f;
+  }
+  if (n == 0)
+    return DM_OK;
+  DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
+  DM_CUDA_TRY(cudaEventRecord(f->event, c->stream));
+  return DM_OK;
+}
+
+const dm_device_ops dm_cuda_device_ops = {
+    "CUDA",           cuda_alloc,       cuda_free,       cuda_copy,
+    cuda_usable,      cuda_synchronize, cuda_host_register, cuda_host_unregister,
+    cuda_upload_async, cuda_fence_wait, cuda_fence_free};

@@ -66,8 +66,13 @@ static dm_status fake_synchronize(int id) {
   return DM_OK;
 }
 
-static const dm_device_ops fake_ops = {"FAKE",    fake_alloc,  fake_free,
-                                       fake_copy, fake_usable, fake_synchronize};
+/* no asynchronous uploads: every copy is staged (tests/core/test_upload.c has those) */
+static const dm_device_ops fake_ops = {.name = "FAKE",
+                                       .alloc = fake_alloc,
+                                       .free = fake_free,
+                                       .copy = fake_copy,
+                                       .usable = fake_usable,
+                                       .synchronize = fake_synchronize};
 
 /* ---- test ops: TestUpload, TestDownload (cross-device), TestDouble (on CUDA) ------ */
 
