@@ -11,6 +11,16 @@
  *   output size differs under that (some legacy_pad SAME / CAFFE_POOLING shapes) is
  *   refused.
  * - LRN is bounded by cuDNN: size <= 16, bias >= 1e-5, beta >= 0.01.
+ *
+ * SpatialBN(+Gradient) training in NHWC runs cuDNN's CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+ * mode, through the Ex functions (workspace in scratch) when cuDNN wants no reserve space
+ * for plain batch norm, else through the non-Ex ones: the spatial mode on NHWC is cuDNN's
+ * slow path (the prime suspect in an NHWC ResNet-50 training 6x slower than NCHW). NCHW
+ * and test mode keep CUDNN_BATCHNORM_SPATIAL, the persistent mode's NCHW path being
+ * documented to overflow on large inputs. The results follow Caffe2's conventions in
+ * either mode. All of cuDNN 9's batch-norm functions, the non-Ex ones too, are deprecated
+ * in favour of its graph API; they warn only when CUDNN_WARN_DEPRECATED is defined, which
+ * we do not do.
  */
 #include <string.h>
 
@@ -138,13 +148,65 @@ static dm_status bn_eps_check(dm_op_ctx *ctx, double eps) {
   return DM_OK;
 }
 
-/* X as (N, C, HW, 1) in its order, and the derived FP32 per-channel descriptor. */
-static dm_status bn_desc_make(dm_op_ctx *ctx, const dm_tensor *x, cudnnTensorDescriptor_t xd,
-                              cudnnTensorDescriptor_t pd, int *nhwc, int64_t *N, int64_t *C,
-                              int64_t *HW) {
-  channel_view(ctx, x, nhwc, N, C, HW);
-  DM_TRY(tensor4d(ctx, xd, x->dtype, *nhwc, *N, *C, *HW, 1));
-  DM_CUDNN_TRY(cudnnDeriveBNTensorDescriptor(pd, xd, CUDNN_BATCHNORM_SPATIAL));
+typedef struct bn_desc {
+  cudnnTensorDescriptor_t x, p; /* X as (N, C, HW, 1); the FP32 per-channel parameters */
+  cudnnBatchNormMode_t mode;
+  int nhwc;
+  int64_t N, C, HW;
+} bn_desc;
+
+static void bn_desc_free(bn_desc *d) {
+  if (d->x) cudnnDestroyTensorDescriptor(d->x);
+  if (d->p) cudnnDestroyTensorDescriptor(d->p);
+}
+
+/* X as (N, C, HW, 1) in its order, the mode, and the parameter descriptor derived with
+ * that mode. Training in NHWC takes CUDNN_BATCHNORM_SPATIAL_PERSISTENT: cuDNN's NHWC
+ * batch-norm kernels sit behind it, and its plain spatial mode on NHWC is the slow path.
+ * NCHW training and test mode keep CUDNN_BATCHNORM_SPATIAL: in NCHW the persistent mode
+ * may reduce in scaled atomic integers, which overflow to Inf/NaN on large finite inputs
+ * where the spatial mode stays finite (cuDNN documents that caveat for NCHW only). */
+static dm_status bn_desc_make(dm_op_ctx *ctx, const dm_tensor *x, int training, bn_desc *d) {
+  channel_view(ctx, x, &d->nhwc, &d->N, &d->C, &d->HW);
+  d->mode = training && d->nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->x));
+  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->p));
+  DM_TRY(tensor4d(ctx, d->x, x->dtype, d->nhwc, d->N, d->C, d->HW, 1));
+  DM_CUDNN_TRY(cudnnDeriveBNTensorDescriptor(d->p, d->x, d->mode));
+  return DM_OK;
+}
+
+/* Scratch pieces start on 256-byte boundaries. */
+static size_t bn_align(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* The bytes of scratch the Ex functions get as workspace for this training call (forward
+ * or gradient), or 0 when the non-Ex functions run it. The Ex functions are taken only in
+ * the persistent mode, and only when cuDNN wants no reserve space for plain batch norm
+ * (CUDNN_BATCHNORM_OPS_BN) on this X: SpatialBN has no output to carry one to
+ * SpatialBNGradient, whose inputs are X, scale, dY and the saved mean and inverse std.
+ * Otherwise the non-Ex functions run in the same mode (the persistent mode is documented
+ * for them too). Asked on every call: the queries are host-side lookups on the
+ * descriptors, and both ops ask the reserve question of the same X descriptor and mode.
+ * The workspace is never empty: with a NULL workspace the Ex functions do what the non-Ex
+ * ones do, without the NHWC kernels. The descriptors OPS_BN does not use (y of the
+ * gradient, z, dz, the activation) are NULL here as in the calls. */
+static dm_status bn_ex_workspace(dm_gpu_context *c, const bn_desc *d, int grad, size_t *bytes) {
+  size_t reserve = 0, ws = 0;
+  *bytes = 0;
+  if (d->mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+    return DM_OK;
+  DM_CUDNN_TRY(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+      c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->x, &reserve));
+  if (reserve)
+    return DM_OK;
+  if (grad)
+    DM_CUDNN_TRY(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, d->x, NULL, d->x, NULL, d->x, d->p, NULL,
+        &ws));
+  else
+    DM_CUDNN_TRY(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, d->x, NULL, d->x, d->p, NULL, &ws));
+  *bytes = bn_align(ws ? ws : 1);
   return DM_OK;
 }
 
@@ -166,50 +228,56 @@ static dm_status bn_cudnn_run(dm_op_ctx *ctx) {
   DM_TRY(bn_eps_check(ctx, eps));
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
-  cudnnTensorDescriptor_t xd = NULL, pd = NULL;
+  bn_desc d = {0};
   dm_status st = DM_OK;
-  int nhwc;
-  int64_t N, C, HW;
-  DNN_TRY(cudnnCreateTensorDescriptor(&xd));
-  DNN_TRY(cudnnCreateTensorDescriptor(&pd));
-  ST_TRY(bn_desc_make(ctx, x, xd, pd, &nhwc, &N, &C, &HW));
+  ST_TRY(bn_desc_make(ctx, x, !is_test, &d));
   const void *scale = dm_tensor_data(dm_op_input(ctx, 1)), *bias = dm_tensor_data(dm_op_input(ctx, 2));
   const float *rm = dm_tensor_data(dm_op_input(ctx, 3)), *rv = dm_tensor_data(dm_op_input(ctx, 4));
   if (is_test) { /* elementwise, so Y may be X */
     DNN_TRY(cudnnBatchNormalizationForwardInference(
-        c->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, xd, dm_tensor_data(x), xd,
-        dm_tensor_mutable_data(y), pd, scale, bias, rm, rv, eps));
+        c->cudnn, d.mode, &k_one, &k_zero, d.x, dm_tensor_data(x), d.x,
+        dm_tensor_mutable_data(y), d.p, scale, bias, rm, rv, eps));
     goto done;
   }
-  /* Scratch: batch mean and variance (C each), and Y's values when Y is X's blob (cuDNN
-   * reads X again after writing Y). */
+  /* Scratch, one request: batch mean and variance (C each), the Ex workspace, and Y's
+   * values when Y is X's blob (cuDNN reads X again after writing Y). */
+  size_t ws;
+  ST_TRY(bn_ex_workspace(c, &d, 0, &ws));
   int alias = dm_tensors_alias(y, x);
-  size_t stat = ((size_t)C * 2 * sizeof(float) + 255) & ~(size_t)255;
+  size_t stat = bn_align((size_t)d.C * 2 * sizeof(float));
   void *buf;
-  ST_TRY(dm_gpu_scratch(c, stat + (alias ? dm_tensor_nbytes(y) : 0), &buf));
-  float *bmean = buf, *bvar = bmean + C;
-  void *ytmp = alias ? (char *)buf + stat : dm_tensor_mutable_data(y);
+  ST_TRY(dm_gpu_scratch(c, stat + ws + (alias ? dm_tensor_nbytes(y) : 0), &buf));
+  float *bmean = buf, *bvar = bmean + d.C;
+  void *wsp = (char *)buf + stat;
+  void *ytmp = alias ? (char *)buf + stat + ws : dm_tensor_mutable_data(y);
+  void *smean = dm_tensor_mutable_data(dm_op_output(ctx, 3));
+  void *sinv = dm_tensor_mutable_data(dm_op_output(ctx, 4));
   /* Factor 1 ignores the old values, but 0 * NaN would not: start from zeros. */
-  CU_TRY(cudaMemsetAsync(bmean, 0, (size_t)C * 2 * sizeof(float), c->stream));
-  DNN_TRY(cudnnBatchNormalizationForwardTraining(
-      c->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, xd, dm_tensor_data(x), xd, ytmp, pd,
-      scale, bias, 1.0, bmean, bvar, eps, dm_tensor_mutable_data(dm_op_output(ctx, 3)),
-      dm_tensor_mutable_data(dm_op_output(ctx, 4))));
+  CU_TRY(cudaMemsetAsync(bmean, 0, (size_t)d.C * 2 * sizeof(float), c->stream));
+  if (ws)
+    DNN_TRY(cudnnBatchNormalizationForwardTrainingEx(
+        c->cudnn, d.mode, CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero, d.x, dm_tensor_data(x),
+        NULL, NULL, d.x, ytmp, d.p, scale, bias, 1.0, bmean, bvar, eps, smean, sinv, NULL, wsp,
+        ws, NULL, 0));
+  else
+    DNN_TRY(cudnnBatchNormalizationForwardTraining(c->cudnn, d.mode, &k_one, &k_zero, d.x,
+                                                   dm_tensor_data(x), d.x, ytmp, d.p, scale,
+                                                   bias, 1.0, bmean, bvar, eps, smean, sinv));
   CU_TRY(dm_cuda_bn_running(c->stream, rm, rv, bmean, bvar,
                             dm_tensor_mutable_data(dm_op_output(ctx, 1)),
-                            dm_tensor_mutable_data(dm_op_output(ctx, 2)), C, N * HW, mom));
+                            dm_tensor_mutable_data(dm_op_output(ctx, 2)), d.C, d.N * d.HW, mom));
   if (alias)
     CU_TRY(cudaMemcpyAsync(dm_tensor_mutable_data(y), ytmp, dm_tensor_nbytes(y),
                            cudaMemcpyDeviceToDevice, c->stream));
 done:
-  if (xd) cudnnDestroyTensorDescriptor(xd);
-  if (pd) cudnnDestroyTensorDescriptor(pd);
+  bn_desc_free(&d);
   return st;
 }
 
 /* X, scale, dY, saved_mean, saved_inv_std (is_test: mean, var) -> dX, dscale, dbias.
- * Training: cuDNN's backward with the saved statistics. is_test: mean and var are
- * constants, which cuDNN's backward does not model: dm_cuda_bn_grad_test. */
+ * Training: cuDNN's backward with the saved statistics, in the forward's mode.
+ * is_test: mean and var are constants, which cuDNN's backward does not model:
+ * dm_cuda_bn_grad_test. */
 static dm_status bn_grad_cudnn_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
@@ -218,7 +286,7 @@ static dm_status bn_grad_cudnn_run(dm_op_ctx *ctx) {
   dm_tensor *dx = dm_op_output(ctx, 0), *dscale = dm_op_output(ctx, 1), *dbias = dm_op_output(ctx, 2);
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
-  cudnnTensorDescriptor_t xd = NULL, pd = NULL;
+  bn_desc d = {0};
   dm_status st = DM_OK;
   int nhwc;
   int64_t N, C, HW;
@@ -233,16 +301,24 @@ static dm_status bn_grad_cudnn_run(dm_op_ctx *ctx) {
     goto done;
   }
   ST_TRY(bn_eps_check(ctx, eps));
-  DNN_TRY(cudnnCreateTensorDescriptor(&xd));
-  DNN_TRY(cudnnCreateTensorDescriptor(&pd));
-  ST_TRY(bn_desc_make(ctx, x, xd, pd, &nhwc, &N, &C, &HW));
-  DNN_TRY(cudnnBatchNormalizationBackward(
-      c->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one, &k_zero, xd, dm_tensor_data(x),
-      xd, dm_tensor_data(dy), xd, dm_tensor_mutable_data(dx), pd, scale,
-      dm_tensor_mutable_data(dscale), dm_tensor_mutable_data(dbias), eps, s_mean, s_inv));
+  ST_TRY(bn_desc_make(ctx, x, 1, &d));
+  size_t ws;
+  ST_TRY(bn_ex_workspace(c, &d, 1, &ws));
+  if (ws) {
+    void *wsp;
+    ST_TRY(dm_gpu_scratch(c, ws, &wsp));
+    DNN_TRY(cudnnBatchNormalizationBackwardEx(
+        c->cudnn, d.mode, CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero, &k_one, &k_zero, d.x,
+        dm_tensor_data(x), NULL, NULL, d.x, dm_tensor_data(dy), NULL, NULL, d.x,
+        dm_tensor_mutable_data(dx), d.p, scale, NULL, dm_tensor_mutable_data(dscale),
+        dm_tensor_mutable_data(dbias), eps, s_mean, s_inv, NULL, wsp, ws, NULL, 0));
+  } else
+    DNN_TRY(cudnnBatchNormalizationBackward(
+        c->cudnn, d.mode, &k_one, &k_zero, &k_one, &k_zero, d.x, dm_tensor_data(x), d.x,
+        dm_tensor_data(dy), d.x, dm_tensor_mutable_data(dx), d.p, scale,
+        dm_tensor_mutable_data(dscale), dm_tensor_mutable_data(dbias), eps, s_mean, s_inv));
 done:
-  if (xd) cudnnDestroyTensorDescriptor(xd);
-  if (pd) cudnnDestroyTensorDescriptor(pd);
+  bn_desc_free(&d);
   return st;
 }
 
