@@ -190,7 +190,7 @@ if [ "${SKIP_REST:-0}" = 1 ]; then
   # the CPU tests already pass in CI; a short lease may want its seconds for the GPU
   echo "skipped (SKIP_REST=1)" > "$out/test-rest.txt"
 else
-  tl=$(limit 120 120)
+  tl=$(limit 100 280)
   timeout -k 10 "$tl" $meson_cmd test -C "$bd" --no-rebuild --no-suite gpu --num-processes 16 > "$out/test-rest.txt" 2>&1
   rest_rc=$?
   [ "$rest_rc" -eq 124 ] && echo "(stopped at the stage limit, ${tl}s)" >> "$out/test-rest.txt"
@@ -205,12 +205,21 @@ if [ "$packed" -eq 1 ]; then
   shim=$(mktemp -d)
   printf '#!/bin/sh\nexit 0\n' > "$shim/ninja" && chmod +x "$shim/ninja" && bench_path="$shim:$PATH"
 fi
-# batch 64 and 128 only, 10 steps: ResNet-50 start-up dominates a longer list.
-tl=$(limit 170 10)
-PATH=$bench_path BATCHES="${BATCHES:-64 128}" STEPS="${STEPS:-10}" WARMUP="${WARMUP:-3}" \
+# batch 64, 128 and 256, 10 steps each (start-up dominates longer runs), then the NHWC
+# model in mixed precision at batch 128 (NHWC_BATCHES= to change, empty to skip), the
+# layout PyTorch's channels_last side runs in.
+tl=$(limit 240 40)
+PATH=$bench_path BATCHES="${BATCHES:-64 128 256}" STEPS="${STEPS:-10}" WARMUP="${WARMUP:-3}" \
   timeout -k 10 "$tl" bench/gpu_resnet50.sh "$bd" > "$out/bench.txt" 2>&1
 bench_rc=$?
 [ "$bench_rc" -eq 124 ] && echo "(stopped at the stage limit, ${tl}s)" >> "$out/bench.txt"
+nhwc_batches=${NHWC_BATCHES-128}
+if [ -n "$nhwc_batches" ] && [ "${MODEL:-resnet50}" = resnet50 ]; then
+  tl=$(limit 60 10)
+  PATH=$bench_path MODEL=resnet50_nhwc PRECS=fp16 BATCHES="$nhwc_batches" STEPS="${STEPS:-10}" \
+    WARMUP="${WARMUP:-3}" timeout -k 10 "$tl" bench/gpu_resnet50.sh "$bd" 2>&1 |
+    grep -v '^model' >> "$out/bench.txt"
+fi
 [ "$packed" -eq 1 ] && rm -rf "$shim"
 if [ "${PROFILE:-0}" = 1 ]; then
   # where a ResNet-50 step's time goes, by op type (each op waited for: gpu_train_step.c)
