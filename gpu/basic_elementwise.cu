@@ -3,6 +3,14 @@
  * Split from the optimizer (basic_optim.cu) and loss (basic_losses.cu) kernels so each
  * file holds one family; their entry points are all in basic_kernels.h, and the shared
  * launch helpers and conventions are in basic_common.cuh.
+ *
+ * Sum, Relu, ReluGradient and the FLOAT <-> FLOAT16/BFLOAT16 casts are bound by memory
+ * bandwidth (in mixed-precision ResNet-50 training, mostly FP16 Relu and 2-term sums of
+ * gradients), so they run as pack ops (basic_common.cuh): when every pointer is 16-byte
+ * aligned each thread moves 16 bytes per access (8 halves, 4 floats), and the last
+ * n % 8 (or % 4) elements are done one by one in the same launch; otherwise the whole
+ * tensor is done one element per iteration. Both paths apply the same per-element code,
+ * so results are bit-identical whichever is taken.
  */
 #include "basic_common.cuh"
 
@@ -136,33 +144,67 @@ struct Terms {
 };
 
 /* The running sum lives in acc (16-bit types: FP32) or else in y itself (exact: the
- * accumulator is y's own type, or its unsigned twin). */
-template <class C>
-__global__ void sum_kernel(Terms x, int k, int first, int last, float *acc, typename C::T *y,
-                           int64_t n) {
+ * accumulator is y's own type, or its unsigned twin). Lane l of pack i is element
+ * i*W + l and is summed exactly as one element always was: the same terms, in input
+ * order, with the same widening and rounding. */
+template <class C> struct SumOp {
   typedef typename C::T T;
   typedef typename C::A A;
-  GRID_LOOP(i, n) {
-    A sum;
-    int j = 0;
-    if (first)
-      sum = C::load(((const T *)x.p[j++])[i]);
-    else
-      sum = acc ? (A)acc[i] : C::load(y[i]);
-    for (; j < k; j++)
-      sum = sum + C::load(((const T *)x.p[j])[i]);
-    if (acc && !last)
-      acc[i] = (float)sum;
-    else
-      y[i] = C::store(sum);
+  Terms x;
+  int k, first, last;
+  float *acc;
+  T *y;
+  template <int W> __device__ void run(int64_t i) const {
+    A sum[W];
+    if (!first && acc) { /* a later launch of a 16-bit chain */
+      const Pack<float, W> v = load_pack<W>(acc, i);
+#pragma unroll
+      for (int l = 0; l < W; l++)
+        sum[l] = (A)v.e[l];
+    } else { /* the first term, or the running sum in y */
+      const Pack<T, W> v = load_pack<W>(first ? (const T *)x.p[0] : y, i);
+#pragma unroll
+      for (int l = 0; l < W; l++)
+        sum[l] = C::load(v.e[l]);
+    }
+    /* Unrolled over the DMK_MAX_TERMS slots so that x.p is indexed by constants: a
+     * runtime index would make every thread copy the kernel's arguments to local memory. */
+#pragma unroll
+    for (int j = 0; j < DMK_MAX_TERMS; j++) {
+      if (j >= k)
+        break;
+      if (j == 0 && first)
+        continue; /* it started the sum */
+      const Pack<T, W> v = load_pack<W>((const T *)x.p[j], i);
+#pragma unroll
+      for (int l = 0; l < W; l++)
+        sum[l] = sum[l] + C::load(v.e[l]);
+    }
+    if (acc && !last) {
+      Pack<float, W> r;
+#pragma unroll
+      for (int l = 0; l < W; l++)
+        r.e[l] = (float)sum[l];
+      store_pack<W>(acc, i, r);
+    } else {
+      Pack<T, W> r;
+#pragma unroll
+      for (int l = 0; l < W; l++)
+        r.e[l] = C::store(sum[l]);
+      store_pack<W>(y, i, r);
+    }
   }
-}
+};
 
+/* Packed when y, acc (if any) and all k terms are 16-byte aligned. */
 template <class C>
 static cudaError_t launch_sum(cudaStream_t s, const Terms &t, int k, int first, int last,
                               float *acc, void *y, int64_t n) {
-  sum_kernel<C><<<grid_for(n), THREADS, 0, s>>>(t, k, first, last, acc, (typename C::T *)y, n);
-  return cudaGetLastError();
+  bool vec = aligned16(y) && (!acc || aligned16(acc));
+  for (int j = 0; j < k; j++)
+    vec = vec && aligned16(t.p[j]);
+  const SumOp<C> op = {t, k, first, last, acc, (typename C::T *)y};
+  return launch_packed<pack_width<typename C::T>()>(s, op, n, vec);
 }
 
 } // namespace
@@ -291,29 +333,61 @@ extern "C" cudaError_t dmk_sum_reduce_like(cudaStream_t s, int dtype, const void
 /* ---- Relu ----------------------------------------------------------------------- */
 
 namespace {
-__global__ void relu_f32(const float *x, float *y, int64_t n) {
-  GRID_LOOP(i, n) {
-    const float v = x[i];
-    y[i] = v > 0.0f || v != v ? v : 0.0f;
-  }
-}
+struct ReluF32 {
+  __device__ float operator()(float v) const { return v > 0.0f || v != v ? v : 0.0f; }
+};
 /* On the bits, as the CPU: a set sign with magnitude up to inf is negative (or -0). */
-__global__ void relu_16(const uint16_t *x, uint16_t *y, unsigned inf, int64_t n) {
-  GRID_LOOP(i, n) {
-    const unsigned v = x[i];
-    y[i] = (v & 0x8000u) && (v & 0x7fffu) <= inf ? (uint16_t)0 : (uint16_t)v;
+struct Relu16 {
+  unsigned inf;
+  __device__ uint16_t operator()(uint16_t x) const {
+    const unsigned v = x;
+    return (v & 0x8000u) && (v & 0x7fffu) <= inf ? (uint16_t)0 : (uint16_t)v;
   }
-}
-__global__ void relu_grad_f32(const float *y, const float *dy, float *dx, int64_t n) {
-  GRID_LOOP(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
-__global__ void relu_grad_16(const uint16_t *y, const uint16_t *dy, uint16_t *dx, unsigned inf,
-                             int64_t n) {
-  GRID_LOOP(i, n) {
-    const unsigned v = y[i];
-    dx[i] = !(v & 0x8000u) && v != 0 && v <= inf ? dy[i] : (uint16_t)0;
+};
+struct ReluGradF32 {
+  __device__ float operator()(float y, float dy) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct ReluGrad16 {
+  unsigned inf;
+  __device__ uint16_t operator()(uint16_t y, uint16_t dy) const {
+    const unsigned v = y;
+    return !(v & 0x8000u) && v != 0 && v <= inf ? dy : (uint16_t)0;
   }
+};
+
+/* y = f(in[0]) or f(in[0], in[1]), lane by lane. All input packs are read before y's is
+ * written, so y may be an input (Relu in place, dX in dY's storage). */
+template <class T, int NIN, class F> struct MapOp {
+  const T *in[NIN];
+  T *y;
+  F f;
+  template <int W> __device__ void run(int64_t i) const {
+    Pack<T, W> v[NIN], r;
+#pragma unroll
+    for (int j = 0; j < NIN; j++)
+      v[j] = load_pack<W>(in[j], i);
+#pragma unroll
+    for (int l = 0; l < W; l++) {
+      if constexpr (NIN == 1)
+        r.e[l] = f(v[0].e[l]);
+      else
+        r.e[l] = f(v[0].e[l], v[1].e[l]);
+    }
+    store_pack<W>(y, i, r);
+  }
+};
+
+/* Packed when y and every input are 16-byte aligned. */
+template <class T, int NIN, class F>
+static cudaError_t launch_map(cudaStream_t s, const MapOp<T, NIN, F> &op, int64_t n) {
+  bool vec = aligned16(op.y);
+  for (int j = 0; j < NIN; j++)
+    vec = vec && aligned16(op.in[j]);
+  return launch_packed<pack_width<T>()>(s, op, n, vec);
 }
+
+/* The 16-bit infinity's bit pattern (its largest non-NaN magnitude). */
+unsigned inf16(int dtype) { return dtype == DMK_BFLOAT16 ? 0x7f80u : 0x7c00u; }
 
 } // namespace
 
@@ -321,11 +395,9 @@ extern "C" cudaError_t dmk_relu(cudaStream_t s, int dtype, const void *x, void *
   if (n == 0)
     return cudaSuccess;
   if (dtype == DMK_FLOAT)
-    relu_f32<<<grid_for(n), THREADS, 0, s>>>((const float *)x, (float *)y, n);
-  else
-    relu_16<<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y,
-                                            dtype == DMK_BFLOAT16 ? 0x7f80u : 0x7c00u, n);
-  return cudaGetLastError();
+    return launch_map(s, MapOp<float, 1, ReluF32>{{(const float *)x}, (float *)y, {}}, n);
+  return launch_map(s, MapOp<uint16_t, 1, Relu16>{{(const uint16_t *)x}, (uint16_t *)y,
+                                                  {inf16(dtype)}}, n);
 }
 
 extern "C" cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, const void *dy,
@@ -333,13 +405,11 @@ extern "C" cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, c
   if (n == 0)
     return cudaSuccess;
   if (dtype == DMK_FLOAT)
-    relu_grad_f32<<<grid_for(n), THREADS, 0, s>>>((const float *)y, (const float *)dy,
-                                                  (float *)dx, n);
-  else
-    relu_grad_16<<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)y, (const uint16_t *)dy,
-                                                 (uint16_t *)dx,
-                                                 dtype == DMK_BFLOAT16 ? 0x7f80u : 0x7c00u, n);
-  return cudaGetLastError();
+    return launch_map(s, MapOp<float, 2, ReluGradF32>{{(const float *)y, (const float *)dy},
+                                                      (float *)dx, {}}, n);
+  return launch_map(s, MapOp<uint16_t, 2, ReluGrad16>{{(const uint16_t *)y,
+                                                       (const uint16_t *)dy},
+                                                      (uint16_t *)dx, {inf16(dtype)}}, n);
 }
 
 /* ---- Cast (operators/cast.c's rules) and fills ---------------------------------- */
@@ -349,7 +419,9 @@ __device__ __forceinline__ bool is_floating(int t) {
   return t == DMK_FLOAT || t == DMK_DOUBLE || t == DMK_FLOAT16 || t == DMK_BFLOAT16;
 }
 
-__device__ double load_real(int t, const void *src, int64_t i) {
+/* load_real and store_real are forced inline so that CastOp's calls on a pack held in
+ * registers fold to the one case of their constant dtype, with no local-memory copy. */
+__device__ __forceinline__ double load_real(int t, const void *src, int64_t i) {
   switch (t) {
   case DMK_FLOAT: return ((const float *)src)[i];
   case DMK_DOUBLE: return ((const double *)src)[i];
@@ -381,7 +453,7 @@ __device__ int64_t real_to_int(double d, int64_t lo, int64_t hi) {
   return (int64_t)d;
 }
 
-__device__ void store_real(int t, void *dst, int64_t i, double d) {
+__device__ __forceinline__ void store_real(int t, void *dst, int64_t i, double d) {
   switch (t) {
   case DMK_FLOAT: ((float *)dst)[i] = __double2float_rn(d); break;
   case DMK_DOUBLE: ((double *)dst)[i] = d; break;
@@ -444,12 +516,49 @@ __global__ void cast_kernel(int from, int to, const void *x, void *y, int64_t n)
   }
 }
 
+/* The casts of mixed precision, FLOAT <-> FLOAT16/BFLOAT16, as pack ops of 8 elements
+ * (16 bytes on the 16-bit side, 32 on the FLOAT side). Each lane goes through load_real
+ * and store_real with the dtypes cast_kernel would pass them, so results are unchanged. */
+template <int FROM, int TO> struct CastOp {
+  typedef typename RD<FROM>::T TF;
+  typedef typename RD<TO>::T TT;
+  const TF *x;
+  TT *y;
+  template <int W> __device__ void run(int64_t i) const {
+    const Pack<TF, W> a = load_pack<W>(x, i);
+    Pack<TT, W> r;
+#pragma unroll
+    for (int l = 0; l < W; l++)
+      store_real(TO, r.e, l, load_real(FROM, a.e, l));
+    store_pack<W>(y, i, r);
+  }
+};
+
+template <int FROM, int TO>
+static cudaError_t cast_packed(cudaStream_t s, const void *x, void *y, int64_t n) {
+  const CastOp<FROM, TO> op = {(const typename CastOp<FROM, TO>::TF *)x,
+                               (typename CastOp<FROM, TO>::TT *)y};
+  return launch_packed<pack_width<uint16_t>()>(s, op, n, true);
+}
+
 } // namespace
 
+/* Aligned FLOAT <-> 16-bit casts are packed; unaligned pointers and the other pairs take
+ * cast_kernel, one element per iteration. */
 extern "C" cudaError_t dmk_cast(cudaStream_t s, int from, int to, const void *x, void *y,
                                 int64_t n) {
   if (n == 0)
     return cudaSuccess;
+  if (aligned16(x) && aligned16(y)) {
+    if (from == DMK_FLOAT && to == DMK_FLOAT16)
+      return cast_packed<DMK_FLOAT, DMK_FLOAT16>(s, x, y, n);
+    if (from == DMK_FLOAT && to == DMK_BFLOAT16)
+      return cast_packed<DMK_FLOAT, DMK_BFLOAT16>(s, x, y, n);
+    if (from == DMK_FLOAT16 && to == DMK_FLOAT)
+      return cast_packed<DMK_FLOAT16, DMK_FLOAT>(s, x, y, n);
+    if (from == DMK_BFLOAT16 && to == DMK_FLOAT)
+      return cast_packed<DMK_BFLOAT16, DMK_FLOAT>(s, x, y, n);
+  }
   cast_kernel<<<grid_for(n), THREADS, 0, s>>>(from, to, x, y, n);
   return cudaGetLastError();
 }

@@ -28,7 +28,7 @@ typedef struct gc_case {
   const char *op;         /* "type: '...' arg { ... }": everything but inputs and outputs */
   gc_feed feed[8];        /* ended by a NULL name */
   const char *prep;       /* CPU ops run after feeding, before the op (may be NULL) */
-  const char *in[8];      /* the op's inputs, in order; NULL-ended */
+  const char *in[12];     /* the op's inputs, in order (a name may repeat); NULL-ended */
   const char *out[6];     /* its outputs; a name that is also an input runs in place */
   int modes;
   int k;                  /* longest reduction behind one output (+ a few for exp/pow) */
@@ -75,6 +75,39 @@ static const gc_case gc_cases[] = {
     {"ReluGradient", "type: 'ReluGradient'",
      {{"X", 'T', 2, {4, 9}, -1, 1}, {"dY", 'T', 2, {4, 9}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 1},
+    /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16 casts move 16-byte packs (8 halves,
+     * 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001 leaves
+     * 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has more
+     * packs than the 16384 x 256 threads of the grid, so the grid-stride loop wraps in
+     * FP16 too; Sum of 10 chains two launches (8 terms per launch: FP16 through the FP32
+     * accumulator, FLOAT through Y); 64 is whole packs, 5 in FP16 only a tail. Device
+     * buffers are 256-byte aligned, so the unaligned path (the same code as the tail) is
+     * not reached here. */
+    {"Relu wrapping grid", "type: 'Relu'", {{"X", 'T', 3, {3, 1025, 10923}, -1, 1}}, NULL,
+     {"X"}, {"Y"}, GC_BOTH, 1},
+    {"Relu in place", "type: 'Relu'", {{"X", 'T', 3, {3, 1001, 1001}, -1, 1, 3006003}}, NULL,
+     {"X"}, {"X"}, GC_BOTH, 1},
+    {"Relu 64", "type: 'Relu'", {{"X", 'T', 2, {8, 8}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+    {"ReluGradient large", "type: 'ReluGradient'",
+     {{"X", 'T', 3, {3, 1001, 1001}, -1, 1}, {"dY", 'T', 3, {3, 1001, 1001}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 1},
+    {"ReluGradient in place 5", "type: 'ReluGradient'",
+     {{"X", 'T', 1, {5}, -1, 1}, {"dY", 'T', 1, {5}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dY"}, GC_BOTH, 1},
+    {"Sum of 2 large", "type: 'Sum'",
+     {{"A", 'T', 3, {3, 1001, 1001}, -1, 1}, {"B", 'T', 3, {3, 1001, 1001}, -1, 1}}, NULL,
+     {"A", "B"}, {"Y"}, GC_BOTH, 2},
+    {"Sum of 3 large in place", "type: 'Sum'",
+     {{"A", 'T', 3, {3, 1001, 1001}, -1, 1}, {"B", 'T', 3, {3, 1001, 1001}, -1, 1},
+      {"D", 'T', 3, {3, 1001, 1001}, -1, 1}}, NULL, {"A", "B", "D"}, {"A"}, GC_BOTH, 3},
+    {"Sum of 10", "type: 'Sum'",
+     {{"A", 'T', 2, {7, 1001}, -1, 1}, {"B", 'T', 2, {7, 1001}, -1, 1},
+      {"D", 'T', 2, {7, 1001}, -1, 1}}, NULL,
+     {"A", "B", "D", "A", "B", "D", "A", "B", "D", "B"}, {"Y"}, GC_BOTH, 10},
+    {"FloatToHalf large", "type: 'FloatToHalf'", {{"X", 'f', 3, {3, 1001, 1001}, -70000, 70000}},
+     NULL, {"X"}, {"Y"}, GC_FP32, 1},
+    {"HalfToFloat large", "type: 'HalfToFloat'", {{"X", 'T', 3, {3, 1001, 1001}, -60000, 60000}},
+     NULL, {"X"}, {"Y"}, GC_FP16, 1},
     {"FloatToHalf", "type: 'FloatToHalf'", {{"X", 'f', 2, {7, 13}, -70000, 70000}}, NULL,
      {"X"}, {"Y"}, GC_FP32, 1},
     {"HalfToFloat", "type: 'HalfToFloat'", {{"X", 'T', 2, {7, 13}, -60000, 60000}}, NULL,
