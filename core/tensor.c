@@ -354,6 +354,19 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
   return DM_OK;
 }
 
+int dm_tensor_swap_storage(dm_tensor *a, dm_tensor *b) {
+  dm_storage *x = a->storage, *y = b->storage;
+  if (!x || !y || x == y || x->device != DM_CPU || y->device != DM_CPU ||
+      x->dtype == DM_STRING || y->dtype == DM_STRING || x->nbytes != y->nbytes ||
+      atomic_load(&x->refs) != 1 || atomic_load(&y->refs) != 1)
+    return 0;
+  a->storage = y;
+  b->storage = x;
+  x->dtype = b->dtype;
+  y->dtype = a->dtype;
+  return 1;
+}
+
 dm_status dm_tensor_make_unique(dm_tensor *t) {
   if (!t->storage || atomic_load(&t->storage->refs) == 1)
     return DM_OK;

@@ -79,6 +79,10 @@ DM_HIDDEN dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
 DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
+/* Exchanges the storages of host tensors a and b when each holds its storage alone and
+ * both have the same byte size: a filled buffer handed over without a copy (the DB
+ * input's prefetched batch). Returns 0, and changes nothing, otherwise. */
+DM_HIDDEN int dm_tensor_swap_storage(dm_tensor *a, dm_tensor *b);
 /* Gives t storage of its own (a copy) if its storage is shared: copy-on-write before an
  * op writes a view in place. */
 DM_HIDDEN dm_status dm_tensor_make_unique(dm_tensor *t);

@@ -13,7 +13,8 @@
  * is done; every host write path (dm_tensor_mutable_data, dm_workspace_feed, a host copy
  * into it, freeing it) waits for the pending upload first, and only then; a freed
  * locked buffer is unlocked; a failed lock falls back to staging and is not retried;
- * large host buffers are page-aligned (two locked ranges may not share a page).
+ * large host buffers are page-aligned (two locked ranges may not share a page); the
+ * storage exchange of the DB input's hand-over, with a pending upload moving along.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -298,12 +299,46 @@ static void test_failed_lock_stays_staged(void **unused) {
   dm_tensor_free(d);
 }
 
+/* The zero-copy hand-over the DB input uses: storages are exchanged only between host
+ * tensors that hold theirs alone, of equal bytes; a pending upload travels with its
+ * storage (the new holder's write waits for it). */
+static void test_swap_storage(void **unused) {
+  (void)unused;
+  reset_counts();
+  dm_tensor *a = host_filled(BIG, 1), *b = host_filled(BIG, 2);
+  dm_tensor *d = dm_tensor_new(DM_DEFAULT_TENSOR_LIMIT);
+  dm_tensor *small = host_filled(10, 3), *view = dm_tensor_new(DM_DEFAULT_TENSOR_LIMIT);
+  const void *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);
+  assert_int_equal(dm_tensor_swap_storage(a, small), 0); /* sizes differ */
+  dm_tensor_share(view, b);
+  assert_int_equal(dm_tensor_swap_storage(a, b), 0); /* b's is shared */
+  dm_tensor_reset(view);
+  assert_ok(dm_tensor_copy_to(d, DM_CUDA, 0, a));
+  assert_int_equal(dm_tensor_swap_storage(a, d), 0); /* d's is on the device */
+  assert_ok(dm_tensor_copy_to(d, DM_CUDA, 0, a)); /* a: locked, upload queued */
+  assert_int_equal(queued, 1);
+  assert_int_equal(dm_tensor_swap_storage(a, b), 1);
+  assert_ptr_equal(dm_tensor_data(a), pb);
+  assert_ptr_equal(dm_tensor_data(b), pa);
+  float *p = dm_tensor_mutable_data(b); /* now holds a's old buffer: waits for its upload */
+  assert_int_equal(waits, 1);
+  p[0] = 9;
+  assert_device_all(d, 1);
+  dm_tensor_free(a);
+  dm_tensor_free(b); /* the locked buffer: unlocked on free */
+  assert_int_equal(unregistered, 1);
+  dm_tensor_free(d);
+  dm_tensor_free(small);
+  dm_tensor_free(view);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_buffers_are_staged),
       cmocka_unit_test(test_second_upload_locks_and_writes_wait),
       cmocka_unit_test(test_feed_waits),
       cmocka_unit_test(test_failed_lock_stays_staged),
+      cmocka_unit_test(test_swap_storage),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -5,7 +5,8 @@
  * gzip module reads them (an independent reader; skipped without /usr/bin/python3);
  * strict IDX errors. DB input on small DBs built here: batches in order and scaled, the
  * shuffle a permutation per epoch (also for batches that straddle epochs), batches
- * chosen by `iter` identical after reopening and after jumps, and errors naming the
+ * chosen by `iter` identical after reopening and after jumps, the batch handed to the
+ * output without a copy (and seen by a view of the output), and errors naming the
  * DB and the key of a corrupt or misshapen record.
  */
 #include <ftw.h>
@@ -314,11 +315,39 @@ static void test_in_order(void **state) {
   dm_workspace *ws = NULL;
   assert_int_equal(dm_workspace_create(&ws), DM_OK);
   dm_net *net = input_net(ws, db, 4, 0, 0, 0);
+  const void *p[6];
   for (int b = 0; b < 6; b++) { /* 24 positions over 10 records: wraps twice */
     int32_t lab[4];
     run_batch(ws, net, b, 0, 4, lab);
     for (int j = 0; j < 4; j++)
       assert_int_equal(lab[j], (b * 4 + j) % 10);
+    p[b] = dm_tensor_data(opt_fetch(ws, "data", DM_FLOAT, 4, (int64_t[]){4, 1, 2, 2}));
+  }
+  /* handed over without a copy: the output alternates between two buffers */
+  assert_ptr_not_equal(p[0], p[1]);
+  for (int b = 2; b < 6; b++)
+    assert_ptr_equal(p[b], p[b - 2]);
+
+  /* With a view of the output alive (Reshape shares its storage), the executor detaches
+   * the output before the op writes it; the batch still arrives (run_batch checks it),
+   * and the view, made again after it, sees it. */
+  int32_t lab[4];
+  const char *text = "name: \"view\" op { output: \"data\" output: \"label\" "
+                     "type: \"TensorProtosDBInput\" arg { name: \"db\" s: \"%s\" } "
+                     "arg { name: \"batch_size\" i: 4 } arg { name: \"scale\" f: 0.5 } } "
+                     "op { input: \"data\" output: \"flat\" output: \"old_shape\" "
+                     "type: \"Reshape\" arg { name: \"shape\" ints: -1 } }";
+  char buf[1024];
+  snprintf(buf, sizeof buf, text, db);
+  dm_net *vnet = NULL;
+  if (dm_workspace_create_net_bytes(ws, buf, strlen(buf), 1, &vnet) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  for (int b = 0; b < 3; b++) {
+    run_batch(ws, vnet, b, 0, 4, lab);
+    assert_int_equal(lab[0], (b * 4) % 10);
+    const dm_tensor *flat = opt_fetch(ws, "flat", DM_FLOAT, 1, (int64_t[]){16});
+    const dm_tensor *d = opt_fetch(ws, "data", DM_FLOAT, 4, (int64_t[]){4, 1, 2, 2});
+    assert_ptr_equal(dm_tensor_data(flat), dm_tensor_data(d));
   }
   dm_workspace_destroy(ws);
 }
