@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel) {
   if (ndim < 0 || ndim > DM_MAX_DIMS)
@@ -136,9 +137,17 @@ static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dt
 /* Host buffers this large are worth page-locking when uploaded every step (smaller ones
  * go through the backend's staging, which costs little at that size). */
 #define DM_PIN_MIN ((size_t)1 << 20)
-#define DM_PAGE ((size_t)4096)
 
-static size_t page_round(size_t n) { return (n + DM_PAGE - 1) / DM_PAGE * DM_PAGE; }
+/* The host's page size (4 KiB on x86-64, often 64 KiB on Arm servers). */
+static size_t page_size(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p >= DM_ALIGN ? (size_t)p : 4096;
+}
+
+static size_t page_round(size_t n) {
+  size_t page = page_size();
+  return (n + page - 1) / page * page;
+}
 
 static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_storage **out) {
   dm_storage *s = calloc(1, sizeof *s);
@@ -148,7 +157,7 @@ static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_
    * page-locked get whole pages of their own, since two locked ranges may not share a
    * page; they are still counted at the 64-byte rounding, as every buffer is. */
   size_t rounded = alloc_size(nbytes);
-  s->data = rounded >= DM_PIN_MIN ? aligned_alloc(DM_PAGE, page_round(rounded))
+  s->data = rounded >= DM_PIN_MIN ? aligned_alloc(page_size(), page_round(rounded))
                                   : aligned_alloc(DM_ALIGN, rounded);
   if (!s->data) {
     free(s);

@@ -160,21 +160,36 @@ typedef struct cuda_fence {
   int device;
 } cuda_fence;
 
+/* A failure here is not fatal (core then stages the buffer), but the runtime would keep
+ * it as this thread's last error, and the next kernel launch, which checks
+ * cudaGetLastError, would report it as its own: so it is taken off. Likewise for the
+ * calls whose errors are ignored below. */
 static dm_status cuda_host_register(void *p, size_t n) {
-  DM_CUDA_TRY(cudaHostRegister(p, n, cudaHostRegisterPortable));
-  return DM_OK;
+  cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable);
+  if (e == cudaSuccess)
+    return DM_OK;
+  (void)cudaGetLastError();
+  return dm_cuda_error(e, "cudaHostRegister");
 }
 
-static void cuda_host_unregister(void *p) { cudaHostUnregister(p); }
+static void cuda_host_unregister(void *p) {
+  if (cudaHostUnregister(p) != cudaSuccess)
+    (void)cudaGetLastError();
+}
 
+/* The DB input's prefetch thread waits here too: with the fence's device made current
+ * first, so that the runtime does not set up a context on GPU 0 for that thread. */
 static dm_status cuda_fence_wait(void *fence) {
-  DM_CUDA_TRY(cudaEventSynchronize(((cuda_fence *)fence)->event));
+  cuda_fence *f = fence;
+  DM_CUDA_TRY(cudaSetDevice(f->device));
+  DM_CUDA_TRY(cudaEventSynchronize(f->event));
   return DM_OK;
 }
 
 static void cuda_fence_free(void *fence) {
   cuda_fence *f = fence;
-  cudaEventDestroy(f->event); /* released once a pending record completes */
+  if (cudaEventDestroy(f->event) != cudaSuccess) /* released once a pending record completes */
+    (void)cudaGetLastError();
   free(f);
 }
 
