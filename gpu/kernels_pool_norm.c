@@ -169,7 +169,7 @@ static void bn_desc_free(bn_desc *d) {
 static dm_status bn_desc_make(dm_op_ctx *ctx, const dm_tensor *x, int training, bn_desc *d) {
   channel_view(ctx, x, &d->nhwc, &d->N, &d->C, &d->HW);
   /* FLOAT16 and FLOAT only: those are the types cuDNN documents the persistent path for
-   * (BFLOAT16 keeps the spatial mode, which is known to take it). */
+   * (BFLOAT16 keeps the spatial mode it had before). */
   int persistent_type = x->dtype == DM_FLOAT16 || x->dtype == DM_FLOAT;
   d->mode = training && d->nhwc && persistent_type ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
                                                    : CUDNN_BATCHNORM_SPATIAL;
