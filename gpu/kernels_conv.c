@@ -9,6 +9,7 @@
  *
  * Conv algorithms: cuDNN's heuristics by default; with exhaustive_search=1 (Caffe2's
  * argument) cudnnFind benchmarks them, which synchronises the host once per new shape.
+ * Each op keeps its choices for its last few shapes (CONV_SHAPES).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +20,29 @@
 
 /* Conv and ConvGradient ------------------------------------------------------------ */
 
-/* Private state: the workspace limit, the search mode and the algorithms chosen for the
- * last shape key. */
-typedef struct conv_state {
-  size_t ws_limit;
-  int exhaustive; /* Caffe2's exhaustive_search: benchmark (cudnnFind), else heuristics */
-  int valid;
+/* The algorithms chosen for one shape key. */
+typedef struct conv_choice {
   int64_t key[10]; /* dtype, X dims, W dims, grad and has dX */
   cudnnConvolutionFwdAlgo_t fwd;
   cudnnConvolutionBwdDataAlgo_t bwd_data;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter;
   cudnnMathType_t fwd_math, data_math, filter_math;
   size_t fwd_ws, data_ws, filter_ws;
+} conv_choice;
+
+/* Shapes an op remembers choices for. A net runs one shape per op as a rule; a few
+ * more cover a caller who alternates batch sizes (training and a smaller last batch,
+ * inference at two sizes) without searching again at every change, which with
+ * exhaustive_search costs a host synchronisation and a benchmark each time. */
+#define CONV_SHAPES 4
+
+/* Private state: the workspace limit, the search mode and the choices for the last
+ * CONV_SHAPES shape keys (the oldest replaced first). */
+typedef struct conv_state {
+  size_t ws_limit;
+  int exhaustive; /* Caffe2's exhaustive_search: benchmark (cudnnFind), else heuristics */
+  int n, next;    /* choices held, and the one to replace next */
+  conv_choice choice[CONV_SHAPES];
 } conv_state;
 
 static dm_status conv_init(dm_op_ctx *ctx, void **state) {
@@ -134,14 +146,19 @@ static int conv_algo_ok(cudnnStatus_t st, cudnnMathType_t m, dm_dtype t, cudnnMa
  * with exhaustive_search the fastest measured by cudnnFind (which synchronises the host
  * and allocates its own buffers, once per new shape), else the first of cuDNN's
  * heuristics (no device work). The workspace size is asked for the math type the call
- * will run with. */
-static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, const conv_desc *d,
-                           const dm_tensor *x, const dm_tensor *w, int grad, int has_dx) {
+ * will run with. *out: the choice for this shape, valid until the next call. */
+static dm_status conv_find(dm_op_ctx *ctx, conv_state *st, dm_gpu_context *c, const conv_desc *d,
+                           const dm_tensor *x, const dm_tensor *w, int grad, int has_dx,
+                           const conv_choice **out) {
   int64_t key[10] = {x->dtype, x->dims[0], x->dims[1], x->dims[2], x->dims[3],
                      w->dims[0], w->dims[1], w->dims[2], w->dims[3], grad * 2 + has_dx};
-  if (s->valid && memcmp(key, s->key, sizeof key) == 0)
-    return DM_OK;
-  s->valid = 0;
+  for (int k = 0; k < st->n; k++)
+    if (memcmp(key, st->choice[k].key, sizeof key) == 0) {
+      *out = &st->choice[k];
+      return DM_OK;
+    }
+  /* Searched into a scratch choice, kept only once every direction has an algorithm. */
+  conv_choice found = {0}, *s = &found;
   const dm_dtype t = x->dtype;
   const cudnnMathType_t base = conv_base_math(t);
   cudnnMathType_t m = base;
@@ -150,7 +167,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
   if (!grad) {
     cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
-    if (s->exhaustive)
+    if (st->exhaustive)
       DM_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(
           c->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p));
     else
@@ -162,7 +179,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
       DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, m));
       if (cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv, d->y,
                                                   p[i].algo, &ws) == CUDNN_STATUS_SUCCESS &&
-          ws <= s->ws_limit)
+          ws <= st->ws_limit)
         break;
     }
     if (i == n)
@@ -171,7 +188,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
-    if (s->exhaustive)
+    if (st->exhaustive)
       DM_CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
           c->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p));
     else
@@ -184,7 +201,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
       if (cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d->x, d->y, d->conv, d->w,
                                                          p[i].algo, &ws) ==
               CUDNN_STATUS_SUCCESS &&
-          ws <= s->ws_limit)
+          ws <= st->ws_limit)
         break;
     }
     if (i == n)
@@ -194,7 +211,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
     if (has_dx) {
       cudnnConvolutionBwdDataAlgoPerf_t q[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, base));
-      if (s->exhaustive)
+      if (st->exhaustive)
         DM_CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
             c->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, q));
       else
@@ -207,7 +224,7 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
         if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d->w, d->y, d->conv, d->x,
                                                          q[i].algo, &ws) ==
                 CUDNN_STATUS_SUCCESS &&
-            ws <= s->ws_limit)
+            ws <= st->ws_limit)
           break;
       }
       if (i == n)
@@ -216,12 +233,15 @@ static dm_status conv_find(dm_op_ctx *ctx, conv_state *s, dm_gpu_context *c, con
     }
   }
   memcpy(s->key, key, sizeof key);
-  s->valid = 1;
+  int slot = st->n < CONV_SHAPES ? st->n++ : st->next;
+  st->next = (slot + 1) % CONV_SHAPES;
+  st->choice[slot] = found;
+  *out = &st->choice[slot];
   return DM_OK;
 none:
   return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
                      "cuDNN has no %s algorithm for these shapes within ws_nbytes_limit %zu",
-                     grad ? "backward" : "forward", s->ws_limit);
+                     grad ? "backward" : "forward", st->ws_limit);
 }
 
 static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
@@ -231,14 +251,15 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   dm_tensor *y = dm_op_output(ctx, 0);
   if (y->numel == 0)
     return DM_OK;
-  conv_state *s = dm_op_state(ctx);
+  conv_state *cs = dm_op_state(ctx);
+  const conv_choice *s = NULL;
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
   conv_desc d = {0};
   dm_status st = DM_OK;
   void *ws = NULL;
   ST_TRY(conv_desc_make(ctx, x, w, y, &d));
-  ST_TRY(conv_find(ctx, s, c, &d, x, w, 0, 0));
+  ST_TRY(conv_find(ctx, cs, c, &d, x, w, 0, 0, &s));
   DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->fwd_math));
   if (s->fwd_ws)
     ST_TRY(dm_gpu_scratch(c, s->fwd_ws, &ws));
@@ -269,7 +290,8 @@ static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
   int n_out = dm_op_num_outputs(ctx), no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0;
   dm_tensor *dw = dm_op_output(ctx, 0), *db = no_bias ? NULL : dm_op_output(ctx, 1);
   dm_tensor *dx = n_out == (no_bias ? 2 : 3) ? dm_op_output(ctx, n_out - 1) : NULL;
-  conv_state *s = dm_op_state(ctx);
+  conv_state *cs = dm_op_state(ctx);
+  const conv_choice *s = NULL;
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
   if (dy->numel == 0) { /* no images (or an empty output): the sums are zero */
@@ -286,7 +308,7 @@ static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
   dm_status st = DM_OK;
   void *ws = NULL;
   ST_TRY(conv_desc_make(ctx, x, w, dy, &d));
-  ST_TRY(conv_find(ctx, s, c, &d, x, w, 1, dx != NULL));
+  ST_TRY(conv_find(ctx, cs, c, &d, x, w, 1, dx != NULL, &s));
   size_t need = s->filter_ws > s->data_ws ? s->filter_ws : s->data_ws;
   if (need) /* one buffer: the calls run one after another on the stream */
     ST_TRY(dm_gpu_scratch(c, need, &ws));
