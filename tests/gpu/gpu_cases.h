@@ -3,9 +3,9 @@
  * inputs (a gradient op's Y from its forward op), and the reduction length behind one
  * output, from which the tolerance is derived. Included once, by test_gpu_ops.c.
  *
- * Input dtype letters: 'T' the case's float type (FLOAT, or FLOAT16 in the FP16 pass),
- * 'f' always FLOAT, 'i' INT32 and 'l' INT64 (integers drawn in [lo, hi)). lo == hi gives
- * a constant. inf_at > 0 puts +inf at element inf_at - 1.
+ * Input dtype letters: 'T' the case's float type (FLOAT, FLOAT16 in the FP16 pass,
+ * BFLOAT16 in the BF16 pass), 'f' always FLOAT, 'i' INT32 and 'l' INT64 (integers drawn
+ * in [lo, hi)). lo == hi gives a constant. inf_at > 0 puts +inf at element inf_at - 1.
  */
 #ifndef DM_TESTS_GPU_CASES_H
 #define DM_TESTS_GPU_CASES_H
@@ -21,7 +21,12 @@ typedef struct gc_feed {
   int inf_at;
 } gc_feed;
 
-enum { GC_FP32 = 1, GC_FP16 = 2, GC_BOTH = 3 };
+/* The passes a case runs in (its modes). GC_BF16 is set only where the CPU kernel takes
+ * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in Softmax,
+ * SoftmaxGradient, SoftmaxWithLoss(Gradient), LRN(Gradient) and UnscaleAndCheck, whose
+ * cases are GC_BOTH. */
+enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
+       GC_ALL = GC_BOTH | GC_BF16 };
 
 typedef struct gc_case {
   const char *label;
@@ -55,55 +60,55 @@ typedef struct gc_case {
 static const gc_case gc_cases[] = {
     {"Add broadcast", "type: 'Add' " A("broadcast", 1) A("axis", 1),
      {{"A", 'T', 4, {2, 3, 4, 5}, -2, 2}, {"B", 'T', 2, {3, 4}, -2, 2}}, NULL,
-     {"A", "B"}, {"C"}, GC_BOTH, 2},
+     {"A", "B"}, {"C"}, GC_ALL, 2},
     {"Sub", "type: 'Sub'", {{"A", 'T', 2, {6, 7}, -2, 2}, {"B", 'T', 2, {6, 7}, -2, 2}},
-     NULL, {"A", "B"}, {"C"}, GC_BOTH, 2},
+     NULL, {"A", "B"}, {"C"}, GC_ALL, 2},
     {"Mul broadcast", "type: 'Mul' " A("broadcast", 1),
      {{"A", 'T', 3, {2, 3, 5}, -2, 2}, {"B", 'T', 1, {5}, -2, 2}}, NULL, {"A", "B"}, {"C"},
-     GC_BOTH, 2},
+     GC_ALL, 2},
     {"Div", "type: 'Div'", {{"A", 'T', 2, {4, 9}, -2, 2}, {"B", 'T', 2, {4, 9}, 0.5, 2}},
-     NULL, {"A", "B"}, {"C"}, GC_BOTH, 2},
+     NULL, {"A", "B"}, {"C"}, GC_ALL, 2},
     {"Sum", "type: 'Sum'",
      {{"A", 'T', 2, {5, 6}, -1, 1}, {"B", 'T', 2, {5, 6}, -1, 1}, {"D", 'T', 2, {5, 6}, -1, 1}},
-     NULL, {"A", "B", "D"}, {"Y"}, GC_BOTH, 3},
+     NULL, {"A", "B", "D"}, {"Y"}, GC_ALL, 3},
     {"Scale", "type: 'Scale' " AF("scale", 0.37), {{"X", 'T', 2, {3, 11}, -4, 4}}, NULL,
-     {"X"}, {"Y"}, GC_BOTH, 1},
+     {"X"}, {"Y"}, GC_ALL, 1},
     {"SumReduceLike", "type: 'SumReduceLike' " A("axis", 1),
      {{"A", 'T', 4, {2, 3, 4, 5}, -1, 1}, {"B", 'T', 2, {3, 4}, -1, 1}}, NULL, {"A", "B"},
-     {"C"}, GC_BOTH, 10},
-    {"Relu", "type: 'Relu'", {{"X", 'T', 3, {2, 5, 7}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+     {"C"}, GC_ALL, 10},
+    {"Relu", "type: 'Relu'", {{"X", 'T', 3, {2, 5, 7}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_ALL, 1},
     {"ReluGradient", "type: 'ReluGradient'",
      {{"X", 'T', 2, {4, 9}, -1, 1}, {"dY", 'T', 2, {4, 9}, -1, 1}},
-     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 1},
-    /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16 casts move 16-byte packs (8 halves,
-     * 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001 leaves
-     * 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has more
-     * packs than the 16384 x 256 threads of the grid, so the grid-stride loop wraps in
-     * FP16 too; Sum of 10 chains two launches (8 terms per launch: FP16 through the FP32
-     * accumulator, FLOAT through Y); 64 is whole packs, 5 in FP16 only a tail. Device
-     * buffers are 256-byte aligned, so the unaligned path (the same code as the tail) is
-     * not reached here. */
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_ALL, 1},
+    /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16/BFLOAT16 casts move 16-byte packs
+     * (8 halves, 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001
+     * leaves 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has
+     * more packs than the 16384 x 256 threads of the grid, so the grid-stride loop wraps in
+     * FP16 and BF16 too; Sum of 10 chains two launches (8 terms per launch: FP16 and BF16
+     * through the FP32 accumulator, FLOAT through Y); 64 is whole packs, 5 in the 16-bit
+     * passes only a tail. Device buffers are 256-byte aligned, so the unaligned path (the
+     * same code as the tail) is not reached here. */
     {"Relu wrapping grid", "type: 'Relu'", {{"X", 'T', 3, {3, 1025, 10923}, -1, 1}}, NULL,
-     {"X"}, {"Y"}, GC_BOTH, 1},
+     {"X"}, {"Y"}, GC_ALL, 1},
     {"Relu in place", "type: 'Relu'", {{"X", 'T', 3, {3, 1001, 1001}, -1, 1, 3006003}}, NULL,
-     {"X"}, {"X"}, GC_BOTH, 1},
-    {"Relu 64", "type: 'Relu'", {{"X", 'T', 2, {8, 8}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+     {"X"}, {"X"}, GC_ALL, 1},
+    {"Relu 64", "type: 'Relu'", {{"X", 'T', 2, {8, 8}, -1, 1}}, NULL, {"X"}, {"Y"}, GC_ALL, 1},
     {"ReluGradient large", "type: 'ReluGradient'",
      {{"X", 'T', 3, {3, 1001, 1001}, -1, 1}, {"dY", 'T', 3, {3, 1001, 1001}, -1, 1}},
-     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 1},
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_ALL, 1},
     {"ReluGradient in place 5", "type: 'ReluGradient'",
      {{"X", 'T', 1, {5}, -1, 1}, {"dY", 'T', 1, {5}, -1, 1}},
-     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dY"}, GC_BOTH, 1},
+     "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dY"}, GC_ALL, 1},
     {"Sum of 2 large", "type: 'Sum'",
      {{"A", 'T', 3, {3, 1001, 1001}, -1, 1}, {"B", 'T', 3, {3, 1001, 1001}, -1, 1}}, NULL,
-     {"A", "B"}, {"Y"}, GC_BOTH, 2},
+     {"A", "B"}, {"Y"}, GC_ALL, 2},
     {"Sum of 3 large in place", "type: 'Sum'",
      {{"A", 'T', 3, {3, 1001, 1001}, -1, 1}, {"B", 'T', 3, {3, 1001, 1001}, -1, 1},
-      {"D", 'T', 3, {3, 1001, 1001}, -1, 1}}, NULL, {"A", "B", "D"}, {"A"}, GC_BOTH, 3},
+      {"D", 'T', 3, {3, 1001, 1001}, -1, 1}}, NULL, {"A", "B", "D"}, {"A"}, GC_ALL, 3},
     {"Sum of 10", "type: 'Sum'",
      {{"A", 'T', 2, {7, 1001}, -1, 1}, {"B", 'T', 2, {7, 1001}, -1, 1},
       {"D", 'T', 2, {7, 1001}, -1, 1}}, NULL,
-     {"A", "B", "D", "A", "B", "D", "A", "B", "D", "B"}, {"Y"}, GC_BOTH, 10},
+     {"A", "B", "D", "A", "B", "D", "A", "B", "D", "B"}, {"Y"}, GC_ALL, 10},
     {"FloatToHalf large", "type: 'FloatToHalf'", {{"X", 'f', 3, {3, 1001, 1001}, -70000, 70000}},
      NULL, {"X"}, {"Y"}, GC_FP32, 1},
     {"HalfToFloat large", "type: 'HalfToFloat'", {{"X", 'T', 3, {3, 1001, 1001}, -60000, 60000}},
@@ -115,10 +120,20 @@ static const gc_case gc_cases[] = {
     {"Cast to FLOAT16", "type: 'Cast' " A("to", 12), {{"X", 'f', 1, {50}, -3, 3}}, NULL,
      {"X"}, {"Y"}, GC_FP32, 1},
     {"Cast to FLOAT", "type: 'Cast' " A("to", 1), {{"X", 'T', 1, {50}, -3, 3}}, NULL, {"X"},
-     {"Y"}, GC_FP16, 1},
+     {"Y"}, GC_FP16 | GC_BF16, 1},
+    /* The casts of mixed precision with --bf16 (Cast to 20 and to 1), packed as the FP16
+     * ones above; the large ones leave 3 over whole packs. FLOAT -> BFLOAT16 spans FLOAT's
+     * range up to its top, which BFLOAT16's exponent still reaches: |x| > 3.3961e38 rounds
+     * to inf, compared exactly. */
+    {"Cast to BFLOAT16", "type: 'Cast' " A("to", 20), {{"X", 'f', 1, {50}, -3, 3}}, NULL,
+     {"X"}, {"Y"}, GC_BF16, 1},
+    {"Cast to BFLOAT16 large", "type: 'Cast' " A("to", 20),
+     {{"X", 'f', 3, {3, 1001, 1001}, -3.4e38f, 3.4e38f}}, NULL, {"X"}, {"Y"}, GC_BF16, 1},
+    {"Cast to FLOAT large", "type: 'Cast' " A("to", 1),
+     {{"X", 'T', 3, {3, 1001, 1001}, -3e38f, 3e38f}}, NULL, {"X"}, {"Y"}, GC_BF16, 1},
     {"Cast to INT32", "type: 'Cast' " A("to", 2), {{"X", 'f', 1, {50}, -300, 300}}, NULL,
      {"X"}, {"Y"}, GC_FP32, 1},
-    {"Copy", "type: 'Copy'", {{"X", 'T', 2, {3, 17}, -5, 5}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+    {"Copy", "type: 'Copy'", {{"X", 'T', 2, {3, 17}, -5, 5}}, NULL, {"X"}, {"Y"}, GC_ALL, 1},
     {"ConstantFill", "type: 'ConstantFill' arg { name: 'shape' ints: 3 ints: 5 } "
      AF("value", 2.5), {{NULL}}, NULL, {NULL}, {"Y"}, GC_FP32, 1},
     {"MomentumSGDUpdate", "type: 'MomentumSGDUpdate' " AF("momentum", 0.9),
@@ -175,42 +190,42 @@ static const gc_case gc_cases[] = {
      {"acc"}, GC_FP32, 16},
     {"Conv NCHW", CONV_NCHW,
      {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
-      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 28},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28},
     {"Conv NHWC", CONV_NHWC,
      {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
-      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 28},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28},
     {"Conv group 2", CONV_GRP,
      {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
-      {"b", 'T', 1, {6}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 19},
+      {"b", 'T', 1, {6}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 19},
     {"ConvGradient NCHW", "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1),
      {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_BOTH, 40},
+     GC_ALL, 40},
     {"ConvGradient NHWC",
      "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC"),
      {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_BOTH, 40},
+     GC_ALL, 40},
     {"ConvGradient group 2", "type: 'ConvGradient' " A("kernel", 3) A("pad", 1) A("group", 2),
      {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 6, 6, 6}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_BOTH, 80},
+     GC_ALL, 80},
     {"MaxPool", POOL("MaxPool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"}, {"Y"},
-     GC_BOTH, 1},
+     GC_ALL, 1},
     {"AveragePool", POOL("AveragePool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"},
-     {"Y"}, GC_BOTH, 5},
+     {"Y"}, GC_ALL, 5},
     {"MaxPoolGradient", POOL("MaxPoolGradient"),
      {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'MaxPool' " A("kernel", 2) A("stride", 2) "}",
-     {"X", "Y", "dY"}, {"dX"}, GC_BOTH, 1},
+     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 1},
     {"AveragePoolGradient", POOL("AveragePoolGradient"),
      {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'AveragePool' " A("kernel", 2) A("stride", 2) "}",
-     {"X", "Y", "dY"}, {"dX"}, GC_BOTH, 5},
+     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 5},
     {"SpatialBN training", "type: 'SpatialBN' " BN,
      {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
       {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2}},
-     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_BOTH,
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_ALL,
      110},
     {"SpatialBNGradient", "type: 'SpatialBNGradient' " BN,
      {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
@@ -218,13 +233,13 @@ static const gc_case gc_cases[] = {
       {"dY", 'T', 4, {4, 3, 5, 5}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
     /* NHWC takes cuDNN's persistent batch norm (kernels_pool_norm.c); 8 channels, the
      * multiple its NHWC kernels want */
     {"SpatialBN training NHWC", "type: 'SpatialBN' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
       {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2}},
-     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_BOTH,
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_ALL,
      110},
     {"SpatialBNGradient NHWC", "type: 'SpatialBNGradient' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
@@ -232,7 +247,7 @@ static const gc_case gc_cases[] = {
       {"dY", 'T', 4, {4, 5, 5, 8}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
     /* C = 3, not a multiple of 8: persistent mode must still be right (or not taken) */
     {"SpatialBNGradient NHWC C3", "type: 'SpatialBNGradient' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 3}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
@@ -240,7 +255,7 @@ static const gc_case gc_cases[] = {
       {"dY", 'T', 4, {4, 5, 5, 3}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_BOTH, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
     {"Softmax", "type: 'Softmax'", {{"X", 'T', 2, {5, 12}, -4, 4}}, NULL, {"X"}, {"Y"},
      GC_BOTH, 24},
     {"SoftmaxGradient", "type: 'SoftmaxGradient'",
@@ -254,10 +269,10 @@ static const gc_case gc_cases[] = {
      {"X", "Y", "dY", "scale"}, {"dX"}, GC_BOTH, 24},
     {"FC", "type: 'FC'",
      {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"b", 'T', 1, {5}, -1, 1}},
-     NULL, {"X", "W", "b"}, {"Y"}, GC_BOTH, 34},
+     NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 34},
     {"FCGradient", "type: 'FCGradient'",
      {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"dY", 'T', 2, {8, 5}, -1, 1}},
-     NULL, {"X", "W", "dY"}, {"dW", "db", "dX"}, GC_BOTH, 10},
+     NULL, {"X", "W", "dY"}, {"dW", "db", "dX"}, GC_ALL, 10},
     /* gpu/kernels_more.c: the step counter and rate, shape ops, Concat/Split/Transpose,
      * Dropout. Copies and views are exact; the rate agrees to FLOAT rounding. */
     {"Iter", "type: 'Iter'", {{"it", 'l', 1, {1}, 41, 41}}, NULL, {"it"}, {"it"}, GC_FP32, 1},
@@ -287,53 +302,53 @@ static const gc_case gc_cases[] = {
      A("stepsize", 10) AF("gamma", 0.5) A("warmup_iter", 100) AF("warmup_start", 0.1),
      {{"it", 'l', 1, {1}, 37, 37}}, NULL, {"it"}, {"lr"}, GC_FP32, 1},
     {"Reshape", "type: 'Reshape' arg { name: 'shape' ints: 0 ints: -1 }",
-     {{"X", 'T', 3, {2, 3, 4}, -2, 2}}, NULL, {"X"}, {"Y", "old"}, GC_BOTH, 1},
+     {{"X", 'T', 3, {2, 3, 4}, -2, 2}}, NULL, {"X"}, {"Y", "old"}, GC_ALL, 1},
     {"Reshape in place", "type: 'Reshape' arg { name: 'shape' ints: 4 ints: 3 ints: 2 }",
-     {{"X", 'T', 3, {2, 3, 4}, -2, 2}}, NULL, {"X"}, {"X", "old"}, GC_BOTH, 1},
+     {{"X", 'T', 3, {2, 3, 4}, -2, 2}}, NULL, {"X"}, {"X", "old"}, GC_ALL, 1},
     {"Flatten", "type: 'Flatten' " A("axis", 2), {{"X", 'T', 4, {2, 3, 4, 5}, -2, 2}}, NULL,
-     {"X"}, {"Y"}, GC_BOTH, 1},
+     {"X"}, {"Y"}, GC_ALL, 1},
     {"ResizeLike", "type: 'ResizeLike'",
      {{"X", 'T', 2, {4, 6}, -2, 2}, {"like", 'f', 3, {2, 3, 4}, -1, 1}}, NULL, {"X", "like"},
-     {"Y"}, GC_BOTH, 1},
+     {"Y"}, GC_ALL, 1},
     {"StopGradient", "type: 'StopGradient'", {{"X", 'T', 2, {3, 5}, -2, 2}}, NULL, {"X"},
-     {"Y"}, GC_BOTH, 1},
+     {"Y"}, GC_ALL, 1},
     {"Concat", "type: 'Concat' " A("axis", 1),
      {{"A", 'T', 3, {2, 3, 4}, -2, 2}, {"B", 'T', 3, {2, 5, 4}, -2, 2},
-      {"D", 'T', 3, {2, 1, 4}, -2, 2}}, NULL, {"A", "B", "D"}, {"Y", "info"}, GC_BOTH, 1},
+      {"D", 'T', 3, {2, 1, 4}, -2, 2}}, NULL, {"A", "B", "D"}, {"Y", "info"}, GC_ALL, 1},
     {"Concat add_axis", "type: 'Concat' " A("axis", 1) A("add_axis", 1),
      {{"A", 'T', 2, {2, 3}, -2, 2}, {"B", 'T', 2, {2, 3}, -2, 2}}, NULL, {"A", "B"},
-     {"Y", "info"}, GC_BOTH, 1},
+     {"Y", "info"}, GC_ALL, 1},
     {"Concat INT32 NHWC", "type: 'Concat' " AS("order", "NHWC"),
      {{"A", 'i', 4, {2, 2, 3, 3}, -50, 50}, {"B", 'i', 4, {2, 2, 3, 1}, -50, 50}}, NULL,
      {"A", "B"}, {"Y"}, GC_FP32, 1},
     {"Split", "type: 'Split' " A("axis", 1) "arg { name: 'split' ints: 2 ints: 3 ints: 4 }",
-     {{"X", 'T', 3, {2, 9, 4}, -2, 2}}, NULL, {"X"}, {"Y0", "Y1", "Y2"}, GC_BOTH, 1},
+     {{"X", 'T', 3, {2, 9, 4}, -2, 2}}, NULL, {"X"}, {"Y0", "Y1", "Y2"}, GC_ALL, 1},
     {"Split equal INT64", "type: 'Split' " A("axis", 0),
      {{"X", 'l', 2, {4, 6}, -1000, 1000}}, NULL, {"X"}, {"Y0", "Y1"}, GC_FP32, 1},
     {"Transpose", "type: 'Transpose'", {{"X", 'T', 4, {2, 3, 4, 5}, -2, 2}}, NULL, {"X"},
-     {"Y"}, GC_BOTH, 1},
+     {"Y"}, GC_ALL, 1},
     {"Transpose NCHW->NHWC",
      "type: 'Transpose' arg { name: 'axes' ints: 0 ints: 2 ints: 3 ints: 1 }",
-     {{"X", 'T', 4, {2, 3, 4, 5}, -2, 2}}, NULL, {"X"}, {"Y"}, GC_BOTH, 1},
+     {{"X", 'T', 4, {2, 3, 4, 5}, -2, 2}}, NULL, {"X"}, {"Y"}, GC_ALL, 1},
     {"Transpose INT32", "type: 'Transpose' arg { name: 'axes' ints: 1 ints: 0 ints: 2 }",
      {{"X", 'i', 3, {3, 4, 5}, -50, 50}}, NULL, {"X"}, {"Y"}, GC_FP32, 1},
     {"TransposeGradient",
      "type: 'TransposeGradient' arg { name: 'axes' ints: 0 ints: 2 ints: 3 ints: 1 }",
-     {{"dY", 'T', 4, {2, 4, 5, 3}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_BOTH, 1},
+     {{"dY", 'T', 4, {2, 4, 5, 3}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_ALL, 1},
     /* Training masks are compared only where they are certain (ratio 0 and 1): the mask's
      * hash covers the output's name, and the device net's is Y_cuda, not Y. */
     {"Dropout is_test", "type: 'Dropout' " A("is_test", 1) AF("ratio", 0.5),
-     {{"X", 'T', 2, {5, 7}, -2, 2}}, NULL, {"X"}, {"Y", "mask"}, GC_BOTH, 1},
+     {{"X", 'T', 2, {5, 7}, -2, 2}}, NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
     {"Dropout ratio 0", "type: 'Dropout' " AF("ratio", 0.0), {{"X", 'T', 2, {5, 7}, -2, 2}},
-     NULL, {"X"}, {"Y", "mask"}, GC_BOTH, 1},
+     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
     {"Dropout ratio 1", "type: 'Dropout' " AF("ratio", 1.0), {{"X", 'T', 2, {5, 7}, -2, 2}},
-     NULL, {"X"}, {"Y", "mask"}, GC_BOTH, 1},
+     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
     {"DropoutGrad", "type: 'DropoutGrad' " AF("ratio", 0.3),
      {{"X", 'T', 2, {6, 9}, -2, 2}, {"dY", 'T', 2, {6, 9}, -2, 2}},
      "op { input: 'X' output: 'Yd' output: 'mask' type: 'Dropout' " AF("ratio", 0.3) "}",
-     {"dY", "mask"}, {"dX"}, GC_BOTH, 1},
+     {"dY", "mask"}, {"dX"}, GC_ALL, 1},
     {"DropoutGrad is_test", "type: 'DropoutGrad' " A("is_test", 1),
-     {{"dY", 'T', 2, {6, 9}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_BOTH, 1},
+     {{"dY", 'T', 2, {6, 9}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_ALL, 1},
 };
 #pragma GCC diagnostic pop
 

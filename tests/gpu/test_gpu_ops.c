@@ -1,5 +1,7 @@
 /* test_gpu_ops.c: every op with a CUDA kernel against its CPU kernel (cases in
- * gpu_cases.h), in FP32 and FP16.
+ * gpu_cases.h), in up to three passes: FP32, FP16 and BF16, in which a case's 'T' inputs
+ * are FLOAT, FLOAT16 and BFLOAT16 (each case names its passes; a 16-bit pass is only
+ * for ops whose CPU kernel takes that dtype).
  *
  * Each case is one op built twice from text: the reference net on the CPU, and the
  * device net, where CopyCPUToGPU takes each input X to X_cuda, the op runs with
@@ -8,12 +10,19 @@
  *
  * Tolerance (derived, not tuned): both sides accumulate in FP32 (the CPU kernels are
  * faithful to tensor cores) and round once to the output dtype, so each differs from the
- * exact result by at most u_out |y| (the final rounding, u_out = 2^-11 for FLOAT16,
- * 2^-24 for FLOAT) plus (k + 2) u32 times the size of the terms summed, k being the
+ * exact result by at most u_out |y| (the final rounding: the unit roundoff of the output
+ * dtype, u_out = 2^-24 for FLOAT, 2^-11 for FLOAT16, 2^-8 for BFLOAT16, whose significand
+ * has 8 bits) plus (k + 2) u32 times the size of the terms summed, k being the
  * longest reduction behind one output; the terms are bounded by the output tensor's
  * largest magnitude M (inputs are O(1)). We allow twice the sum of both sides' bounds:
  *   |dev - ref| <= 4 u_out |ref| + 4 (k + 2) u32 (|ref| + M) + 2^-23 (FP16 subnormals),
- * integer outputs exactly. A case whose op has no CUDA kernel is skipped (printed).
+ * integer outputs exactly. The rule is the same in every pass; only u_out follows each
+ * output's dtype (an op's FLOAT outputs, BN's running statistics say, keep 2^-24 in the
+ * 16-bit passes too). A case whose op has no CUDA kernel, or whose kernel refuses the
+ * pass's dtype or layout with DM_ERR_UNSUPPORTED, is skipped (printed, with its pass);
+ * any other refusal fails it, a library's (cuDNN's NOT_SUPPORTED for BFLOAT16, say, comes
+ * back as DM_ERR_DEVICE) included, as does a dtype error from the schema inference the
+ * CUDA kernels share with the CPU's.
  *
  * Without a usable GPU the test prints why and exits 77. With DM_GPU_TEST_SELF=1 the
  * device side is the reference net itself in a second workspace on the CPU, so the
@@ -34,6 +43,7 @@
 
 #define U32 0x1p-24
 #define U16 0x1p-11
+#define UBF16 0x1p-8
 #define TEXT_CAP 8192
 
 typedef struct text {
@@ -41,6 +51,16 @@ typedef struct text {
   size_t len;
   int overflow;
 } text;
+
+/* One pass: the mode bit that selects it, its name in the output, the dtype of 'T'. */
+typedef struct pass {
+  int bit;
+  const char *name;
+  dm_dtype t;
+} pass;
+
+static const pass passes[] = {
+    {GC_FP32, "FP32", DM_FLOAT}, {GC_FP16, "FP16", DM_FLOAT16}, {GC_BF16, "BF16", DM_BFLOAT16}};
 
 static void add(text *t, const char *fmt, ...) DM_PRINTF(2, 3);
 static void add(text *t, const char *fmt, ...) {
@@ -89,9 +109,9 @@ static double uniform(uint64_t *s, double lo, double hi) {
   return lo + (hi - lo) * ((double)(x >> 11) * 0x1p-53);
 }
 
-static dm_dtype feed_dtype(char t, int fp16) {
+static dm_dtype feed_dtype(char t, dm_dtype tt) {
   switch (t) {
-  case 'T': return fp16 ? DM_FLOAT16 : DM_FLOAT;
+  case 'T': return tt;
   case 'i': return DM_INT32;
   case 'l': return DM_INT64;
   default: return DM_FLOAT;
@@ -99,12 +119,12 @@ static dm_dtype feed_dtype(char t, int fp16) {
 }
 
 /* Feeds the same seeded values into both workspaces. */
-static dm_status feed(const gc_feed *f, int fp16, uint64_t seed, dm_workspace *a,
+static dm_status feed(const gc_feed *f, dm_dtype tt, uint64_t seed, dm_workspace *a,
                       dm_workspace *b) {
   int64_t n = 1;
   for (int d = 0; d < f->ndim; d++)
     n *= f->dims[d];
-  dm_dtype dt = feed_dtype(f->t, fp16);
+  dm_dtype dt = feed_dtype(f->t, tt);
   void *buf = malloc((size_t)n * 8 + 8);
   if (!buf)
     return DM_ERR_NOMEM;
@@ -114,6 +134,7 @@ static dm_status feed(const gc_feed *f, int fp16, uint64_t seed, dm_workspace *a
       v = INFINITY;
     switch (dt) {
     case DM_FLOAT16: ((uint16_t *)buf)[i] = dm_float_to_half((float)v); break;
+    case DM_BFLOAT16: ((uint16_t *)buf)[i] = dm_float_to_bf16((float)v); break;
     case DM_INT32: ((int32_t *)buf)[i] = (int32_t)floor(v); break;
     case DM_INT64: ((int64_t *)buf)[i] = (int64_t)floor(v); break;
     default: ((float *)buf)[i] = (float)v; break;
@@ -131,6 +152,7 @@ static double elem(const dm_tensor *t, int64_t i) {
   switch (dm_tensor_dtype(t)) {
   case DM_FLOAT: return ((const float *)p)[i];
   case DM_FLOAT16: return dm_half_to_float(((const uint16_t *)p)[i]);
+  case DM_BFLOAT16: return dm_bf16_to_float(((const uint16_t *)p)[i]);
   case DM_DOUBLE: return ((const double *)p)[i];
   case DM_INT32: return ((const int32_t *)p)[i];
   case DM_INT64: return (double)((const int64_t *)p)[i];
@@ -156,8 +178,8 @@ static int compare(const char *label, const char *mode, const char *name, const 
       return 0;
     }
   dm_dtype dt = dm_tensor_dtype(r);
-  int exact = dt != DM_FLOAT && dt != DM_FLOAT16 && dt != DM_DOUBLE;
-  double u_out = dt == DM_FLOAT16 ? U16 : U32;
+  int exact = dt != DM_FLOAT && dt != DM_FLOAT16 && dt != DM_BFLOAT16 && dt != DM_DOUBLE;
+  double u_out = dt == DM_FLOAT16 ? U16 : dt == DM_BFLOAT16 ? UBF16 : U32;
   int64_t n = dm_tensor_numel(r);
   double m = 0;
   for (int64_t i = 0; i < n; i++)
@@ -203,9 +225,9 @@ static dm_status run_net(dm_workspace *ws, const char *t) {
   return s == DM_OK ? dm_net_run(net) : s;
 }
 
-static int run_case(int ci, int fp16, int self) {
+static int run_case(int ci, const pass *p, int self) {
   const gc_case *c = &gc_cases[ci];
-  const char *mode = fp16 ? "FP16" : "FP32";
+  const char *mode = p->name;
   text *ref = calloc(1, sizeof *ref), *dev = calloc(1, sizeof *dev);
   dm_workspace *wr = NULL, *wd = NULL;
   int result = FAIL;
@@ -219,7 +241,7 @@ static int run_case(int ci, int fp16, int self) {
     goto cleanup;
   }
   for (int i = 0; c->feed[i].name; i++)
-    if (feed(&c->feed[i], fp16, 0x9E3779B97F4A7C15ull * (uint64_t)(ci * 16 + i + 1), wr, wd) !=
+    if (feed(&c->feed[i], p->t, 0x9E3779B97F4A7C15ull * (uint64_t)(ci * 16 + i + 1), wr, wd) !=
         DM_OK) {
       printf("FAIL %s %s: feeding %s: %s\n", c->label, mode, c->feed[i].name, dm_last_error());
       goto cleanup;
@@ -293,16 +315,16 @@ int main(void) {
   for (int ci = 0; ci < (int)(sizeof gc_cases / sizeof gc_cases[0]); ci++) {
     char tb[64];
     const char *type = op_type(gc_cases[ci].op, tb, sizeof tb);
-    for (int fp16 = 0; fp16 < 2; fp16++) {
-      if (!(gc_cases[ci].modes & (fp16 ? GC_FP16 : GC_FP32)))
+    for (size_t pi = 0; pi < sizeof passes / sizeof passes[0]; pi++) {
+      const pass *p = &passes[pi];
+      if (!(gc_cases[ci].modes & p->bit))
         continue;
       if (!self && !has_cuda_kernel(type)) {
-        printf("SKIP %s %s: no CUDA kernel for %s\n", gc_cases[ci].label,
-               fp16 ? "FP16" : "FP32", type);
+        printf("SKIP %s %s: no CUDA kernel for %s\n", gc_cases[ci].label, p->name, type);
         n[SKIP]++;
         continue;
       }
-      n[run_case(ci, fp16, self)]++;
+      n[run_case(ci, p, self)]++;
     }
   }
   printf("%d passed, %d failed, %d skipped\n", n[PASS], n[FAIL], n[SKIP]);
