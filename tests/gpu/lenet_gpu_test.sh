@@ -8,19 +8,9 @@
 # usage: lenet_gpu_test.sh demitasse models/mnist [iters]
 set -u
 exe=$1 mnist=$2 iters=${3:-300}
-gpus=$("$exe" info 2>&1 | grep '^GPUs:')
-case "$gpus" in
-  "GPUs: "[1-9]*) ;;
-  *) echo "SKIP: ${gpus:-demitasse info reports no GPUs line}"; exit 77 ;;
-esac
-"$exe" train --help 2>&1 | grep -q -- '--device' \
-  || { echo "SKIP: this demitasse train has no --device option yet"; exit 77; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-"$exe" make-db --images "$mnist/data/t10k-images-idx3-ubyte.gz" \
-  --labels "$mnist/data/t10k-labels-idx1-ubyte.gz" --train 8000 \
-  --out-train "$tmp/train" --out-val "$tmp/val" > /dev/null || fail "make-db"
+. "$(dirname "$0")/gpu_test_lib.sh"
+gpu_require
+mnist_dbs 8000
 train() {  # $1: log file; the rest: extra options
   log=$1; shift
   "$exe" train --init "$mnist/lenet_init.pbtxt" --net "$mnist/lenet_train.pbtxt" \
