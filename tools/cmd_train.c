@@ -44,7 +44,8 @@ static void help(FILE *f) {
           "  -i, --init FILE          the init net (weights); repeatable, run in order (e.g.\n"
           "                           the model's, then rewrite's --init-out)\n"
           "  -n, --net FILE           the training net\n"
-          "  -N, --iters N            iterations in all (a resumed run continues to N)\n"
+          "  -N, --iters N            iterations in all (a resumed run continues to N; a step\n"
+          "                           skipped on FP16 overflow is not one)\n"
           "  -l, --loss BLOB          the loss (default 'loss')\n"
           "  -a, --accuracy BLOB      an accuracy blob to report (default 'accuracy' if any)\n"
           "  -t, --test-net FILE      a test net sharing the weights\n"
@@ -316,14 +317,20 @@ static dm_status setup(train_state *st, train_opts *o) {
   return s;
 }
 
-/* On a skipped step: which op overflowed first (--explain-overflow); and a plain warning
- * when the scale keeps falling instead of training on silently. */
-static void warn_overflow(train_state *st, const train_opts *o, long iter, long skipped,
-                          double scale) {
+/* Steps skipped in a row after which training stops with an error: far past the ~16
+ * halvings that take the default scale to its minimum, so the gradients overflow at any
+ * scale (and with skips not counted as iterations, --iters would never be reached). */
+#define DM_TRAIN_MAX_SKIP_RUN 100
+
+/* Whether this step was skipped (the skip counter rose). On a skipped step: which op
+ * overflowed first (--explain-overflow); and a plain warning when the scale keeps
+ * falling instead of training on silently. */
+static int warn_overflow(train_state *st, const train_opts *o, long iter, long skipped,
+                         double scale) {
   if (skipped <= st->last_skipped) {
     st->skip_run = 0;
     st->last_skipped = skipped;
-    return;
+    return 0;
   }
   st->skip_run += skipped - st->last_skipped;
   st->last_skipped = skipped;
@@ -347,6 +354,7 @@ static void warn_overflow(train_state *st, const train_opts *o, long iter, long 
             "FP32 (--fp32-ops TYPE); --explain-overflow names the op.\n",
             st->skip_run, iter, scale, scale <= o->mp.opts.min_scale ? ", at its minimum" : "");
   }
+  return 1;
 }
 
 static dm_status train(train_opts *o) {
@@ -365,20 +373,39 @@ static dm_status train(train_opts *o) {
       printf("resuming at iteration %ld\n", start);
   }
   double t_start = now_s(), t_last = t_start;
-  long last_it = start;
-  for (long it = start; s == DM_OK && it < o->iters; it++) {
+  long last_it = start, done = start;
+  while (s == DM_OK && done < o->iters) {
     if ((s = dm_net_run(st.train)) != DM_OK)
       break;
-    long done = it + 1;
-    int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
-    int log_now = done % o->log_every == 0 || done == o->iters || test_now;
-    dm_train_point p = {done, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN, 0,
-                        scalar(st.ws, DM_MP_SCALE_BLOB), -1};
+    long prev = done;
+    dm_train_point p = {prev + 1, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN,
+                        0, scalar(st.ws, DM_MP_SCALE_BLOB), -1};
     double skipped = scalar(st.ws, DM_MP_SKIPPED_BLOB);
+    int was_skipped = 0;
     if (!isnan(skipped)) {
       p.skipped = (long)skipped;
-      warn_overflow(&st, o, done, p.skipped, p.loss_scale);
+      was_skipped = warn_overflow(&st, o, prev + 1, p.skipped, p.loss_scale);
     }
+    /* A step skipped on overflow leaves the iteration counter where it was (Iter takes
+     * the skip), and the next step tries the same batch at the lower scale: iterations
+     * are the steps applied. So --iters, the CSV, the checkpoints and --resume all count
+     * the counter's iterations, and a resumed run ends where an uninterrupted one does.
+     * A net without the counter counts every step. */
+    double itv = scalar(st.ws, DM_OPTIM_ITER_BLOB);
+    done = !isnan(itv) && (was_skipped || (long)itv != prev) ? (long)itv : prev + 1;
+    if (done == prev) {
+      if (st.skip_run >= DM_TRAIN_MAX_SKIP_RUN) {
+        s = dm_error(DM_ERR_INVALID,
+                     "%ld steps in a row skipped on overflow at iteration %ld (loss scale %g): "
+                     "stopping, the model is not training",
+                     st.skip_run, prev + 1, p.loss_scale);
+        break;
+      }
+      continue;
+    }
+    p.iter = done;
+    int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
+    int log_now = done % o->log_every == 0 || done == o->iters || test_now;
     if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
     double t = now_s();
