@@ -182,6 +182,7 @@ typedef struct train_state {
   size_t n_persistent;
   dm_train_report report;
   long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
+  int warned_at_min;            /* this run of skips reached the minimum scale: said once */
 } train_state;
 
 /* The memory pass on a net this command runs: it keeps the state (what the init nets
@@ -329,6 +330,7 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
                          double scale) {
   if (skipped <= st->last_skipped) {
     st->skip_run = 0;
+    st->warned_at_min = 0;
     st->last_skipped = skipped;
     return 0;
   }
@@ -346,7 +348,10 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
       printf("%siteration %ld skipped (loss scale now %g): no op output held inf/nan; the "
              "overflow was in the unscaled gradients\n", st->report.tty ? "\n" : "", iter, scale);
   }
-  if (st->skip_run == 10 || (st->skip_run >= 2 && scale <= o->mp.opts.min_scale)) {
+  int at_min = st->skip_run >= 2 && scale <= o->mp.opts.min_scale && !st->warned_at_min;
+  if (at_min)
+    st->warned_at_min = 1;
+  if (st->skip_run == 10 || at_min) {
     fprintf(stderr,
             "\ndemitasse train: warning: %ld steps in a row skipped on overflow (iteration %ld, "
             "loss scale %g%s): the gradients overflow FP16 even at a small scale, so the "

@@ -11,7 +11,8 @@
 #       resumed each time, always leaves a checkpoint --resume loads, and the last
 #       resume ends in the uninterrupted run's state. Bit-identical is the right bar:
 #       the data input reads batch number `optimizer_iteration`, so a resumed run sees
-#       the same batches in the same order and does the same arithmetic.
+#       the same batches in the same order and does the same arithmetic;
+#   (d) an FP16 run whose every step overflows stops with an error after 100 skips.
 # The list of blobs compared is not written here: it is every output of the init net
 # plus every output of the optimizer's init additions (`demitasse rewrite
 # --init-out`), the same set `demitasse train` saves.
@@ -136,6 +137,17 @@ same "$T/ref_blobs" "$T/kill_blobs" "(c) $KILLS kills + resume to $N"
 # Interrupted saves leave at most one stray version directory, removed by the next save.
 n=$(ls -d "$ck".v* 2>/dev/null | wc -l)
 [ "$n" -le 2 ] || fail "(c) $n version directories left: $(ls -d "$ck".v*)"
+
+# (d) A skipped step is not an iteration, so a run whose every step overflows would never
+# reach --iters: after 100 skips in a row it stops with an error instead, having warned
+# (once at 10, once on reaching the minimum scale) rather than at every step.
+"$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
+  --optimizer momentum --lr 1e4 --fp16 --log-every 1000 >"$T/diverge.log" 2>&1 &&
+  fail "(d) a diverging FP16 run ended with status 0"
+grep -q "100 steps in a row skipped on overflow at iteration .*: stopping" "$T/diverge.log" ||
+  fail "(d) no stop after 100 skipped steps: $(tail -n 3 "$T/diverge.log")"
+w=$(grep -c "warning: .* steps in a row skipped" "$T/diverge.log")
+[ "$w" -eq 2 ] || fail "(d) $w overflow warnings, not 2"
 
 echo "$fails failures"
 [ "$fails" -eq 0 ]
