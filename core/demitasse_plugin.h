@@ -11,6 +11,17 @@
  * registers schemas and kernels through host->register_schema / host->register_kernel
  * (the same functions the built-ins use). Use DM_PLUGIN_DECLARE_VERSION() once.
  *
+ * How the ABI grows. DM_PLUGIN_API_VERSION changes only when an existing field or
+ * function changes; new fields are appended to the end of a struct, and every struct a
+ * plugin hands over (or receives) starts with `struct_size`, the sizeof the author's
+ * compiler saw. So a plugin built against an older header (smaller struct) loads into a
+ * newer library, which treats the fields the plugin did not know as zero (their
+ * defaults); a plugin built against a newer header loads into an older library as long
+ * as it leaves the fields that library does not know zero, and is refused with a message
+ * otherwise. Set `.struct_size = sizeof(dm_op_schema)` (DM_SCHEMA_SIZE) and
+ * `.struct_size = sizeof(dm_kernel_def)` (DM_KERNEL_SIZE); 0 is refused. Functions are
+ * only ever added; a plugin that needs a newer one checks host->struct_size first.
+ *
  * A kernel reads its inputs and arguments and writes its outputs through a dm_op_ctx:
  *
  *     static dm_status swish_run(dm_op_ctx *ctx) {
@@ -34,9 +45,9 @@
 extern "C" {
 #endif
 
-/* Bumped whenever a struct below or a host function changes. */
-/* 2: dm_kernel_def.cross_device and dm_op_device/dm_op_device_id (the CUDA backend). */
-#define DM_PLUGIN_API_VERSION 2
+/* Changed only when an existing field or function changes meaning or place; appending
+ * a field or adding a function keeps it (see "How the ABI grows" above). */
+#define DM_PLUGIN_API_VERSION 3
 
 #define DM_PLUGIN_EXPORT __attribute__((visibility("default")))
 #define DM_PLUGIN_DECLARE_VERSION() \
@@ -90,6 +101,7 @@ typedef struct dm_op_cost {
 
 /* A schema: what passes and the instantiator need to know about an op type. */
 typedef struct dm_op_schema {
+  size_t struct_size; /* sizeof(dm_op_schema) as compiled: DM_SCHEMA_SIZE */
   const char *type;
   int min_inputs, max_inputs;   /* max -1: unbounded */
   int min_outputs, max_outputs; /* max -1: unbounded */
@@ -116,6 +128,7 @@ typedef struct dm_op_schema {
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at
  * instantiation to validate arguments and build private state, freed by `fini`. */
 typedef struct dm_kernel_def {
+  size_t struct_size; /* sizeof(dm_kernel_def) as compiled: DM_KERNEL_SIZE */
   const char *type;
   dm_device_type device;
   const char *engine; /* "" or NULL: the plain implementation */
@@ -127,16 +140,21 @@ typedef struct dm_kernel_def {
   int cross_device;
 } dm_kernel_def;
 
-/* Registration (built-ins and plugins alike). The registry copies nothing: the structs
- * and strings must outlive the process's use of the op (static storage, or a plugin
- * that stays loaded). Registering an existing type (schema) or an existing
+/* Registration (built-ins and plugins alike). The registry keeps its own copy of each
+ * struct, but the strings and functions it points at must outlive the process's use of
+ * the op (static storage, or a plugin that stays loaded). Registering an existing type (schema) or an existing
  * (type, device, engine) (kernel) fails with DM_ERR_EXISTS. */
 DM_API dm_status dm_register_schema(const dm_op_schema *schema);
 DM_API dm_status dm_register_kernel(const dm_kernel_def *kernel);
 DM_API const dm_op_schema *dm_schema_lookup(const char *type);
 
-/* What a plugin's entry function receives. */
+#define DM_SCHEMA_SIZE .struct_size = sizeof(dm_op_schema)
+#define DM_KERNEL_SIZE .struct_size = sizeof(dm_kernel_def)
+
+/* What a plugin's entry function receives. Fields are appended in later versions:
+ * check struct_size before using one your header has and an older library may lack. */
 typedef struct dm_plugin_host {
+  size_t struct_size;
   int api_version;
   dm_status (*register_schema)(const dm_op_schema *schema);
   dm_status (*register_kernel)(const dm_kernel_def *kernel);
