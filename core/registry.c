@@ -191,10 +191,23 @@ int dm_kernel_exists(const char *type, dm_device_type device, const char *engine
   return k != NULL;
 }
 
+/* The kernel for (type, device, engine) if it exists and, asked with `ctx`, supports it;
+ * *seen is set when one exists but refuses. */
+static const dm_kernel_def *candidate(const char *type, int device, const char *engine,
+                                      size_t len, const dm_op_ctx *ctx, int *seen) {
+  const dm_kernel_def *k = find_kernel(type, device, engine, len);
+  if (k && ctx && k->supports && !k->supports(ctx)) {
+    *seen = 1;
+    return NULL;
+  }
+  return k;
+}
+
 dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
-                           const dm_kernel_def **out) {
+                           const dm_op_ctx *ctx, const dm_kernel_def **out) {
   static const char *const device_defaults[] = {[DM_CPU] = "", [DM_CUDA] = "CUDNN"};
   const dm_kernel_def *k = NULL;
+  int refused = 0;
   pthread_rwlock_rdlock(&lock);
   for (const char *p = engines ? engines : ""; *p && !k;) {
     const char *comma = strchr(p, ',');
@@ -202,21 +215,27 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
     while (len && *p == ' ')
       p++, len--;
     if (len)
-      k = find_kernel(type, device, p, len);
+      k = candidate(type, device, p, len, ctx, &refused);
     p += len + (comma ? 1 : 0);
     if (!comma)
       break;
   }
   if (!k && (unsigned)device <= DM_CUDA && *device_defaults[device])
-    k = find_kernel(type, device, device_defaults[device], strlen(device_defaults[device]));
+    k = candidate(type, device, device_defaults[device], strlen(device_defaults[device]), ctx,
+                  &refused);
   if (!k)
-    k = find_kernel(type, device, "", 0);
+    k = candidate(type, device, "", 0, ctx, &refused);
   pthread_rwlock_unlock(&lock);
   if (!k) {
+    const char *dev = device == DM_CUDA ? "CUDA" : "CPU";
     if (!dm_schema_lookup(type))
       return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", type);
-    return dm_error(DM_ERR_NOT_FOUND, "operator '%s' has no kernel for device %s", type,
-                    device == DM_CUDA ? "CUDA" : "CPU");
+    if (refused)
+      return dm_error(DM_ERR_UNSUPPORTED,
+                      "no %s kernel of '%s' supports this form of the op (its arguments, "
+                      "inputs or dtypes)",
+                      dev, type);
+    return dm_error(DM_ERR_NOT_FOUND, "operator '%s' has no kernel for device %s", type, dev);
   }
   *out = k;
   return DM_OK;

@@ -14,9 +14,10 @@
 
 /* Finds the kernel for `type` on `device`, trying each engine of the comma-separated
  * `engines` list in order, then the device's defaults (CUDA: "CUDNN"), then the plain
- * implementation. */
+ * implementation; with `ctx` (may be NULL), skipping kernels whose supports(ctx) says
+ * no (DM_ERR_UNSUPPORTED when every existing kernel does). */
 DM_HIDDEN dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
-                                     const dm_kernel_def **out);
+                                     const dm_op_ctx *ctx, const dm_kernel_def **out);
 /* Whether a kernel for exactly (type, device, engine) is registered. */
 DM_HIDDEN int dm_kernel_exists(const char *type, dm_device_type device, const char *engine);
 /* Number of registered schemas, and the i-th in sorted order (for `demitasse ops`). */
