@@ -260,6 +260,39 @@ void dm_opb_arg_ints(dm_opb *b, const char *name, const int64_t *v, size_t n) {
     dm_opb_fail(b, dm_opdef_set_arg_ints(b->op, name, v, n));
 }
 
+void dm_opb_copy_arg(dm_opb *b, const Caffe2__Argument *a) {
+  if (b->s != DM_OK)
+    return;
+  Caffe2__Argument *c = NULL;
+  dm_status s = DM_PB_CLONE(Caffe2__Argument, a, &c);
+  if (s == DM_OK && (s = grow((void ***)&b->op->arg, b->op->n_arg)) == DM_OK)
+    b->op->arg[b->op->n_arg++] = c;
+  else if (c)
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+  dm_opb_fail(b, s);
+}
+
+void dm_opb_device_option(dm_opb *b, const Caffe2__DeviceOption *d) {
+  if (b->s != DM_OK)
+    return;
+  if (b->op->device_option)
+    protobuf_c_message_free_unpacked(&b->op->device_option->base, NULL);
+  b->op->device_option = NULL;
+  dm_opb_fail(b, DM_PB_CLONE(Caffe2__DeviceOption, d, &b->op->device_option));
+}
+
+void dm_opb_engine(dm_opb *b, const char *engine) {
+  if (b->s != DM_OK)
+    return;
+  char *e = strdup(engine);
+  if (!e) {
+    dm_opb_fail(b, DM_NOMEM("an engine name"));
+    return;
+  }
+  free(b->op->engine);
+  b->op->engine = e;
+}
+
 void dm_opb_gradient(dm_opb *b, int on) {
   if (b->s != DM_OK)
     return;

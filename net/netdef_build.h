@@ -82,6 +82,11 @@ DM_HIDDEN void dm_opb_arg_int(dm_opb *b, const char *name, int64_t v);
 DM_HIDDEN void dm_opb_arg_float(dm_opb *b, const char *name, float v);
 DM_HIDDEN void dm_opb_arg_string(dm_opb *b, const char *name, const char *v);
 DM_HIDDEN void dm_opb_arg_ints(dm_opb *b, const char *name, const int64_t *v, size_t n);
+/* Appends a copy of `a` (after the arguments set so far, whatever its name). */
+DM_HIDDEN void dm_opb_copy_arg(dm_opb *b, const Caffe2__Argument *a);
+/* Sets the op's device_option to a copy of `d`, and its engine to a copy of `engine`. */
+DM_HIDDEN void dm_opb_device_option(dm_opb *b, const Caffe2__DeviceOption *d);
+DM_HIDDEN void dm_opb_engine(dm_opb *b, const char *engine);
 /* Sets is_gradient_op (and has_is_gradient_op) to `on`: 0 leaves the field unset. */
 DM_HIDDEN void dm_opb_gradient(dm_opb *b, int on);
 /* The op (owned by the builder) or NULL after an error. */
