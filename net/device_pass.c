@@ -298,11 +298,10 @@ static dm_status replace(char **slot, const char *name) {
 /* Rewrites op i (placed on `loc`): reads through copies, writes to other homes through
  * the loc-side name and a copy back. Appends the copies, the op and the copies back. */
 static dm_status place_op(pass *p, size_t i, Caffe2__OperatorDef *op, int loc, size_t *n_back) {
-  const char *type = op->type ? op->type : "";
   for (size_t k = 0; k < op->n_input; k++) {
     blob *b = find_blob(p, op->input[k]);
     int from = b->home;
-    if (from == loc || (strcmp(type, "CopyCPUToGPU") == 0 && from == LOC_CPU))
+    if (from == loc || from == touch_loc(op, loc, 0))
       continue;
     if (from != LOC_CPU && loc != LOC_CPU)
       return refuse_gpu_to_gpu(i, op, "reads", b->name, loc, from);
@@ -317,7 +316,7 @@ static dm_status place_op(pass *p, size_t i, Caffe2__OperatorDef *op, int loc, s
   for (size_t k = 0; k < op->n_output; k++) {
     blob *b = find_blob(p, op->output[k]);
     int to = b->home;
-    if (to == loc || (strcmp(type, "CopyGPUToCPU") == 0 && to == LOC_CPU)) {
+    if (to == loc || to == touch_loc(op, loc, 1)) {
       b->mirror_valid = 0; /* a copy of the old value is stale now */
       continue;
     }
