@@ -88,22 +88,7 @@ static int setup_registry(void **state) {
 
 /* "Type(in,in)>out@G" per op (@G: CUDA:0, @G1: CUDA:1, @C: CPU), joined by spaces. */
 static void summarize(const Caffe2__NetDef *net, char *buf, size_t cap) {
-  size_t n = 0;
-  buf[0] = 0;
-  for (size_t i = 0; i < net->n_op && n < cap; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    n += (size_t)snprintf(buf + n, cap - n, "%s%s(", i ? " " : "", op->type);
-    for (size_t k = 0; k < op->n_input && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : "", op->input[k]);
-    for (size_t k = 0; k < op->n_output && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : ")>", op->output[k]);
-    const Caffe2__DeviceOption *d = op->device_option;
-    if (n < cap && d && d->has_device_type && d->device_type == DM_CUDA && d->device_id)
-      n += (size_t)snprintf(buf + n, cap - n, "@G%d", d->device_id);
-    else if (n < cap)
-      n += (size_t)snprintf(buf + n, cap - n, "@%s",
-                            d && d->has_device_type && d->device_type == DM_CUDA ? "G" : "C");
-  }
+  op_list(net, OPL_OUTPUTS | OPL_DEVICE, buf, cap);
 }
 
 /* x is written on the CPU and read twice on the GPU (one shared copy), rewritten on the

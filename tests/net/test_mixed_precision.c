@@ -326,19 +326,6 @@ static const dm_op_schema mp_update_no_skip = {DM_SCHEMA_SIZE, .type = "MpUpdate
                                                .precision = DM_PREC_FP32,
                                                .role = DM_ROLE_OPTIMIZER};
 
-/* "Type(in,in)>out,out" per op, joined by spaces. */
-static void op_list(const Caffe2__NetDef *net, char *buf, size_t cap) {
-  size_t n = 0;
-  buf[0] = 0;
-  for (size_t i = 0; i < net->n_op && n < cap; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    n += (size_t)snprintf(buf + n, cap - n, "%s%s(", i ? " " : "", op->type);
-    for (size_t k = 0; k < op->n_input && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : "", op->input[k]);
-    for (size_t k = 0; k < op->n_output && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : ")>", op->output[k]);
-  }
-}
 
 static void test_schema_slots_and_roles(void **state) {
   (void)state;
@@ -368,7 +355,7 @@ static void test_schema_slots_and_roles(void **state) {
   dm_mp_summary sum;
   assert_ok(dm_mixed_precision_pass(net, &mp, init, &sum));
   char got[4096];
-  op_list(net, got, sizeof got);
+  op_list(net, OPL_OUTPUTS, got, sizeof got);
   assert_string_equal(
       got, "FloatToHalf(a)>a_fp16 MpHalf(a_fp16)>x MpHalf(a_fp16)>s MpHalf(a_fp16)>i "
            "HalfToFloat(s)>s_fp32 MpSlots(x,s_fp32,i)>y,z,m "
