@@ -174,6 +174,12 @@ typedef struct dm_kernel_def {
   int (*supports)(const dm_op_ctx *ctx);
 } dm_kernel_def;
 
+/* For a supports hook that says no: records why and returns 0, as in
+ *     return dm_op_refuse(ctx, "input_as_shape reads its input's values on the host");
+ * The reason ends the executor's error when no kernel supports the op, and the device
+ * pass's report line for an op it keeps on the CPU. */
+DM_API int dm_op_refuse(const dm_op_ctx *ctx, const char *fmt, ...) DM_PRINTF(2, 3);
+
 /* Registration (built-ins and plugins alike). The registry keeps its own copy of each
  * struct, but the strings and functions it points at must outlive the process's use of
  * the op (static storage, or a plugin that stays loaded). Registering an existing type (schema) or an existing

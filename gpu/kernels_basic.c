@@ -280,6 +280,12 @@ static dm_status constant_fill_init(dm_op_ctx *ctx, void **state) {
   return DM_OK;
 }
 
+/* The shape from X's values would need them on the host: that form stays on the CPU. */
+static int constant_fill_supports(const dm_op_ctx *ctx) {
+  const char *why = dm_fill_reads_input_values(ctx);
+  return why ? dm_op_refuse(ctx, "%s", why) : 1;
+}
+
 static dm_status constant_fill_run(dm_op_ctx *ctx) {
   /* The shape from X's values would need them on the host (a sync per run). */
   if (dm_op_num_inputs(ctx) > 0 && dm_op_arg_int(ctx, "input_as_shape", 0))
@@ -497,7 +503,7 @@ static const dm_kernel_def kernels_[] = {
     K("CastLike", cast_like_run),
     K("Copy", copy_run),
     {.type = "ConstantFill", .device = DM_CUDA, .engine = "", .init = constant_fill_init,
-     .run = constant_fill_run},
+     .run = constant_fill_run, .supports = constant_fill_supports},
     K("MomentumSGDUpdate", momentum_run),
     K("Adam", adam_run),
     K("WeightedSum", weighted_sum_run),

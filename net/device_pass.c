@@ -10,6 +10,7 @@
 #include "core/registry.h"
 #include "demitasse.h"
 #include "memory_pass.h"
+#include "net.h"
 #include "netdef_build.h"
 
 /* A place: LOC_CPU, or the id of a CUDA GPU. */
@@ -35,6 +36,7 @@ typedef struct name_entry {
 
 typedef struct pass {
   const dm_device_opts *o;
+  dm_workspace *ws;  /* scratch: ops are bound here to ask their kernels (never run) */
   blob *blobs;       /* uthash, in first-touch order */
   name_entry *names; /* uthash */
   Caffe2__NetDef *out;
@@ -57,43 +59,36 @@ static const char *loc_str(int loc, char *buf, size_t cap) {
   return buf;
 }
 
-/* Whether the executor would find a CUDA kernel for the op: its engines in order, then
- * CUDA's default engine, then the plain one (as dm_kernel_lookup, without touching the
- * last error when there is none). */
-static int has_cuda_kernel(const Caffe2__OperatorDef *op) {
+/* Whether op can run on CUDA:device_id: *why is "" when it can, else the reason it stays
+ * on the CPU. What decides is the op's schema (an input whose values a kernel reads on
+ * the host) and the registry: the kernel the executor would pick (the op's engines, then
+ * CUDA's default, then the plain one) and that kernel's own supports(ctx), asked of the
+ * op bound in the scratch workspace `ws` (input dtypes unknown there). An op that cannot
+ * be bound at all (bad arity or arguments) fails the pass, naming it. */
+static dm_status cuda_verdict(dm_workspace *ws, size_t i, const Caffe2__OperatorDef *op,
+                              int device_id, char *why, size_t cap) {
   const char *type = op->type ? op->type : "";
-  for (const char *e = op->engine ? op->engine : ""; *e;) {
-    size_t len = strcspn(e, ",");
-    const char *start = e;
-    while (len && *start == ' ')
-      start++, len--;
-    char name[128];
-    if (len && len < sizeof name) {
-      memcpy(name, start, len);
-      name[len] = 0;
-      if (dm_kernel_exists(type, DM_CUDA, name))
-        return 1;
+  const dm_op_schema *schema = dm_schema_lookup(type);
+  why[0] = '\0';
+  for (size_t k = 0; schema && k < op->n_input && k < 32; k++)
+    if ((schema->host_inputs >> k) & 1) {
+      snprintf(why, cap, "its input %zu ('%s') is read on the host (on a GPU, a sync per run)",
+               k, op->input[k]);
+      return DM_OK;
     }
-    e = start + len;
-    if (*e == ',')
-      e++;
-  }
-  return dm_kernel_exists(type, DM_CUDA, "CUDNN") || dm_kernel_exists(type, DM_CUDA, "");
-}
-
-/* Forms of ops whose CUDA kernels refuse them because they read a small tensor's VALUES
- * on the host (a shape or split sizes given as an input): on the GPU that would need a
- * synchronisation, so these forms stay on the CPU. The reason, or NULL. */
-static const char *host_valued_form(const Caffe2__OperatorDef *op) {
-  const char *type = op->type ? op->type : "";
-  if ((strcmp(type, "Reshape") == 0 || strcmp(type, "Split") == 0) && op->n_input > 1)
-    return "its second input (a shape or split sizes) is read on the host";
-  if (strcmp(type, "ConstantFill") == 0 && op->n_input > 0) {
-    Caffe2__Argument *a = dm_opdef_find_arg(op, "input_as_shape");
-    if (a && a->has_i && a->i)
-      return "input_as_shape reads its input's values on the host";
-  }
-  return NULL;
+  const dm_kernel_def *kernel = NULL;
+  dm_status s = dm_op_probe_kernel(ws, op, DM_CUDA, device_id, &kernel);
+  if (s == DM_ERR_NOT_FOUND)
+    snprintf(why, cap, "no CUDA kernel for its type");
+  else if (s == DM_ERR_UNSUPPORTED)
+    snprintf(why, cap, "%s",
+             *dm_op_last_refusal() ? dm_op_last_refusal()
+                                   : "its CUDA kernels do not support this form of it (its "
+                                     "arguments or inputs)");
+  else if (s != DM_OK)
+    return dm_error_prefix(s, "device placement: op %zu (%s%s%s)", i, type,
+                           op->name && *op->name ? " " : "", op->name ? op->name : "");
+  return DM_OK;
 }
 
 static int option_loc(const Caffe2__DeviceOption *d) {
@@ -111,37 +106,33 @@ static int effective_loc(const Caffe2__NetDef *net, const Caffe2__OperatorDef *o
   return LOC_CPU;
 }
 
-/* The pass's choice for op i, with the summary's count and report line. */
-static int decide(pass *p, size_t i, const Caffe2__OperatorDef *op) {
+/* The pass's choice for op i into *loc, with the summary's count and report line. */
+static dm_status decide(pass *p, size_t i, const Caffe2__OperatorDef *op, int *loc) {
   const char *type = op->type ? op->type : "", *why = NULL;
-  int loc;
+  char reason[600];
   size_t *kept = NULL;
   if (op->device_option && op->device_option->has_device_type) {
-    loc = option_loc(op->device_option);
+    *loc = option_loc(op->device_option);
     why = "pinned there by its own device_option";
     kept = &p->sum->kept_pinned;
   } else if (dm_str_in_list(type, p->o->force_cpu, p->o->n_force_cpu)) {
-    loc = LOC_CPU;
+    *loc = LOC_CPU;
     why = "its type is on the CPU list";
     kept = &p->sum->kept_forced;
-  } else if ((why = host_valued_form(op)) != NULL) {
-    loc = LOC_CPU;
-    kept = &p->sum->kept_no_kernel;
-  } else if (has_cuda_kernel(op)) {
-    loc = p->o->device_id;
   } else {
-    loc = LOC_CPU;
-    why = "no CUDA kernel for its type";
+    DM_TRY(cuda_verdict(p->ws, i, op, p->o->device_id, reason, sizeof reason));
+    *loc = reason[0] ? LOC_CPU : p->o->device_id;
+    why = reason;
     kept = &p->sum->kept_no_kernel;
   }
-  if (loc != LOC_CPU) {
+  if (*loc != LOC_CPU) {
     p->sum->ops_device++;
   } else {
     (*kept)++;
     report(p, "  op %zu (%s%s%s) CPU: %s\n", i, type, op->name && *op->name ? " " : "",
            op->name ? op->name : "", why);
   }
-  return loc;
+  return DM_OK;
 }
 
 static blob *find_blob(pass *p, const char *name) {
@@ -151,7 +142,10 @@ static blob *find_blob(pass *p, const char *name) {
 }
 
 /* Where a touch of op slot puts the blob: the op's device, except the host side of a
- * copy op (a copy runs on the GPU but one end is on the host). */
+ * copy op (a copy runs on the GPU but one end is on the host). The copy ops are this
+ * pass's own (emit_copy), recognised by name also where an earlier run or a user put
+ * them: which end is the host is what the op type means, and no schema or kernel field
+ * says it (a kernel's cross_device only says that its input may be elsewhere). */
 static int touch_loc(const Caffe2__OperatorDef *op, int op_loc, int is_output) {
   const char *type = op->type ? op->type : "";
   if (!is_output && strcmp(type, "CopyCPUToGPU") == 0)
@@ -271,19 +265,14 @@ static dm_status set_loc(Caffe2__OperatorDef *op, int loc) {
 
 /* Appends the copy src (on `from`) -> dst (on `to`), run on the GPU side. */
 static dm_status emit_copy(pass *p, const char *src, const char *dst, int from, int to) {
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_opdef_new(to == LOC_CPU ? "CopyGPUToCPU" : "CopyCPUToGPU", &op));
-  dm_status s = dm_opdef_add_input(op, src);
-  if (s == DM_OK)
-    s = dm_opdef_add_output(op, dst);
-  if (s == DM_OK)
-    s = set_loc(op, to == LOC_CPU ? from : to);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
+  dm_opb b;
+  dm_opb_start(&b, to == LOC_CPU ? "CopyGPUToCPU" : "CopyCPUToGPU");
+  dm_opb_input(&b, src);
+  dm_opb_output(&b, dst);
+  if (dm_opb_op(&b))
+    dm_opb_fail(&b, set_loc(dm_opb_op(&b), to == LOC_CPU ? from : to));
   p->sum->copies++;
-  return dm_netdef_append_op(p->out, op);
+  return dm_opb_append(&b, p->out);
 }
 
 static dm_status refuse_gpu_to_gpu(size_t i, const Caffe2__OperatorDef *op, const char *what,
@@ -309,11 +298,10 @@ static dm_status replace(char **slot, const char *name) {
 /* Rewrites op i (placed on `loc`): reads through copies, writes to other homes through
  * the loc-side name and a copy back. Appends the copies, the op and the copies back. */
 static dm_status place_op(pass *p, size_t i, Caffe2__OperatorDef *op, int loc, size_t *n_back) {
-  const char *type = op->type ? op->type : "";
   for (size_t k = 0; k < op->n_input; k++) {
     blob *b = find_blob(p, op->input[k]);
     int from = b->home;
-    if (from == loc || (strcmp(type, "CopyCPUToGPU") == 0 && from == LOC_CPU))
+    if (from == loc || from == touch_loc(op, loc, 0))
       continue;
     if (from != LOC_CPU && loc != LOC_CPU)
       return refuse_gpu_to_gpu(i, op, "reads", b->name, loc, from);
@@ -328,7 +316,7 @@ static dm_status place_op(pass *p, size_t i, Caffe2__OperatorDef *op, int loc, s
   for (size_t k = 0; k < op->n_output; k++) {
     blob *b = find_blob(p, op->output[k]);
     int to = b->home;
-    if (to == loc || (strcmp(type, "CopyGPUToCPU") == 0 && to == LOC_CPU)) {
+    if (to == loc || to == touch_loc(op, loc, 1)) {
       b->mirror_valid = 0; /* a copy of the old value is stale now */
       continue;
     }
@@ -370,6 +358,8 @@ static void free_pass(pass *p) {
     free(e->name);
     free(e);
   }
+  if (p->ws)
+    dm_workspace_destroy(p->ws);
   if (p->out)
     protobuf_c_message_free_unpacked(&p->out->base, NULL);
 }
@@ -440,8 +430,10 @@ dm_status dm_device_pass(Caffe2__NetDef *net, const dm_device_opts *o, dm_device
   Caffe2__NetDef *w = NULL;
   int *locs = calloc(net->n_op + 1, sizeof *locs);
   s = locs ? DM_PB_CLONE(Caffe2__NetDef, net, &w) : DM_NOMEM("the device plan");
+  if (s == DM_OK)
+    s = dm_workspace_create(&p.ws);
   for (size_t i = 0; s == DM_OK && i < net->n_op; i++)
-    locs[i] = decide(&p, i, net->op[i]);
+    s = decide(&p, i, net->op[i], &locs[i]);
   if (s == DM_OK)
     s = find_homes(&p, net, locs);
   if (s == DM_OK)
@@ -487,6 +479,23 @@ static int all_in(char **names, size_t n, const char *const *set, size_t n_set) 
   return 1;
 }
 
+/* Whether init op i moves to the GPU: all it writes and reads is GPU state, it is neither
+ * pinned nor forced, and its CUDA kernel takes it (cuda_verdict). */
+static dm_status init_op_to_gpu(dm_workspace *ws, size_t i, const Caffe2__OperatorDef *op,
+                                const dm_device_opts *o, const char *const *gpu_blobs,
+                                size_t n, int *to_gpu) {
+  int pinned = op->device_option && op->device_option->has_device_type;
+  *to_gpu = !pinned && op->n_output && all_in(op->output, op->n_output, gpu_blobs, n) &&
+            all_in(op->input, op->n_input, gpu_blobs, n) &&
+            !dm_str_in_list(op->type ? op->type : "", o->force_cpu, o->n_force_cpu);
+  if (!*to_gpu)
+    return DM_OK;
+  char why[600];
+  DM_TRY(cuda_verdict(ws, i, op, o->device_id, why, sizeof why));
+  *to_gpu = why[0] == '\0';
+  return DM_OK;
+}
+
 dm_status dm_device_place_init(Caffe2__NetDef *init, const dm_device_opts *o,
                                const char *const *gpu_blobs, size_t n, size_t *copies) {
   if (copies)
@@ -496,53 +505,57 @@ dm_status dm_device_place_init(Caffe2__NetDef *init, const dm_device_opts *o,
     return DM_OK;
   /* Decide first, change after: a failure (out of memory) may leave some ops placed, but
    * never the copies half-appended or the mark set. */
-  int *to_gpu = calloc(init->n_op + 1, sizeof *to_gpu);
+  dm_device_summary sum = {0};
+  pass p = {.o = o, .sum = &sum};
   char **sent = NULL; /* blobs written on the CPU that must go to the GPU, first write order */
   size_t n_sent = 0;
-  dm_status s = to_gpu ? DM_OK : DM_NOMEM("the init placement");
-  for (size_t i = 0; s == DM_OK && i < init->n_op; i++) {
-    const Caffe2__OperatorDef *op = init->op[i];
-    int pinned = op->device_option && op->device_option->has_device_type;
-    to_gpu[i] = !pinned && op->n_output && all_in(op->output, op->n_output, gpu_blobs, n) &&
-                all_in(op->input, op->n_input, gpu_blobs, n) &&
-                !dm_str_in_list(op->type ? op->type : "", o->force_cpu, o->n_force_cpu) &&
-                !host_valued_form(op) && has_cuda_kernel(op);
-    int on_cpu = pinned ? option_loc(op->device_option) == LOC_CPU : !to_gpu[i];
-    for (size_t k = 0; on_cpu && s == DM_OK && k < op->n_output; k++)
-      if (dm_str_in_list(op->output[k], gpu_blobs, n) &&
-          !dm_str_in_list(op->output[k], (const char *const *)sent, n_sent))
-        s = dm_strv_push(&sent, &n_sent, op->output[k]);
+  dm_status s = DM_OK;
+  int *to_gpu = calloc(init->n_op + 1, sizeof *to_gpu);
+  if (!to_gpu) {
+    s = DM_NOMEM("the init placement");
+    goto cleanup;
   }
-  Caffe2__NetDef *add = NULL; /* the copies, moved to the init net at the end */
-  if (s == DM_OK)
-    s = dm_netdef_new(NULL, &add);
-  pass p = {.o = o, .out = add};
-  dm_device_summary sum = {0};
-  p.sum = &sum;
-  for (size_t k = 0; s == DM_OK && k < n_sent; k++)
-    s = emit_copy(&p, sent[k], sent[k], LOC_CPU, o->device_id);
-  for (size_t i = 0; s == DM_OK && i < init->n_op; i++)
-    if (to_gpu[i])
-      s = set_loc(init->op[i], o->device_id);
+  if ((s = dm_workspace_create(&p.ws)) != DM_OK)
+    goto cleanup;
+  for (size_t i = 0; i < init->n_op; i++) {
+    const Caffe2__OperatorDef *op = init->op[i];
+    if ((s = init_op_to_gpu(p.ws, i, op, o, gpu_blobs, n, &to_gpu[i])) != DM_OK)
+      goto cleanup;
+    int pinned = op->device_option && op->device_option->has_device_type;
+    int on_cpu = pinned ? option_loc(op->device_option) == LOC_CPU : !to_gpu[i];
+    for (size_t k = 0; on_cpu && k < op->n_output; k++)
+      if (dm_str_in_list(op->output[k], gpu_blobs, n) &&
+          !dm_str_in_list(op->output[k], (const char *const *)sent, n_sent) &&
+          (s = dm_strv_push(&sent, &n_sent, op->output[k])) != DM_OK)
+        goto cleanup;
+  }
+  if ((s = dm_netdef_new(NULL, &p.out)) != DM_OK) /* the copies, moved to init at the end */
+    goto cleanup;
+  for (size_t k = 0; k < n_sent; k++)
+    if ((s = emit_copy(&p, sent[k], sent[k], LOC_CPU, o->device_id)) != DM_OK)
+      goto cleanup;
+  for (size_t i = 0; i < init->n_op; i++)
+    if (to_gpu[i] && (s = set_loc(init->op[i], o->device_id)) != DM_OK)
+      goto cleanup;
   char mark[32];
   snprintf(mark, sizeof mark, "CUDA:%d", o->device_id);
-  if (s == DM_OK)
-    s = dm_netdef_set_arg_string(init, DM_DEVICE_MARK, mark);
-  size_t total = init->n_op + (add ? add->n_op : 0);
-  Caffe2__OperatorDef **ops = s == DM_OK ? realloc(init->op, (total + 1) * sizeof *ops) : NULL;
-  if (s == DM_OK && !ops)
+  if ((s = dm_netdef_set_arg_string(init, DM_DEVICE_MARK, mark)) != DM_OK)
+    goto cleanup;
+  size_t total = init->n_op + p.out->n_op;
+  Caffe2__OperatorDef **ops = realloc(init->op, (total + 1) * sizeof *ops);
+  if (!ops) {
     s = DM_NOMEM("the init placement");
-  if (s == DM_OK) {
-    for (size_t k = 0; k < add->n_op; k++)
-      ops[init->n_op + k] = add->op[k];
-    init->op = ops;
-    init->n_op = total;
-    add->n_op = 0;
-    if (copies)
-      *copies = sum.copies;
+    goto cleanup;
   }
-  if (add)
-    protobuf_c_message_free_unpacked(&add->base, NULL);
+  for (size_t k = 0; k < p.out->n_op; k++)
+    ops[init->n_op + k] = p.out->op[k];
+  init->op = ops;
+  init->n_op = total;
+  p.out->n_op = 0;
+  if (copies)
+    *copies = sum.copies;
+cleanup:
+  free_pass(&p); /* the workspace, and p.out (emptied on success) */
   for (size_t k = 0; k < n_sent; k++)
     free(sent[k]);
   free(sent);

@@ -2,12 +2,16 @@
  *
  * Puts every op that can run on the GPU there and inserts the copies a blob needs to
  * cross between host and GPU, as ordinary Caffe2 ops a user can read in `rewrite`:
- *   - an op goes to (CUDA, device_id) when a CUDA kernel is registered for its type
- *     (its own engines, then "CUDNN", then the plain one: what the executor will look
- *     up), unless its own device_option names a device_type (pinned: it stays where the
- *     file put it), its type is on the force_cpu list, or it is a form whose CUDA kernel
- *     would have to read a tensor's values on the host (Reshape or Split with a sizes
- *     input, ConstantFill with input_as_shape); otherwise it stays on the CPU;
+ *   - an op goes to (CUDA, device_id) when the executor would find a CUDA kernel for it:
+ *     its own engines, then "CUDNN", then the plain one, each kernel's supports(ctx)
+ *     asked of the op (its arguments and inputs; input dtypes are not known yet), so
+ *     the kernel, not the pass, says which forms it runs (ConstantFill's input_as_shape,
+ *     a plugin's unimplemented argument). It stays on the CPU when its own
+ *     device_option names a device_type (pinned: it stays where the file put it), its
+ *     type is on the force_cpu list, its schema marks a present input as read on the
+ *     host (host_inputs: Reshape's shape, Split's sizes), or no CUDA kernel takes it;
+ *     the report says which, with a refusing kernel's reason (dm_op_refuse). An op the
+ *     executor could not bind at all (arity, argument types) fails the pass;
  *   - each blob has a home: the device of the first op that touches it (the first
  *     writer, or for state read before written - parameters, momenta, the iteration,
  *     the loss scale - the first reader). host_blobs (what the caller feeds from the host)
@@ -62,8 +66,8 @@ typedef struct dm_device_opts {
 typedef struct dm_device_summary {
   size_t ops_total;       /* ops of the input net */
   size_t ops_device;      /* placed on (or pinned to) a GPU */
-  size_t kept_no_kernel;  /* on the CPU: no CUDA kernel for the type, or for this form of
-                             it (Reshape/Split with a sizes input, input_as_shape) */
+  size_t kept_no_kernel;  /* on the CPU: no CUDA kernel for the type, or none that supports
+                             this form of it, or an input read on the host */
   size_t kept_pinned;     /* on the CPU: pinned there by the op's own device_option */
   size_t kept_forced;     /* on the CPU: the type is on force_cpu */
   size_t copies;          /* CopyCPUToGPU / CopyGPUToCPU inserted */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "demitasse_plugin.h"
 #include "memory_pass.h"
@@ -24,10 +25,19 @@ typedef struct blob_versions {
   int n;           /* versions so far */
 } blob_versions;
 
+/* Name -> index into pass_state.blobs (an array that moves as it grows, so the hash
+ * entries live apart from it). */
+typedef struct blob_index {
+  const char *name; /* the blob_versions' own copy */
+  long id;
+  UT_hash_handle hh;
+} blob_index;
+
 typedef struct pass_state {
   Caffe2__NetDef *net;
   blob_versions *blobs;
   size_t n_blobs;
+  blob_index *index; /* uthash over blobs */
   int **in_ver, **out_ver; /* per forward op */
   char *on_path;           /* per forward op: some output reaches a loss */
   char *needed;            /* per blob index: loss gradient can use it */
@@ -93,42 +103,30 @@ float dm_grad_arg_float(const dm_grad_ctx *g, const char *name, float dflt) {
 
 dm_status dm_grad_emit(dm_grad_ctx *g, const char *type, int n_in, const char *const *in,
                        int n_out, const char *const *out) {
-  Caffe2__OperatorDef *op;
-  DM_TRY(dm_opdef_new(type, &op));
-  dm_status s = DM_OK;
-  for (int i = 0; i < n_in && s == DM_OK; i++)
-    s = in[i] ? dm_opdef_add_input(op, in[i])
-              : dm_error(DM_ERR_INVALID, "gradient maker: input %d of %s is NULL", i, type);
-  for (int i = 0; i < n_out && s == DM_OK; i++)
-    s = out[i] ? dm_opdef_add_output(op, out[i])
-               : dm_error(DM_ERR_INVALID, "gradient maker: output %d of %s is NULL", i, type);
+  dm_opb b;
+  dm_opb_start(&b, type);
+  for (int i = 0; i < n_in && b.s == DM_OK; i++)
+    if (in[i])
+      dm_opb_input(&b, in[i]);
+    else
+      dm_opb_fail(&b, dm_error(DM_ERR_INVALID, "gradient maker: input %d of %s is NULL", i, type));
+  for (int i = 0; i < n_out && b.s == DM_OK; i++)
+    if (out[i])
+      dm_opb_output(&b, out[i]);
+    else
+      dm_opb_fail(&b,
+                  dm_error(DM_ERR_INVALID, "gradient maker: output %d of %s is NULL", i, type));
   /* Copy the forward op's arguments, device and engine: the gradient kernel reads the
    * same conv geometry, axis, etc. */
-  for (size_t i = 0; i < g->op->n_arg && s == DM_OK; i++) {
-    Caffe2__Argument *a = NULL;
-    s = DM_PB_CLONE(Caffe2__Argument, g->op->arg[i], &a);
-    if (s == DM_OK) {
-      Caffe2__Argument **arr = realloc(op->arg, (op->n_arg + 1) * sizeof *arr);
-      if (!arr) {
-        protobuf_c_message_free_unpacked(&a->base, NULL);
-        s = DM_NOMEM("an argument");
-      } else {
-        op->arg = arr;
-        op->arg[op->n_arg++] = a;
-      }
-    }
-  }
-  if (s == DM_OK && g->op->device_option)
-    s = DM_PB_CLONE(Caffe2__DeviceOption, g->op->device_option, &op->device_option);
-  if (s == DM_OK && g->op->engine && !(op->engine = strdup(g->op->engine)))
-    s = DM_NOMEM("an engine name");
-  op->has_is_gradient_op = 1;
-  op->is_gradient_op = 1;
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  DM_TRY(dm_netdef_append_op(g->out, op));
+  for (size_t i = 0; i < g->op->n_arg; i++)
+    dm_opb_copy_arg(&b, g->op->arg[i]);
+  if (g->op->device_option)
+    dm_opb_device_option(&b, g->op->device_option);
+  if (g->op->engine)
+    dm_opb_engine(&b, g->op->engine);
+  dm_opb_gradient(&b, 1);
+  Caffe2__OperatorDef *op = dm_opb_op(&b);
+  DM_TRY(dm_opb_append(&b, g->out));
   g->last = op;
   return DM_OK;
 }
@@ -227,20 +225,29 @@ dm_status dm_op_gradient_ops(const Caffe2__OperatorDef *op, const char *const *o
 
 /* --- the pass ----------------------------------------------------------------------- */
 
+/* The index of blob `name`; with `create`, a new one if needed. -1: not found (or, with
+ * `create`, out of memory). */
 static long blob_id(pass_state *ps, const char *name, int create) {
-  for (size_t i = 0; i < ps->n_blobs; i++)
-    if (strcmp(ps->blobs[i].name, name) == 0)
-      return (long)i;
+  blob_index *e = NULL;
+  HASH_FIND_STR(ps->index, name, e);
+  if (e)
+    return e->id;
   if (!create)
     return -1;
   blob_versions *b = realloc(ps->blobs, (ps->n_blobs + 1) * sizeof *b);
   if (!b)
-    return -2;
+    return -1;
   ps->blobs = b;
-  b[ps->n_blobs] = (blob_versions){strdup(name), NULL, 0};
-  if (!b[ps->n_blobs].name)
-    return -2;
-  return (long)ps->n_blobs++;
+  char *copy = strdup(name);
+  if (!copy || !(e = calloc(1, sizeof *e))) {
+    free(copy);
+    return -1;
+  }
+  b[ps->n_blobs] = (blob_versions){copy, NULL, 0};
+  e->name = copy;
+  e->id = (long)ps->n_blobs++;
+  HASH_ADD_KEYPTR(hh, ps->index, e->name, strlen(e->name), e);
+  return e->id;
 }
 
 static version_info *version_at(pass_state *ps, long id, int ver) {
@@ -257,6 +264,11 @@ static version_info *version_at(pass_state *ps, long id, int ver) {
 }
 
 static void pass_free(pass_state *ps, size_t n_ops) {
+  blob_index *e, *tmp;
+  HASH_ITER(hh, ps->index, e, tmp) {
+    HASH_DEL(ps->index, e);
+    free(e);
+  }
   for (size_t i = 0; i < ps->n_blobs; i++) {
     for (int k = 0; k < ps->blobs[i].n; k++) {
       version_info *v = &ps->blobs[i].v[k];
@@ -381,20 +393,14 @@ static dm_status finish_version(pass_state *ps, long id, version_info *v) {
     return DM_OK;
   }
   char *grad = str_printf("%s_grad", name, 0);
-  Caffe2__OperatorDef *sum = NULL;
-  dm_status s = grad ? dm_opdef_new("Sum", &sum) : DM_NOMEM("a gradient name");
-  for (size_t k = 0; k < v->n_partials && s == DM_OK; k++)
-    s = dm_opdef_add_input(sum, v->partials[k]);
-  if (s == DM_OK)
-    s = dm_opdef_add_output(sum, grad);
-  if (s == DM_OK) {
-    sum->has_is_gradient_op = 1;
-    sum->is_gradient_op = 1;
-    s = dm_netdef_append_op(ps->net, sum);
-    sum = NULL;
-  }
-  if (sum)
-    protobuf_c_message_free_unpacked(&sum->base, NULL);
+  if (!grad)
+    return DM_NOMEM("a gradient name");
+  dm_opb b;
+  dm_opb_start(&b, "Sum");
+  dm_opb_inputs(&b, (const char *const *)v->partials, v->n_partials);
+  dm_opb_output(&b, grad);
+  dm_opb_gradient(&b, 1);
+  dm_status s = dm_opb_append(&b, ps->net);
   if (s != DM_OK) {
     free(grad);
     return s;
@@ -494,23 +500,17 @@ dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, si
   for (size_t l = 0; l < n_losses && s == DM_OK; l++) {
     long id = blob_id(&ps, losses[l], 0);
     version_info *v = &ps.blobs[id].v[ps.blobs[id].n - 1];
-    Caffe2__OperatorDef *fill = NULL;
     char *grad = str_printf("%s_autogen_grad", losses[l], 0);
-    s = grad ? dm_opdef_new("ConstantFill", &fill) : DM_NOMEM("a gradient name");
-    if (s == DM_OK)
-      s = dm_opdef_add_input(fill, losses[l]);
-    if (s == DM_OK)
-      s = dm_opdef_add_output(fill, grad);
-    if (s == DM_OK)
-      s = dm_opdef_set_arg_float(fill, "value", 1.0f);
-    if (s == DM_OK) {
-      fill->has_is_gradient_op = 1;
-      fill->is_gradient_op = 1;
-      s = dm_netdef_append_op(net, fill);
-      fill = NULL;
-    }
-    if (fill)
-      protobuf_c_message_free_unpacked(&fill->base, NULL);
+    dm_opb b;
+    dm_opb_start(&b, "ConstantFill");
+    dm_opb_input(&b, losses[l]);
+    if (grad)
+      dm_opb_output(&b, grad);
+    else
+      dm_opb_fail(&b, DM_NOMEM("a gradient name"));
+    dm_opb_arg_float(&b, "value", 1.0f);
+    dm_opb_gradient(&b, 1);
+    s = dm_opb_append(&b, net);
     if (s == DM_OK && v->grad)
       s = dm_error(DM_ERR_INVALID, "loss '%s' is given twice", losses[l]);
     if (s == DM_OK)

@@ -84,35 +84,28 @@ static dm_status analyse(plan *p, const Caffe2__NetDef *net, const char *const *
   return DM_OK;
 }
 
+static int freed_after(const blob_use *b, size_t i) { return b->local && b->last == i; }
+
 /* Free(blobs whose last use is op `i`), on op i's device; *out NULL if there are none. */
 static dm_status free_op_after(const plan *p, const Caffe2__NetDef *net, size_t i,
                                Caffe2__OperatorDef **out, size_t *n_freed) {
   *out = NULL;
-  Caffe2__OperatorDef *f = NULL;
-  for (const blob_use *b = p->blobs; b; b = b->hh.next) {
-    if (!b->local || b->last != i)
-      continue;
-    if (!f)
-      DM_TRY(dm_opdef_new("Free", &f));
-    dm_status s = dm_opdef_add_input(f, b->name);
-    if (s == DM_OK)
-      s = dm_opdef_add_output(f, b->name);
-    if (s != DM_OK) {
-      protobuf_c_message_free_unpacked(&f->base, NULL);
-      return s;
+  size_t n = 0;
+  for (const blob_use *b = p->blobs; b; b = b->hh.next)
+    n += (size_t)freed_after(b, i);
+  if (!n)
+    return DM_OK;
+  dm_opb f;
+  dm_opb_start(&f, "Free");
+  for (const blob_use *b = p->blobs; b; b = b->hh.next)
+    if (freed_after(b, i)) {
+      dm_opb_input(&f, b->name);
+      dm_opb_output(&f, b->name);
     }
-    (*n_freed)++;
-  }
-  if (f && net->op[i]->device_option) {
-    dm_status s = DM_PB_CLONE(Caffe2__DeviceOption, net->op[i]->device_option,
-                              &f->device_option);
-    if (s != DM_OK) {
-      protobuf_c_message_free_unpacked(&f->base, NULL);
-      return s;
-    }
-  }
-  *out = f;
-  return DM_OK;
+  if (net->op[i]->device_option)
+    dm_opb_device_option(&f, net->op[i]->device_option);
+  *n_freed += n;
+  return dm_opb_finish(&f, out);
 }
 
 int dm_memory_planned(const Caffe2__NetDef *net) {

@@ -35,42 +35,23 @@ typedef struct pass {
   size_t report_len;
 } pass;
 
-/* Input/output slots that are never cast: integer or FP32-by-design data. */
-typedef struct slot_rule {
-  const char *type;
-  char in_mask, out_mask; /* bit i: slot i */
-} slot_rule;
-static const slot_rule keep_slots[] = {
-    /* BN: FP32 scale, bias, mean, var with FP16 X/Y (as cuDNN); saved stats FP32 */
-    {"SpatialBN", 0x1e, 0x1e},
-    {"SpatialBNGradient", 0x1a, 0x06},
-    /* integer side outputs and inputs */
-    {"Concat", 0, 0x02},
-    {"Split", 0x02, 0},
-    {"Reshape", 0x02, 0x02},
-    {"Dropout", 0, 0x02},
-    {"DropoutGrad", 0x02, 0},
-    {NULL, 0, 0},
-};
+/* Slot rules come from the op's schema (fp32_*, nonfloat_* masks): bit i is slot i, and
+ * slots past 31 have no rule. */
+static int slot_bit(uint32_t mask, size_t slot) { return slot < 32 && ((mask >> slot) & 1); }
 
-static int kept_slot(const char *type, int is_output, size_t slot) {
-  if (slot >= 8)
-    return 0;
-  for (const slot_rule *r = keep_slots; r->type; r++)
-    if (strcmp(r->type, type) == 0)
-      return ((is_output ? r->out_mask : r->in_mask) >> slot) & 1;
-  return 0;
+/* Input slots that never decide a follow op's precision: FP32-by-design or not float. */
+static int fixed_input(const dm_op_schema *schema, size_t slot) {
+  return slot_bit(schema->fp32_inputs | schema->nonfloat_inputs, slot);
 }
 
-static int is_update_op(const char *type) {
-  static const char *const updates[] = {"Iter", "LearningRate", "WeightedSum",
-                                        "MomentumSGDUpdate", "Adam"};
-  return dm_str_in_list(type, updates, sizeof updates / sizeof updates[0]);
-}
-
-/* Update ops that take found_inf as their skip input (LearningRate follows Iter). */
-static int takes_skip(const char *type) {
-  return strcmp(type, "LearningRate") != 0 && is_update_op(type);
+/* The precision a slot of an op painted `c` holds: nonfloat slots none (never cast),
+ * FP32 slots FP32 whenever the op computes in floats, every other slot the op's. */
+static color slot_color(uint32_t fp32_mask, uint32_t nonfloat_mask, size_t slot, color c) {
+  if (slot_bit(nonfloat_mask, slot))
+    return C_NONE;
+  if (slot_bit(fp32_mask, slot))
+    return c == C_NONE ? C_NONE : C_F32;
+  return c;
 }
 
 DM_PRINTF(2, 3) static void report(pass *p, const char *fmt, ...) {
@@ -120,37 +101,24 @@ static int set_str(char **dst, const char *src) {
 /* Appends `op` (owned) to the rewritten net. */
 static dm_status emit(pass *p, Caffe2__OperatorDef *op) { return dm_netdef_append_op(p->out, op); }
 
-/* A cast op src -> dst, to the reduced precision (`down`) or back to FP32: FloatToHalf /
- * HalfToFloat for FP16, Cast(to) for BF16. */
-static dm_status make_cast(const dm_mp_opts *o, int down, const char *src, const char *dst,
-                           Caffe2__OperatorDef **out) {
+/* Starts a cast op src -> dst, to the reduced precision (`down`) or back to FP32:
+ * FloatToHalf / HalfToFloat for FP16, Cast(to) for BF16 (ops this pass emits). */
+static void start_cast(dm_opb *b, const dm_mp_opts *o, int down, const char *src,
+                       const char *dst) {
   int bf16 = o->target == DM_BFLOAT16;
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_opdef_new(bf16 ? "Cast" : down ? "FloatToHalf" : "HalfToFloat", &op));
-  dm_status s = dm_opdef_add_input(op, src);
-  if (s == DM_OK)
-    s = dm_opdef_add_output(op, dst);
-  if (s == DM_OK && bf16)
-    s = dm_opdef_set_arg_int(op, "to", down ? DM_BFLOAT16 : DM_FLOAT);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  *out = op;
-  return DM_OK;
+  dm_opb_start(b, bf16 ? "Cast" : down ? "FloatToHalf" : "HalfToFloat");
+  dm_opb_input(b, src);
+  dm_opb_output(b, dst);
+  if (bf16)
+    dm_opb_arg_int(b, "to", down ? DM_BFLOAT16 : DM_FLOAT);
 }
 
 static dm_status emit_cast(pass *p, int down, const char *src, const char *dst, int grad) {
-  Caffe2__OperatorDef *op = NULL;
-  dm_status s = make_cast(p->o, down, src, dst, &op);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  op->has_is_gradient_op = grad;
-  op->is_gradient_op = grad;
+  dm_opb b;
+  start_cast(&b, p->o, down, src, dst);
+  dm_opb_gradient(&b, grad);
   p->sum->casts++;
-  return emit(p, op);
+  return dm_opb_append(&b, p->out);
 }
 
 static const char *reduced_suffix(const dm_mp_opts *o) {
@@ -216,7 +184,7 @@ static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *s
   for (size_t i = 0; i < op->n_input; i++) {
     blob_state *b = NULL;
     HASH_FIND_STR(p->blobs, op->input[i], b);
-    if (b && b->dtype == C_F16 && !kept_slot(op->type, 0, i)) {
+    if (b && b->dtype == C_F16 && !fixed_input(schema, i)) {
       *why = "follows its FP16 input";
       return C_F16;
     }
@@ -227,46 +195,50 @@ static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *s
 
 /* Rewrites one forward or backward op: inputs through their current value in the op's
  * precision, outputs recorded. `op` is owned and emitted. */
-static dm_status rewrite_op(pass *p, Caffe2__OperatorDef *op, color c) {
-  const char *type = op->type;
+static dm_status rewrite_op(pass *p, const dm_op_schema *schema, Caffe2__OperatorDef *op,
+                            color c) {
   int grad = op->is_gradient_op;
+  dm_status s = DM_OK;
   char **orig = calloc(op->n_input + 1, sizeof *orig); /* input names before renaming */
-  dm_status s = orig ? DM_OK : DM_NOMEM("the pass");
-  for (size_t i = 0; i < op->n_input && s == DM_OK; i++) {
+  if (!orig) {
+    s = DM_NOMEM("the pass");
+    goto cleanup;
+  }
+  for (size_t i = 0; i < op->n_input; i++) {
     blob_state *b = state(p, op->input[i]);
     if (!b || !(orig[i] = strdup(op->input[i]))) {
       s = DM_NOMEM("the pass");
-      break;
+      goto cleanup;
     }
-    color want = kept_slot(type, 0, i) ? (c == C_NONE ? C_NONE : C_F32) : c;
-    /* integer slots of follow ops are never cast; FP32 ops only undo FP16 */
-    if (c == C_F16 && kept_slot(type, 0, i) && b->dtype != C_F16)
-      want = C_NONE;
+    color want = slot_color(schema->fp32_inputs, schema->nonfloat_inputs, i, c);
     const char *name = NULL;
-    s = value_in(p, b, want, grad, &name);
-    if (s == DM_OK && strcmp(name, op->input[i]) != 0 && !set_str(&op->input[i], name))
+    if ((s = value_in(p, b, want, grad, &name)) != DM_OK)
+      goto cleanup;
+    if (strcmp(name, op->input[i]) != 0 && !set_str(&op->input[i], name)) {
       s = DM_NOMEM("a blob name");
+      goto cleanup;
+    }
   }
-  for (size_t o = 0; o < op->n_output && s == DM_OK; o++) {
+  for (size_t o = 0; o < op->n_output; o++) {
     blob_state *b = state(p, op->output[o]);
     if (!b) {
       s = DM_NOMEM("the pass");
-      break;
+      goto cleanup;
     }
     /* In place on a renamed input: write the renamed blob, which now holds the value. */
     for (size_t i = 0; i < op->n_input; i++)
       if (strcmp(orig[i], op->output[o]) == 0 && strcmp(op->input[i], orig[i]) != 0 &&
-          !set_str(&op->output[o], op->input[i]))
+          !set_str(&op->output[o], op->input[i])) {
         s = DM_NOMEM("a blob name");
-    color oc = kept_slot(type, 1, o) ? (c == C_NONE ? C_NONE : C_F32) : c;
-    if (c == C_F16 && kept_slot(type, 1, o))
-      oc = strcmp(type, "SpatialBN") == 0 || strcmp(type, "SpatialBNGradient") == 0 ? C_F32
-                                                                                     : C_NONE;
-    if (s == DM_OK && (!set_str(&b->cur, op->output[o]) || !set_str(&b->f16, NULL) ||
-                       !set_str(&b->f32, NULL)))
+        goto cleanup;
+      }
+    if (!set_str(&b->cur, op->output[o]) || !set_str(&b->f16, NULL) || !set_str(&b->f32, NULL)) {
       s = DM_NOMEM("a blob name");
-    b->dtype = oc;
+      goto cleanup;
+    }
+    b->dtype = slot_color(schema->fp32_outputs, schema->nonfloat_outputs, o, c);
   }
+cleanup:
   for (size_t i = 0; orig && i < op->n_input; i++)
     free(orig[i]);
   free(orig);
@@ -277,94 +249,80 @@ static dm_status rewrite_op(pass *p, Caffe2__OperatorDef *op, color c) {
   return emit(p, op);
 }
 
-static dm_status new_op(const char *type, const char *const *in, size_t n_in,
-                        const char *const *out, size_t n_out, Caffe2__OperatorDef **res) {
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_opdef_new(type, &op));
-  dm_status s = DM_OK;
-  for (size_t i = 0; i < n_in && s == DM_OK; i++)
-    s = dm_opdef_add_input(op, in[i]);
-  for (size_t i = 0; i < n_out && s == DM_OK; i++)
-    s = dm_opdef_add_output(op, out[i]);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  *res = op;
-  return DM_OK;
-}
-
 /* Seed * S: the loss gradient scaled by the loss scale. */
 static dm_status scale_seed(pass *p, const char *seed) {
-  const char *in[] = {seed, DM_MP_SCALE_BLOB}, *out[] = {seed};
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(new_op("Mul", in, 2, out, 1, &op));
-  dm_status s = dm_opdef_set_arg_int(op, "broadcast", 1);
-  op->has_is_gradient_op = 1;
-  op->is_gradient_op = 1;
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  return emit(p, op);
+  dm_opb b;
+  dm_opb_start(&b, "Mul");
+  dm_opb_input(&b, seed);
+  dm_opb_input(&b, DM_MP_SCALE_BLOB);
+  dm_opb_output(&b, seed);
+  dm_opb_arg_int(&b, "broadcast", 1);
+  dm_opb_gradient(&b, 1);
+  return dm_opb_append(&b, p->out);
 }
 
 /* FP32 weight gradients, one UnscaleAndCheck over all, then UpdateLossScale. */
 static dm_status unscale_and_check(pass *p, char **params, size_t n_params) {
-  const char **in = calloc(n_params + 2, sizeof *in), **out = calloc(n_params + 2, sizeof *out);
-  dm_status s = in && out ? DM_OK : DM_NOMEM("the pass");
-  in[0] = DM_MP_SCALE_BLOB;
-  for (size_t i = 0; i < n_params && s == DM_OK; i++) {
+  dm_opb b = {0};
+  dm_status s = DM_OK;
+  /* The gradients' FP32 names first (value_in may emit their casts), then the op. */
+  const char **grads = calloc(n_params + 1, sizeof *grads);
+  if (!grads) {
+    s = DM_NOMEM("the pass");
+    goto cleanup;
+  }
+  for (size_t i = 0; i < n_params; i++) {
     char gname[600];
     snprintf(gname, sizeof gname, "%s_grad", params[i]);
-    blob_state *b = state(p, gname);
-    if (!b) {
+    blob_state *g = state(p, gname);
+    if (!g) {
       s = DM_NOMEM("the pass");
-      break;
+      goto cleanup;
     }
     const char *name = NULL;
-    s = value_in(p, b, C_F32, 1, &name);
-    if (s == DM_OK && (!set_str(&b->cur, name) || !set_str(&b->f32, NULL)))
+    if ((s = value_in(p, g, C_F32, 1, &name)) != DM_OK)
+      goto cleanup;
+    if (!set_str(&g->cur, name) || !set_str(&g->f32, NULL)) {
       s = DM_NOMEM("a blob name");
-    b->dtype = C_F32;
-    in[i + 1] = out[i] = b->cur;
+      goto cleanup;
+    }
+    g->dtype = C_F32;
+    grads[i] = g->cur;
   }
-  out[n_params] = DM_MP_FOUND_INF_BLOB;
-  Caffe2__OperatorDef *op = NULL;
-  if (s == DM_OK)
-    s = new_op("UnscaleAndCheck", in, n_params + 1, out, n_params + 1, &op);
-  if (s == DM_OK)
-    s = emit(p, op);
-  free(in);
-  free(out);
-  DM_TRY(s);
-  const char *uin[] = {DM_MP_SCALE_BLOB, DM_MP_FOUND_INF_BLOB, DM_MP_GOOD_BLOB, DM_MP_SKIPPED_BLOB};
-  const char *uout[] = {DM_MP_SCALE_BLOB, DM_MP_GOOD_BLOB, DM_MP_SKIPPED_BLOB};
-  DM_TRY(new_op("UpdateLossScale", uin, 4, uout, 3, &op));
+  dm_opb_start(&b, "UnscaleAndCheck");
+  dm_opb_input(&b, DM_MP_SCALE_BLOB);
+  dm_opb_inputs(&b, grads, n_params);
+  dm_opb_outputs(&b, grads, n_params);
+  dm_opb_output(&b, DM_MP_FOUND_INF_BLOB);
+  if ((s = dm_opb_append(&b, p->out)) != DM_OK)
+    goto cleanup;
   const dm_mp_opts *o = p->o;
-  s = dm_opdef_set_arg_int(op, "dynamic", o->scaling == DM_LS_DYNAMIC);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_int(op, "growth_interval", o->growth_interval);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_float(op, "growth_factor", (float)o->growth_factor);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_float(op, "backoff_factor", (float)o->backoff_factor);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_float(op, "min_scale", (float)o->min_scale);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_float(op, "max_scale", (float)o->max_scale);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  return emit(p, op);
+  dm_opb_start(&b, "UpdateLossScale");
+  dm_opb_input(&b, DM_MP_SCALE_BLOB);
+  dm_opb_input(&b, DM_MP_FOUND_INF_BLOB);
+  dm_opb_input(&b, DM_MP_GOOD_BLOB);
+  dm_opb_input(&b, DM_MP_SKIPPED_BLOB);
+  dm_opb_output(&b, DM_MP_SCALE_BLOB);
+  dm_opb_output(&b, DM_MP_GOOD_BLOB);
+  dm_opb_output(&b, DM_MP_SKIPPED_BLOB);
+  dm_opb_arg_int(&b, "dynamic", o->scaling == DM_LS_DYNAMIC);
+  dm_opb_arg_int(&b, "growth_interval", o->growth_interval);
+  dm_opb_arg_float(&b, "growth_factor", (float)o->growth_factor);
+  dm_opb_arg_float(&b, "backoff_factor", (float)o->backoff_factor);
+  dm_opb_arg_float(&b, "min_scale", (float)o->min_scale);
+  dm_opb_arg_float(&b, "max_scale", (float)o->max_scale);
+  s = dm_opb_append(&b, p->out);
+cleanup:
+  free(grads);
+  return s;
 }
 
-/* An update op: inputs through their FP32 values (renaming in-place outputs), plus
- * found_inf as the skip input when loss scaling is on. */
-static dm_status rewrite_update(pass *p, Caffe2__OperatorDef *op) {
-  dm_status s = rewrite_op(p, op, C_F32); /* emits op; still ours to amend below */
-  if (s == DM_OK && p->o->scaling != DM_LS_NONE && takes_skip(op->type))
+/* An optimizer-role op (its schema's role): inputs through their FP32 values (renaming
+ * in-place outputs), plus found_inf as the skip input when loss scaling is on and the
+ * schema says the op takes one. */
+static dm_status rewrite_update(pass *p, const dm_op_schema *schema, Caffe2__OperatorDef *op) {
+  dm_status s = rewrite_op(p, schema, op, C_F32); /* emits op; still ours to amend below */
+  if (s == DM_OK && p->o->scaling != DM_LS_NONE && schema->skip_input)
     s = dm_opdef_add_input(op, DM_MP_FOUND_INF_BLOB);
   return s;
 }
@@ -373,23 +331,17 @@ static dm_status rewrite_update(pass *p, Caffe2__OperatorDef *op) {
  * broadcasts onto a 0-d loss gradient), else shape [1]. */
 static dm_status add_fill(Caffe2__NetDef *init, const char *blob, const char *dtype, double v,
                           int scalar) {
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_opdef_new("ConstantFill", &op));
-  int64_t one = 1;
-  dm_status s = dm_opdef_add_output(op, blob);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_ints(op, "shape", &one, scalar ? 0 : 1);
-  if (s == DM_OK && strcmp(dtype, "INT64") == 0)
-    s = dm_opdef_set_arg_int(op, "value", (int64_t)v);
-  else if (s == DM_OK)
-    s = dm_opdef_set_arg_float(op, "value", (float)v);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_string(op, "dtype", dtype);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  return dm_netdef_append_op(init, op);
+  static const int64_t one = 1;
+  dm_opb b;
+  dm_opb_start(&b, "ConstantFill");
+  dm_opb_output(&b, blob);
+  dm_opb_arg_ints(&b, "shape", &one, scalar ? 0 : 1);
+  if (strcmp(dtype, "INT64") == 0)
+    dm_opb_arg_int(&b, "value", (int64_t)v);
+  else
+    dm_opb_arg_float(&b, "value", (float)v);
+  dm_opb_arg_string(&b, "dtype", dtype);
+  return dm_opb_append(&b, init);
 }
 
 void dm_mp_opts_init(dm_mp_opts *o) {
@@ -429,22 +381,22 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     Caffe2__OperatorDef *op = ops[i];
     ops[i] = NULL;
     const char *type = op->type ? op->type : "";
-    if (is_update_op(type)) {
-      if (scaled && !unscaled) {
-        s = unscale_and_check(p, params, n_params);
-        unscaled = 1;
-      }
-      if (s == DM_OK)
-        s = rewrite_update(p, op);
-      else
-        protobuf_c_message_free_unpacked(&op->base, NULL);
-      continue;
-    }
     const dm_op_schema *schema = dm_schema_lookup(type);
     if (!schema) {
       protobuf_c_message_free_unpacked(&op->base, NULL);
       s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i, type);
       break;
+    }
+    if (schema->role == DM_ROLE_OPTIMIZER) {
+      if (scaled && !unscaled) {
+        s = unscale_and_check(p, params, n_params);
+        unscaled = 1;
+      }
+      if (s == DM_OK)
+        s = rewrite_update(p, schema, op);
+      else
+        protobuf_c_message_free_unpacked(&op->base, NULL);
+      continue;
     }
     const char *why = "";
     color c = paint(p, op, schema, &why);
@@ -456,10 +408,12 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
       report(p, "  op %zu (%s%s%s) FP32: %s\n", i, type, op->name && *op->name ? " " : "",
              op->name ? op->name : "", why);
     }
+    /* The loss gradient's seed, as the gradient pass emits it (ConstantFill -> X_autogen_grad):
+     * the pass's own op, recognised to be scaled, not a per-op rule. */
     int seed = op->is_gradient_op && strcmp(type, "ConstantFill") == 0 && op->n_output == 1 &&
                strstr(op->output[0], "_autogen_grad");
     char *seed_name = seed ? strdup(op->output[0]) : NULL;
-    s = rewrite_op(p, op, c);
+    s = rewrite_op(p, schema, op, c);
     if (s == DM_OK && seed && scaled)
       s = seed_name ? scale_seed(p, seed_name) : DM_NOMEM("a blob name");
     free(seed_name);
@@ -475,10 +429,9 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
   for (size_t i = 0; i < p->n_param_casts && s == DM_OK; i++) {
     char dst[600];
     snprintf(dst, sizeof dst, "%s%s", p->param_casts[i], reduced_suffix(p->o));
-    Caffe2__OperatorDef *cast = NULL;
-    s = make_cast(p->o, 1, p->param_casts[i], dst, &cast);
-    if (s == DM_OK)
-      s = dm_netdef_insert_op(p->out, i, cast);
+    dm_opb b;
+    start_cast(&b, p->o, 1, p->param_casts[i], dst);
+    s = dm_opb_insert(&b, p->out, i);
     p->sum->casts++;
   }
   if (s == DM_OK) { /* hand the new op list to the net */

@@ -12,13 +12,16 @@
  *     per-op argument `precision: "fp16" | "fp32"` in the net file;
  *   - one cast per precision boundary (X -> X_fp16 or X_fp32), shared by every later
  *     consumer until X is written again; nothing is cast twice;
- *   - SpatialBN keeps FP32 scale, bias and statistics with FP16 X and Y;
+ *   - slots the schema marks fp32_* stay FP32 whatever the op runs in (SpatialBN's
+ *     scale, bias and statistics beside FP16 X and Y), slots marked nonfloat_* (shapes,
+ *     masks, counters) are never cast, and neither decides a follow op's precision;
  *   - loss scaling as ordinary ops: Mul(loss_autogen_grad, loss_scale) scales the seed;
  *     before the updates, the weight gradients are cast to FP32 and one UnscaleAndCheck
  *     op divides them all by S and sets found_inf; UpdateLossScale halves S on overflow
- *     and doubles it after N clean steps (dynamic), or keeps it (static); every update
- *     op (and Iter) gets found_inf as its skip input, so a step with an overflow leaves
- *     parameters, momenta and the iteration count bit-identical.
+ *     and doubles it after N clean steps (dynamic), or keeps it (static); ops whose
+ *     schema's role is DM_ROLE_OPTIMIZER run in FP32 after that, and those with a
+ *     skip_input (the updates, Iter) get found_inf as it, so a step with an overflow
+ *     leaves parameters, momenta and the iteration count bit-identical.
  * The state (loss_scale, loss_scale_good_steps, loss_scale_skipped) is created by fills
  * appended to an init-net addition, so checkpoints carry it. The pass marks the net with
  * an argument `mixed_precision`; a marked net is returned unchanged (idempotence).

@@ -159,10 +159,10 @@ static dm_status resolve_blobs(dm_op_ctx *op, dm_workspace *ws) {
   return DM_OK;
 }
 
-static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
-  const Caffe2__OperatorDef *d = net->def->op[index];
-  op->net = net;
-  op->index = index;
+/* Everything instantiation checks before choosing a kernel: schema, arity, device,
+ * arguments, blobs. `net_dev` is the net's device_option (may be NULL). */
+static dm_status bind_op(dm_op_ctx *op, dm_workspace *ws, const Caffe2__OperatorDef *d,
+                         const Caffe2__DeviceOption *net_dev) {
   op->def = d;
   if (!d->type || !*d->type)
     return dm_error(DM_ERR_INVALID, "the op has no type");
@@ -172,7 +172,7 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
   DM_TRY(check_arity("input", (int)d->n_input, op->schema->min_inputs, op->schema->max_inputs));
   DM_TRY(check_arity("output", (int)d->n_output, op->schema->min_outputs,
                      op->schema->max_outputs));
-  const Caffe2__DeviceOption *dev = d->device_option ? d->device_option : net->def->device_option;
+  const Caffe2__DeviceOption *dev = d->device_option ? d->device_option : net_dev;
   op->device = dev && dev->has_device_type ? (dm_device_type)dev->device_type : DM_CPU;
   op->device_id = dev && dev->has_device_id ? dev->device_id : 0;
   if (dev && dev->has_random_seed) {
@@ -180,8 +180,27 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
     op->seed = dev->random_seed;
   }
   DM_TRY(parse_args(op));
-  DM_TRY(resolve_blobs(op, net->ws));
-  DM_TRY(dm_kernel_lookup(d->type, op->device, d->engine, op, &op->kernel));
+  return resolve_blobs(op, ws);
+}
+
+/* The registry's lookup for op on `device`, its message ending with a supports hook's
+ * reason (dm_op_refuse) when kernels exist but refuse. */
+static dm_status lookup_kernel(dm_op_ctx *op, dm_device_type device, const dm_kernel_def **out) {
+  dm_op_clear_refusal();
+  dm_status s = dm_kernel_lookup(op->def->type, device, op->def->engine, op, out);
+  if (s == DM_ERR_UNSUPPORTED && *dm_op_last_refusal()) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dm_last_error());
+    dm_error(s, "%s: %s", msg, dm_op_last_refusal());
+  }
+  return s;
+}
+
+static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
+  op->net = net;
+  op->index = index;
+  DM_TRY(bind_op(op, net->ws, net->def->op[index], net->def->device_option));
+  DM_TRY(lookup_kernel(op, op->device, &op->kernel));
   if (op->device != DM_CPU)
     DM_TRY(dm_device_check(op->device, op->device_id));
   if (op->kernel->init)
@@ -202,6 +221,18 @@ static void free_op(dm_op_ctx *op) {
   free(op->args);
   free(op->in);
   free(op->out);
+}
+
+dm_status dm_op_probe_kernel(dm_workspace *ws, const Caffe2__OperatorDef *def,
+                             dm_device_type device, int device_id, const dm_kernel_def **out) {
+  dm_op_ctx op = {.index = -1};
+  dm_status s = bind_op(&op, ws, def, NULL);
+  op.device = device;
+  op.device_id = device_id;
+  if (s == DM_OK)
+    s = lookup_kernel(&op, device, out);
+  free_op(&op);
+  return s;
 }
 
 void dm_net_free(dm_net *net) {

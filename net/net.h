@@ -71,6 +71,20 @@ DM_HIDDEN void dm_net_print_profile(const dm_net *net, FILE *f);
 /* After a run with checking on: the first op whose output held inf/nan (and which
  * output), or 0 if none did. */
 DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output);
+/* For passes: binds `def` as instantiation does (schema, arity, arguments, blobs of `ws`,
+ * which creates the new ones empty: their dtype is DM_UNDEFINED unless `ws` knows it) and
+ * asks the registry for the kernel the executor would run it with on (device,
+ * device_id): its engines, the device's defaults, the plain one, each kernel's supports
+ * asked. No device check, no kernel init, nothing run. DM_ERR_NOT_FOUND: no such kernel
+ * or no schema; DM_ERR_UNSUPPORTED: kernels exist but refuse this form (see
+ * dm_op_last_refusal); anything else: the op cannot be instantiated at all. */
+DM_HIDDEN dm_status dm_op_probe_kernel(dm_workspace *ws, const Caffe2__OperatorDef *def,
+                                       dm_device_type device, int device_id,
+                                       const dm_kernel_def **out);
+/* Why the last kernel lookup's supports hook refused (dm_op_refuse), or "" (this
+ * thread's; cleared at the start of every lookup). */
+DM_HIDDEN const char *dm_op_last_refusal(void);
+DM_HIDDEN void dm_op_clear_refusal(void);
 /* "op 3 (Conv 'conv1')" into buf. */
 DM_HIDDEN const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap);
 

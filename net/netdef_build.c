@@ -204,6 +204,127 @@ dm_status dm_netdef_new(const char *name, Caffe2__NetDef **out) {
   return DM_OK;
 }
 
+/* ---- the op builder ---------------------------------------------------------------- */
+
+void dm_opb_fail(dm_opb *b, dm_status s) {
+  if (s == DM_OK || b->s != DM_OK)
+    return;
+  b->s = s;
+  if (b->op)
+    protobuf_c_message_free_unpacked(&b->op->base, NULL);
+  b->op = NULL;
+}
+
+void dm_opb_start(dm_opb *b, const char *type) {
+  b->op = NULL;
+  b->s = dm_opdef_new(type, &b->op);
+}
+
+void dm_opb_input(dm_opb *b, const char *name) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_add_input(b->op, name));
+}
+
+void dm_opb_inputs(dm_opb *b, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dm_opb_input(b, names[i]);
+}
+
+void dm_opb_output(dm_opb *b, const char *name) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_add_output(b->op, name));
+}
+
+void dm_opb_outputs(dm_opb *b, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dm_opb_output(b, names[i]);
+}
+
+void dm_opb_arg_int(dm_opb *b, const char *name, int64_t v) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_set_arg_int(b->op, name, v));
+}
+
+void dm_opb_arg_float(dm_opb *b, const char *name, float v) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_set_arg_float(b->op, name, v));
+}
+
+void dm_opb_arg_string(dm_opb *b, const char *name, const char *v) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_set_arg_string(b->op, name, v));
+}
+
+void dm_opb_arg_ints(dm_opb *b, const char *name, const int64_t *v, size_t n) {
+  if (b->s == DM_OK)
+    dm_opb_fail(b, dm_opdef_set_arg_ints(b->op, name, v, n));
+}
+
+void dm_opb_copy_arg(dm_opb *b, const Caffe2__Argument *a) {
+  if (b->s != DM_OK)
+    return;
+  Caffe2__Argument *c = NULL;
+  dm_status s = DM_PB_CLONE(Caffe2__Argument, a, &c);
+  if (s == DM_OK && (s = grow((void ***)&b->op->arg, b->op->n_arg)) == DM_OK)
+    b->op->arg[b->op->n_arg++] = c;
+  else if (c)
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+  dm_opb_fail(b, s);
+}
+
+void dm_opb_device_option(dm_opb *b, const Caffe2__DeviceOption *d) {
+  if (b->s != DM_OK)
+    return;
+  if (b->op->device_option)
+    protobuf_c_message_free_unpacked(&b->op->device_option->base, NULL);
+  b->op->device_option = NULL;
+  dm_opb_fail(b, DM_PB_CLONE(Caffe2__DeviceOption, d, &b->op->device_option));
+}
+
+void dm_opb_engine(dm_opb *b, const char *engine) {
+  if (b->s != DM_OK)
+    return;
+  char *e = strdup(engine);
+  if (!e) {
+    dm_opb_fail(b, DM_NOMEM("an engine name"));
+    return;
+  }
+  free(b->op->engine);
+  b->op->engine = e;
+}
+
+void dm_opb_gradient(dm_opb *b, int on) {
+  if (b->s != DM_OK)
+    return;
+  b->op->has_is_gradient_op = on != 0;
+  b->op->is_gradient_op = on != 0;
+}
+
+Caffe2__OperatorDef *dm_opb_op(const dm_opb *b) { return b->s == DM_OK ? b->op : NULL; }
+
+dm_status dm_opb_finish(dm_opb *b, Caffe2__OperatorDef **out) {
+  dm_status s = b->s;
+  *out = s == DM_OK ? b->op : NULL;
+  b->op = NULL;
+  return s;
+}
+
+dm_status dm_opb_insert(dm_opb *b, Caffe2__NetDef *net, size_t at) {
+  Caffe2__OperatorDef *op = NULL;
+  DM_TRY(dm_opb_finish(b, &op));
+  return dm_netdef_insert_op(net, at, op);
+}
+
+dm_status dm_opb_append(dm_opb *b, Caffe2__NetDef *net) {
+  return dm_opb_insert(b, net, net->n_op);
+}
+
+void dm_opb_discard(dm_opb *b) {
+  if (b->op)
+    protobuf_c_message_free_unpacked(&b->op->base, NULL);
+  b->op = NULL;
+}
+
 void dm_text_appendf(char **text, size_t *len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -53,4 +53,50 @@ DM_HIDDEN int dm_str_in_list(const char *s, const char *const *list, size_t n);
 /* A new empty NetDef named `name` (may be NULL). */
 DM_HIDDEN dm_status dm_netdef_new(const char *name, Caffe2__NetDef **out);
 
+/* An op builder with a sticky error, so a pass writes one straight sequence of calls and
+ * checks once:
+ *
+ *     dm_opb b;
+ *     dm_opb_start(&b, "Mul");
+ *     dm_opb_inputs(&b, in, 2);
+ *     dm_opb_output(&b, seed);
+ *     dm_opb_arg_int(&b, "broadcast", 1);
+ *     DM_TRY(dm_opb_append(&b, net));   // or dm_opb_finish(&b, &op)
+ *
+ * After the first failure every call is a no-op that keeps that error; the finishing call
+ * returns it and frees the half-built op, so nothing leaks and nothing is written through
+ * a NULL op. A started builder must be finished (or dm_opb_discard'ed). */
+typedef struct dm_opb {
+  Caffe2__OperatorDef *op; /* the op being built; NULL after an error */
+  dm_status s;             /* the first error, or DM_OK */
+} dm_opb;
+
+DM_HIDDEN void dm_opb_start(dm_opb *b, const char *type);
+/* Records `s` as the error unless one is recorded already (s == DM_OK: nothing). */
+DM_HIDDEN void dm_opb_fail(dm_opb *b, dm_status s);
+DM_HIDDEN void dm_opb_input(dm_opb *b, const char *name);
+DM_HIDDEN void dm_opb_inputs(dm_opb *b, const char *const *names, size_t n);
+DM_HIDDEN void dm_opb_output(dm_opb *b, const char *name);
+DM_HIDDEN void dm_opb_outputs(dm_opb *b, const char *const *names, size_t n);
+DM_HIDDEN void dm_opb_arg_int(dm_opb *b, const char *name, int64_t v);
+DM_HIDDEN void dm_opb_arg_float(dm_opb *b, const char *name, float v);
+DM_HIDDEN void dm_opb_arg_string(dm_opb *b, const char *name, const char *v);
+DM_HIDDEN void dm_opb_arg_ints(dm_opb *b, const char *name, const int64_t *v, size_t n);
+/* Appends a copy of `a` (after the arguments set so far, whatever its name). */
+DM_HIDDEN void dm_opb_copy_arg(dm_opb *b, const Caffe2__Argument *a);
+/* Sets the op's device_option to a copy of `d`, and its engine to a copy of `engine`. */
+DM_HIDDEN void dm_opb_device_option(dm_opb *b, const Caffe2__DeviceOption *d);
+DM_HIDDEN void dm_opb_engine(dm_opb *b, const char *engine);
+/* Sets is_gradient_op (and has_is_gradient_op) to `on`: 0 leaves the field unset. */
+DM_HIDDEN void dm_opb_gradient(dm_opb *b, int on);
+/* The op (owned by the builder) or NULL after an error. */
+DM_HIDDEN Caffe2__OperatorDef *dm_opb_op(const dm_opb *b);
+/* Hands the op to the caller, or returns the error having freed it. */
+DM_HIDDEN dm_status dm_opb_finish(dm_opb *b, Caffe2__OperatorDef **out);
+/* Finishes and appends to (inserts into at `at`) `net`, which takes the op. */
+DM_HIDDEN dm_status dm_opb_append(dm_opb *b, Caffe2__NetDef *net);
+DM_HIDDEN dm_status dm_opb_insert(dm_opb *b, Caffe2__NetDef *net, size_t at);
+/* Frees what was built (a builder given up on). */
+DM_HIDDEN void dm_opb_discard(dm_opb *b);
+
 #endif

@@ -138,6 +138,23 @@ dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndim, cons
   return DM_OK;
 }
 
+/* Per thread, like the error message: lookups in two threads never mix reasons. */
+static _Thread_local char refusal[512];
+
+int dm_op_refuse(const dm_op_ctx *ctx, const char *fmt, ...) {
+  (void)ctx;
+  if (refusal[0]) /* the first kernel's reason (the preferred engine) is kept */
+    return 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(refusal, sizeof refusal, fmt, ap);
+  va_end(ap);
+  return 0;
+}
+
+const char *dm_op_last_refusal(void) { return refusal; }
+void dm_op_clear_refusal(void) { refusal[0] = '\0'; }
+
 dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) {
   char msg[1024];
   va_list ap;

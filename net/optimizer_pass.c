@@ -115,71 +115,61 @@ dm_status dm_find_trainable_params(const Caffe2__NetDef *net, const char *const 
 
 /* ---- building ops ----------------------------------------------------------------- */
 
-static dm_status new_op(const char *type, const char *const *in, size_t n_in,
-                        const char *const *out, size_t n_out, Caffe2__OperatorDef **op) {
-  DM_TRY(dm_opdef_new(type, op));
-  dm_status s = DM_OK;
-  for (size_t i = 0; i < n_in && s == DM_OK; i++)
-    s = dm_opdef_add_input(*op, in[i]);
-  for (size_t i = 0; i < n_out && s == DM_OK; i++)
-    s = dm_opdef_add_output(*op, out[i]);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&(*op)->base, NULL);
-    *op = NULL;
-  }
-  return s;
-}
-
-/* Appends `op` if every argument went in (s), else frees it. */
-static dm_status finish(Caffe2__NetDef *net, Caffe2__OperatorDef *op, dm_status s) {
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-    return s;
-  }
-  return dm_netdef_append_op(net, op);
-}
-
 /* ConstantFill -> name: FLOAT [1] `value`, or with `like`, like's shape (value 0). */
 static dm_status fill(Caffe2__NetDef *init, const char *name, const char *like, int dtype,
                       double value) {
-  Caffe2__OperatorDef *op;
-  const char *in[1] = {like}, *out[1] = {name};
-  DM_TRY(new_op("ConstantFill", in, like ? 1 : 0, out, 1, &op));
   static const int64_t one[1] = {1};
-  dm_status s = like ? DM_OK : dm_opdef_set_arg_ints(op, "shape", one, 1);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_int(op, "dtype", dtype);
-  if (s == DM_OK)
-    s = dtype == 10 ? dm_opdef_set_arg_int(op, "value", (int64_t)value)
-                    : dm_opdef_set_arg_float(op, "value", (float)value);
-  return finish(init, op, s);
+  dm_opb b;
+  dm_opb_start(&b, "ConstantFill");
+  if (like)
+    dm_opb_input(&b, like);
+  dm_opb_output(&b, name);
+  if (!like)
+    dm_opb_arg_ints(&b, "shape", one, 1);
+  dm_opb_arg_int(&b, "dtype", dtype);
+  if (dtype == 10)
+    dm_opb_arg_int(&b, "value", (int64_t)value);
+  else
+    dm_opb_arg_float(&b, "value", (float)value);
+  return dm_opb_append(&b, init);
 }
 
+/* The policy's own arguments only (those its formula in lr_policy.h reads), as Caffe2's
+ * files list them. */
 static dm_status learning_rate_op(Caffe2__NetDef *net, const dm_optimizer_opts *o,
                                   const dm_lr_policy *p) {
-  Caffe2__OperatorDef *op;
-  const char *in[1] = {DM_OPTIM_ITER_BLOB}, *out[1] = {DM_OPTIM_LR_BLOB};
-  DM_TRY(new_op("LearningRate", in, 1, out, 1, &op));
+  dm_opb b;
+  dm_opb_start(&b, "LearningRate");
+  dm_opb_input(&b, DM_OPTIM_ITER_BLOB);
+  dm_opb_output(&b, DM_OPTIM_LR_BLOB);
   /* Caffe2's optimizer.py: WeightedSum and Adam add lr * step (so base_lr < 0),
    * MomentumSGDUpdate subtracts it (base_lr > 0). */
   double base = o->kind == DM_OPTIM_MOMENTUM ? o->lr : -o->lr;
-  dm_status s = dm_opdef_set_arg_float(op, "base_lr", (float)base);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_string(op, "policy", o->policy ? o->policy : "fixed");
-  if (s == DM_OK && p->kind == DM_LR_STEP)
-    s = dm_opdef_set_arg_int(op, "stepsize", p->stepsize);
-  if (s == DM_OK && (p->kind == DM_LR_STEP || p->kind == DM_LR_EXP || p->kind == DM_LR_INV))
-    s = dm_opdef_set_arg_float(op, "gamma", (float)p->gamma);
-  if (s == DM_OK && (p->kind == DM_LR_INV || p->kind == DM_LR_POLY))
-    s = dm_opdef_set_arg_float(op, "power", (float)p->power);
-  if (s == DM_OK && p->kind == DM_LR_POLY)
-    s = dm_opdef_set_arg_int(op, "max_iter", p->max_iter);
-  if (s == DM_OK && p->warmup_iter > 0) {
-    s = dm_opdef_set_arg_int(op, "warmup_iter", p->warmup_iter);
-    if (s == DM_OK)
-      s = dm_opdef_set_arg_float(op, "warmup_start", (float)p->warmup_start);
+  dm_opb_arg_float(&b, "base_lr", (float)base);
+  dm_opb_arg_string(&b, "policy", o->policy ? o->policy : "fixed");
+  if (p->kind == DM_LR_STEP)
+    dm_opb_arg_int(&b, "stepsize", p->stepsize);
+  if (p->kind == DM_LR_STEP || p->kind == DM_LR_EXP || p->kind == DM_LR_INV)
+    dm_opb_arg_float(&b, "gamma", (float)p->gamma);
+  if (p->kind == DM_LR_INV || p->kind == DM_LR_POLY)
+    dm_opb_arg_float(&b, "power", (float)p->power);
+  if (p->kind == DM_LR_POLY)
+    dm_opb_arg_int(&b, "max_iter", p->max_iter);
+  if (p->warmup_iter > 0) {
+    dm_opb_arg_int(&b, "warmup_iter", p->warmup_iter);
+    dm_opb_arg_float(&b, "warmup_start", (float)p->warmup_start);
   }
-  return finish(net, op, s);
+  return dm_opb_append(&b, net);
+}
+
+/* Appends type(in) -> out with no arguments. */
+static dm_status plain_op(Caffe2__NetDef *net, const char *type, const char *const *in,
+                          size_t n_in, const char *const *out, size_t n_out) {
+  dm_opb b;
+  dm_opb_start(&b, type);
+  dm_opb_inputs(&b, in, n_in);
+  dm_opb_outputs(&b, out, n_out);
+  return dm_opb_append(&b, net);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -200,28 +190,26 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
   DM_TRY(suffixed(g, sizeof g, p, "_grad"));
   if (!net_writes(net, g))
     return dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'", p, g);
-  Caffe2__OperatorDef *op;
-  dm_status s;
   if (o->weight_decay > 0 && (o->decay_all || ends_with(p, "_w"))) {
     const char *in[4] = {g, DM_OPTIM_ONE_BLOB, p, DM_OPTIM_WD_BLOB}, *out[1] = {g};
-    DM_TRY(new_op("WeightedSum", in, 4, out, 1, &op));
-    DM_TRY(finish(net, op, DM_OK));
+    DM_TRY(plain_op(net, "WeightedSum", in, 4, out, 1));
   }
+  dm_opb b;
   switch (o->kind) {
   case DM_OPTIM_SGD: {
     const char *in[4] = {p, DM_OPTIM_ONE_BLOB, g, DM_OPTIM_LR_BLOB}, *out[1] = {p};
-    DM_TRY(new_op("WeightedSum", in, 4, out, 1, &op));
-    return finish(net, op, DM_OK);
+    return plain_op(net, "WeightedSum", in, 4, out, 1);
   }
   case DM_OPTIM_MOMENTUM: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_momentum"));
     const char *in[4] = {g, m1, DM_OPTIM_LR_BLOB, p}, *out[3] = {g, m1, p};
     DM_TRY(fill(init, m1, p, 1, 0));
-    DM_TRY(new_op("MomentumSGDUpdate", in, 4, out, 3, &op));
-    s = dm_opdef_set_arg_float(op, "momentum", (float)o->momentum);
-    if (s == DM_OK)
-      s = dm_opdef_set_arg_int(op, "nesterov", o->nesterov ? 1 : 0);
-    return finish(net, op, s);
+    dm_opb_start(&b, "MomentumSGDUpdate");
+    dm_opb_inputs(&b, in, 4);
+    dm_opb_outputs(&b, out, 3);
+    dm_opb_arg_float(&b, "momentum", (float)o->momentum);
+    dm_opb_arg_int(&b, "nesterov", o->nesterov ? 1 : 0);
+    return dm_opb_append(&b, net);
   }
   case DM_OPTIM_ADAM: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_first_moment"));
@@ -230,13 +218,13 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
     const char *out[3] = {p, m1, m2};
     DM_TRY(fill(init, m1, p, 1, 0));
     DM_TRY(fill(init, m2, p, 1, 0));
-    DM_TRY(new_op("Adam", in, 6, out, 3, &op));
-    s = dm_opdef_set_arg_float(op, "beta1", (float)o->beta1);
-    if (s == DM_OK)
-      s = dm_opdef_set_arg_float(op, "beta2", (float)o->beta2);
-    if (s == DM_OK)
-      s = dm_opdef_set_arg_float(op, "epsilon", (float)o->epsilon);
-    return finish(net, op, s);
+    dm_opb_start(&b, "Adam");
+    dm_opb_inputs(&b, in, 6);
+    dm_opb_outputs(&b, out, 3);
+    dm_opb_arg_float(&b, "beta1", (float)o->beta1);
+    dm_opb_arg_float(&b, "beta2", (float)o->beta2);
+    dm_opb_arg_float(&b, "epsilon", (float)o->epsilon);
+    return dm_opb_append(&b, net);
   }
   }
   return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
@@ -256,6 +244,10 @@ static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
       !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->epsilon > 0 &&
         isfinite(o->epsilon)))
     return dm_error(DM_ERR_INVALID, "Adam needs beta1, beta2 in [0, 1) and epsilon > 0");
+  /* The policy is checked here, before anything is emitted, by the very functions the
+   * LearningRate kernel's init calls (lr_policy.h, one layer down): the rules exist once,
+   * and a bad --policy fails the pass with a message about the options rather than the
+   * first run of the net with one about an op it did not write. */
   memset(p, 0, sizeof *p);
   DM_TRY(dm_lr_kind_from_name(o->policy ? o->policy : "fixed", &p->kind));
   p->stepsize = o->stepsize;
@@ -337,13 +329,9 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
   if (s == DM_OK && o->weight_decay > 0)
     s = fill(init_add, DM_OPTIM_WD_BLOB, NULL, 1, o->weight_decay);
   /* Iter first, as Caffe2 builds it, then the rate, then one update per param. */
-  if (s == DM_OK) {
-    Caffe2__OperatorDef *op;
-    const char *io[1] = {DM_OPTIM_ITER_BLOB};
-    s = new_op("Iter", io, 1, io, 1, &op);
-    if (s == DM_OK)
-      s = finish(net, op, DM_OK);
-  }
+  const char *io[1] = {DM_OPTIM_ITER_BLOB};
+  if (s == DM_OK)
+    s = plain_op(net, "Iter", io, 1, io, 1);
   if (s == DM_OK)
     s = learning_rate_op(net, o, &policy);
   for (size_t i = 0; i < n_params && s == DM_OK; i++)

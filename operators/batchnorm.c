@@ -158,6 +158,9 @@ static const dm_op_schema bn_schema = {
     .args = bn_args,
     .inplace = bn_inplace,
     .precision = DM_PREC_FOLLOW, /* FP16 X/Y with FP32 parameters and statistics */
+    /* scale, bias, mean, var and the four statistics outputs stay FP32 (as cuDNN) */
+    .fp32_inputs = 0x1e,
+    .fp32_outputs = 0x1e,
     .doc = "X, scale, bias, mean, var -> Y (is_test=1); or -> Y, running_mean (in place "
            "with mean), running_var (in place with var), saved_mean, saved_inv_std.",
     .infer = bn_infer,
@@ -173,6 +176,8 @@ static const dm_op_schema bn_grad_schema = {
     .max_outputs = 3,
     .args = bn_args,
     .precision = DM_PREC_FOLLOW,
+    .fp32_inputs = 0x1a,  /* scale, saved_mean, saved_inv_std */
+    .fp32_outputs = 0x06, /* dscale, dbias */
     .doc = "X, scale, dY, saved_mean, saved_inv_std -> dX, dscale, dbias (is_test=1: the "
            "running mean and var in place of the saved statistics).",
     .infer = bn_grad_infer,

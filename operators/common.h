@@ -58,6 +58,10 @@ DM_HIDDEN dm_status dm_op_order_axis(dm_op_ctx *ctx, int *out);
   {"shape", DM_ARG_INTS, 0, "output shape when there is no input"},                     \
       {"input_as_shape", DM_ARG_INT, 0, "use the input's values (1-D int) as the shape"}, \
       {"extra_shape", DM_ARG_INTS, 0, "dims appended to the input-derived shape"}
+/* Why this fill reads its input's VALUES (input_as_shape with an input: the shape is
+ * data, so a device kernel would have to read it on the host), or NULL when it reads the
+ * input's shape only or has none. For kernels' supports hooks. */
+DM_HIDDEN const char *dm_fill_reads_input_values(const dm_op_ctx *ctx);
 /* Instantiation-time checks of those arguments. */
 DM_HIDDEN dm_status dm_fill_check_shape_args(dm_op_ctx *ctx, int shape_required);
 /* The output shape for this run (the input may change between runs). */

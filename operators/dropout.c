@@ -120,6 +120,7 @@ static const dm_op_schema dropout_schema = {
     .args = dropout_args,
     .inplace = dropout_inplace,
     .precision = DM_PREC_FOLLOW,
+    .nonfloat_outputs = 0x2, /* the BOOL mask */
     .doc = "X -> Y, [mask (BOOL)]: training keeps each element with probability 1 - ratio "
            "and scales it by 1 / (1 - ratio); is_test: Y = X.",
     .infer = dropout_infer,
@@ -136,6 +137,7 @@ static const dm_op_schema dropout_grad_schema = {
     .args = dropout_args,
     .inplace = dropout_inplace,
     .precision = DM_PREC_FOLLOW,
+    .nonfloat_inputs = 0x2, /* the BOOL mask */
     .doc = "dY, mask -> dX = dY * mask / (1 - ratio); is_test: dX = dY.",
     .infer = dropout_grad_infer,
     .cost = dropout_grad_cost,

@@ -19,6 +19,12 @@
 
 /* ---- shape ---------------------------------------------------------------------- */
 
+const char *dm_fill_reads_input_values(const dm_op_ctx *ctx) {
+  if (dm_op_num_inputs(ctx) > 0 && dm_op_arg_int(ctx, "input_as_shape", 0))
+    return "input_as_shape reads its input's values on the host";
+  return NULL;
+}
+
 /* Instantiation-time checks of the shape arguments. */
 dm_status dm_fill_check_shape_args(dm_op_ctx *ctx, int shape_required) {
   size_t n;

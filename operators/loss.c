@@ -400,6 +400,7 @@ static const dm_op_schema lce_schema = {
     .min_outputs = 1,
     .max_outputs = 1,
     .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x2, /* the INT32 labels */
     .doc = "X (N x D probabilities), label (INT32 N) -> Y[i] = -log(max(X[i, label_i], 1e-20)).",
     .infer = lce_infer,
     .cost = lce_cost,
@@ -413,6 +414,7 @@ static const dm_op_schema lce_grad_schema = {
     .min_outputs = 1,
     .max_outputs = 1,
     .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x2, /* the INT32 labels */
     .doc = "X, label, dY -> dX: -dY[i] / max(X[i, label_i], 1e-20) at the label, 0 elsewhere.",
     .infer = lce_grad_infer,
     .cost = lce_grad_cost,
@@ -572,6 +574,7 @@ static const dm_op_schema acc_schema = {
     .max_outputs = 1,
     .args = acc_args,
     .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x2, /* the INT32 labels */
     .doc = "predictions (N x D), labels (INT32 N) -> the fraction of rows whose label is in "
            "the top_k (ties favour the label: only strictly greater entries count). "
            "Not differentiable.",

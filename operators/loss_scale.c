@@ -215,6 +215,7 @@ static const dm_op_schema unscale_schema = {
     .inplace_any = 1,
     /* FP32: the painting pass must leave it alone (it reads FP16 gradients itself). */
     .precision = DM_PREC_FP32,
+    .fp32_inputs = 0x1, /* loss_scale; found_inf, the last output, has no fixed slot */
     .doc = "loss_scale, g_1, ..., g_n -> g_1, ..., g_n, found_inf: each g_k (FLOAT or FLOAT16, "
            "in place) is multiplied by 1/S (1/S computed once in double, rounded to float; "
            "FP32 arithmetic); found_inf (FLOAT, one element) is 1.0 when any element of any "
@@ -347,6 +348,7 @@ static const dm_op_schema update_schema = {
     .type = "UpdateLossScale", .min_inputs = 4, .max_inputs = 4, .min_outputs = 3,
     .max_outputs = 3, .args = update_args, .inplace = update_inplace, .inplace_any = 0,
     .precision = DM_PREC_NONE,
+    .fp32_inputs = 0x3, .nonfloat_inputs = 0xc, .fp32_outputs = 0x1, .nonfloat_outputs = 0x6,
     .doc = "loss_scale (FLOAT), found_inf (FLOAT), good_steps (INT64), skipped_steps (INT64), "
            "each one element -> loss_scale, good_steps, skipped_steps (in place). dynamic: on "
            "found_inf != 0, S = max(S * backoff_factor, min_scale), good_steps = 0, "

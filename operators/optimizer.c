@@ -186,6 +186,8 @@ static dm_status iter_run(dm_op_ctx *ctx) {
 static const dm_op_schema iter_schema = {
     .type = "Iter", .min_inputs = 0, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .inplace = iter_inplace, .precision = DM_PREC_NONE,
+    .nonfloat_inputs = 0x1, .nonfloat_outputs = 0x1, /* the INT64 counter */
+    .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
     .doc = "[iter, [skip]] -> iter (INT64, one element, in place): +1 per run; with no input "
            "an empty output starts at 0; a nonzero skip leaves it unchanged.",
     .infer = iter_infer, .gradient = NULL, .no_gradient = 1};
@@ -257,6 +259,8 @@ static dm_status lr_run(dm_op_ctx *ctx) {
 static const dm_op_schema lr_schema = {
     .type = "LearningRate", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .args = lr_args, .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x1, /* the INT64 iteration */
+    .role = DM_ROLE_OPTIMIZER, /* no skip input: it follows Iter, which a skip holds */
     .doc = "iter -> lr (FLOAT scalar) = base_lr * policy(iter) * warmup(iter).",
     .infer = lr_infer};
 static const dm_kernel_def lr_cpu = {.type = "LearningRate", .device = DM_CPU, .init = lr_init,
@@ -326,6 +330,7 @@ static dm_status ws_run(dm_op_ctx *ctx) {
 static const dm_op_schema ws_schema = {
     .type = "WeightedSum", .min_inputs = 2, .max_inputs = -1, .min_outputs = 1,
     .max_outputs = 1, .inplace = ws_inplace, .precision = DM_PREC_FP32,
+    .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
     .doc = "X0, w0, X1, w1, ..., [skip] -> Y = sum w_k X_k (FLOAT; w one-element); Y may be "
            "X0; an odd input count ends with a skip input (nonzero: Y = X0 unchanged).",
     .infer = ws_infer};
@@ -393,7 +398,7 @@ static dm_status momentum_run(dm_op_ctx *ctx) {
 static const dm_op_schema momentum_schema = {
     .type = "MomentumSGDUpdate", .min_inputs = 4, .max_inputs = 5, .min_outputs = 3,
     .max_outputs = 3, .args = momentum_args, .inplace = momentum_inplace,
-    .precision = DM_PREC_FP32,
+    .precision = DM_PREC_FP32, .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
     .doc = "grad, moment, lr, param, [skip] -> grad, moment, param (in place): g' = lr g + mu "
            "m (nesterov: m' = mu m + lr g, g' = (1 + mu) m' - mu m); m = g' (m'); param -= g'.",
     .infer = momentum_infer};
@@ -467,6 +472,8 @@ static dm_status adam_run(dm_op_ctx *ctx) {
 static const dm_op_schema adam_schema = {
     .type = "Adam", .min_inputs = 6, .max_inputs = 7, .min_outputs = 3, .max_outputs = 3,
     .args = adam_args, .inplace = adam_inplace, .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x20, /* the INT64 iteration */
+    .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
     .doc = "param, moment_1, moment_2, grad, lr, iter, [skip] -> param, moment_1, moment_2 "
            "(in place): param += lr * correction * m1 / (sqrt(m2) + epsilon), Caffe2's "
            "correction sqrt(1 - beta2^t) / (1 - beta1^t) with t = iter + 1.",

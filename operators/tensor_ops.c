@@ -576,15 +576,18 @@ static const dm_inplace_pair inplace00[] = {{0, 0}, {-1, -1}};
 
 static const dm_op_schema schema_list[] = {
     {.type = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 2,
-     .args = concat_args, .precision = DM_PREC_FOLLOW,
+     .args = concat_args, .precision = DM_PREC_FOLLOW, .nonfloat_outputs = 0x2,
      .doc = "X0, X1, ... -> Y joined along `axis`, [split_info (INT32 sizes)]",
      .infer = concat_infer, .cost = copy_cost, .gradient = concat_gradient},
     {.type = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = -1,
      .args = concat_args, .precision = DM_PREC_FOLLOW,
+     .nonfloat_inputs = 0x2, .host_inputs = 0x2, /* the split sizes, read on the host */
      .doc = "X, [split] -> Y0, Y1, ... cut along `axis` by `split` (or equal parts)",
      .infer = split_infer, .cost = copy_cost, .gradient = split_gradient},
     {.type = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 2,
      .args = reshape_args, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
+     /* new_shape is read on the host; it and old_shape are integers */
+     .nonfloat_inputs = 0x2, .host_inputs = 0x2, .nonfloat_outputs = 0x2,
      .doc = "X, [new_shape] -> Y (a view), [old_shape (INT64)]", .infer = reshape_infer,
      .cost = view_cost, .gradient = reshape_gradient},
     {.type = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,

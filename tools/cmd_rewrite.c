@@ -47,10 +47,12 @@ static void help(FILE *f) {
           "                       use, so a step's peak memory is what is live at once\n"
           "                       (state, net inputs and outputs and the losses are kept)\n"
           "  --keep BLOB          with --free: do not free BLOB either (repeatable)\n"
+          "  --plugin LIB         load an operator plugin first (repeatable): the passes\n"
+          "                       treat its ops as built-ins, from their schemas and kernels\n"
           "  -h, --help           this text\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -67,7 +69,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
   int grad, optimize, free_memory;
-  dm_strlist losses, keep;
+  dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
   dm_device_cli dev;
@@ -95,6 +97,8 @@ static dm_status free_after_last_use(Caffe2__NetDef *net, const rewrite_job *j) 
 
 static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_init()); /* the passes read the op schemas */
+  for (size_t i = 0; i < j->plugins.n; i++)
+    DM_TRY(dm_plugin_load(j->plugins.items[i]));
   ProtobufCMessage *m = NULL;
   DM_TRY(dm_message_read_file(j->in, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
   Caffe2__NetDef *net = (Caffe2__NetDef *)m, *init = NULL;
@@ -139,7 +143,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"grad", no_argument, NULL, O_GRAD},        {"loss", required_argument, NULL, O_LOSS},
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
-      {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'}};
+      {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
+      {"plugin", required_argument, NULL, O_PLUGIN}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -172,6 +177,10 @@ int dm_cmd_rewrite(int argc, char **argv) {
       break;
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
+    case O_PLUGIN:
+      if (!dm_strlist_push(&j.plugins, optarg))
+        rc = dm_cli_failf("out of memory");
+      break;
     case O_KEEP:
       if (!dm_strlist_push(&j.keep, optarg))
         rc = dm_cli_failf("out of memory");
@@ -207,6 +216,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   dm_strlist_free(&j.losses);
   dm_strlist_free(&j.keep);
+  dm_strlist_free(&j.plugins);
   dm_strlist_free(&data);
   dm_mp_cli_free(&j.mp);
   dm_device_cli_free(&j.dev);

@@ -3,6 +3,7 @@
 #ifndef DM_TESTS_NETDEF_TEST_UTIL_H
 #define DM_TESTS_NETDEF_TEST_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/netio.h"
@@ -22,6 +23,35 @@ static inline char *print(const Caffe2__NetDef *net) {
   size_t len = 0;
   assert_ok(dm_text_print(&net->base, &s, &len));
   return s;
+}
+
+/* What op_list writes of each op besides "Type(in,in)". */
+enum { OPL_OUTPUTS = 1, /* ">out,out" */
+       OPL_DEVICE = 2   /* "@C" (CPU), "@G" (CUDA:0), "@GN" (CUDA:N) */ };
+
+/* The shape of a net at a glance: one "Type(in,in)" per op, joined by spaces, with
+ * what `flags` asks for. */
+static inline void op_list(const Caffe2__NetDef *net, int flags, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < net->n_op && n < cap; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s(", i ? " " : "", op->type);
+    for (size_t k = 0; k < op->n_input && n < cap; k++)
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : "", op->input[k]);
+    if (!(flags & OPL_OUTPUTS) && n < cap)
+      n += (size_t)snprintf(buf + n, cap - n, ")");
+    for (size_t k = 0; (flags & OPL_OUTPUTS) && k < op->n_output && n < cap; k++)
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : ")>", op->output[k]);
+    const Caffe2__DeviceOption *d = op->device_option;
+    int cuda = d && d->has_device_type && d->device_type == 1;
+    if (!(flags & OPL_DEVICE) || n >= cap)
+      continue;
+    if (cuda && d->device_id)
+      n += (size_t)snprintf(buf + n, cap - n, "@G%d", d->device_id);
+    else
+      n += (size_t)snprintf(buf + n, cap - n, "@%s", cuda ? "G" : "C");
+  }
 }
 
 #endif

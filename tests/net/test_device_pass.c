@@ -10,6 +10,10 @@
  * after the memory pass, the text round trip, dm_device_place_init, that forms whose
  * kernels read values on the host (Reshape with a shape input...) stay on the CPU, and
  * that a placed net cannot be instantiated on a machine without a usable GPU.
+ * What decides, with no op names in the pass: DevHost's schema marks input 1 host-read
+ * (a present one keeps the op on the CPU); DevPicky's CUDA kernels answer supports():
+ * the plain one refuses mode != 0 (with a reason), the FAST engine refuses everything
+ * (so an op asking for FAST still gets the plain kernel, as the executor would).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +42,28 @@ static const dm_op_schema cpu_schema = {DM_SCHEMA_SIZE, .type = "DevCpu", .min_i
                                         .inplace = any_inplace};
 static const dm_op_schema fill_schema = {DM_SCHEMA_SIZE, .type = "DevFill", .min_outputs = 1, .max_outputs = 1,
                                          .no_gradient = 1};
+static const dm_op_schema host_schema = {DM_SCHEMA_SIZE, .type = "DevHost", .min_inputs = 1,
+                                         .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                         .host_inputs = 0x2};
+static const dm_arg_spec picky_args[] = {{"mode", DM_ARG_INT, 0, NULL}, {NULL, 0, 0, NULL}};
+static const dm_op_schema picky_schema = {DM_SCHEMA_SIZE, .type = "DevPicky", .min_inputs = 1,
+                                          .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                          .args = picky_args};
+
+static int picky_supports(const dm_op_ctx *ctx) {
+  if (dm_op_arg_int(ctx, "mode", 0) != 0)
+    return dm_op_refuse(ctx, "DevPicky on CUDA runs mode 0 only");
+  return 1;
+}
+
+static int never_supports(const dm_op_ctx *ctx) { return dm_op_refuse(ctx, "FAST never runs"); }
+
 static const dm_kernel_def kernels[] = {
+    {DM_KERNEL_SIZE, "DevHost", DM_CPU, NULL, NULL, stub_run, NULL, 0, NULL},
+    {DM_KERNEL_SIZE, "DevHost", DM_CUDA, NULL, NULL, stub_run, NULL, 0, NULL},
+    {DM_KERNEL_SIZE, "DevPicky", DM_CPU, NULL, NULL, stub_run, NULL, 0, NULL},
+    {DM_KERNEL_SIZE, "DevPicky", DM_CUDA, NULL, NULL, stub_run, NULL, 0, picky_supports},
+    {DM_KERNEL_SIZE, "DevPicky", DM_CUDA, "FAST", NULL, stub_run, NULL, 0, never_supports},
     {DM_KERNEL_SIZE, "DevGpu", DM_CPU, NULL, NULL, stub_run, NULL, 0},
     {DM_KERNEL_SIZE, "DevGpu", DM_CUDA, NULL, NULL, stub_run, NULL, 0},
     {DM_KERNEL_SIZE, "DevGpuFill", DM_CPU, NULL, NULL, stub_run, NULL, 0},
@@ -52,7 +77,8 @@ static int setup_registry(void **state) {
   if (dm_init() != DM_OK)
     return -1;
   if (dm_register_schema(&gpu_schema) || dm_register_schema(&gpu_fill_schema) ||
-      dm_register_schema(&cpu_schema) || dm_register_schema(&fill_schema))
+      dm_register_schema(&cpu_schema) || dm_register_schema(&fill_schema) ||
+      dm_register_schema(&host_schema) || dm_register_schema(&picky_schema))
     return -1;
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
     if (dm_register_kernel(&kernels[i]))
@@ -62,22 +88,7 @@ static int setup_registry(void **state) {
 
 /* "Type(in,in)>out@G" per op (@G: CUDA:0, @G1: CUDA:1, @C: CPU), joined by spaces. */
 static void summarize(const Caffe2__NetDef *net, char *buf, size_t cap) {
-  size_t n = 0;
-  buf[0] = 0;
-  for (size_t i = 0; i < net->n_op && n < cap; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    n += (size_t)snprintf(buf + n, cap - n, "%s%s(", i ? " " : "", op->type);
-    for (size_t k = 0; k < op->n_input && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : "", op->input[k]);
-    for (size_t k = 0; k < op->n_output && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : ")>", op->output[k]);
-    const Caffe2__DeviceOption *d = op->device_option;
-    if (n < cap && d && d->has_device_type && d->device_type == DM_CUDA && d->device_id)
-      n += (size_t)snprintf(buf + n, cap - n, "@G%d", d->device_id);
-    else if (n < cap)
-      n += (size_t)snprintf(buf + n, cap - n, "@%s",
-                            d && d->has_device_type && d->device_type == DM_CUDA ? "G" : "C");
-  }
+  op_list(net, OPL_OUTPUTS | OPL_DEVICE, buf, cap);
 }
 
 /* x is written on the CPU and read twice on the GPU (one shared copy), rewritten on the
@@ -342,6 +353,65 @@ static void test_host_valued_forms(void **unused) {
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }
 
+/* Placement from the schema's host_inputs and the kernels' supports(), never op names. */
+static void test_schema_and_supports_decide(void **unused) {
+  (void)unused;
+  Caffe2__NetDef *net =
+      parse("op { type: \"DevHost\" input: \"x\" output: \"a\" }\n"
+            "op { type: \"DevHost\" input: \"x\" input: \"dims\" output: \"b\" }\n"
+            "op { type: \"DevPicky\" input: \"x\" output: \"c\" }\n"
+            "op { type: \"DevPicky\" input: \"x\" output: \"d\" arg { name: \"mode\" i: 2 } }\n"
+            "op { type: \"DevPicky\" input: \"x\" output: \"e\" engine: \"FAST\" }\n"
+            "op { type: \"DevPicky\" input: \"x\" output: \"f\" engine: \"FAST\" "
+            "arg { name: \"mode\" i: 1 } }\n"
+            "external_input: \"x\" external_input: \"dims\"\n");
+  dm_device_opts o;
+  dm_device_opts_init(&o);
+  dm_device_summary sum;
+  assert_ok(dm_device_pass(net, &o, &sum));
+  char got[2048];
+  summarize(net, got, sizeof got);
+  /* x is state first read on the GPU, so its home is there */
+  assert_string_equal(got, "DevHost(x)>a@G "
+                           "CopyGPUToCPU(x)>x_cpu@G DevHost(x_cpu,dims)>b@C "
+                           "DevPicky(x)>c@G "
+                           "DevPicky(x_cpu)>d@C "
+                           "DevPicky(x)>e@G "
+                           "DevPicky(x_cpu)>f@C");
+  assert_int_equal(sum.ops_device, 3);
+  assert_int_equal(sum.kept_no_kernel, 3);
+  assert_non_null(strstr(sum.report, "op 1 (DevHost) CPU: its input 1 ('dims') is read on the host"));
+  assert_non_null(strstr(sum.report, "op 3 (DevPicky) CPU: DevPicky on CUDA runs mode 0 only\n"));
+  /* FAST refuses first: its reason is the one kept (the preferred engine's) */
+  assert_non_null(strstr(sum.report, "op 5 (DevPicky) CPU: FAST never runs\n"));
+  dm_device_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+
+  /* The init net: a refused op stays on the CPU and its output is copied over. */
+  Caffe2__NetDef *init =
+      parse("op { type: \"DevPicky\" input: \"s\" output: \"p\" }\n"
+            "op { type: \"DevPicky\" input: \"s\" output: \"q\" arg { name: \"mode\" i: 1 } }\n");
+  const char *const gpu[] = {"s", "p", "q"};
+  size_t copies = 0;
+  assert_ok(dm_device_place_init(init, &o, gpu, 3, &copies));
+  summarize(init, got, sizeof got);
+  assert_string_equal(got, "DevPicky(s)>p@G DevPicky(s)>q@C CopyCPUToGPU(q)>q@G");
+  assert_int_equal(copies, 1);
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+
+  /* An op the executor could not instantiate (here: a wrong argument type) fails the
+   * pass, naming it, and leaves the net as it was. */
+  net = parse("op { type: \"DevPicky\" input: \"x\" output: \"c\" arg { name: \"mode\" s: \"x\" } }\n");
+  char *before = print(net);
+  assert_status_msg(dm_device_pass(net, &o, &sum), DM_ERR_TYPE, "op 0 (DevPicky)", "'mode'");
+  dm_device_summary_free(&sum);
+  char *after = print(net);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
 static void test_instantiate_without_gpu(void **unused) {
   (void)unused;
   if (dm_device_check(DM_CUDA, 0) == DM_OK) {
@@ -376,6 +446,7 @@ int main(void) {
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_place_init),
       cmocka_unit_test(test_host_valued_forms),
+      cmocka_unit_test(test_schema_and_supports_decide),
       cmocka_unit_test(test_instantiate_without_gpu),
   };
   return cmocka_run_group_tests(tests, setup_registry, NULL);

@@ -24,18 +24,7 @@
 #include "test_util.h"
 
 /* "Type(in,in)" per op, joined by spaces: the shape of a net at a glance. */
-static void summarize(const Caffe2__NetDef *net, char *buf, size_t cap) {
-  size_t n = 0;
-  buf[0] = 0;
-  for (size_t i = 0; i < net->n_op && n < cap; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    n += (size_t)snprintf(buf + n, cap - n, "%s%s(", i ? " " : "", op->type);
-    for (size_t k = 0; k < op->n_input && n < cap; k++)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? "," : "", op->input[k]);
-    if (n < cap)
-      n += (size_t)snprintf(buf + n, cap - n, ")");
-  }
-}
+static void summarize(const Caffe2__NetDef *net, char *buf, size_t cap) { op_list(net, 0, buf, cap); }
 
 /* `it` is state (read first, in place), `w` an external input, `out` an external output,
  * `kept` is on the keep list, `dead` is written and never read. */

@@ -5,7 +5,10 @@
  *   - gradients small enough to flush to zero in FP16 stall training without loss
  *     scaling (the weights stay bit-identical) and train with it;
  *   - an injected overflow skips the step: parameters, momenta and the iteration count
- *     bit-identical, the scale halved, one skip counted, and training goes on.
+ *     bit-identical, the scale halved, one skip counted, and training goes on;
+ *   - ops of the test's own (no kernels needed) painted from their schemas alone: FP32
+ *     and nonfloat slot masks, follow ops decided by their float inputs only, and the
+ *     optimizer role with and without a skip input.
  */
 #include <math.h>
 #include <stdio.h>
@@ -300,6 +303,77 @@ static void test_bf16(void **state) {
   trainer_close(&t);
 }
 
+/* Schemas of the test's own: what the pass knows of them is what their schemas say. */
+static const dm_op_schema mp_half = {DM_SCHEMA_SIZE, .type = "MpHalf", .min_inputs = 1,
+                                     .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                     .precision = DM_PREC_FP16};
+static const dm_op_schema mp_float = {DM_SCHEMA_SIZE, .type = "MpFloat", .min_inputs = 1,
+                                      .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                      .precision = DM_PREC_FP32};
+/* X, S (FP32 by design), I (integer) -> Y, Z (FP32 by design), M (integer) */
+static const dm_op_schema mp_slots = {DM_SCHEMA_SIZE, .type = "MpSlots", .min_inputs = 3,
+                                      .max_inputs = 3, .min_outputs = 3, .max_outputs = 3,
+                                      .precision = DM_PREC_FOLLOW, .fp32_inputs = 0x2,
+                                      .nonfloat_inputs = 0x4, .fp32_outputs = 0x2,
+                                      .nonfloat_outputs = 0x4};
+static const dm_op_schema mp_update = {DM_SCHEMA_SIZE, .type = "MpUpdate", .min_inputs = 2,
+                                       .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                                       .precision = DM_PREC_FP32, .role = DM_ROLE_OPTIMIZER,
+                                       .skip_input = 1};
+static const dm_op_schema mp_update_no_skip = {DM_SCHEMA_SIZE, .type = "MpUpdateNoSkip",
+                                               .min_inputs = 1, .max_inputs = 1,
+                                               .min_outputs = 1, .max_outputs = 1,
+                                               .precision = DM_PREC_FP32,
+                                               .role = DM_ROLE_OPTIMIZER};
+
+
+static void test_schema_slots_and_roles(void **state) {
+  (void)state;
+  assert_ok(dm_init());
+  assert_ok(dm_register_schema(&mp_half));
+  assert_ok(dm_register_schema(&mp_float));
+  assert_ok(dm_register_schema(&mp_slots));
+  assert_ok(dm_register_schema(&mp_update));
+  assert_ok(dm_register_schema(&mp_update_no_skip));
+  Caffe2__NetDef *net = parse(
+      "op { type: 'MpHalf' input: 'a' output: 'x' }"
+      "op { type: 'MpHalf' input: 'a' output: 's' }"
+      "op { type: 'MpHalf' input: 'a' output: 'i' }"
+      /* FP16 (x); S cast to FP32, I never cast, however it was written */
+      "op { type: 'MpSlots' input: 'x' input: 's' input: 'i' output: 'y' output: 'z' output: 'm' }"
+      "op { type: 'MpHalf' input: 'y' output: 'y2' }"    /* y FP16: read as it is */
+      "op { type: 'MpHalf' input: 'z' output: 'z2' }"    /* z FP32: cast */
+      "op { type: 'MpFloat' input: 'm' output: 'm2' }"   /* m no float: not cast */
+      /* only its FP32 and integer slots hold FP16: it follows X, FP32 */
+      "op { type: 'MpSlots' input: 'a' input: 's' input: 'i' output: 'y3' output: 'z3' output: 'm3' }"
+      "op { type: 'MpUpdate' input: 'y2' input: 'w' output: 'w' }"
+      "op { type: 'MpUpdateNoSkip' input: 'w' output: 'w2' }");
+  Caffe2__NetDef *init = NULL;
+  assert_ok(dm_netdef_new(NULL, &init));
+  dm_mp_opts mp;
+  dm_mp_opts_init(&mp);
+  dm_mp_summary sum;
+  assert_ok(dm_mixed_precision_pass(net, &mp, init, &sum));
+  char got[4096];
+  op_list(net, OPL_OUTPUTS, got, sizeof got);
+  assert_string_equal(
+      got, "FloatToHalf(a)>a_fp16 MpHalf(a_fp16)>x MpHalf(a_fp16)>s MpHalf(a_fp16)>i "
+           "HalfToFloat(s)>s_fp32 MpSlots(x,s_fp32,i)>y,z,m "
+           "MpHalf(y)>y2 FloatToHalf(z)>z_fp16 MpHalf(z_fp16)>z2 MpFloat(m)>m2 "
+           "MpSlots(a,s_fp32,i)>y3,z3,m3 "
+           "UnscaleAndCheck(loss_scale)>found_inf UpdateLossScale(loss_scale,found_inf,"
+           "loss_scale_good_steps,loss_scale_skipped)>loss_scale,loss_scale_good_steps,"
+           "loss_scale_skipped "
+           "HalfToFloat(y2)>y2_fp32 MpUpdate(y2_fp32,w,found_inf)>w MpUpdateNoSkip(w)>w2");
+  assert_int_equal(sum.ops_total, 8); /* optimizer-role ops are not painted */
+  assert_int_equal(sum.ops_fp16, 6); /* five MpHalf, the first MpSlots */
+  assert_int_equal(sum.ops_fp32, 2);
+  assert_non_null(strstr(sum.report, "op 7 (MpSlots) FP32: follows its FP32 inputs"));
+  dm_mp_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtypes_casts_and_runs),
@@ -307,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_underflow_needs_loss_scaling),
       cmocka_unit_test(test_injected_overflow_skips_the_step),
       cmocka_unit_test(test_bf16),
+      cmocka_unit_test(test_schema_slots_and_roles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
