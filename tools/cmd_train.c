@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "cli_util.h"
-#include "core/api.h"
+#include "net/api.h"
 #include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
