@@ -45,6 +45,11 @@ dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name) {
   return b;
 }
 
+const dm_tensor *dm_workspace_tensor(const dm_workspace *ws, const char *name) {
+  const dm_blob *b = dm_workspace_find(ws, name);
+  return b ? b->tensor : NULL;
+}
+
 dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob **out) {
   dm_blob *b = dm_workspace_find(ws, name);
   if (!b) {

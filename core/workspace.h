@@ -37,6 +37,9 @@ struct dm_workspace {
 DM_HIDDEN dm_status dm_workspace_new(dm_workspace **out);
 /* The blob, or NULL. */
 DM_HIDDEN dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name);
+/* The blob's tensor wherever it lives (unlike dm_workspace_fetch, a GPU tensor too:
+ * read its data through a host copy), or NULL if there is no such blob. */
+DM_HIDDEN const dm_tensor *dm_workspace_tensor(const dm_workspace *ws, const char *name);
 /* The blob, created empty if absent. */
 DM_HIDDEN dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob **out);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
