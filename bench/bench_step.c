@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "net/gradient.h"
 
 /* The nets: "%s" takes the FP16 variant's HalfToFloat before the loss, then its input. */

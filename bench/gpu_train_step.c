@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "core/device.h"
 #include "net/device_pass.h"
 #include "net/net.h"

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "core/workspace.h"
 #include "net/memory_pass.h"
 #include "net/mixed_precision.h"

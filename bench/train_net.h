@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "core/api.h"
+#include "net/api.h"
 
 /* A model: its net files under the models folder and the shape of its input. */
 typedef struct bench_model {

@@ -122,10 +122,7 @@ static dm_status load_locked(const char *path) {
   return s;
 }
 
-dm_status dm_plugin_load(const char *path) {
-  if (!path)
-    return dm_error(DM_ERR_INVALID, "dm_plugin_load: NULL path");
-  DM_TRY(dm_init());
+dm_status dm_plugin_load_registered(const char *path) {
   pthread_mutex_lock(&plugin_lock);
   dm_status s = load_locked(path);
   pthread_mutex_unlock(&plugin_lock);

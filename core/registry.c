@@ -1,4 +1,5 @@
-/* registry.c: the schema and kernel tables, and dm_init which fills them with built-ins. */
+/* registry.c: the schema and kernel tables (dm_init in net/init.c fills them with the
+ * built-ins). */
 #include "registry.h"
 
 #include <pthread.h>
@@ -9,7 +10,6 @@
 #include <uthash.h>
 
 #include "dm_config.h"
-#include "operators/builtin.h"
 
 /* Entries hold the registry's own copy of each struct, at this library's size: a
  * plugin built against an older header hands over a shorter struct, whose missing
@@ -61,7 +61,7 @@ static int make_key(char *key, size_t cap, const char *type, int device, const c
   return n > 0 && (size_t)n < cap;
 }
 
-static void free_registry(void) {
+void dm_registry_free(void) {
   schema_entry *s, *st;
   HASH_ITER(hh, schemas, s, st) {
     HASH_DEL(schemas, s);
@@ -284,26 +284,6 @@ dm_status dm_register_family(const dm_op_family *family) {
 dm_status dm_register_kernel_table(const dm_kernel_def *table) {
   for (const dm_kernel_def *k = table; k && k->type; k++)
     DM_TRY(add_kernel(k, sizeof *k));
-  return DM_OK;
-}
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static dm_status init_status = DM_OK;
-static char init_message[512];
-
-static void init_builtins(void) {
-  init_status = dm_register_builtin_ops();
-  if (init_status != DM_OK)
-    snprintf(init_message, sizeof init_message, "%s", dm_last_error());
-  /* The registry lives as long as the process; freeing it at exit keeps leak checkers
-   * quiet about what is really static data. */
-  atexit(free_registry);
-}
-
-dm_status dm_init(void) {
-  pthread_once(&init_once, init_builtins);
-  if (init_status != DM_OK)
-    return dm_error(init_status, "registering built-in operators: %s", init_message);
   return DM_OK;
 }
 

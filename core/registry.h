@@ -1,6 +1,7 @@
 /* registry.h: op schemas and kernels, keyed by (type, device, engine) (internal).
  *
- * One process-wide registry, written when built-ins are registered (dm_init, once) and
+ * One process-wide registry, written when built-ins are registered (dm_init in
+ * net/init.c, once: the registry itself knows no operator family) and
  * when plugins load, read when nets are instantiated; a read-write lock keeps those
  * safe across threads. Entries are the registry's copies of the registered structs; the
  * strings and functions they point at stay the registrant's (static, or a plugin that
@@ -28,6 +29,12 @@ DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
  * grows" in demitasse_plugin.h): DM_ERR_VERSION with the reason otherwise. */
 DM_HIDDEN dm_status dm_check_schema_abi(const dm_op_schema *schema);
 DM_HIDDEN dm_status dm_check_kernel_abi(const dm_kernel_def *kernel);
+
+/* Loads a plugin into the registry, which already holds the built-ins (core/plugin.c;
+ * the public dm_plugin_load in net/api.c calls dm_init, then this). */
+DM_HIDDEN dm_status dm_plugin_load_registered(const char *path);
+/* Frees every entry (at exit: dm_init registers it with atexit). */
+DM_HIDDEN void dm_registry_free(void);
 
 /* Built-in registration tables, one per operator family, each ending in {NULL}. */
 typedef struct dm_op_family {

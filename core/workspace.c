@@ -6,11 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/net.h"
-
-dm_status dm_workspace_create(dm_workspace **out) {
+dm_status dm_workspace_new(dm_workspace **out) {
   *out = NULL;
-  DM_TRY(dm_init());
   dm_workspace *ws = calloc(1, sizeof *ws);
   if (!ws)
     return DM_NOMEM("a workspace");
@@ -22,9 +19,9 @@ dm_status dm_workspace_create(dm_workspace **out) {
 void dm_workspace_destroy(dm_workspace *ws) {
   if (!ws)
     return;
-  for (size_t i = 0; i < ws->n_nets; i++)
-    dm_net_free(ws->nets[i]);
-  free(ws->nets);
+  for (size_t i = 0; i < ws->n_owned; i++)
+    ws->owned[i].destroy(ws->owned[i].obj);
+  free(ws->owned);
   dm_blob *b, *tmp;
   HASH_ITER(hh, ws->blobs, b, tmp) {
     HASH_DEL(ws->blobs, b);
@@ -48,6 +45,11 @@ dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name) {
   return b;
 }
 
+const dm_tensor *dm_workspace_tensor(const dm_workspace *ws, const char *name) {
+  const dm_blob *b = dm_workspace_find(ws, name);
+  return b ? b->tensor : NULL;
+}
+
 dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob **out) {
   dm_blob *b = dm_workspace_find(ws, name);
   if (!b) {
@@ -69,16 +71,16 @@ dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob
   return DM_OK;
 }
 
-dm_status dm_workspace_adopt_net(dm_workspace *ws, dm_net *net) {
-  if (ws->n_nets == ws->cap_nets) {
-    size_t cap = ws->cap_nets ? ws->cap_nets * 2 : 4;
-    dm_net **nets = realloc(ws->nets, cap * sizeof *nets);
-    if (!nets)
+dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj)) {
+  if (ws->n_owned == ws->cap_owned) {
+    size_t cap = ws->cap_owned ? ws->cap_owned * 2 : 4;
+    dm_owned *owned = realloc(ws->owned, cap * sizeof *owned);
+    if (!owned)
       return DM_NOMEM("the workspace's net list");
-    ws->nets = nets;
-    ws->cap_nets = cap;
+    ws->owned = owned;
+    ws->cap_owned = cap;
   }
-  ws->nets[ws->n_nets++] = net;
+  ws->owned[ws->n_owned++] = (dm_owned){obj, destroy};
   return DM_OK;
 }
 

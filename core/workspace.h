@@ -1,4 +1,8 @@
-/* workspace.h: a map of blob names to tensors, owning the nets created in it (internal). */
+/* workspace.h: a map of blob names to tensors, owning the nets created in it (internal).
+ *
+ * Nets belong to net/, above this layer: the workspace holds them as opaque objects,
+ * each with the destructor it was handed (dm_workspace_adopt).
+ */
 #ifndef DM_CORE_WORKSPACE_H
 #define DM_CORE_WORKSPACE_H
 
@@ -12,21 +16,37 @@ typedef struct dm_blob {
   UT_hash_handle hh;
 } dm_blob;
 
+/* An object the workspace owns (a net) and the function that frees it. */
+typedef struct dm_owned {
+  void *obj;
+  void (*destroy)(void *obj);
+} dm_owned;
+
 struct dm_workspace {
   dm_blob *blobs; /* uthash head */
-  dm_net **nets;
-  size_t n_nets, cap_nets;
+  dm_owned *owned;
+  size_t n_owned, cap_owned;
   uint64_t tensor_limit;
   char **sorted_names; /* cache for dm_workspace_blob_name; rebuilt when stale */
   size_t n_sorted;
   int names_stale;
 };
 
+/* A new, empty workspace. The public dm_workspace_create (net/api.c) calls dm_init
+ * first and then this. */
+DM_HIDDEN dm_status dm_workspace_new(dm_workspace **out);
 /* The blob, or NULL. */
 DM_HIDDEN dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name);
+/* The blob's tensor wherever it lives (unlike dm_workspace_fetch, a GPU tensor too:
+ * read its data through a host copy), or NULL if there is no such blob. */
+DM_HIDDEN const dm_tensor *dm_workspace_tensor(const dm_workspace *ws, const char *name);
 /* The blob, created empty if absent. */
 DM_HIDDEN dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob **out);
-/* Takes ownership of `net` (freed with the workspace). */
-DM_HIDDEN dm_status dm_workspace_adopt_net(dm_workspace *ws, dm_net *net);
+/* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
+ * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
+DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));
+/* The workspace of the op a kernel is running (implemented by net/op_ctx.c), for
+ * kernels that create blobs by name (Load). */
+DM_HIDDEN dm_workspace *dm_op_workspace(dm_op_ctx *ctx);
 
 #endif

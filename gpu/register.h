@@ -1,6 +1,6 @@
 /* register.h: registration of the CUDA kernels (internal; only with DM_HAVE_CUDA).
  *
- * Called from operators/builtin.c, the one place outside gpu/ that knows whether the
+ * Called from net/init.c (dm_init), the one place outside gpu/ that knows whether the
  * CUDA backend is built.
  */
 #ifndef DM_GPU_REGISTER_H

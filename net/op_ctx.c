@@ -120,6 +120,8 @@ dm_device_type dm_op_device(const dm_op_ctx *ctx) { return ctx->device; }
 
 int dm_op_device_id(const dm_op_ctx *ctx) { return ctx->device_id; }
 
+dm_workspace *dm_op_workspace(dm_op_ctx *ctx) { return ctx->net->ws; }
+
 dm_status dm_op_run_infer(dm_op_ctx *ctx) {
   if (!ctx->schema->infer)
     return dm_error(DM_ERR_UNSUPPORTED, "%s has no shape inference", ctx->def->type);

@@ -2,12 +2,6 @@
  * constructor attributes, which static linking silently drops). */
 #include "builtin.h"
 
-#include "dm_config.h"
-
-#if DM_HAVE_CUDA
-#include "gpu/register.h"
-#endif
-
 static const dm_op_family *const families[] = {
     &dm_family_fill,
     &dm_family_fc,
@@ -35,8 +29,5 @@ static const dm_op_family *const families[] = {
 dm_status dm_register_builtin_ops(void) {
   for (const dm_op_family *const *f = families; *f; f++)
     DM_TRY(dm_register_family(*f));
-#if DM_HAVE_CUDA
-  DM_TRY(dm_register_cuda_ops());
-#endif
   return DM_OK;
 }

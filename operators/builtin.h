@@ -26,7 +26,8 @@ extern const dm_op_family dm_family_loss_scale;
 extern const dm_op_family dm_family_free;
 extern const dm_op_family dm_family_device_copy;
 
-/* Registers every built-in family (and the CUDA kernels when built with CUDA). */
+/* Registers every built-in family's schemas and CPU kernels (called by dm_init in
+ * net/init.c, which also registers the CUDA backend). */
 DM_HIDDEN dm_status dm_register_builtin_ops(void);
 
 #endif

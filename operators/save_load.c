@@ -48,7 +48,8 @@
 #include "common.h"
 #include "core/db.h"
 #include "core/netio.h"
-#include "net/net.h"
+#include "core/workspace.h"
+#include "proto/caffe2.pb-c.h"
 
 #define DEFAULT_CHUNK 1000000
 #define CHUNK_SEP "#%"
@@ -586,7 +587,7 @@ static dm_status load_record(load_job *j, pending *p, const Caffe2__BlobProto *b
   int64_t numel = 0;
   DM_TRY(tensor_shape(tp, where, &dt, &numel));
   if (!p->t) {
-    if (!(p->t = dm_tensor_new(j->ctx->net->ws->tensor_limit)))
+    if (!(p->t = dm_tensor_new(dm_op_workspace(j->ctx)->tensor_limit)))
       return DM_NOMEM("a tensor");
     dm_status s = dm_tensor_resize(p->t, dt, (int)tp->n_dims, tp->dims);
     if (s != DM_OK)
@@ -702,7 +703,7 @@ static dm_status load_run(dm_op_ctx *ctx) {
   /* All or nothing: the workspace changes only once every blob has been read. */
   for (size_t i = 0; s == DM_OK && i < j.n; i++) {
     dm_blob *b = NULL;
-    if (!j.p[i].t || (s = dm_workspace_get_or_create(ctx->net->ws, j.p[i].name, &b)) != DM_OK)
+    if (!j.p[i].t || (s = dm_workspace_get_or_create(dm_op_workspace(ctx), j.p[i].name, &b)) != DM_OK)
       continue;
     /* a blob that lives on a GPU (a placed net's parameter) is loaded back onto it */
     int id;

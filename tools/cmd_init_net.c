@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli_util.h"
-#include "core/api.h"
+#include "net/api.h"
 #include "net/netdef_build.h"
 #include "param_shapes.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli_util.h"
-#include "core/api.h"
+#include "net/api.h"
 #include "inspect_shapes.h"
 
 static void help(FILE *f) {

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "cli_util.h"
-#include "core/api.h"
+#include "net/api.h"
 #include "core/half.h"
 #include "core/npy.h"
 #include "core/tensor.h"

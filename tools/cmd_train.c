@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "cli_util.h"
-#include "core/api.h"
+#include "net/api.h"
 #include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
@@ -79,22 +79,22 @@ static double now_s(void) {
 /* A one-element blob as a double; NAN if absent or empty. A blob on a GPU is read
  * through a host copy of it. */
 static double scalar(dm_workspace *ws, const char *name) {
-  dm_blob *b = name ? dm_workspace_find(ws, name) : NULL;
-  if (!b || b->tensor->numel < 1 || !b->tensor->storage)
+  const dm_tensor *t = name ? dm_workspace_tensor(ws, name) : NULL;
+  if (!t || dm_tensor_numel(t) < 1 || !dm_tensor_data(t))
     return NAN;
-  const dm_tensor *t = b->tensor;
   dm_tensor *host = NULL;
   int id = 0;
   if (dm_tensor_device(t, &id) != DM_CPU) {
-    if (!(host = dm_tensor_new(t->limit)) || dm_tensor_copy_to(host, DM_CPU, 0, t) != DM_OK) {
+    if (!(host = dm_tensor_new(DM_DEFAULT_TENSOR_LIMIT)) ||
+        dm_tensor_copy_to(host, DM_CPU, 0, t) != DM_OK) {
       dm_tensor_free(host);
       return NAN;
     }
     t = host;
   }
-  const void *p = t->storage->data;
+  const void *p = dm_tensor_data(t);
   double v;
-  switch (t->dtype) {
+  switch (dm_tensor_dtype(t)) {
   case DM_FLOAT: v = *(const float *)p; break;
   case DM_DOUBLE: v = *(const double *)p; break;
   case DM_INT64: v = (double)*(const int64_t *)p; break;
@@ -343,7 +343,7 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
     if (dm_net_first_nonfinite(st->train, &op, &out))
       printf("%siteration %ld skipped (loss scale now %g): first inf/nan in %s, output %d '%s'\n",
              st->report.tty ? "\n" : "", iter, scale, dm_op_describe(op, what, sizeof what), out,
-             op->out[out]->name);
+             dm_op_output_name(op, out));
     else
       printf("%siteration %ld skipped (loss scale now %g): no op output held inf/nan; the "
              "overflow was in the unscaled gradients\n", st->report.tty ? "\n" : "", iter, scale);
@@ -414,8 +414,8 @@ static dm_status train(train_opts *o) {
     if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
     double t = now_s();
-    const dm_blob *data = dm_workspace_find(st.ws, "data");
-    double batch = data && data->tensor->ndim ? (double)data->tensor->dims[0] : 1;
+    const dm_tensor *data = dm_workspace_tensor(st.ws, "data");
+    double batch = data && dm_tensor_ndim(data) ? (double)dm_tensor_dims(data)[0] : 1;
     p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
     double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
     if (log_now || st.report.tty) {

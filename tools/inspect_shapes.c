@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/api.h"
+#include "net/api.h"
 
 static void human(double v, char *buf, size_t cap) {
   const char *unit[] = {"", "K", "M", "G", "T"};

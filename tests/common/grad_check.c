@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "core/netio.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"

@@ -42,7 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"
 #include "test_util.h"

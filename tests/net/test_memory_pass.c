@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "core/netio.h"
 #include "core/workspace.h"
 #include "net/gradient.h"

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/api.h"
+#include "net/api.h"
 #include "core/netio.h"
 #include "net/gradient.h"
 #include "net/mixed_precision.h"

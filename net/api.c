@@ -1,7 +1,28 @@
-/* api.c: the public calls that load nets into a workspace and run them. */
+/* api.c: the public calls that need the layers above core: creating a workspace (which
+ * initialises the library first), loading nets into it and running them, and loading a
+ * plugin (after the built-ins are registered). */
 #include "api.h"
 
 #include <stdlib.h>
+
+#include "core/registry.h"
+
+/* The workspace's destructor for the nets it adopts. */
+static void destroy_net(void *net) { dm_net_free(net); }
+
+dm_status dm_workspace_create(dm_workspace **out) {
+  *out = NULL;
+  DM_TRY(dm_init());
+  return dm_workspace_new(out);
+}
+
+dm_status dm_plugin_load(const char *path) {
+  if (!path)
+    return dm_error(DM_ERR_INVALID, "dm_plugin_load: NULL path");
+  /* Built-ins first, so that a plugin cannot take a built-in op's name. */
+  DM_TRY(dm_init());
+  return dm_plugin_load_registered(path);
+}
 
 dm_status dm_netdef_read(const char *path, Caffe2__NetDef **out) {
   ProtobufCMessage *m = NULL;
@@ -14,7 +35,7 @@ dm_status dm_workspace_create_net(dm_workspace *ws, Caffe2__NetDef *def, const c
                                   dm_net **out) {
   dm_net *net = NULL;
   DM_TRY(dm_net_create(ws, def, source, &net));
-  dm_status s = dm_workspace_adopt_net(ws, net);
+  dm_status s = dm_workspace_adopt(ws, net, destroy_net);
   if (s != DM_OK) {
     dm_net_free(net);
     return s;

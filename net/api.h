@@ -1,9 +1,10 @@
-/* api.h: internal helpers behind the public workspace/net calls (used by the CLI too). */
-#ifndef DM_CORE_API_H
-#define DM_CORE_API_H
+/* api.h: internal helpers behind the public calls that load nets into a workspace and
+ * run them (used by the CLI too). */
+#ifndef DM_NET_API_H
+#define DM_NET_API_H
 
-#include "net/net.h"
-#include "netio.h"
+#include "core/netio.h"
+#include "net.h"
 
 /* Reads a NetDef file (.pb or .pbtxt); free with protobuf_c_message_free_unpacked. */
 DM_HIDDEN dm_status dm_netdef_read(const char *path, Caffe2__NetDef **out);
