@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
+#include "demitasse_plugin.h"
 
 #define DM_GPU_STAGING 4
 
@@ -81,7 +82,9 @@ DM_HIDDEN dm_status dm_cudnn_error(cudnnStatus_t e, const char *call);
   } while (0)
 
 /* The context for the op's device (dm_op_device_id); for kernels' run functions. */
-typedef struct dm_op_ctx dm_op_ctx;
 DM_HIDDEN dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out);
+/* That context's stream, and its scratch (at least 1 byte; dm_gpu_scratch's lifetime). */
+DM_HIDDEN dm_status dm_gpu_op_stream(dm_op_ctx *ctx, cudaStream_t *s);
+DM_HIDDEN dm_status dm_gpu_op_scratch(dm_op_ctx *ctx, size_t n, void **p);
 
 #endif
