@@ -11,6 +11,17 @@
  * registers schemas and kernels through host->register_schema / host->register_kernel
  * (the same functions the built-ins use). Use DM_PLUGIN_DECLARE_VERSION() once.
  *
+ * How the ABI grows. DM_PLUGIN_API_VERSION changes only when an existing field or
+ * function changes; new fields are appended to the end of a struct, and every struct a
+ * plugin hands over (or receives) starts with `struct_size`, the sizeof the author's
+ * compiler saw. So a plugin built against an older header (smaller struct) loads into a
+ * newer library, which treats the fields the plugin did not know as zero (their
+ * defaults); a plugin built against a newer header loads into an older library as long
+ * as it leaves the fields that library does not know zero, and is refused with a message
+ * otherwise. Set `.struct_size = sizeof(dm_op_schema)` (DM_SCHEMA_SIZE) and
+ * `.struct_size = sizeof(dm_kernel_def)` (DM_KERNEL_SIZE); 0 is refused. Functions are
+ * only ever added; a plugin that needs a newer one checks host->struct_size first.
+ *
  * A kernel reads its inputs and arguments and writes its outputs through a dm_op_ctx:
  *
  *     static dm_status swish_run(dm_op_ctx *ctx) {
@@ -34,9 +45,9 @@
 extern "C" {
 #endif
 
-/* Bumped whenever a struct below or a host function changes. */
-/* 2: dm_kernel_def.cross_device and dm_op_device/dm_op_device_id (the CUDA backend). */
-#define DM_PLUGIN_API_VERSION 2
+/* Changed only when an existing field or function changes meaning or place; appending
+ * a field or adding a function keeps it (see "How the ABI grows" above). */
+#define DM_PLUGIN_API_VERSION 3
 
 #define DM_PLUGIN_EXPORT __attribute__((visibility("default")))
 #define DM_PLUGIN_DECLARE_VERSION() \
@@ -73,6 +84,14 @@ typedef enum dm_precision_class {
   DM_PREC_NONE = 3    /* not a float computation (fills, casts, integer ops) */
 } dm_precision_class;
 
+/* What role an op plays in training, for the passes that rewrite training nets. */
+typedef enum dm_op_role {
+  DM_ROLE_COMPUTE = 0,  /* forward or backward computation */
+  DM_ROLE_OPTIMIZER = 1 /* updates training state (iteration counter, learning rate,
+                           parameters, momenta): the mixed-precision pass runs it in FP32
+                           on the FP32 masters, after the gradients are unscaled */
+} dm_op_role;
+
 /* An in-place pair: output `out` may share the blob of input `in`. End lists with {-1,-1}. */
 typedef struct dm_inplace_pair {
   int in, out;
@@ -90,6 +109,7 @@ typedef struct dm_op_cost {
 
 /* A schema: what passes and the instantiator need to know about an op type. */
 typedef struct dm_op_schema {
+  size_t struct_size; /* sizeof(dm_op_schema) as compiled: DM_SCHEMA_SIZE */
   const char *type;
   int min_inputs, max_inputs;   /* max -1: unbounded */
   int min_outputs, max_outputs; /* max -1: unbounded */
@@ -111,11 +131,30 @@ typedef struct dm_op_schema {
    * differentiating through it is an error (Accuracy, optimizer updates). */
   dm_status (*gradient)(dm_grad_ctx *g);
   int no_gradient;
+
+  /* Appended in ABI 3.1 (zero in a schema built against an older header, which keeps the
+   * old behaviour). What the net passes need to know of the op, so that they hold no
+   * per-op rules of their own. Slot masks: bit i is input or output i (slots 0..31). */
+  /* Float slots that stay FP32 whatever precision the op runs in (batch norm's scale,
+   * bias and statistics beside an FP16 X, as cuDNN wants them). */
+  uint32_t fp32_inputs, fp32_outputs;
+  /* Slots that hold no float data (integer shapes, split sizes, masks): never cast. */
+  uint32_t nonfloat_inputs, nonfloat_outputs;
+  /* Inputs whose VALUES a kernel reads on the host (a shape, split sizes): on a device,
+   * reading them would need a synchronisation, so the device pass keeps an op that has
+   * one of them on the CPU. */
+  uint32_t host_inputs;
+  dm_op_role role;
+  /* DM_ROLE_OPTIMIZER ops: nonzero when the op accepts one extra, last input, found_inf
+   * (a scalar), and leaves every output bit-identical when it is nonzero: the
+   * mixed-precision pass appends it so a step with an inf/nan gradient is skipped. */
+  int skip_input;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at
  * instantiation to validate arguments and build private state, freed by `fini`. */
 typedef struct dm_kernel_def {
+  size_t struct_size; /* sizeof(dm_kernel_def) as compiled: DM_KERNEL_SIZE */
   const char *type;
   dm_device_type device;
   const char *engine; /* "" or NULL: the plain implementation */
@@ -125,18 +164,31 @@ typedef struct dm_kernel_def {
   /* Nonzero: inputs may live on another device than the op (CopyCPUToGPU and
    * CopyGPUToCPU); zero: the executor checks that every input is on the op's device. */
   int cross_device;
+
+  /* Appended in ABI 3.1. Optional: whether this kernel can run this op, given its
+   * arguments, input count and input dtypes (ggml's supports_op). NULL: every op its
+   * schema admits. Asked when the executor picks among engines and when the device pass
+   * places an op, so a kernel, not a pass, says what it cannot do. During placement the
+   * inputs are shape-only tensors whose dtype may still be DM_UNDEFINED (not yet known):
+   * answer for what is known. */
+  int (*supports)(const dm_op_ctx *ctx);
 } dm_kernel_def;
 
-/* Registration (built-ins and plugins alike). The registry copies nothing: the structs
- * and strings must outlive the process's use of the op (static storage, or a plugin
- * that stays loaded). Registering an existing type (schema) or an existing
+/* Registration (built-ins and plugins alike). The registry keeps its own copy of each
+ * struct, but the strings and functions it points at must outlive the process's use of
+ * the op (static storage, or a plugin that stays loaded). Registering an existing type (schema) or an existing
  * (type, device, engine) (kernel) fails with DM_ERR_EXISTS. */
 DM_API dm_status dm_register_schema(const dm_op_schema *schema);
 DM_API dm_status dm_register_kernel(const dm_kernel_def *kernel);
 DM_API const dm_op_schema *dm_schema_lookup(const char *type);
 
-/* What a plugin's entry function receives. */
+#define DM_SCHEMA_SIZE .struct_size = sizeof(dm_op_schema)
+#define DM_KERNEL_SIZE .struct_size = sizeof(dm_kernel_def)
+
+/* What a plugin's entry function receives. Fields are appended in later versions:
+ * check struct_size before using one your header has and an older library may lack. */
 typedef struct dm_plugin_host {
+  size_t struct_size;
   int api_version;
   dm_status (*register_schema)(const dm_op_schema *schema);
   dm_status (*register_kernel)(const dm_kernel_def *kernel);
@@ -166,6 +218,14 @@ DM_API int dm_op_device_id(const dm_op_ctx *ctx);
 /* Runs the op's schema inference (its checks, and dm_op_set_output for every output):
  * for kernels written apart from their schema, such as a second device's. */
 DM_API dm_status dm_op_run_infer(dm_op_ctx *ctx);
+/* For kernels of CUDA plugins: the cudaStream_t the op's work must be queued on, and
+ * the cublasHandle_t, cublasLtHandle_t and cudnnHandle_t of the op's device for the
+ * calling thread (already set to that stream). NULL for an op on the CPU or in a build
+ * without CUDA. Cast to the CUDA type. */
+DM_API void *dm_op_cuda_stream(const dm_op_ctx *ctx);
+DM_API void *dm_op_cublas_handle(const dm_op_ctx *ctx);
+DM_API void *dm_op_cublaslt_handle(const dm_op_ctx *ctx);
+DM_API void *dm_op_cudnn_handle(const dm_op_ctx *ctx);
 /* The kernel's private state from init (NULL if none). */
 DM_API void *dm_op_state(dm_op_ctx *ctx);
 /* The op's device_option.random_seed if set, else `fallback`. */
@@ -174,6 +234,9 @@ DM_API uint32_t dm_op_random_seed(const dm_op_ctx *ctx, uint32_t fallback);
 /* Arguments, validated against the schema at instantiation. *_or return the default
  * when absent. */
 DM_API int dm_op_has_arg(const dm_op_ctx *ctx, const char *name);
+/* The type of the value argument `name` holds (DM_ARG_FLOAT for f, DM_ARG_INTS for ints,
+ * ...), or 0 when the op has no such argument or it holds no value. */
+DM_API dm_arg_type dm_op_arg_type(const dm_op_ctx *ctx, const char *name);
 DM_API float dm_op_arg_float(const dm_op_ctx *ctx, const char *name, float dflt);
 DM_API int64_t dm_op_arg_int(const dm_op_ctx *ctx, const char *name, int64_t dflt);
 /* Borrowed; NULL-terminated copy not guaranteed for binary bytes: see *len. */
@@ -232,6 +295,17 @@ DM_API dm_status dm_grad_set_arg_int(dm_grad_ctx *g, const char *name, int64_t v
 DM_API dm_status dm_grad_set_arg_float(dm_grad_ctx *g, const char *name, float v);
 /* Drops every copied argument of the op emitted last (for ops that take none). */
 DM_API void dm_grad_clear_args(dm_grad_ctx *g);
+
+/* FP16 and BF16, stored as uint16_t bit patterns: narrowing rounds to nearest even,
+ * handles subnormals, inf and nan exactly (the same bits as the built-in kernels and
+ * F16C). dm_convert converts n values between any two of FLOAT, FLOAT16 and BFLOAT16
+ * (the same dtype: a copy); DM_ERR_TYPE for other dtypes. */
+DM_API uint16_t dm_f32_to_f16(float f);
+DM_API float dm_f16_to_f32(uint16_t h);
+DM_API uint16_t dm_f32_to_bf16(float f);
+DM_API float dm_bf16_to_f32(uint16_t h);
+DM_API dm_status dm_convert(dm_dtype dst_type, void *dst, dm_dtype src_type, const void *src,
+                            size_t n);
 
 /* Tensors (write side). A resize keeps the storage when the byte size is unchanged,
  * otherwise allocates fresh (64-byte aligned) storage; sizes are checked for overflow

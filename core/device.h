@@ -14,6 +14,14 @@
 #include "demitasse_plugin.h"
 #include "status.h"
 
+/* The per-thread library objects of a device a CUDA kernel may need. */
+typedef enum dm_device_handle {
+  DM_HANDLE_STREAM = 0, /* cudaStream_t */
+  DM_HANDLE_CUBLAS = 1, /* cublasHandle_t */
+  DM_HANDLE_CUBLASLT = 2, /* cublasLtHandle_t */
+  DM_HANDLE_CUDNN = 3   /* cudnnHandle_t */
+} dm_device_handle;
+
 typedef struct dm_device_ops {
   const char *name; /* "CUDA", for messages */
   /* n bytes on device `id` (stream-ordered pools, not a cudaMalloc per tensor). */
@@ -44,6 +52,9 @@ typedef struct dm_device_ops {
   dm_status (*upload_async)(int dst_id, void *dst, const void *src, size_t n, void **fence);
   dm_status (*fence_wait)(void *fence);
   void (*fence_free)(void *fence);
+  /* Optional: the calling thread's stream or library handle on device `id` (created on
+   * first use), or NULL when there is none (for dm_op_cuda_stream and friends). */
+  void *(*handle)(int id, dm_device_handle which);
 } dm_device_ops;
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */

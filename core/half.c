@@ -6,6 +6,8 @@
  */
 #include "half.h"
 
+#include "demitasse_plugin.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -153,4 +155,47 @@ void dm_float_to_bf16_array(const float *src, uint16_t *dst, size_t n) {
 void dm_bf16_to_float_array(const uint16_t *src, float *dst, size_t n) {
   for (size_t i = 0; i < n; i++)
     dst[i] = dm_bf16_to_float(src[i]);
+}
+
+/* The exported conversions (demitasse_plugin.h), for plugins: the same code as the
+ * built-in kernels' inline ones. */
+uint16_t dm_f32_to_f16(float f) { return dm_float_to_half(f); }
+float dm_f16_to_f32(uint16_t h) { return dm_half_to_float(h); }
+uint16_t dm_f32_to_bf16(float f) { return dm_float_to_bf16(f); }
+float dm_bf16_to_f32(uint16_t h) { return dm_bf16_to_float(h); }
+
+dm_status dm_convert(dm_dtype dst_type, void *dst, dm_dtype src_type, const void *src,
+                     size_t n) {
+  int ok_dst = dst_type == DM_FLOAT || dst_type == DM_FLOAT16 || dst_type == DM_BFLOAT16;
+  int ok_src = src_type == DM_FLOAT || src_type == DM_FLOAT16 || src_type == DM_BFLOAT16;
+  if (!ok_dst || !ok_src)
+    return dm_error(DM_ERR_TYPE, "dm_convert: only FLOAT, FLOAT16 and BFLOAT16, not %s to %s",
+                    dm_dtype_name(src_type), dm_dtype_name(dst_type));
+  if (n && (!dst || !src))
+    return dm_error(DM_ERR_INVALID, "dm_convert: NULL buffer");
+  if (dst_type == src_type) {
+    memmove(dst, src, n * dm_dtype_size(dst_type));
+    return DM_OK;
+  }
+  if (src_type == DM_FLOAT) {
+    if (dst_type == DM_FLOAT16)
+      dm_float_to_half_array(src, dst, n);
+    else
+      dm_float_to_bf16_array(src, dst, n);
+    return DM_OK;
+  }
+  if (dst_type == DM_FLOAT) {
+    if (src_type == DM_FLOAT16)
+      dm_half_to_float_array(src, dst, n);
+    else
+      dm_bf16_to_float_array(src, dst, n);
+    return DM_OK;
+  }
+  /* between the two 16-bit formats: through FP32, exact on the way up */
+  const uint16_t *s = src;
+  uint16_t *d = dst;
+  for (size_t i = 0; i < n; i++)
+    d[i] = src_type == DM_FLOAT16 ? dm_float_to_bf16(dm_half_to_float(s[i]))
+                                  : dm_float_to_half(dm_bf16_to_float(s[i]));
+  return DM_OK;
 }

@@ -23,6 +23,7 @@ static size_t n_pending_schemas, n_pending_kernels;
 static dm_status pend_schema(const dm_op_schema *s) {
   if (!s || !s->type || !*s->type)
     return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
+  DM_TRY(dm_check_schema_abi(s));
   if (n_pending_schemas == MAX_PENDING)
     return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d schemas", MAX_PENDING);
   pending_schemas[n_pending_schemas++] = s;
@@ -32,6 +33,7 @@ static dm_status pend_schema(const dm_op_schema *s) {
 static dm_status pend_kernel(const dm_kernel_def *k) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
+  DM_TRY(dm_check_kernel_abi(k));
   if (n_pending_kernels == MAX_PENDING)
     return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d kernels", MAX_PENDING);
   pending_kernels[n_pending_kernels++] = k;
@@ -101,7 +103,8 @@ static dm_status load_locked(const char *path) {
   } else if (!entry) {
     s = dm_error(DM_ERR_NOT_FOUND, "missing entry symbol 'dm_plugin_entry'");
   } else {
-    static const dm_plugin_host host = {DM_PLUGIN_API_VERSION, pend_schema, pend_kernel};
+    static const dm_plugin_host host = {sizeof host, DM_PLUGIN_API_VERSION, pend_schema,
+                                        pend_kernel};
     n_pending_schemas = n_pending_kernels = 0;
     dm_error_clear();
     s = entry(&host);

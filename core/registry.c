@@ -2,6 +2,7 @@
 #include "registry.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +11,44 @@
 #include "dm_config.h"
 #include "operators/builtin.h"
 
+/* Entries hold the registry's own copy of each struct, at this library's size: a
+ * plugin built against an older header hands over a shorter struct, whose missing
+ * fields read as zero here (see "How the ABI grows" in demitasse_plugin.h). */
 typedef struct schema_entry {
-  const dm_op_schema *schema;
-  UT_hash_handle hh; /* key: schema->type */
+  dm_op_schema schema;
+  UT_hash_handle hh; /* key: schema.type */
 } schema_entry;
 
 typedef struct kernel_entry {
   char key[160]; /* type \x1f device \x1f engine */
-  const dm_kernel_def *kernel;
+  dm_kernel_def kernel;
   UT_hash_handle hh;
 } kernel_entry;
+
+/* The struct_size of the first ABI 3 structs: every field before these existed then. */
+#define SCHEMA_MIN_SIZE (offsetof(dm_op_schema, no_gradient) + sizeof(int))
+#define KERNEL_MIN_SIZE (offsetof(dm_kernel_def, cross_device) + sizeof(int))
+
+/* Copies a `size`-byte struct from a plugin or built-in into `dst` (`cap` bytes, zeroed):
+ * refused when shorter than the first ABI 3 layout, or when longer than this library's
+ * struct with nonzero bytes past it (fields this library would silently ignore). */
+static dm_status copy_sized(void *dst, size_t cap, const void *src, size_t size, size_t min,
+                            const char *what, const char *type) {
+  if (size < min)
+    return dm_error(DM_ERR_VERSION,
+                    "register %s '%s': struct_size %zu is smaller than the first ABI %d layout "
+                    "(%zu bytes); set .struct_size = sizeof(dm_%s)",
+                    what, type, size, DM_PLUGIN_API_VERSION, min,
+                    strcmp(what, "schema") == 0 ? "op_schema" : "kernel_def");
+  for (size_t i = cap; i < size; i++)
+    if (((const unsigned char *)src)[i])
+      return dm_error(DM_ERR_VERSION,
+                      "register %s '%s': it sets fields this library does not know (built "
+                      "against a newer demitasse_plugin.h: %zu bytes, this library knows %zu)",
+                      what, type, size, cap);
+  memcpy(dst, src, size < cap ? size : cap);
+  return DM_OK;
+}
 
 static schema_entry *schemas;
 static kernel_entry *kernels;
@@ -47,26 +76,52 @@ static void free_registry(void) {
   sorted = NULL;
 }
 
-dm_status dm_register_schema(const dm_op_schema *schema) {
+dm_status dm_check_schema_abi(const dm_op_schema *schema) {
+  dm_op_schema tmp;
+  memset(&tmp, 0, sizeof tmp);
+  return copy_sized(&tmp, sizeof tmp, schema, schema->struct_size, SCHEMA_MIN_SIZE, "schema",
+                    schema->type ? schema->type : "");
+}
+
+dm_status dm_check_kernel_abi(const dm_kernel_def *kernel) {
+  dm_kernel_def tmp;
+  memset(&tmp, 0, sizeof tmp);
+  return copy_sized(&tmp, sizeof tmp, kernel, kernel->struct_size, KERNEL_MIN_SIZE, "kernel",
+                    kernel->type ? kernel->type : "");
+}
+
+/* `size`: the struct's size as its author compiled it. */
+static dm_status add_schema(const dm_op_schema *schema, size_t size) {
   if (!schema || !schema->type || !*schema->type)
     return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
-  dm_status st = DM_OK;
-  pthread_rwlock_wrlock(&lock);
-  schema_entry *e = NULL;
-  HASH_FIND_STR(schemas, schema->type, e);
-  if (e) {
-    st = dm_error(DM_ERR_EXISTS, "an operator named '%s' is already registered", schema->type);
-  } else if (!(e = calloc(1, sizeof *e))) {
-    st = DM_NOMEM("a schema entry");
-  } else {
-    e->schema = schema;
-    HASH_ADD_KEYPTR(hh, schemas, schema->type, strlen(schema->type), e);
+  schema_entry *e = calloc(1, sizeof *e);
+  if (!e)
+    return DM_NOMEM("a schema entry");
+  dm_status st = copy_sized(&e->schema, sizeof e->schema, schema, size, SCHEMA_MIN_SIZE,
+                            "schema", schema->type);
+  if (st != DM_OK) {
+    free(e);
+    return st;
   }
+  e->schema.struct_size = sizeof e->schema;
+  pthread_rwlock_wrlock(&lock);
+  schema_entry *old = NULL;
+  HASH_FIND_STR(schemas, schema->type, old);
+  if (old)
+    st = dm_error(DM_ERR_EXISTS, "an operator named '%s' is already registered", schema->type);
+  else
+    HASH_ADD_KEYPTR(hh, schemas, e->schema.type, strlen(e->schema.type), e);
   pthread_rwlock_unlock(&lock);
+  if (st != DM_OK)
+    free(e);
   return st;
 }
 
-dm_status dm_register_kernel(const dm_kernel_def *k) {
+dm_status dm_register_schema(const dm_op_schema *schema) {
+  return add_schema(schema, schema ? schema->struct_size : 0);
+}
+
+static dm_status add_kernel(const dm_kernel_def *k, size_t size) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
   kernel_entry *e = calloc(1, sizeof *e);
@@ -76,8 +131,13 @@ dm_status dm_register_kernel(const dm_kernel_def *k) {
     free(e);
     return dm_error(DM_ERR_INVALID, "register_kernel: op type or engine name too long");
   }
-  e->kernel = k;
-  dm_status st = DM_OK;
+  dm_status st = copy_sized(&e->kernel, sizeof e->kernel, k, size, KERNEL_MIN_SIZE, "kernel",
+                            k->type);
+  if (st != DM_OK) {
+    free(e);
+    return st;
+  }
+  e->kernel.struct_size = sizeof e->kernel;
   pthread_rwlock_wrlock(&lock);
   schema_entry *s = NULL;
   kernel_entry *old = NULL;
@@ -97,12 +157,16 @@ dm_status dm_register_kernel(const dm_kernel_def *k) {
   return st;
 }
 
+dm_status dm_register_kernel(const dm_kernel_def *k) {
+  return add_kernel(k, k ? k->struct_size : 0);
+}
+
 const dm_op_schema *dm_schema_lookup(const char *type) {
   schema_entry *e = NULL;
   pthread_rwlock_rdlock(&lock);
   HASH_FIND_STR(schemas, type, e);
   pthread_rwlock_unlock(&lock);
-  return e ? e->schema : NULL;
+  return e ? &e->schema : NULL;
 }
 
 static const dm_kernel_def *find_kernel(const char *type, int device, const char *engine,
@@ -116,7 +180,7 @@ static const dm_kernel_def *find_kernel(const char *type, int device, const char
     return NULL;
   kernel_entry *e = NULL;
   HASH_FIND_STR(kernels, key, e);
-  return e ? e->kernel : NULL;
+  return e ? &e->kernel : NULL;
 }
 
 int dm_kernel_exists(const char *type, dm_device_type device, const char *engine) {
@@ -127,10 +191,23 @@ int dm_kernel_exists(const char *type, dm_device_type device, const char *engine
   return k != NULL;
 }
 
+/* The kernel for (type, device, engine) if it exists and, asked with `ctx`, supports it;
+ * *seen is set when one exists but refuses. */
+static const dm_kernel_def *candidate(const char *type, int device, const char *engine,
+                                      size_t len, const dm_op_ctx *ctx, int *seen) {
+  const dm_kernel_def *k = find_kernel(type, device, engine, len);
+  if (k && ctx && k->supports && !k->supports(ctx)) {
+    *seen = 1;
+    return NULL;
+  }
+  return k;
+}
+
 dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
-                           const dm_kernel_def **out) {
+                           const dm_op_ctx *ctx, const dm_kernel_def **out) {
   static const char *const device_defaults[] = {[DM_CPU] = "", [DM_CUDA] = "CUDNN"};
   const dm_kernel_def *k = NULL;
+  int refused = 0;
   pthread_rwlock_rdlock(&lock);
   for (const char *p = engines ? engines : ""; *p && !k;) {
     const char *comma = strchr(p, ',');
@@ -138,21 +215,27 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
     while (len && *p == ' ')
       p++, len--;
     if (len)
-      k = find_kernel(type, device, p, len);
+      k = candidate(type, device, p, len, ctx, &refused);
     p += len + (comma ? 1 : 0);
     if (!comma)
       break;
   }
   if (!k && (unsigned)device <= DM_CUDA && *device_defaults[device])
-    k = find_kernel(type, device, device_defaults[device], strlen(device_defaults[device]));
+    k = candidate(type, device, device_defaults[device], strlen(device_defaults[device]), ctx,
+                  &refused);
   if (!k)
-    k = find_kernel(type, device, "", 0);
+    k = candidate(type, device, "", 0, ctx, &refused);
   pthread_rwlock_unlock(&lock);
   if (!k) {
+    const char *dev = device == DM_CUDA ? "CUDA" : "CPU";
     if (!dm_schema_lookup(type))
       return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", type);
-    return dm_error(DM_ERR_NOT_FOUND, "operator '%s' has no kernel for device %s", type,
-                    device == DM_CUDA ? "CUDA" : "CPU");
+    if (refused)
+      return dm_error(DM_ERR_UNSUPPORTED,
+                      "no %s kernel of '%s' supports this form of the op (its arguments, "
+                      "inputs or dtypes)",
+                      dev, type);
+    return dm_error(DM_ERR_NOT_FOUND, "operator '%s' has no kernel for device %s", type, dev);
   }
   *out = k;
   return DM_OK;
@@ -170,7 +253,7 @@ size_t dm_schema_count(void) {
     if (arr) {
       size_t i = 0;
       for (schema_entry *e = schemas; e; e = e->hh.next)
-        arr[i++] = e->schema;
+        arr[i++] = &e->schema;
       qsort(arr, n, sizeof *arr, cmp_schema);
       sorted = arr;
       n_sorted = n;
@@ -188,11 +271,19 @@ const dm_op_schema *dm_schema_at(size_t i) {
   return s;
 }
 
+/* Built-ins are compiled against this very header: their size is sizeof, whatever
+ * struct_size they set. */
 dm_status dm_register_family(const dm_op_family *family) {
   for (const dm_op_schema *const *s = family->schemas; s && *s; s++)
-    DM_TRY(dm_register_schema(*s));
+    DM_TRY(add_schema(*s, sizeof **s));
   for (const dm_kernel_def *const *k = family->kernels; k && *k; k++)
-    DM_TRY(dm_register_kernel(*k));
+    DM_TRY(add_kernel(*k, sizeof **k));
+  return DM_OK;
+}
+
+dm_status dm_register_kernel_table(const dm_kernel_def *table) {
+  for (const dm_kernel_def *k = table; k && k->type; k++)
+    DM_TRY(add_kernel(k, sizeof *k));
   return DM_OK;
 }
 

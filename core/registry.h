@@ -2,7 +2,9 @@
  *
  * One process-wide registry, written when built-ins are registered (dm_init, once) and
  * when plugins load, read when nets are instantiated; a read-write lock keeps those
- * safe across threads. Entries point at static or plugin-owned structs (never freed).
+ * safe across threads. Entries are the registry's copies of the registered structs; the
+ * strings and functions they point at stay the registrant's (static, or a plugin that
+ * stays loaded).
  */
 #ifndef DM_CORE_REGISTRY_H
 #define DM_CORE_REGISTRY_H
@@ -12,14 +14,20 @@
 
 /* Finds the kernel for `type` on `device`, trying each engine of the comma-separated
  * `engines` list in order, then the device's defaults (CUDA: "CUDNN"), then the plain
- * implementation. */
+ * implementation; with `ctx` (may be NULL), skipping kernels whose supports(ctx) says
+ * no (DM_ERR_UNSUPPORTED when every existing kernel does). */
 DM_HIDDEN dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
-                                     const dm_kernel_def **out);
+                                     const dm_op_ctx *ctx, const dm_kernel_def **out);
 /* Whether a kernel for exactly (type, device, engine) is registered. */
 DM_HIDDEN int dm_kernel_exists(const char *type, dm_device_type device, const char *engine);
 /* Number of registered schemas, and the i-th in sorted order (for `demitasse ops`). */
 DM_HIDDEN size_t dm_schema_count(void);
 DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
+
+/* Whether a plugin's struct can be registered as its struct_size says (see "How the ABI
+ * grows" in demitasse_plugin.h): DM_ERR_VERSION with the reason otherwise. */
+DM_HIDDEN dm_status dm_check_schema_abi(const dm_op_schema *schema);
+DM_HIDDEN dm_status dm_check_kernel_abi(const dm_kernel_def *kernel);
 
 /* Built-in registration tables, one per operator family, each ending in {NULL}. */
 typedef struct dm_op_family {
@@ -27,5 +35,8 @@ typedef struct dm_op_family {
   const dm_kernel_def *const *kernels;
 } dm_op_family;
 DM_HIDDEN dm_status dm_register_family(const dm_op_family *family);
+/* Registers a built-in backend's kernels from an array of structs ending in an entry
+ * whose type is NULL (as Lua's luaL_Reg tables). */
+DM_HIDDEN dm_status dm_register_kernel_table(const dm_kernel_def *table);
 
 #endif

@@ -220,7 +220,31 @@ static dm_status cuda_upload_async(int id, void *dst, const void *src, size_t n,
   return DM_OK;
 }
 
+/* For plugin kernels (dm_op_cuda_stream and friends): the calling thread's context. */
+static void *cuda_handle(int id, dm_device_handle which) {
+  dm_gpu_context *c = NULL;
+  if (dm_gpu_context_get(id, &c) != DM_OK)
+    return NULL;
+  switch (which) {
+  case DM_HANDLE_STREAM: return (void *)c->stream;
+  case DM_HANDLE_CUBLAS: return (void *)c->cublas;
+  case DM_HANDLE_CUBLASLT: return (void *)c->cublaslt;
+  case DM_HANDLE_CUDNN: return (void *)c->cudnn;
+  }
+  return NULL;
+}
+
 const dm_device_ops dm_cuda_device_ops = {
-    "CUDA",           cuda_alloc,       cuda_free,       cuda_copy,
-    cuda_usable,      cuda_synchronize, cuda_host_register, cuda_host_unregister,
-    cuda_upload_async, cuda_fence_wait, cuda_fence_free};
+    .name = "CUDA",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .usable = cuda_usable,
+    .synchronize = cuda_synchronize,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .upload_async = cuda_upload_async,
+    .fence_wait = cuda_fence_wait,
+    .fence_free = cuda_fence_free,
+    .handle = cuda_handle,
+};

@@ -181,7 +181,7 @@ static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
   }
   DM_TRY(parse_args(op));
   DM_TRY(resolve_blobs(op, net->ws));
-  DM_TRY(dm_kernel_lookup(d->type, op->device, d->engine, &op->kernel));
+  DM_TRY(dm_kernel_lookup(d->type, op->device, d->engine, op, &op->kernel));
   if (op->device != DM_CPU)
     DM_TRY(dm_device_check(op->device, op->device_id));
   if (op->kernel->init)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "net.h"
 
 int dm_op_num_inputs(const dm_op_ctx *ctx) { return ctx->n_in; }
@@ -39,6 +40,42 @@ static const dm_arg *find_arg(const dm_op_ctx *ctx, const char *name) {
 }
 
 int dm_op_has_arg(const dm_op_ctx *ctx, const char *name) { return find_arg(ctx, name) != NULL; }
+
+dm_arg_type dm_op_arg_type(const dm_op_ctx *ctx, const char *name) {
+  const dm_arg *a = find_arg(ctx, name);
+  if (!a)
+    return 0;
+  const Caffe2__Argument *pb = a->pb;
+  if (pb->has_f)
+    return DM_ARG_FLOAT;
+  if (pb->has_i)
+    return DM_ARG_INT;
+  if (pb->has_s)
+    return DM_ARG_STRING;
+  if (pb->n_floats)
+    return DM_ARG_FLOATS;
+  if (pb->n_ints)
+    return DM_ARG_INTS;
+  if (pb->n_strings)
+    return DM_ARG_STRINGS;
+  if (pb->n)
+    return DM_ARG_NET;
+  if (pb->t)
+    return DM_ARG_TENSOR;
+  return 0;
+}
+
+static void *device_handle(const dm_op_ctx *ctx, dm_device_handle which) {
+  const dm_device_ops *ops = ctx->device == DM_CPU ? NULL : dm_device_ops_for(ctx->device);
+  return ops && ops->handle ? ops->handle(ctx->device_id, which) : NULL;
+}
+
+void *dm_op_cuda_stream(const dm_op_ctx *ctx) { return device_handle(ctx, DM_HANDLE_STREAM); }
+void *dm_op_cublas_handle(const dm_op_ctx *ctx) { return device_handle(ctx, DM_HANDLE_CUBLAS); }
+void *dm_op_cublaslt_handle(const dm_op_ctx *ctx) {
+  return device_handle(ctx, DM_HANDLE_CUBLASLT);
+}
+void *dm_op_cudnn_handle(const dm_op_ctx *ctx) { return device_handle(ctx, DM_HANDLE_CUDNN); }
 
 float dm_op_arg_float(const dm_op_ctx *ctx, const char *name, float dflt) {
   const dm_arg *a = find_arg(ctx, name);

@@ -12,14 +12,14 @@
 
 #include <stdint.h>
 
-typedef struct gc_feed {
+typedef struct gpu_feed {
   const char *name;
   char t;
   int ndim;
   int64_t dims[4];
   float lo, hi;
   int inf_at;
-} gc_feed;
+} gpu_feed;
 
 /* The passes a case runs in (its modes). GC_BF16 is set only where the CPU kernel takes
  * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in Softmax,
@@ -28,16 +28,16 @@ typedef struct gc_feed {
 enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
        GC_ALL = GC_BOTH | GC_BF16 };
 
-typedef struct gc_case {
+typedef struct gpu_case {
   const char *label;
   const char *op;         /* "type: '...' arg { ... }": everything but inputs and outputs */
-  gc_feed feed[8];        /* ended by a NULL name */
+  gpu_feed feed[8];        /* ended by a NULL name */
   const char *prep;       /* CPU ops run after feeding, before the op (may be NULL) */
   const char *in[12];     /* the op's inputs, in order (a name may repeat); NULL-ended */
   const char *out[6];     /* its outputs; a name that is also an input runs in place */
   int modes;
   int k;                  /* longest reduction behind one output (+ a few for exp/pow) */
-} gc_case;
+} gpu_case;
 
 #define A(n, v) "arg { name: '" n "' i: " #v " } "
 #define AF(n, v) "arg { name: '" n "' f: " #v " } "
@@ -57,7 +57,7 @@ typedef struct gc_case {
  * table reads as one case per row only without them. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-static const gc_case gc_cases[] = {
+static const gpu_case gpu_cases[] = {
     {"Add broadcast", "type: 'Add' " A("broadcast", 1) A("axis", 1),
      {{"A", 'T', 4, {2, 3, 4, 5}, -2, 2}, {"B", 'T', 2, {3, 4}, -2, 2}}, NULL,
      {"A", "B"}, {"C"}, GC_ALL, 2},

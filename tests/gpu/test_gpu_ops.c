@@ -75,7 +75,7 @@ static void add(text *t, const char *fmt, ...) {
 }
 
 /* The op itself; on the device its blobs carry the _cuda suffix. */
-static void add_op(text *t, const gc_case *c, int dev) {
+static void add_op(text *t, const gpu_case *c, int dev) {
   const char *sfx = dev ? "_cuda" : "";
   add(t, "op { ");
   for (int i = 0; c->in[i]; i++)
@@ -85,7 +85,7 @@ static void add_op(text *t, const gc_case *c, int dev) {
   add(t, "%s%s }\n", c->op, dev ? " device_option { device_type: 1 }" : "");
 }
 
-static void build_nets(const gc_case *c, int self, text *ref, text *dev) {
+static void build_nets(const gpu_case *c, int self, text *ref, text *dev) {
   add(ref, "name: 'ref'\n");
   add_op(ref, c, 0);
   if (self) {
@@ -119,7 +119,7 @@ static dm_dtype feed_dtype(char t, dm_dtype tt) {
 }
 
 /* Feeds the same seeded values into both workspaces. */
-static dm_status feed(const gc_feed *f, dm_dtype tt, uint64_t seed, dm_workspace *a,
+static dm_status feed(const gpu_feed *f, dm_dtype tt, uint64_t seed, dm_workspace *a,
                       dm_workspace *b) {
   int64_t n = 1;
   for (int d = 0; d < f->ndim; d++)
@@ -226,7 +226,7 @@ static dm_status run_net(dm_workspace *ws, const char *t) {
 }
 
 static int run_case(int ci, const pass *p, int self) {
-  const gc_case *c = &gc_cases[ci];
+  const gpu_case *c = &gpu_cases[ci];
   const char *mode = p->name;
   text *ref = calloc(1, sizeof *ref), *dev = calloc(1, sizeof *dev);
   dm_workspace *wr = NULL, *wd = NULL;
@@ -310,17 +310,17 @@ int main(void) {
     }
   }
   printf("%s: %zu cases\n", self ? "self-check (device side on the CPU)" : "CUDA vs CPU",
-         sizeof gc_cases / sizeof gc_cases[0]);
+         sizeof gpu_cases / sizeof gpu_cases[0]);
   int n[3] = {0, 0, 0};
-  for (int ci = 0; ci < (int)(sizeof gc_cases / sizeof gc_cases[0]); ci++) {
+  for (int ci = 0; ci < (int)(sizeof gpu_cases / sizeof gpu_cases[0]); ci++) {
     char tb[64];
-    const char *type = op_type(gc_cases[ci].op, tb, sizeof tb);
+    const char *type = op_type(gpu_cases[ci].op, tb, sizeof tb);
     for (size_t pi = 0; pi < sizeof passes / sizeof passes[0]; pi++) {
       const pass *p = &passes[pi];
-      if (!(gc_cases[ci].modes & p->bit))
+      if (!(gpu_cases[ci].modes & p->bit))
         continue;
       if (!self && !has_cuda_kernel(type)) {
-        printf("SKIP %s %s: no CUDA kernel for %s\n", gc_cases[ci].label, p->name, type);
+        printf("SKIP %s %s: no CUDA kernel for %s\n", gpu_cases[ci].label, p->name, type);
         n[SKIP]++;
         continue;
       }

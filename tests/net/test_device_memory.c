@@ -101,17 +101,17 @@ static dm_status double_run(dm_op_ctx *ctx) {
 
 static const dm_inplace_pair inplace00[] = {{0, 0}, {-1, -1}};
 static const dm_op_schema one_to_one[] = {
-    {.type = "TestUpload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    {DM_SCHEMA_SIZE, .type = "TestUpload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .inplace = inplace00},
-    {.type = "TestDownload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    {DM_SCHEMA_SIZE, .type = "TestDownload", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
      .max_outputs = 1},
-    {.type = "TestDouble", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
+    {DM_SCHEMA_SIZE, .type = "TestDouble", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
 };
 static const dm_kernel_def test_kernels[] = {
-    {.type = "TestUpload", .device = DM_CUDA, .run = upload_run, .cross_device = 1},
-    {.type = "TestDownload", .device = DM_CUDA, .run = download_run, .cross_device = 1},
-    {.type = "TestDouble", .device = DM_CUDA, .run = double_run},
-    {.type = "TestDouble", .device = DM_CPU, .run = double_run},
+    {DM_KERNEL_SIZE, .type = "TestUpload", .device = DM_CUDA, .run = upload_run, .cross_device = 1},
+    {DM_KERNEL_SIZE, .type = "TestDownload", .device = DM_CUDA, .run = download_run, .cross_device = 1},
+    {DM_KERNEL_SIZE, .type = "TestDouble", .device = DM_CUDA, .run = double_run},
+    {DM_KERNEL_SIZE, .type = "TestDouble", .device = DM_CPU, .run = double_run},
 };
 
 static int setup(void **unused) {

@@ -29,22 +29,22 @@ static dm_status stub_run(dm_op_ctx *ctx) {
 }
 
 static const dm_inplace_pair any_inplace[] = {{0, 0}, {-1, -1}};
-static const dm_op_schema gpu_schema = {.type = "DevGpu", .min_inputs = 2, .max_inputs = 2,
+static const dm_op_schema gpu_schema = {DM_SCHEMA_SIZE, .type = "DevGpu", .min_inputs = 2, .max_inputs = 2,
                                         .min_outputs = 1, .max_outputs = 1};
-static const dm_op_schema gpu_fill_schema = {.type = "DevGpuFill", .min_outputs = 1,
+static const dm_op_schema gpu_fill_schema = {DM_SCHEMA_SIZE, .type = "DevGpuFill", .min_outputs = 1,
                                              .max_outputs = 1, .no_gradient = 1};
-static const dm_op_schema cpu_schema = {.type = "DevCpu", .min_inputs = 1, .max_inputs = 1,
+static const dm_op_schema cpu_schema = {DM_SCHEMA_SIZE, .type = "DevCpu", .min_inputs = 1, .max_inputs = 1,
                                         .min_outputs = 1, .max_outputs = 1,
                                         .inplace = any_inplace};
-static const dm_op_schema fill_schema = {.type = "DevFill", .min_outputs = 1, .max_outputs = 1,
+static const dm_op_schema fill_schema = {DM_SCHEMA_SIZE, .type = "DevFill", .min_outputs = 1, .max_outputs = 1,
                                          .no_gradient = 1};
 static const dm_kernel_def kernels[] = {
-    {"DevGpu", DM_CPU, NULL, NULL, stub_run, NULL, 0},
-    {"DevGpu", DM_CUDA, NULL, NULL, stub_run, NULL, 0},
-    {"DevGpuFill", DM_CPU, NULL, NULL, stub_run, NULL, 0},
-    {"DevGpuFill", DM_CUDA, "FAKE", NULL, stub_run, NULL, 0}, /* only under its engine */
-    {"DevCpu", DM_CPU, NULL, NULL, stub_run, NULL, 0},
-    {"DevFill", DM_CPU, NULL, NULL, stub_run, NULL, 0},
+    {DM_KERNEL_SIZE, "DevGpu", DM_CPU, NULL, NULL, stub_run, NULL, 0},
+    {DM_KERNEL_SIZE, "DevGpu", DM_CUDA, NULL, NULL, stub_run, NULL, 0},
+    {DM_KERNEL_SIZE, "DevGpuFill", DM_CPU, NULL, NULL, stub_run, NULL, 0},
+    {DM_KERNEL_SIZE, "DevGpuFill", DM_CUDA, "FAKE", NULL, stub_run, NULL, 0}, /* only under its engine */
+    {DM_KERNEL_SIZE, "DevCpu", DM_CPU, NULL, NULL, stub_run, NULL, 0},
+    {DM_KERNEL_SIZE, "DevFill", DM_CPU, NULL, NULL, stub_run, NULL, 0},
 };
 
 static int setup_registry(void **state) {

@@ -56,19 +56,19 @@ static dm_status copy_run(dm_op_ctx *ctx) {
 
 static const dm_inplace_pair one_one[] = {{0, 0}, {-1, -1}};
 static const dm_op_schema schemas[] = {
-    {.type = "GScale", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    {DM_SCHEMA_SIZE, .type = "GScale", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .inplace = one_one, .gradient = scale_grad},
-    {.type = "GAdd", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    {DM_SCHEMA_SIZE, .type = "GAdd", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .gradient = add_grad},
-    {.type = "GFill", .min_outputs = 1, .max_outputs = 1, .no_gradient = 1},
-    {.type = "GStop", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    {DM_SCHEMA_SIZE, .type = "GFill", .min_outputs = 1, .max_outputs = 1, .no_gradient = 1},
+    {DM_SCHEMA_SIZE, .type = "GStop", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .no_gradient = 1},
-    {.type = "GAcc", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
+    {DM_SCHEMA_SIZE, .type = "GAcc", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
 };
 static const dm_kernel_def kernels[] = {
-    {.type = "GScale", .run = scale_run}, {.type = "GAdd", .run = add_run},
-    {.type = "GFill", .run = fill_run},   {.type = "GStop", .run = copy_run},
-    {.type = "GAcc", .run = copy_run},
+    {DM_KERNEL_SIZE, .type = "GScale", .run = scale_run}, {DM_KERNEL_SIZE, .type = "GAdd", .run = add_run},
+    {DM_KERNEL_SIZE, .type = "GFill", .run = fill_run},   {DM_KERNEL_SIZE, .type = "GStop", .run = copy_run},
+    {DM_KERNEL_SIZE, .type = "GAcc", .run = copy_run},
 };
 
 static int setup(void **state) {

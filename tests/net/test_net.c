@@ -71,21 +71,21 @@ static dm_status scale_fast_run(dm_op_ctx *ctx) {
 static const dm_arg_spec scale_args[] = {
     {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL, 0, 0, NULL}};
 static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
-static const dm_op_schema scale_schema = {.type = "TestScale", .min_inputs = 1, .max_inputs = 1,
+static const dm_op_schema scale_schema = {DM_SCHEMA_SIZE, .type = "TestScale", .min_inputs = 1, .max_inputs = 1,
                                           .min_outputs = 1, .max_outputs = 1, .args = scale_args,
                                           .inplace = scale_inplace};
 static const dm_arg_spec fill_args[] = {{"shape", DM_ARG_INTS, 1, ""},
                                         {"value", DM_ARG_FLOAT, 0, ""}, {NULL, 0, 0, NULL}};
-static const dm_op_schema fill_schema = {.type = "TestFill", .min_outputs = 1,
+static const dm_op_schema fill_schema = {DM_SCHEMA_SIZE, .type = "TestFill", .min_outputs = 1,
                                          .max_outputs = 1, .args = fill_args,
                                          .precision = DM_PREC_NONE};
-static const dm_op_schema add_schema = {.type = "TestAdd", .min_inputs = 2, .max_inputs = 2,
+static const dm_op_schema add_schema = {DM_SCHEMA_SIZE, .type = "TestAdd", .min_inputs = 2, .max_inputs = 2,
                                         .min_outputs = 1, .max_outputs = 1};
 static const dm_kernel_def kernels[] = {
-    {"TestScale", DM_CPU, "", NULL, scale_run, NULL, 0},
-    {"TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL, 0},
-    {"TestFill", DM_CPU, NULL, NULL, fill_run, NULL, 0},
-    {"TestAdd", DM_CPU, NULL, NULL, add_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestScale", DM_CPU, "", NULL, scale_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestFill", DM_CPU, NULL, NULL, fill_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestAdd", DM_CPU, NULL, NULL, add_run, NULL, 0},
 };
 
 static int setup_registry(void **state) {
@@ -241,7 +241,7 @@ static void test_feed_fetch_and_blob_names(void **state) {
 static void test_registration_refusals(void **state) {
   (void)state;
   assert_status_msg(dm_register_schema(&scale_schema), DM_ERR_EXISTS, "'TestScale'");
-  static const dm_kernel_def orphan = {"NoSuchOp", DM_CPU, "", NULL, scale_run, NULL, 0};
+  static const dm_kernel_def orphan = {DM_KERNEL_SIZE, .type = "NoSuchOp", .device = DM_CPU, .run = scale_run};
   assert_status_msg(dm_register_kernel(&orphan), DM_ERR_NOT_FOUND, "no schema");
   assert_status_msg(dm_register_kernel(&kernels[0]), DM_ERR_EXISTS, "already exists");
 }

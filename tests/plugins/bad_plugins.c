@@ -18,9 +18,9 @@ static dm_status noop_run(dm_op_ctx *ctx) {
 #ifndef CLASH_NAME
 #define CLASH_NAME "BadPluginOp"
 #endif
-__attribute__((unused)) static const dm_op_schema schema = {.type = CLASH_NAME, .min_inputs = 0, .max_inputs = -1,
+__attribute__((unused)) static const dm_op_schema schema = {DM_SCHEMA_SIZE, .type = CLASH_NAME, .min_inputs = 0, .max_inputs = -1,
                                     .min_outputs = 0, .max_outputs = -1};
-__attribute__((unused)) static const dm_kernel_def kernel = {.type = CLASH_NAME, .device = DM_CPU, .run = noop_run};
+__attribute__((unused)) static const dm_kernel_def kernel = {DM_KERNEL_SIZE, .type = CLASH_NAME, .device = DM_CPU, .run = noop_run};
 
 #if !FLAVOUR_NO_ENTRY
 DM_PLUGIN_EXPORT dm_status dm_plugin_entry(const dm_plugin_host *host) {

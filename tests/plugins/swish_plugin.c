@@ -22,10 +22,10 @@ static dm_status swish_run(dm_op_ctx *ctx) {
 }
 
 static const dm_inplace_pair swish_inplace[] = {{0, 0}, {-1, -1}};
-static const dm_op_schema swish_schema = {
+static const dm_op_schema swish_schema = {DM_SCHEMA_SIZE,
     .type = "Swish", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .inplace = swish_inplace, .precision = DM_PREC_FOLLOW, .doc = "Y = X * sigmoid(X)"};
-static const dm_kernel_def swish_cpu = {.type = "Swish", .device = DM_CPU, .run = swish_run};
+static const dm_kernel_def swish_cpu = {DM_KERNEL_SIZE, .type = "Swish", .device = DM_CPU, .run = swish_run};
 
 DM_PLUGIN_EXPORT dm_status dm_plugin_entry(const dm_plugin_host *host) {
   DM_TRY(host->register_schema(&swish_schema));

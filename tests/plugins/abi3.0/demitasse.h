@@ -1,0 +1,167 @@
+/* demitasse.h: the one public header for embedding Demitasse in a host application.
+ *
+ * A workspace maps blob names to tensors and owns the nets created in it. Nets are
+ * Caffe2 NetDef files (binary .pb or text .pbtxt). Every fallible call returns a
+ * dm_status; on failure dm_last_error() gives a message with context (file:line:col
+ * for parse errors, op index/type/name and blob for run errors). The message is kept
+ * per thread, so two workspaces can live in two threads without sharing anything but
+ * the (read-mostly, lock-protected) operator registry.
+ *
+ * Example (error handling shortened; every call returns a dm_status):
+ *
+ *     #include <demitasse.h>
+ *
+ *     dm_workspace *ws = NULL;
+ *     if (dm_workspace_create(&ws) != DM_OK) { fprintf(stderr, "%s\n", dm_last_error()); ... }
+ *     dm_workspace_run_net_file(ws, "init_net.pbtxt");          // fills the weights
+ *     dm_net *net = NULL;
+ *     dm_workspace_create_net_file(ws, "predict_net.pb", &net);  // resolved once
+ *     int64_t dims[2] = {1, 784};
+ *     dm_workspace_feed(ws, "data", DM_FLOAT, 2, dims, pixels);  // copies pixels
+ *     if (dm_net_run(net) != DM_OK) fprintf(stderr, "%s\n", dm_last_error());
+ *     const dm_tensor *prob = NULL;
+ *     dm_workspace_fetch(ws, "softmax", &prob);                  // borrowed, see below
+ *     const float *p = dm_tensor_data(prob);                     // dm_tensor_numel(prob) floats
+ *     dm_workspace_destroy(ws);                                  // also destroys net
+ *
+ * Ownership: a pointer returned through an out-parameter of dm_workspace_fetch or
+ * dm_workspace_create_net is borrowed from the workspace and valid until the workspace
+ * is destroyed (a tensor: until the blob is next written). Everything returned by a
+ * *_create call is released by the matching *_destroy.
+ */
+#ifndef DEMITASSE_H
+#define DEMITASSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DM_VERSION_MAJOR 0
+#define DM_VERSION_MINOR 1
+#define DM_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define DM_API __attribute__((visibility("default")))
+#define DM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define DM_API
+#define DM_PRINTF(f, a)
+#endif
+
+/* Status codes. DM_OK is 0; every other value is an error with a message. */
+typedef enum dm_status {
+  DM_OK = 0,
+  DM_ERR_INVALID = 1,     /* a bad argument or a bad net/op definition */
+  DM_ERR_PARSE = 2,       /* a malformed file (.pb, .pbtxt, .npy) */
+  DM_ERR_IO = 3,          /* a file could not be read or written */
+  DM_ERR_NOT_FOUND = 4,   /* unknown op type, missing blob, missing symbol */
+  DM_ERR_SHAPE = 5,       /* inconsistent shapes */
+  DM_ERR_TYPE = 6,        /* wrong dtype or argument type */
+  DM_ERR_NOMEM = 7,       /* out of memory */
+  DM_ERR_LIMIT = 8,       /* a size overflowed or exceeded a configured limit */
+  DM_ERR_UNSUPPORTED = 9, /* valid but not implemented here (e.g. no GPU) */
+  DM_ERR_VERSION = 10,    /* plugin API version mismatch */
+  DM_ERR_EXISTS = 11,     /* a name that is already registered */
+  DM_ERR_DEVICE = 12      /* a device (CUDA) call failed */
+} dm_status;
+
+/* Data types, numbered as Caffe2's TensorProto.DataType; BFLOAT16 is ours. */
+typedef enum dm_dtype {
+  DM_UNDEFINED = 0,
+  DM_FLOAT = 1,
+  DM_INT32 = 2,
+  DM_BYTE = 3, /* Caffe2's deprecated name for UINT8; normalised to DM_UINT8 on load */
+  DM_STRING = 4,
+  DM_BOOL = 5,
+  DM_UINT8 = 6,
+  DM_INT8 = 7,
+  DM_UINT16 = 8,
+  DM_INT16 = 9,
+  DM_INT64 = 10,
+  DM_FLOAT16 = 12,
+  DM_DOUBLE = 13,
+  DM_BFLOAT16 = 20
+} dm_dtype;
+
+#define DM_MAX_DIMS 8
+
+/* Propagates a failed status. */
+#define DM_TRY(expr)                 \
+  do {                               \
+    dm_status dm_try_s_ = (expr);    \
+    if (dm_try_s_ != DM_OK)          \
+      return dm_try_s_;              \
+  } while (0)
+
+typedef struct dm_workspace dm_workspace;
+typedef struct dm_net dm_net;
+typedef struct dm_tensor dm_tensor;
+
+/* Library ------------------------------------------------------------------------ */
+
+/* "0.1.0". */
+DM_API const char *dm_version_string(void);
+/* The message of the last failed call on this thread ("" if none). */
+DM_API const char *dm_last_error(void);
+/* Name of a status code, e.g. "DM_ERR_PARSE". */
+DM_API const char *dm_status_name(dm_status s);
+/* Name of a dtype, e.g. "FLOAT16"; "?" for an unknown number. */
+DM_API const char *dm_dtype_name(dm_dtype t);
+/* Bytes per element (0 for STRING and UNDEFINED). */
+DM_API size_t dm_dtype_size(dm_dtype t);
+/* Registers the built-in operators. Called by dm_workspace_create; safe to call from
+ * several threads and more than once. */
+DM_API dm_status dm_init(void);
+
+/* Loads an operator plugin (a shared library exporting dm_plugin_entry, see
+ * demitasse_plugin.h). Refused with DM_ERR_VERSION on an API mismatch, DM_ERR_NOT_FOUND
+ * on a missing entry symbol, DM_ERR_EXISTS if it registers an op that exists. The
+ * library stays loaded for the life of the process. */
+DM_API dm_status dm_plugin_load(const char *path);
+
+/* Workspace ---------------------------------------------------------------------- */
+
+DM_API dm_status dm_workspace_create(dm_workspace **out);
+DM_API void dm_workspace_destroy(dm_workspace *ws); /* NULL is fine */
+/* Refuse any single tensor larger than this many bytes (default 8 GiB). */
+DM_API void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes);
+
+/* Loads a NetDef (.pb binary or .pbtxt text, chosen by content), instantiates it and runs
+ * it once (an init net). */
+DM_API dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path);
+/* Loads and instantiates a net; the workspace owns *out. */
+DM_API dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_net **out);
+/* The same from bytes in memory (binary protobuf, or text if `text` is nonzero). */
+DM_API dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size_t size,
+                                               int text, dm_net **out);
+/* Runs every op of the net once, in order. */
+DM_API dm_status dm_net_run(dm_net *net);
+DM_API const char *dm_net_name(const dm_net *net);
+
+/* Copies `data` (numel * dm_dtype_size(dtype) bytes) into blob `name`, creating it. */
+DM_API dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
+                                   const int64_t *dims, const void *data);
+/* Borrows the tensor in blob `name` (DM_ERR_NOT_FOUND if there is none). */
+DM_API dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out);
+DM_API int dm_workspace_has_blob(const dm_workspace *ws, const char *name);
+/* Number of blobs, and the i-th blob name in sorted order (borrowed). */
+DM_API size_t dm_workspace_blob_count(const dm_workspace *ws);
+DM_API const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i);
+
+/* Tensors (read side; see demitasse_plugin.h for the write side) ----------------- */
+
+DM_API dm_dtype dm_tensor_dtype(const dm_tensor *t);
+DM_API int dm_tensor_ndim(const dm_tensor *t);
+DM_API const int64_t *dm_tensor_dims(const dm_tensor *t);
+DM_API int64_t dm_tensor_numel(const dm_tensor *t);
+DM_API size_t dm_tensor_nbytes(const dm_tensor *t);
+/* Host data of a CPU tensor; for STRING tensors an array of NUL-terminated char*. */
+DM_API const void *dm_tensor_data(const dm_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEMITASSE_H */
