@@ -1,12 +1,14 @@
 /* cast.c: the CUDA kernels (engine "") of FloatToHalf, HalfToFloat, Cast, CastLike and
  * Copy, with operators/cast.c's conversion rules (the device code is elementwise.cu's
- * dmk_cast). Each first runs the op's schema inference (the CPU's checks, `to`
- * validated, outputs allocated on the op's GPU).
+ * dmk_cast). Cast's target dtype is the CPU kernel's, resolved once at instantiation by
+ * the same init (dm_cast_init). Each run first runs the op's schema inference (the CPU's
+ * checks, outputs allocated on the op's GPU).
  *
  * A cast in place to another element size computes into the context's scratch, then
  * resizes the output and copies: every step is stream-ordered, so the input's old storage
  * is read before it is freed.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -54,10 +56,8 @@ static dm_status half_to_float_run(dm_op_ctx *ctx) {
 }
 
 static dm_status cast_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_op_run_infer(ctx)); /* validates `to` */
-  dm_dtype to;
-  DM_TRY(dm_op_dtype_arg(ctx, "to", DM_UNDEFINED, &to));
-  return cast_to(ctx, to);
+  DM_TRY(dm_op_run_infer(ctx));
+  return cast_to(ctx, (dm_dtype)(intptr_t)dm_op_state(ctx)); /* dm_cast_init's `to` */
 }
 
 static dm_status cast_like_run(dm_op_ctx *ctx) {
@@ -84,7 +84,7 @@ static dm_status copy_run(dm_op_ctx *ctx) {
 const dm_kernel_def dm_cuda_cast_kernels[] = {
     GPU_KERNEL("FloatToHalf", "", .run = float_to_half_run),
     GPU_KERNEL("HalfToFloat", "", .run = half_to_float_run),
-    GPU_KERNEL("Cast", "", .run = cast_run),
+    GPU_KERNEL("Cast", "", .init = dm_cast_init, .run = cast_run),
     GPU_KERNEL("CastLike", "", .run = cast_like_run),
     GPU_KERNEL("Copy", "", .run = copy_run),
     {0},

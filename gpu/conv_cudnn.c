@@ -125,10 +125,7 @@ static dm_status conv_desc_set(dm_op_ctx *ctx, conv_state *cs, const dm_tensor *
   dm_conv_geom g;
   DM_TRY(dm_conv_geometry(ctx, a, x, 0, &g));
   int64_t xd[4], yd[4];
-  nchw_of(x, a->nhwc, xd);
-  nchw_of(y, a->nhwc, yd);
-  DM_TRY(tensor4d(ctx, d->x, x->dtype, a->nhwc, xd[0], xd[1], xd[2], xd[3]));
-  DM_TRY(tensor4d(ctx, d->y, x->dtype, a->nhwc, yd[0], yd[1], yd[2], yd[3]));
+  DM_TRY(dnn_xy4d(ctx, a->nhwc, x, y, d->x, d->y, xd, yd));
   int64_t M = w->dims[0], Cg = xd[1] / a->group;
   const int64_t v[] = {M, Cg, g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0],
                        g.stride[1], g.dilation[0], g.dilation[1], a->group};

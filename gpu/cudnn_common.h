@@ -86,6 +86,17 @@ static inline void nchw_of(const dm_tensor *x, int nhwc, int64_t d[4]) {
   d[3] = x->dims[nhwc ? 2 : 3];
 }
 
+/* X and Y of a conv or pool (4-D in NCHW or NHWC order): their (N, C, H, W) into xd and
+ * yd, and two descriptors of X's dtype. */
+static inline dm_status dnn_xy4d(dm_op_ctx *ctx, int nhwc, const dm_tensor *x, const dm_tensor *y,
+                                 cudnnTensorDescriptor_t xdesc, cudnnTensorDescriptor_t ydesc,
+                                 int64_t xd[4], int64_t yd[4]) {
+  nchw_of(x, nhwc, xd);
+  nchw_of(y, nhwc, yd);
+  DM_TRY(tensor4d(ctx, xdesc, x->dtype, nhwc, xd[0], xd[1], xd[2], xd[3]));
+  return tensor4d(ctx, ydesc, x->dtype, nhwc, yd[0], yd[1], yd[2], yd[3]);
+}
+
 /* Shape keys ------------------------------------------------------------------------ */
 
 /* A tensor's dtype, ndim and dims (zero past ndim) as DNN_TKEY values of a key. */

@@ -2,13 +2,18 @@
  * dtype and element value are the CPU kernel's own (operators/fill.c, through common.h's
  * dm_constant_fill_*): the value's bit pattern is computed once per run on the host and
  * written by elementwise.cu's dmk_fill. The shape from an input's values
- * (input_as_shape) would need them on the host (a sync per run): refused.
+ * (input_as_shape) would need them on the host (a sync per run): not supported.
  */
 #include "kernels.h"
 
+/* The shape from X's values (input_as_shape) would need them on the host, a sync per
+ * run: not this kernel's form (the device pass leaves it on the CPU). */
+static int constant_fill_supports(const dm_op_ctx *ctx) {
+  return !(dm_op_num_inputs(ctx) > 0 && dm_op_arg_int(ctx, "input_as_shape", 0));
+}
+
 static dm_status constant_fill_run(dm_op_ctx *ctx) {
-  /* The shape from X's values would need them on the host (a sync per run). */
-  if (dm_op_num_inputs(ctx) > 0 && dm_op_arg_int(ctx, "input_as_shape", 0))
+  if (!constant_fill_supports(ctx))
     return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
                        "input_as_shape reads the shape from device memory; run this "
                        "ConstantFill on the CPU");
@@ -23,6 +28,7 @@ static dm_status constant_fill_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_fill_kernels[] = {
-    GPU_KERNEL("ConstantFill", "", .init = dm_constant_fill_init, .run = constant_fill_run),
+    GPU_KERNEL("ConstantFill", "", .init = dm_constant_fill_init, .run = constant_fill_run,
+               .supports = constant_fill_supports),
     {0},
 };

@@ -3,8 +3,8 @@
  * function uses.
  *
  * Each family file defines one table, an array of dm_kernel_def ending in a zero entry
- * (Lua's luaL_Reg), written with GPU_KERNEL so every entry is on DM_CUDA and carries the
- * same fixed fields. register.c lists the tables, one line each.
+ * (Lua's luaL_Reg), written with GPU_KERNEL so every entry is on DM_CUDA and carries its
+ * struct_size. register.c lists the tables, one line each.
  */
 #ifndef DM_GPU_KERNELS_H
 #define DM_GPU_KERNELS_H
@@ -35,9 +35,10 @@ extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
 extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
 extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
 
-/* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init, .run,
- * .fini, .cross_device. */
-#define GPU_KERNEL(op, eng, ...) {.type = (op), .device = DM_CUDA, .engine = (eng), __VA_ARGS__}
+/* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init,
+ * .run, .fini, .cross_device, .supports. */
+#define GPU_KERNEL(op, eng, ...)                                                           \
+  {DM_KERNEL_SIZE, .type = (op), .device = DM_CUDA, .engine = (eng), __VA_ARGS__}
 
 /* Shorthands of the run functions. */
 #define IN(i) dm_op_input(ctx, (i))

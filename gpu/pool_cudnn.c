@@ -74,10 +74,7 @@ static dm_status pool_desc_set(dm_op_ctx *ctx, pool_state *s, const dm_tensor *x
   dm_conv_geom g;
   DM_TRY(dm_conv_geometry(ctx, a, x, 1, &g));
   int64_t xd[4], yd[4];
-  nchw_of(x, a->nhwc, xd);
-  nchw_of(y, a->nhwc, yd);
-  DM_TRY(tensor4d(ctx, s->x, x->dtype, a->nhwc, xd[0], xd[1], xd[2], xd[3]));
-  DM_TRY(tensor4d(ctx, s->y, x->dtype, a->nhwc, yd[0], yd[1], yd[2], yd[3]));
+  DM_TRY(dnn_xy4d(ctx, a->nhwc, x, y, s->x, s->y, xd, yd));
   const int64_t v[] = {g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0], g.stride[1]};
   DM_TRY(fits_int(ctx, v, 6));
   DM_CUDNN_TRY(cudnnSetPooling2dDescriptor(

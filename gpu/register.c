@@ -1,7 +1,8 @@
 /* register.c: registers the CUDA backend: its device table and every CUDA kernel.
  *
  * One table per op family file (kernels.h), each an array of dm_kernel_def ending in a
- * zero entry; the list below is itself such an array, walked by one loop. An op without
+ * zero entry (registered by core's dm_register_kernel_table); the list below is itself
+ * such an array, walked by one loop. An op without
  * a CUDA kernel fails at instantiation on CUDA with "no kernel for (type, CUDA)"; the
  * device pass leaves such ops on the CPU with copies around them. Registration works
  * without a usable GPU: it only fills tables.
@@ -46,11 +47,10 @@ static const struct {
 
 dm_status dm_register_cuda_ops(void) {
   dm_device_register(DM_CUDA, &dm_cuda_device_ops);
-  for (int t = 0; tables[t].family; t++)
-    for (const dm_kernel_def *k = tables[t].kernels; k->type; k++) {
-      dm_status s = dm_register_kernel(k);
-      if (s != DM_OK)
-        return dm_error_prefix(s, "registering the CUDA %s kernels", tables[t].family);
-    }
+  for (int t = 0; tables[t].family; t++) {
+    dm_status s = dm_register_kernel_table(tables[t].kernels);
+    if (s != DM_OK)
+      return dm_error_prefix(s, "registering the CUDA %s kernels", tables[t].family);
+  }
   return DM_OK;
 }

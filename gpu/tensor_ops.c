@@ -8,9 +8,10 @@
  * inference (the CPU's own checks, outputs allocated on the op's GPU). Views (Reshape,
  * Flatten, ResizeLike) share X's storage exactly as on the CPU; no bytes move.
  *
- * Reshape's new_shape INPUT and Split's split INPUT are refused (DM_ERR_UNSUPPORTED,
- * naming the blob): the output shapes depend on their values, which live on the device
- * (reading them would sync the host every run). The arguments work. Small host-side
+ * Reshape's new_shape INPUT and Split's split INPUT are not supported (supports() says
+ * no, so the device pass keeps such an op on the CPU; a run refuses them with
+ * DM_ERR_UNSUPPORTED naming the blob): the output shapes depend on their values, which
+ * live on the device (reading them would sync the host every run). The arguments work. Small host-side
  * results (Reshape's old_shape, Concat's split_info) are written with dmk_write_small,
  * whose bytes travel in the kernel launch: unlike a staged copy, it does not wait for an
  * earlier staged copy to finish, so a step keeps running ahead.
@@ -23,7 +24,12 @@
 
 /* ---- views: Reshape, Flatten, ResizeLike; StopGradient ------------------------------ */
 
-/* An optional input whose values decide output shapes: reading it would sync the host. */
+/* Reshape's new_shape and Split's split as a second input: their values decide the output
+ * shapes and live on the device, so reading them would sync the host every run. This
+ * kernel takes only the argument forms; the device pass leaves the others on the CPU. */
+static int shape_from_args(const dm_op_ctx *ctx) { return dm_op_num_inputs(ctx) < 2; }
+
+/* The same refusal at run time, for a caller that did not ask supports(). */
 static dm_status refuse_shape_input(dm_op_ctx *ctx, int i, const char *what) {
   return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
                      "%s input %d '%s' would have to be read on the host (a sync per run); give "
@@ -35,7 +41,7 @@ static dm_status refuse_shape_input(dm_op_ctx *ctx, int i, const char *what) {
 
 /* X -> Y, [old_shape]: the `shape` argument (infer has checked it against X). */
 static dm_status reshape_run(dm_op_ctx *ctx) {
-  if (dm_op_num_inputs(ctx) > 1)
+  if (!shape_from_args(ctx))
     return refuse_shape_input(ctx, 1, "the new_shape");
   DM_TRY(dm_op_run_infer(ctx)); /* validates `shape`; old_shape is sized (INT64, X's ndim) */
   const dm_tensor *x = IN(0);
@@ -121,7 +127,7 @@ static dm_status concat_run(dm_op_ctx *ctx) {
 /* X -> Y0, Y1, ... cut along the axis by the `split` argument or in equal parts (infer
  * has checked the sizes against X). */
 static dm_status split_run(dm_op_ctx *ctx) {
-  if (dm_op_num_inputs(ctx) > 1)
+  if (!shape_from_args(ctx))
     return refuse_shape_input(ctx, 1, "the split");
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = IN(0);
@@ -168,12 +174,12 @@ static dm_status transpose_run(dm_op_ctx *ctx) { return transpose_as(ctx, 0); }
 static dm_status transpose_grad_run(dm_op_ctx *ctx) { return transpose_as(ctx, 1); }
 
 const dm_kernel_def dm_cuda_tensor_kernels[] = {
-    GPU_KERNEL("Reshape", "", .run = reshape_run),
+    GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args),
     GPU_KERNEL("Flatten", "", .run = flatten_run),
     GPU_KERNEL("ResizeLike", "", .run = resize_like_run),
     GPU_KERNEL("StopGradient", "", .run = stop_gradient_run),
     GPU_KERNEL("Concat", "", .run = concat_run),
-    GPU_KERNEL("Split", "", .run = split_run),
+    GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args),
     GPU_KERNEL("Transpose", "", .run = transpose_run),
     GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run),
     {0},

@@ -44,6 +44,10 @@ DM_HIDDEN void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const 
  * DM_ERR_TYPE names the argument for anything else. */
 DM_HIDDEN dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt,
                                     dm_dtype *out);
+/* Cast's kernel init, for the CPU and CUDA kernels alike: `to` is resolved and checked
+ * once, at instantiation (a number or a name, BYTE read as UINT8, numeric only); the
+ * state is the dtype number itself: (dm_dtype)(intptr_t)dm_op_state(ctx). */
+DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
 /* DM_ERR_UNSUPPORTED while inferring shapes when input i has no values to read (the
  * output shape depends on them: Reshape's new_shape, input_as_shape, Split's sizes). */
 DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
