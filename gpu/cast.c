@@ -27,13 +27,7 @@ static dm_status cast_to(dm_op_ctx *ctx, dm_dtype to) {
     void *tmp;
     DM_TRY(dm_gpu_op_scratch(ctx, bytes, &tmp));
     DM_CUDA_TRY(dmk_cast(s, from, to, DATA(x), tmp, n));
-    int64_t dims[DM_MAX_DIMS];
-    const int ndim = x->ndim;
-    memcpy(dims, x->dims, sizeof dims);
-    DM_TRY(dm_op_set_output(ctx, 0, to, ndim, dims));
-    if (bytes)
-      DM_CUDA_TRY(cudaMemcpyAsync(MDATA(y), tmp, bytes, cudaMemcpyDeviceToDevice, s));
-    return DM_OK;
+    return dm_gpu_output_from_scratch(ctx, to, x, tmp, bytes, s);
   }
   if (from == to) {
     if (n && DATA(x) != DATA(y))

@@ -3,8 +3,10 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/device.h"
+#include "core/tensor.h"
 #include "demitasse_plugin.h"
 #include "device_info.h"
 
@@ -159,4 +161,16 @@ dm_status dm_gpu_op_scratch(dm_op_ctx *ctx, size_t n, void **p) {
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
   return dm_gpu_scratch(c, n ? n : 1, p);
+}
+
+dm_status dm_gpu_output_from_scratch(dm_op_ctx *ctx, dm_dtype t, const dm_tensor *like,
+                                     const void *tmp, size_t bytes, cudaStream_t s) {
+  int64_t dims[DM_MAX_DIMS];
+  const int ndim = like->ndim;
+  memcpy(dims, like->dims, sizeof dims);
+  DM_TRY(dm_op_set_output(ctx, 0, t, ndim, dims));
+  if (bytes)
+    DM_CUDA_TRY(cudaMemcpyAsync(dm_tensor_mutable_data(dm_op_output(ctx, 0)), tmp, bytes,
+                                cudaMemcpyDeviceToDevice, s));
+  return DM_OK;
 }

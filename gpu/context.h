@@ -86,5 +86,10 @@ DM_HIDDEN dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out);
 /* That context's stream, and its scratch (at least 1 byte; dm_gpu_scratch's lifetime). */
 DM_HIDDEN dm_status dm_gpu_op_stream(dm_op_ctx *ctx, cudaStream_t *s);
 DM_HIDDEN dm_status dm_gpu_op_scratch(dm_op_ctx *ctx, size_t n, void **p);
+/* The last step of an op computed into scratch because its output is its input's blob
+ * and smaller or of another element size: output 0 becomes dtype t with `like`'s shape
+ * (read first: like may be output 0 itself), then gets `bytes` from tmp on stream s. */
+DM_HIDDEN dm_status dm_gpu_output_from_scratch(dm_op_ctx *ctx, dm_dtype t, const dm_tensor *like,
+                                               const void *tmp, size_t bytes, cudaStream_t s);
 
 #endif

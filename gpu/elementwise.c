@@ -83,13 +83,7 @@ static dm_status reduce_like_run(dm_op_ctx *ctx) {
   void *tmp;
   DM_TRY(dm_gpu_op_scratch(ctx, bytes, &tmp));
   DM_CUDA_TRY(dmk_sum_reduce_like(s, t, DATA(a), tmp, g.pre, g.n, g.post));
-  int64_t dims[DM_MAX_DIMS];
-  const int ndim = b->ndim;
-  memcpy(dims, b->dims, sizeof dims);
-  DM_TRY(dm_op_set_output(ctx, 0, t, ndim, dims));
-  if (bytes)
-    DM_CUDA_TRY(cudaMemcpyAsync(MDATA(c), tmp, bytes, cudaMemcpyDeviceToDevice, s));
-  return DM_OK;
+  return dm_gpu_output_from_scratch(ctx, t, b, tmp, bytes, s);
 }
 
 /* ---- Relu ------------------------------------------------------------------------ */
