@@ -1,7 +1,8 @@
 /* device_info.c: CUDA runtime, driver, library versions and GPUs, or why there are none.
  *
  * This file and register.c are the only C files that test DM_HAVE_CUDA; everything else
- * asks these functions. Without the backend they still exist and say so.
+ * asks these functions. Without the backend they still exist and say so. This file is
+ * also the only user of NCCL (DM_HAVE_NCCL, -Dnccl), for its version.
  */
 #include "device_info.h"
 
@@ -14,7 +15,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#if DM_HAVE_NCCL /* optional (-Dnccl): without it only the NCCL version goes unreported */
 #include <nccl.h>
+#endif
 
 #include "cuda_kernels.h"
 
@@ -35,9 +38,12 @@ void dm_cuda_info_get(dm_cuda_info *info) {
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     info->cublas_version = major * 10000 + minor * 100 + patch;
+#if DM_HAVE_NCCL
+  info->built_with_nccl = 1;
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess)
     info->nccl_version = nccl;
+#endif
 
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -141,7 +147,9 @@ void dm_cuda_info_format(const dm_cuda_info *info, char *buf, size_t cap) {
   PUT("cuBLAS: %d.%d.%d\n", u / 10000, (u % 10000) / 100, u % 100);
   int n = info->nccl_version;
   /* NCCL >= 2.9 encodes major*10000 + minor*100 + patch. */
-  if (n >= 10000)
+  if (!info->built_with_nccl)
+    PUT("NCCL: built without NCCL\n");
+  else if (n >= 10000)
     PUT("NCCL: %d.%d.%d\n", n / 10000, (n % 10000) / 100, n % 100);
   else
     PUT("NCCL: %d.%d.%d\n", n / 1000, (n % 1000) / 100, n % 100);

@@ -28,6 +28,7 @@ typedef struct dm_cuda_info {
   int driver_version;  /* newest CUDA the installed driver supports; 0: no driver */
   size_t cudnn_version; /* 91300 = 9.13.0 */
   int cublas_version;   /* 130100 = 13.1.0 */
+  int built_with_nccl;  /* NCCL is optional (-Dnccl); 0: nccl_version is not known */
   int nccl_version;     /* 22703 = 2.27.3 */
   int n_gpus;           /* usable devices; 0 with `why` set when none */
   dm_gpu_desc gpus[DM_MAX_GPUS];

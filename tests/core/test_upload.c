@@ -23,7 +23,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "demitasse_plugin.h"
-#include "../net/test_util.h"
+#include "test_util.h"
 
 /* ---- the fake backend ---------------------------------------------------------- */
 
