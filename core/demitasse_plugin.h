@@ -213,6 +213,9 @@ DM_API int dm_op_num_outputs(const dm_op_ctx *ctx);
 DM_API const dm_tensor *dm_op_input(dm_op_ctx *ctx, int i);
 DM_API dm_tensor *dm_op_output(dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_input_name(const dm_op_ctx *ctx, int i);
+/* Input i's dtype; DM_UNDEFINED when i is out of range or the dtype is not known yet (a
+ * supports hook asked during placement, before the net has run). */
+DM_API dm_dtype dm_op_input_dtype(const dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_output_name(const dm_op_ctx *ctx, int i);
 DM_API const char *dm_op_type(const dm_op_ctx *ctx);
 /* Where the op runs: its device_option's device_type and device_id (CPU, 0 by default).

@@ -3,10 +3,12 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/device.h"
+#include "core/tensor.h"
+#include "demitasse_plugin.h"
 #include "device_info.h"
-#include "net/net.h"
 
 /* The contexts of one thread, one slot per device; freed by the key's destructor when
  * the thread exits. */
@@ -144,6 +146,31 @@ dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out) {
 }
 
 dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out) {
-  dm_status s = dm_gpu_context_get(ctx->device_id, out);
+  dm_status s = dm_gpu_context_get(dm_op_device_id(ctx), out);
   return s == DM_OK ? DM_OK : dm_error_prefix(s, "the op's GPU");
+}
+
+dm_status dm_gpu_op_stream(dm_op_ctx *ctx, cudaStream_t *s) {
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  *s = c->stream;
+  return DM_OK;
+}
+
+dm_status dm_gpu_op_scratch(dm_op_ctx *ctx, size_t n, void **p) {
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  return dm_gpu_scratch(c, n ? n : 1, p);
+}
+
+dm_status dm_gpu_output_from_scratch(dm_op_ctx *ctx, dm_dtype t, const dm_tensor *like,
+                                     const void *tmp, size_t bytes, cudaStream_t s) {
+  int64_t dims[DM_MAX_DIMS];
+  const int ndim = like->ndim;
+  memcpy(dims, like->dims, sizeof dims);
+  DM_TRY(dm_op_set_output(ctx, 0, t, ndim, dims));
+  if (bytes)
+    DM_CUDA_TRY(cudaMemcpyAsync(dm_tensor_mutable_data(dm_op_output(ctx, 0)), tmp, bytes,
+                                cudaMemcpyDeviceToDevice, s));
+  return DM_OK;
 }

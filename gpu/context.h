@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
+#include "demitasse_plugin.h"
 
 #define DM_GPU_STAGING 4
 
@@ -81,7 +82,14 @@ DM_HIDDEN dm_status dm_cudnn_error(cudnnStatus_t e, const char *call);
   } while (0)
 
 /* The context for the op's device (dm_op_device_id); for kernels' run functions. */
-typedef struct dm_op_ctx dm_op_ctx;
 DM_HIDDEN dm_status dm_gpu_op_context(dm_op_ctx *ctx, dm_gpu_context **out);
+/* That context's stream, and its scratch (at least 1 byte; dm_gpu_scratch's lifetime). */
+DM_HIDDEN dm_status dm_gpu_op_stream(dm_op_ctx *ctx, cudaStream_t *s);
+DM_HIDDEN dm_status dm_gpu_op_scratch(dm_op_ctx *ctx, size_t n, void **p);
+/* The last step of an op computed into scratch because its output is its input's blob
+ * and smaller or of another element size: output 0 becomes dtype t with `like`'s shape
+ * (read first: like may be output 0 itself), then gets `bytes` from tmp on stream s. */
+DM_HIDDEN dm_status dm_gpu_output_from_scratch(dm_op_ctx *ctx, dm_dtype t, const dm_tensor *like,
+                                               const void *tmp, size_t bytes, cudaStream_t s);
 
 #endif

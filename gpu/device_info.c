@@ -81,7 +81,7 @@ dm_status dm_cuda_float_to_half(int device, const float *in, uint16_t *out, size
   if (!dm_cuda_available(why, sizeof why))
     return dm_error(DM_ERR_UNSUPPORTED, "%s", why);
   char msg[512];
-  if (dm_cuda_float_to_half_host(device, in, out, n, msg, sizeof msg) != 0)
+  if (dmk_float_to_half_host(device, in, out, n, msg, sizeof msg) != 0)
     return dm_error(DM_ERR_DEVICE, "GPU %d: %s", device, msg);
   return DM_OK;
 }

@@ -33,8 +33,8 @@ static int fail(cudaError_t e, const char *what, char *msg, size_t cap) {
     }                                          \
   } while (0)
 
-extern "C" int dm_cuda_float_to_half_host(int device, const float *host_in, uint16_t *host_out,
-                                          size_t n, char *msg, size_t cap) {
+extern "C" int dmk_float_to_half_host(int device, const float *host_in, uint16_t *host_out,
+                                      size_t n, char *msg, size_t cap) {
   int rc = 0;
   float *d_in = NULL;
   uint16_t *d_out = NULL;

@@ -1,15 +1,49 @@
-/* kernels.h: the CUDA backend's kernel families and device table (internal; only with
- * DM_HAVE_CUDA). Listed in register.c. */
+/* kernels.h: what the C kernel files of gpu/ share (internal; only with DM_HAVE_CUDA):
+ * the kernel tables register.c walks, the device table, and the few helpers every run
+ * function uses.
+ *
+ * Each family file defines one table, an array of dm_kernel_def ending in a zero entry
+ * (Lua's luaL_Reg), written with GPU_KERNEL so every entry is on DM_CUDA and carries its
+ * struct_size. register.c lists the tables, one line each.
+ */
 #ifndef DM_GPU_KERNELS_H
 #define DM_GPU_KERNELS_H
 
+#include "context.h"
 #include "core/device.h"
-#include "core/registry.h"
+#include "core/tensor.h"
+#include "cuda_kernels.h"
+#include "demitasse_plugin.h"
+#include "operators/common.h"
 
-extern const dm_device_ops dm_cuda_device_ops;   /* memory.c */
-extern const dm_op_family dm_cuda_family_copy;   /* copy.c */
-extern const dm_op_family dm_cuda_family_basic;  /* kernels_basic.c */
-extern const dm_op_family dm_cuda_family_dnn;    /* kernels_dnn.c */
-extern const dm_op_family dm_cuda_family_more;   /* kernels_more.c */
+extern const dm_device_ops dm_cuda_device_ops; /* memory.c */
+
+/* The kernel tables, each ending in {0}. */
+extern const dm_kernel_def dm_cuda_copy_kernels[];        /* device_copy.c */
+extern const dm_kernel_def dm_cuda_elementwise_kernels[]; /* elementwise.c */
+extern const dm_kernel_def dm_cuda_cast_kernels[];        /* cast.c */
+extern const dm_kernel_def dm_cuda_fill_kernels[];        /* fill.c */
+extern const dm_kernel_def dm_cuda_optimizer_kernels[];   /* optimizer.c */
+extern const dm_kernel_def dm_cuda_loss_scale_kernels[];  /* loss_scale.c */
+extern const dm_kernel_def dm_cuda_loss_kernels[];        /* losses.c */
+extern const dm_kernel_def dm_cuda_tensor_kernels[];      /* tensor_ops.c */
+extern const dm_kernel_def dm_cuda_dropout_kernels[];     /* dropout.c */
+extern const dm_kernel_def dm_cuda_conv_kernels[];        /* conv_cudnn.c */
+extern const dm_kernel_def dm_cuda_pool_kernels[];        /* pool_cudnn.c */
+extern const dm_kernel_def dm_cuda_bn_kernels[];          /* bn_cudnn.c */
+extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
+extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
+extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
+
+/* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init,
+ * .run, .fini, .cross_device, .supports. */
+#define GPU_KERNEL(op, eng, ...)                                                           \
+  {DM_KERNEL_SIZE, .type = (op), .device = DM_CUDA, .engine = (eng), __VA_ARGS__}
+
+/* Shorthands of the run functions. */
+#define IN(i) dm_op_input(ctx, (i))
+#define OUT(i) dm_op_output(ctx, (i))
+#define DATA(t) dm_tensor_data(t)
+#define MDATA(t) dm_tensor_mutable_data(t)
 
 #endif

@@ -21,6 +21,10 @@ const char *dm_op_input_name(const dm_op_ctx *ctx, int i) {
   return i >= 0 && i < ctx->n_in ? ctx->in[i]->name : NULL;
 }
 
+dm_dtype dm_op_input_dtype(const dm_op_ctx *ctx, int i) {
+  return i >= 0 && i < ctx->n_in && ctx->in[i]->tensor ? ctx->in[i]->tensor->dtype : DM_UNDEFINED;
+}
+
 const char *dm_op_output_name(const dm_op_ctx *ctx, int i) {
   return i >= 0 && i < ctx->n_out ? ctx->out[i]->name : NULL;
 }

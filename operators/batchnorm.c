@@ -53,9 +53,7 @@ static dm_status bn_geometry(dm_op_ctx *ctx, const dm_tensor *x, bn_geom *g) {
     return dm_op_error(ctx, DM_ERR_SHAPE, "X is %s; expected at least 2 dims (N, C, ...)",
                        dm_shape_str(x, xs, sizeof xs));
   g->nhwc = order[1] == 'H';
-  g->N = x->dims[0];
-  g->C = g->nhwc ? x->dims[x->ndim - 1] : x->dims[1];
-  g->HW = g->nhwc ? dm_dims_product(x, 1, x->ndim - 1) : dm_dims_product(x, 2, x->ndim);
+  dm_channel_view(x, g->nhwc, &g->N, &g->C, &g->HW);
   g->M = g->N * g->HW;
   return DM_OK;
 }

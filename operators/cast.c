@@ -362,8 +362,7 @@ static dm_status half_to_float_run(dm_op_ctx *ctx) {
   return cast_to(ctx, DM_FLOAT);
 }
 
-/* `to` is resolved once, at instantiation; the state is the dtype number itself. */
-static dm_status cast_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_cast_init(dm_op_ctx *ctx, void **state) {
   dm_dtype to;
   DM_TRY(cast_target(ctx, &to));
   *state = (void *)(intptr_t)to;
@@ -394,7 +393,7 @@ static const dm_kernel_def float_to_half_cpu = {.type = "FloatToHalf", .device =
                                                 .run = float_to_half_run};
 static const dm_kernel_def half_to_float_cpu = {.type = "HalfToFloat", .device = DM_CPU,
                                                 .run = half_to_float_run};
-static const dm_kernel_def cast_cpu = {.type = "Cast", .device = DM_CPU, .init = cast_init,
+static const dm_kernel_def cast_cpu = {.type = "Cast", .device = DM_CPU, .init = dm_cast_init,
                                        .run = cast_run};
 static const dm_kernel_def cast_like_cpu = {.type = "CastLike", .device = DM_CPU,
                                             .run = cast_like_run};

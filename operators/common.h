@@ -44,6 +44,10 @@ DM_HIDDEN void dm_store_f32(dm_dtype t, void *dst, int64_t i0, int64_t n, const 
  * DM_ERR_TYPE names the argument for anything else. */
 DM_HIDDEN dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt,
                                     dm_dtype *out);
+/* Cast's kernel init, for the CPU and CUDA kernels alike: `to` is resolved and checked
+ * once, at instantiation (a number or a name, BYTE read as UINT8, numeric only); the
+ * state is the dtype number itself: (dm_dtype)(intptr_t)dm_op_state(ctx). */
+DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
 /* DM_ERR_UNSUPPORTED while inferring shapes when input i has no values to read (the
  * output shape depends on them: Reshape's new_shape, input_as_shape, Split's sizes). */
 DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
@@ -51,6 +55,14 @@ DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
 DM_HIDDEN void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c);
 /* The OperatorDef `order` argument's channel axis: NCHW -> 1, NHWC -> 3. */
 DM_HIDDEN dm_status dm_op_order_axis(dm_op_ctx *ctx, int *out);
+/* X (at least 2 dims) as N blocks of C channels x HW positions in NCHW (nhwc 0) or NHWC
+ * order (BN and LRN, on the CPU and on CUDA). */
+static inline void dm_channel_view(const dm_tensor *x, int nhwc, int64_t *N, int64_t *C,
+                                   int64_t *HW) {
+  *N = x->dims[0];
+  *C = nhwc ? x->dims[x->ndim - 1] : x->dims[1];
+  *HW = nhwc ? dm_dims_product(x, 1, x->ndim - 1) : dm_dims_product(x, 2, x->ndim);
+}
 
 /* Fill shapes (defined in fill.c, shared with random_fill.c). Arguments `shape`,
  * `input_as_shape`, `extra_shape` as Caffe2's FillerOp: */
@@ -68,6 +80,17 @@ DM_HIDDEN dm_status dm_fill_check_shape_args(dm_op_ctx *ctx, int shape_required)
 DM_HIDDEN dm_status dm_fill_shape(dm_op_ctx *ctx, int *ndim, int64_t *dims);
 /* Declares output 0 with that shape (allocating unless shape-only); *y is the output. */
 DM_HIDDEN dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **y);
+/* Whether argument `name` holds an int (as opposed to a float or nothing). */
+DM_HIDDEN int dm_op_arg_is_int(const dm_op_ctx *ctx, const char *name);
+/* ConstantFill, shared by the CPU and CUDA kernels: the output dtype (`dtype`, else from
+ * the type of `value`, Caffe2's rule); the kernel init (instantiation-time checks of the
+ * shape arguments and the dtype/value pair); and the element's bit pattern for numeric
+ * dtype t (in the low dm_dtype_size(t) bytes), DM_ERR_UNSUPPORTED "cannot fill a T
+ * tensor<where>" for the others. */
+DM_HIDDEN dm_status dm_constant_fill_dtype(dm_op_ctx *ctx, dm_dtype *out);
+DM_HIDDEN dm_status dm_constant_fill_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN dm_status dm_constant_fill_bits(dm_op_ctx *ctx, dm_dtype t, const char *where,
+                                          uint64_t *bits);
 
 /* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of random_fill.c:
  * out = the 4 words for counter ctr under key. */

@@ -3,7 +3,7 @@
  * X -> Y with the same dtype and shape, Y on the other side. The device pass
  * (net/device_pass.c) inserts them where a blob crosses between a CPU op and a GPU op;
  * like Caffe2, both run as GPU ops (their device_option is the GPU's), so their kernels
- * live in gpu/copy.c and are cross_device: the executor lets one input be on the host.
+ * live in gpu/device_copy.c and are cross_device: the executor lets one input be on the host.
  * The schemas exist in every build, so a placed net prints, loads and infers shapes on a
  * machine without CUDA; running it needs the CUDA backend and a GPU.
  */

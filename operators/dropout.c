@@ -21,6 +21,7 @@
 #include "common.h"
 #include "core/half.h"
 #include "builtin.h"
+#include "dropout.h"
 
 /* Without a random_seed the masks are still reproducible: a fixed default. */
 #define DM_DROPOUT_DEFAULT_SEED 0x5EEDu
@@ -31,15 +32,12 @@ static const dm_arg_spec dropout_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-static dm_status dropout_ratio(dm_op_ctx *ctx, float *ratio) {
+dm_status dm_dropout_ratio(dm_op_ctx *ctx, float *ratio) {
   *ratio = dm_op_arg_float(ctx, "ratio", 0.5f);
   if (!(*ratio >= 0.0f && *ratio <= 1.0f))
     return dm_op_error(ctx, DM_ERR_INVALID, "ratio is %g; it must be in [0, 1]", (double)*ratio);
   return DM_OK;
 }
-
-/* 1 / (1 - ratio), and 0 when everything is dropped (no 1/0). */
-static double keep_scale(float ratio) { return ratio < 1.0f ? 1.0 / (1.0 - ratio) : 0.0; }
 
 static dm_status need_float_or_half(dm_op_ctx *ctx, const dm_tensor *t, const char *what) {
   if (!dm_is_float_or_reduced(t->dtype))
@@ -51,7 +49,7 @@ static dm_status need_float_or_half(dm_op_ctx *ctx, const dm_tensor *t, const ch
 static dm_status dropout_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   float ratio;
-  DM_TRY(dropout_ratio(ctx, &ratio));
+  DM_TRY(dm_dropout_ratio(ctx, &ratio));
   DM_TRY(need_float_or_half(ctx, x, "X"));
   int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
   if (!is_test && dm_op_num_outputs(ctx) < 2)
@@ -67,7 +65,7 @@ static dm_status dropout_infer(dm_op_ctx *ctx) {
 static dm_status dropout_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *dy = dm_op_input(ctx, 0);
   float ratio;
-  DM_TRY(dropout_ratio(ctx, &ratio));
+  DM_TRY(dm_dropout_ratio(ctx, &ratio));
   DM_TRY(need_float_or_half(ctx, dy, "dY"));
   int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
   if (!is_test) {
@@ -143,30 +141,19 @@ static const dm_op_schema dropout_grad_schema = {
     .cost = dropout_grad_cost,
 };
 
-typedef struct dropout_state {
-  uint64_t key;  /* seed and stream, mixed */
-  uint64_t iter; /* runs so far */
-} dropout_state;
-
-static inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static dm_status dropout_init(dm_op_ctx *ctx, void **state) {
-  dropout_state *s = calloc(1, sizeof *s);
+dm_status dm_dropout_init(dm_op_ctx *ctx, void **state) {
+  dm_dropout_state *s = calloc(1, sizeof *s);
   if (!s)
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the dropout state");
   uint64_t stream = 1469598103934665603ull; /* FNV-1a of the first output's name */
   for (const char *p = dm_op_output_name(ctx, 0); p && *p; p++)
     stream = (stream ^ (unsigned char)*p) * 1099511628211ull;
-  s->key = mix64(mix64(dm_op_random_seed(ctx, DM_DROPOUT_DEFAULT_SEED)) ^ stream);
+  s->key = dm_mix64(dm_mix64(dm_op_random_seed(ctx, DM_DROPOUT_DEFAULT_SEED)) ^ stream);
   *state = s;
   return DM_OK;
 }
 
-static void dropout_fini(void *state) { free(state); }
+void dm_dropout_fini(void *state) { free(state); }
 
 static dm_status dropout_run(dm_op_ctx *ctx) {
   DM_TRY(dropout_infer(ctx));
@@ -183,10 +170,9 @@ static dm_status dropout_run(dm_op_ctx *ctx) {
     return DM_OK;
   }
   float ratio;
-  DM_TRY(dropout_ratio(ctx, &ratio));
-  dropout_state *st = dm_op_state(ctx);
-  uint64_t key = mix64(st->key ^ mix64(st->iter++));
-  double scale = keep_scale(ratio);
+  DM_TRY(dm_dropout_ratio(ctx, &ratio));
+  uint64_t key = dm_dropout_next_key(dm_op_state(ctx));
+  double scale = dm_dropout_keep_scale(ratio);
   uint8_t *mask = dm_tensor_mutable_data(dm_op_output(ctx, 1)); /* (n) BOOL */
   const void *px = dm_tensor_data(x);
   void *py = dm_tensor_mutable_data(y); /* may be x: each element is read, then written */
@@ -195,7 +181,7 @@ static dm_status dropout_run(dm_op_ctx *ctx) {
 #endif
   for (int64_t i = 0; i < n; i++) {
     /* 53 uniform bits; ratio 0 keeps all, ratio 1 drops all. */
-    double u = (double)(mix64(key + (uint64_t)i * 0x9E3779B97F4A7C15ull) >> 11) * 0x1p-53;
+    double u = (double)(dm_mix64(key + (uint64_t)i * DM_DROPOUT_GOLDEN) >> 11) * 0x1p-53;
     int keep = u >= ratio;
     mask[i] = (uint8_t)keep;
     if (fp16) {
@@ -219,8 +205,8 @@ static dm_status dropout_grad_run(dm_op_ctx *ctx) {
     return DM_OK;
   }
   float ratio;
-  DM_TRY(dropout_ratio(ctx, &ratio));
-  double scale = keep_scale(ratio);
+  DM_TRY(dm_dropout_ratio(ctx, &ratio));
+  double scale = dm_dropout_keep_scale(ratio);
   const uint8_t *mask = dm_tensor_data(dm_op_input(ctx, 1)); /* (n) BOOL */
   const void *pdy = dm_tensor_data(dy);
   void *pdx = dm_tensor_mutable_data(dx);
@@ -241,8 +227,8 @@ static dm_status dropout_grad_run(dm_op_ctx *ctx) {
 }
 
 static const dm_kernel_def dropout_cpu = {.type = "Dropout", .device = DM_CPU,
-                                          .init = dropout_init, .run = dropout_run,
-                                          .fini = dropout_fini};
+                                          .init = dm_dropout_init, .run = dropout_run,
+                                          .fini = dm_dropout_fini};
 static const dm_kernel_def dropout_grad_cpu = {.type = "DropoutGrad", .device = DM_CPU,
                                                .run = dropout_grad_run};
 

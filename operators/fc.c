@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "math/gemm.h"
 #include "builtin.h"
+#include "fc.h"
 
 static const dm_arg_spec fc_args[] = {
     {"axis", DM_ARG_INT, 0, "flatten X to 2-D at this axis (default 1)"},
@@ -22,13 +23,8 @@ static const dm_arg_spec fc_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* The GEMM geometry shared by FC and FCGradient. */
-typedef struct fc_dims {
-  int axis, axis_w;
-  int64_t M, N, K;
-} fc_dims;
-
-static dm_status fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, fc_dims *d) {
+dm_status dm_fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
+                         dm_fc_dims *d) {
   DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &d->axis));
   DM_TRY(dm_op_canonical_axis(ctx, "axis_w", dm_op_arg_int(ctx, "axis_w", 1), w->ndim, 0,
                               &d->axis_w));
@@ -51,8 +47,8 @@ static dm_status fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor
 
 static dm_status fc_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
-  fc_dims d;
-  DM_TRY(fc_geometry(ctx, x, w, &d));
+  dm_fc_dims d;
+  DM_TRY(dm_fc_geometry(ctx, x, w, &d));
   char ws[96];
   if (b->numel != d.N)
     return dm_op_error(ctx, DM_ERR_SHAPE, "b has %lld elements, but W is %s: N = %lld",
@@ -107,8 +103,8 @@ static dm_status fc_run(dm_op_ctx *ctx) {
   if (dm_tensors_alias(y, x) || dm_tensors_alias(y, w) || dm_tensors_alias(y, b))
     dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
   DM_TRY(fc_infer(ctx));
-  fc_dims d;
-  DM_TRY(fc_geometry(ctx, x, w, &d));
+  dm_fc_dims d;
+  DM_TRY(dm_fc_geometry(ctx, x, w, &d));
   int64_t M = d.M, N = d.N, K = d.K;
   if (dm_is_reduced_float(x->dtype))
     return dm_gemm_r16(x->dtype, 0, 1, M, N, K, dm_tensor_data(x), dm_tensor_data(w),
@@ -125,8 +121,8 @@ static dm_status fc_run(dm_op_ctx *ctx) {
 
 static dm_status fc_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  fc_dims d;
-  DM_TRY(fc_geometry(ctx, x, w, &d));
+  dm_fc_dims d;
+  DM_TRY(dm_fc_geometry(ctx, x, w, &d));
   if (!dm_is_float_or_reduced(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
     return dm_op_error(ctx, DM_ERR_TYPE,
                        "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
@@ -161,8 +157,8 @@ static void fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 static dm_status fc_grad_run(dm_op_ctx *ctx) {
   DM_TRY(fc_grad_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  fc_dims d;
-  DM_TRY(fc_geometry(ctx, x, w, &d));
+  dm_fc_dims d;
+  DM_TRY(dm_fc_geometry(ctx, x, w, &d));
   int64_t M = d.M, N = d.N, K = d.K;
   dm_tensor *dw = dm_op_output(ctx, 0), *db = dm_op_output(ctx, 1);
   dm_tensor *dx = dm_op_num_outputs(ctx) > 2 ? dm_op_output(ctx, 2) : NULL;

@@ -104,7 +104,7 @@ dm_status dm_fill_set_output(dm_op_ctx *ctx, dm_dtype dtype, dm_tensor **out) {
 
 /* Whether argument `name` holds an int (i): the public API has no direct query, but an
  * absent i is the only case where two different defaults come back. */
-static int arg_is_int(const dm_op_ctx *ctx, const char *name) {
+int dm_op_arg_is_int(const dm_op_ctx *ctx, const char *name) {
   return dm_op_arg_int(ctx, name, 0) == dm_op_arg_int(ctx, name, 1);
 }
 
@@ -126,12 +126,11 @@ static const dm_op_schema constant_fill_schema = {
     .doc = "[X] -> Y filled with `value`, of shape `shape` (or X's, see input_as_shape).",
     .infer = constant_fill_infer, .cost = fill_cost, .no_gradient = 1};
 
-/* The output dtype: `dtype`, else from the type of `value` (Caffe2's rule). */
-static dm_status constant_fill_dtype(dm_op_ctx *ctx, dm_dtype *out) {
+dm_status dm_constant_fill_dtype(dm_op_ctx *ctx, dm_dtype *out) {
   dm_dtype dflt = DM_FLOAT;
   if (dm_op_arg_string(ctx, "value", NULL))
     dflt = DM_STRING;
-  else if (dm_op_has_arg(ctx, "value") && arg_is_int(ctx, "value"))
+  else if (dm_op_has_arg(ctx, "value") && dm_op_arg_is_int(ctx, "value"))
     dflt = DM_INT64;
   dm_dtype t;
   DM_TRY(dm_op_dtype_arg(ctx, "dtype", dflt, &t));
@@ -143,17 +142,17 @@ static dm_status constant_fill_dtype(dm_op_ctx *ctx, dm_dtype *out) {
   return DM_OK;
 }
 
-static dm_status constant_fill_init(dm_op_ctx *ctx, void **state) {
-  (void)state;
+dm_status dm_constant_fill_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
   DM_TRY(dm_fill_check_shape_args(ctx, 0));
   dm_dtype t;
-  return constant_fill_dtype(ctx, &t);
+  return dm_constant_fill_dtype(ctx, &t);
 }
 
 static dm_status constant_fill_infer(dm_op_ctx *ctx) {
   dm_dtype t;
   dm_tensor *y;
-  DM_TRY(constant_fill_dtype(ctx, &t));
+  DM_TRY(dm_constant_fill_dtype(ctx, &t));
   return dm_fill_set_output(ctx, t, &y);
 }
 
@@ -176,7 +175,24 @@ static dm_status constant_fill_run(dm_op_ctx *ctx) {
     }
     return DM_OK;
   }
-  int is_int = dm_op_has_arg(ctx, "value") && arg_is_int(ctx, "value");
+  uint64_t bits;
+  DM_TRY(dm_constant_fill_bits(ctx, t, "", &bits));
+  switch (dm_dtype_size(t)) {
+#define FILL(T)                   \
+  for (int64_t i = 0; i < n; i++) \
+    ((T *)p)[i] = (T)bits;        \
+  break
+  case 1: FILL(uint8_t);
+  case 2: FILL(uint16_t);
+  case 4: FILL(uint32_t);
+  default: FILL(uint64_t); /* 8: the bits of a numeric dtype fit the element */
+#undef FILL
+  }
+  return DM_OK;
+}
+
+dm_status dm_constant_fill_bits(dm_op_ctx *ctx, dm_dtype t, const char *where, uint64_t *bits) {
+  int is_int = dm_op_has_arg(ctx, "value") && dm_op_arg_is_int(ctx, "value");
   int64_t iv = dm_op_arg_int(ctx, "value", 0);
   double dv = is_int ? (double)iv : (double)dm_op_arg_float(ctx, "value", 0.0f);
   int floating = t == DM_FLOAT || t == DM_DOUBLE || t == DM_FLOAT16 || t == DM_BFLOAT16;
@@ -184,25 +200,27 @@ static dm_status constant_fill_run(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_INVALID, "'value' %g does not fit %s", dv, dm_dtype_name(t));
   /* Integer targets take an int value exactly, a float one truncated toward zero. */
   int64_t ival = is_int || floating || t == DM_BOOL ? iv : (int64_t)dv;
+  float f;
+  uint32_t u32;
   switch (t) {
-#define FILL(T, V)                    \
-  for (int64_t i = 0; i < n; i++)     \
-    ((T *)p)[i] = (V);                \
-  break
-  case DM_FLOAT: FILL(float, (float)dv);
-  case DM_DOUBLE: FILL(double, dv);
-  case DM_FLOAT16: FILL(uint16_t, dm_double_to_half(dv));
-  case DM_BFLOAT16: FILL(uint16_t, dm_double_to_bf16(dv));
-  case DM_BOOL: FILL(uint8_t, dv != 0);
-  case DM_INT8: FILL(int8_t, (int8_t)ival);
-  case DM_UINT8: FILL(uint8_t, (uint8_t)ival);
-  case DM_INT16: FILL(int16_t, (int16_t)ival);
-  case DM_UINT16: FILL(uint16_t, (uint16_t)ival);
-  case DM_INT32: FILL(int32_t, (int32_t)ival);
-  case DM_INT64: FILL(int64_t, ival);
-#undef FILL
+  case DM_FLOAT:
+    f = (float)dv;
+    memcpy(&u32, &f, sizeof u32);
+    *bits = u32;
+    break;
+  case DM_DOUBLE: memcpy(bits, &dv, sizeof *bits); break;
+  case DM_FLOAT16: *bits = dm_double_to_half(dv); break;
+  case DM_BFLOAT16: *bits = dm_double_to_bf16(dv); break;
+  case DM_BOOL: *bits = dv != 0; break;
+  case DM_INT8: *bits = (uint8_t)(int8_t)ival; break;
+  case DM_UINT8: *bits = (uint8_t)ival; break;
+  case DM_INT16: *bits = (uint16_t)(int16_t)ival; break;
+  case DM_UINT16: *bits = (uint16_t)ival; break;
+  case DM_INT32: *bits = (uint32_t)(int32_t)ival; break;
+  case DM_INT64: *bits = (uint64_t)ival; break;
   default:
-    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "cannot fill a %s tensor", dm_dtype_name(t));
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "cannot fill a %s tensor%s", dm_dtype_name(t),
+                       where);
   }
   return DM_OK;
 }
@@ -338,7 +356,7 @@ GIVEN_SCHEMA(given_string, "GivenTensorStringFill", DM_ARG_STRINGS,
              "-> Y (STRING) from `values`.");
 
 static const dm_kernel_def constant_fill_cpu = {.type = "ConstantFill", .device = DM_CPU,
-                                                .init = constant_fill_init,
+                                                .init = dm_constant_fill_init,
                                                 .run = constant_fill_run};
 
 static const dm_op_schema *const schemas[] = {

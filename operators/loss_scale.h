@@ -1,5 +1,5 @@
 /* loss_scale.h: UpdateLossScale's arguments, read and checked in one place for the CPU
- * kernel (loss_scale.c) and the CUDA kernel (gpu/kernels_basic.c) (internal). */
+ * kernel (loss_scale.c) and the CUDA kernel (gpu/loss_scale.c) (internal). */
 #ifndef DM_OPERATORS_LOSS_SCALE_H
 #define DM_OPERATORS_LOSS_SCALE_H
 

@@ -50,3 +50,26 @@ double dm_lr_multiplier(const dm_lr_policy *p, int64_t iter) {
     m *= p->warmup_start + (1 - p->warmup_start) * it / (double)p->warmup_iter;
   return m;
 }
+
+dm_status dm_lr_policy_from_args(dm_op_ctx *ctx, dm_lr_policy *p) {
+  memset(p, 0, sizeof *p);
+  dm_status s = dm_lr_kind_from_name(dm_op_arg_string(ctx, "policy", "fixed"), &p->kind);
+  if (s != DM_OK)
+    return s;
+  p->stepsize = dm_op_arg_int(ctx, "stepsize", 0);
+  p->gamma = dm_op_arg_float(ctx, "gamma", 0);
+  p->power = dm_op_arg_float(ctx, "power", 0);
+  p->max_iter = dm_op_arg_int(ctx, "max_iter", 0);
+  p->warmup_iter = dm_op_arg_int(ctx, "warmup_iter", 0);
+  p->warmup_start = dm_op_arg_float(ctx, "warmup_start", 0);
+  return dm_lr_policy_check(p, dm_op_has_arg(ctx, "stepsize"), dm_op_has_arg(ctx, "gamma"),
+                            dm_op_has_arg(ctx, "power"), dm_op_has_arg(ctx, "max_iter"));
+}
+
+dm_status dm_lr_args(dm_op_ctx *ctx, dm_lr_policy *p, float *base_lr) {
+  DM_TRY(dm_lr_policy_from_args(ctx, p));
+  *base_lr = dm_op_arg_float(ctx, "base_lr", 0);
+  if (!isfinite(*base_lr))
+    return dm_op_error(ctx, DM_ERR_INVALID, "base_lr is not finite");
+  return DM_OK;
+}

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "demitasse_plugin.h"
 
 typedef enum dm_lr_kind { DM_LR_FIXED, DM_LR_STEP, DM_LR_EXP, DM_LR_INV, DM_LR_POLY } dm_lr_kind;
 
@@ -39,6 +40,11 @@ DM_HIDDEN dm_status dm_lr_kind_from_name(const char *name, dm_lr_kind *out);
  * were given (a required one missing is an error naming it). */
 DM_HIDDEN dm_status dm_lr_policy_check(const dm_lr_policy *p, int have_stepsize, int have_gamma,
                                        int have_power, int have_max_iter);
+/* LearningRate's policy arguments (policy, stepsize, gamma, power, max_iter, warmup_iter,
+ * warmup_start) read and checked: shared by the CPU kernel and the CUDA kernel. */
+DM_HIDDEN dm_status dm_lr_policy_from_args(dm_op_ctx *ctx, dm_lr_policy *p);
+/* Those, and base_lr checked to be finite: what instantiation validates. */
+DM_HIDDEN dm_status dm_lr_args(dm_op_ctx *ctx, dm_lr_policy *p, float *base_lr);
 /* The multiplier at iteration `iter` (>= 0). */
 DM_HIDDEN double dm_lr_multiplier(const dm_lr_policy *p, int64_t iter);
 

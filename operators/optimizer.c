@@ -208,29 +208,12 @@ static const dm_arg_spec lr_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-static dm_status lr_policy_from_args(dm_op_ctx *ctx, dm_lr_policy *p) {
-  memset(p, 0, sizeof *p);
-  dm_status s = dm_lr_kind_from_name(dm_op_arg_string(ctx, "policy", "fixed"), &p->kind);
-  if (s != DM_OK)
-    return s;
-  p->stepsize = dm_op_arg_int(ctx, "stepsize", 0);
-  p->gamma = dm_op_arg_float(ctx, "gamma", 0);
-  p->power = dm_op_arg_float(ctx, "power", 0);
-  p->max_iter = dm_op_arg_int(ctx, "max_iter", 0);
-  p->warmup_iter = dm_op_arg_int(ctx, "warmup_iter", 0);
-  p->warmup_start = dm_op_arg_float(ctx, "warmup_start", 0);
-  return dm_lr_policy_check(p, dm_op_has_arg(ctx, "stepsize"), dm_op_has_arg(ctx, "gamma"),
-                            dm_op_has_arg(ctx, "power"), dm_op_has_arg(ctx, "max_iter"));
-}
-
 /* Arguments are checked once, when the net is instantiated. */
 static dm_status lr_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   dm_lr_policy p;
-  DM_TRY(lr_policy_from_args(ctx, &p));
-  if (!isfinite(dm_op_arg_float(ctx, "base_lr", 0)))
-    return dm_op_error(ctx, DM_ERR_INVALID, "base_lr is not finite");
-  return DM_OK;
+  float base_lr;
+  return dm_lr_args(ctx, &p, &base_lr);
 }
 
 static dm_status lr_infer(dm_op_ctx *ctx) {
@@ -247,7 +230,7 @@ static dm_status lr_infer(dm_op_ctx *ctx) {
 static dm_status lr_run(dm_op_ctx *ctx) {
   DM_TRY(lr_infer(ctx));
   dm_lr_policy p;
-  DM_TRY(lr_policy_from_args(ctx, &p));
+  DM_TRY(dm_lr_policy_from_args(ctx, &p));
   int64_t iter = *(const int64_t *)dm_tensor_data(dm_op_input(ctx, 0));
   if (iter < 0)
     return dm_op_error(ctx, DM_ERR_INVALID, "the iteration is negative (%lld)", (long long)iter);

@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "builtin.h"
+#include "tensor_ops.h"
 
 static dm_status check_not_string(dm_op_ctx *ctx, const dm_tensor *x, const char *what) {
   if (x->dtype == DM_STRING || x->dtype == DM_UNDEFINED)
@@ -25,9 +26,7 @@ static dm_status check_not_string(dm_op_ctx *ctx, const dm_tensor *x, const char
   return DM_OK;
 }
 
-/* The concatenation axis: `axis` if given, else from `order` (NCHW -> 1, NHWC -> 3),
- * canonical for a result of `ndim` dims. */
-static dm_status concat_axis(dm_op_ctx *ctx, int ndim, int *out) {
+dm_status dm_concat_axis(dm_op_ctx *ctx, int ndim, int *out) {
   int axis;
   if (dm_op_has_arg(ctx, "axis"))
     return dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), ndim, 0, out);
@@ -59,7 +58,7 @@ static dm_status concat_infer(dm_op_ctx *ctx) {
   DM_TRY(check_not_string(ctx, x0, "X0"));
   if (x0->ndim + add > DM_MAX_DIMS)
     return dm_op_error(ctx, DM_ERR_SHAPE, "the result would have more than %d dims", DM_MAX_DIMS);
-  DM_TRY(concat_axis(ctx, x0->ndim + add, &axis));
+  DM_TRY(dm_concat_axis(ctx, x0->ndim + add, &axis));
   int64_t dims[DM_MAX_DIMS], total = 0;
   char a[96], b[96];
   for (int i = 0; i < n; i++) {
@@ -96,7 +95,7 @@ static dm_status concat_run(dm_op_ctx *ctx) {
   DM_TRY(concat_infer(ctx));
   const dm_tensor *x0 = dm_op_input(ctx, 0);
   int n = dm_op_num_inputs(ctx), add = dm_op_arg_int(ctx, "add_axis", 0) != 0, axis;
-  DM_TRY(concat_axis(ctx, x0->ndim + add, &axis));
+  DM_TRY(dm_concat_axis(ctx, x0->ndim + add, &axis));
   dm_tensor *y = dm_op_output(ctx, 0);
   size_t es = dm_dtype_size(x0->dtype);
   int64_t outer = dm_dims_product(x0, 0, axis), row = y->numel / (outer ? outer : 1), off = 0;
@@ -175,11 +174,11 @@ static dm_status split_sizes(dm_op_ctx *ctx, const dm_tensor *x, int axis, int64
   return DM_OK;
 }
 
-static dm_status split_geometry(dm_op_ctx *ctx, int *axis, int64_t **sizes) {
+dm_status dm_split_geometry(dm_op_ctx *ctx, int *axis, int64_t **sizes) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   DM_TRY(check_not_string(ctx, x, "X"));
   /* With add_axis the axis is that of the stacked input, as Concat's with add_axis. */
-  DM_TRY(concat_axis(ctx, x->ndim, axis));
+  DM_TRY(dm_concat_axis(ctx, x->ndim, axis));
   *sizes = malloc((size_t)dm_op_num_outputs(ctx) * sizeof **sizes);
   if (!*sizes)
     return DM_NOMEM("split sizes");
@@ -195,7 +194,7 @@ static dm_status split_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   int axis, add = dm_op_arg_int(ctx, "add_axis", 0) != 0;
   int64_t *sizes;
-  DM_TRY(split_geometry(ctx, &axis, &sizes));
+  DM_TRY(dm_split_geometry(ctx, &axis, &sizes));
   dm_status s = DM_OK;
   for (int i = 0; i < dm_op_num_outputs(ctx) && s == DM_OK; i++) {
     if (dm_op_output(ctx, i) == x)
@@ -217,7 +216,7 @@ static dm_status split_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   int axis;
   int64_t *sizes;
-  DM_TRY(split_geometry(ctx, &axis, &sizes));
+  DM_TRY(dm_split_geometry(ctx, &axis, &sizes));
   size_t es = dm_dtype_size(x->dtype);
   int64_t outer = dm_dims_product(x, 0, axis), inner = dm_dims_product(x, axis + 1, x->ndim);
   int64_t row = x->dims[axis] * inner, off = 0;
@@ -277,8 +276,7 @@ static const dm_arg_spec reshape_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* The new shape, validated against X's element count. */
-static dm_status reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
+dm_status dm_reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   size_t n = 0;
   const int64_t *arg = dm_op_arg_ints(ctx, "shape", &n);
@@ -348,8 +346,7 @@ static dm_status reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
   return DM_OK;
 }
 
-/* Y becomes a view of X with the new dims (in place: X's dims change). */
-static void make_view(dm_tensor *y, const dm_tensor *x, int ndim, const int64_t *dims) {
+void dm_make_view(dm_tensor *y, const dm_tensor *x, int ndim, const int64_t *dims) {
   dm_tensor_share(y, x);
   y->ndim = ndim;
   memset(y->dims, 0, sizeof y->dims);
@@ -361,7 +358,7 @@ static dm_status reshape_infer(dm_op_ctx *ctx) {
   int ndim;
   int64_t dims[DM_MAX_DIMS], xn = x->ndim;
   DM_TRY(check_not_string(ctx, x, "X"));
-  DM_TRY(reshape_dims(ctx, &ndim, dims));
+  DM_TRY(dm_reshape_dims(ctx, &ndim, dims));
   if (dm_op_num_outputs(ctx) > 1 && dm_op_output(ctx, 1) == x)
     return dm_op_error(ctx, DM_ERR_INVALID, "old_shape cannot be X's blob");
   if (dm_op_num_outputs(ctx) > 1)
@@ -376,10 +373,10 @@ static dm_status reshape_run(dm_op_ctx *ctx) {
   int ndim;
   int64_t dims[DM_MAX_DIMS];
   DM_TRY(reshape_infer(ctx));
-  DM_TRY(reshape_dims(ctx, &ndim, dims));
+  DM_TRY(dm_reshape_dims(ctx, &ndim, dims));
   if (dm_op_num_outputs(ctx) > 1) /* before an in-place reshape changes X's dims */
     memcpy(dm_tensor_mutable_data(dm_op_output(ctx, 1)), x->dims, (size_t)x->ndim * sizeof(int64_t));
-  make_view(dm_op_output(ctx, 0), x, ndim, dims);
+  dm_make_view(dm_op_output(ctx, 0), x, ndim, dims);
   return DM_OK;
 }
 
@@ -416,7 +413,7 @@ static const dm_arg_spec flatten_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-static dm_status flatten_dims(dm_op_ctx *ctx, int64_t *dims) {
+dm_status dm_flatten_dims(dm_op_ctx *ctx, int64_t dims[2]) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   int axis;
   DM_TRY(check_not_string(ctx, x, "X"));
@@ -428,7 +425,7 @@ static dm_status flatten_dims(dm_op_ctx *ctx, int64_t *dims) {
 
 static dm_status flatten_infer(dm_op_ctx *ctx) {
   int64_t dims[2];
-  DM_TRY(flatten_dims(ctx, dims));
+  DM_TRY(dm_flatten_dims(ctx, dims));
   return dm_op_shape_only(ctx) ? dm_op_set_output(ctx, 0, dm_op_input(ctx, 0)->dtype, 2, dims)
                                : DM_OK;
 }
@@ -436,8 +433,8 @@ static dm_status flatten_infer(dm_op_ctx *ctx) {
 static dm_status flatten_run(dm_op_ctx *ctx) {
   int64_t dims[2];
   DM_TRY(flatten_infer(ctx));
-  DM_TRY(flatten_dims(ctx, dims));
-  make_view(dm_op_output(ctx, 0), dm_op_input(ctx, 0), 2, dims);
+  DM_TRY(dm_flatten_dims(ctx, dims));
+  dm_make_view(dm_op_output(ctx, 0), dm_op_input(ctx, 0), 2, dims);
   return DM_OK;
 }
 
@@ -456,7 +453,7 @@ static dm_status resize_like_infer(dm_op_ctx *ctx) {
 static dm_status resize_like_run(dm_op_ctx *ctx) {
   DM_TRY(resize_like_infer(ctx));
   const dm_tensor *like = dm_op_input(ctx, 1);
-  make_view(dm_op_output(ctx, 0), dm_op_input(ctx, 0), like->ndim, like->dims);
+  dm_make_view(dm_op_output(ctx, 0), dm_op_input(ctx, 0), like->ndim, like->dims);
   return DM_OK;
 }
 
@@ -467,8 +464,7 @@ static const dm_arg_spec transpose_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* perm[i]: the X dim that becomes Y's dim i (inverse: for TransposeGradient). */
-static dm_status transpose_perm(dm_op_ctx *ctx, int inverse, int *perm) {
+dm_status dm_transpose_perm(dm_op_ctx *ctx, int inverse, int *perm) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   size_t n;
   const int64_t *axes = dm_op_arg_ints(ctx, "axes", &n);
@@ -493,11 +489,21 @@ static dm_status transpose_perm(dm_op_ctx *ctx, int inverse, int *perm) {
   return DM_OK;
 }
 
+void dm_transpose_steps(const dm_tensor *x, const int *perm, int64_t *st) {
+  int64_t xstride[DM_MAX_DIMS];
+  for (int64_t i = x->ndim - 1, s = 1; i >= 0; i--) {
+    xstride[i] = s;
+    s *= x->dims[i];
+  }
+  for (int i = 0; i < x->ndim; i++)
+    st[i] = xstride[perm[i]]; /* X step for Y dim i */
+}
+
 static dm_status transpose_infer_as(dm_op_ctx *ctx, int inverse) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   int perm[DM_MAX_DIMS];
   int64_t dims[DM_MAX_DIMS];
-  DM_TRY(transpose_perm(ctx, inverse, perm));
+  DM_TRY(dm_transpose_perm(ctx, inverse, perm));
   if (dm_op_output(ctx, 0) == x)
     return dm_op_error(ctx, DM_ERR_INVALID, "Y is X; Transpose cannot run in place");
   for (int i = 0; i < x->ndim; i++)
@@ -514,14 +520,9 @@ static dm_status transpose_run_as(dm_op_ctx *ctx, int inverse) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
   int perm[DM_MAX_DIMS], nd = x->ndim;
-  DM_TRY(transpose_perm(ctx, inverse, perm));
-  int64_t xstride[DM_MAX_DIMS], st[DM_MAX_DIMS], idx[DM_MAX_DIMS] = {0};
-  for (int64_t i = nd - 1, s = 1; i >= 0; i--) {
-    xstride[i] = s;
-    s *= x->dims[i];
-  }
-  for (int i = 0; i < nd; i++)
-    st[i] = xstride[perm[i]]; /* X step for Y dim i */
+  DM_TRY(dm_transpose_perm(ctx, inverse, perm));
+  int64_t st[DM_MAX_DIMS], idx[DM_MAX_DIMS] = {0};
+  dm_transpose_steps(x, perm, st);
   size_t es = dm_dtype_size(x->dtype);
   const char *px = dm_tensor_data(x);
   char *py = dm_tensor_mutable_data(y);

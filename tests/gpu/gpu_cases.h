@@ -234,7 +234,7 @@ static const gpu_case gpu_cases[] = {
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
      {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
-    /* NHWC takes cuDNN's persistent batch norm (kernels_pool_norm.c); 8 channels, the
+    /* NHWC takes cuDNN's persistent batch norm (bn_cudnn.c); 8 channels, the
      * multiple its NHWC kernels want */
     {"SpatialBN training NHWC", "type: 'SpatialBN' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
@@ -273,8 +273,9 @@ static const gpu_case gpu_cases[] = {
     {"FCGradient", "type: 'FCGradient'",
      {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"dY", 'T', 2, {8, 5}, -1, 1}},
      NULL, {"X", "W", "dY"}, {"dW", "db", "dX"}, GC_ALL, 10},
-    /* gpu/kernels_more.c: the step counter and rate, shape ops, Concat/Split/Transpose,
-     * Dropout. Copies and views are exact; the rate agrees to FLOAT rounding. */
+    /* gpu/optimizer.c, tensor_ops.c, dropout.c: the step counter and rate, shape ops,
+     * Concat/Split/Transpose, Dropout. Copies and views are exact; the rate agrees to
+     * FLOAT rounding. */
     {"Iter", "type: 'Iter'", {{"it", 'l', 1, {1}, 41, 41}}, NULL, {"it"}, {"it"}, GC_FP32, 1},
     {"Iter skip", "type: 'Iter'", {{"it", 'l', 1, {1}, 41, 41}, {"skip", 'f', 1, {1}, 1, 1}},
      NULL, {"it", "skip"}, {"it"}, GC_FP32, 1},

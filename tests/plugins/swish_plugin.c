@@ -86,10 +86,14 @@ int swish_cuda_forward(void *stream, int half, const void *x, void *y, int64_t n
 int swish_cuda_backward(void *stream, int half, const void *x, const void *dy, void *dx,
                         int64_t n);
 
-/* The CUDA kernels implement beta = 1 only (dtypes are infer's to check, at run time). */
+/* The CUDA kernels implement beta = 1 only, in FLOAT and FLOAT16 (a dtype not known
+ * yet, during placement, is given the benefit of the doubt; infer checks it at run). */
 static int swish_cuda_supports(const dm_op_ctx *ctx) {
   if (dm_op_arg_float(ctx, "beta", 1.0f) != 1.0f)
     return dm_op_refuse(ctx, "the CUDA Swish implements beta = 1 only");
+  dm_dtype t = dm_op_input_dtype(ctx, 0);
+  if (t != DM_UNDEFINED && t != DM_FLOAT && t != DM_FLOAT16)
+    return dm_op_refuse(ctx, "the CUDA Swish takes FLOAT or FLOAT16, not %s", dm_dtype_name(t));
   return 1;
 }
 

@@ -1,18 +1,17 @@
-/* basic_elementwise.cu: the elementwise CUDA kernels behind gpu/kernels_basic.c: Add,
- * Sub, Mul, Div, Sum, Scale, SumReduceLike, Relu and its gradient, casts and fills.
- * Split from the optimizer (basic_optim.cu) and loss (basic_losses.cu) kernels so each
- * file holds one family; their entry points are all in basic_kernels.h, and the shared
- * launch helpers and conventions are in basic_common.cuh.
+/* elementwise.cu: the elementwise CUDA kernels behind gpu/elementwise.c, gpu/cast.c and
+ * gpu/fill.c: Add, Sub, Mul, Div, Sum, Scale, SumReduceLike, Relu and its gradient, casts
+ * and fills. Entry points in cuda_kernels.h; the launch helpers and conventions shared
+ * with the other .cu files are in cuda_common.cuh.
  *
  * Sum, Relu, ReluGradient and the FLOAT <-> FLOAT16/BFLOAT16 casts are bound by memory
  * bandwidth (in mixed-precision ResNet-50 training, mostly FP16 Relu and 2-term sums of
- * gradients), so they run as pack ops (basic_common.cuh): when every pointer is 16-byte
+ * gradients), so they run as pack ops (cuda_common.cuh): when every pointer is 16-byte
  * aligned each thread moves 16 bytes per access (8 halves, 4 floats), and the last
  * n % 8 (or % 4) elements are done one by one in the same launch; otherwise the whole
  * tensor is done one element per iteration. Both paths apply the same per-element code,
  * so results are bit-identical whichever is taken.
  */
-#include "basic_common.cuh"
+#include "cuda_common.cuh"
 
 /* ---- Add / Sub / Mul / Div ------------------------------------------------------ */
 

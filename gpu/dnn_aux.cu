@@ -1,7 +1,7 @@
-/* dnn_kernels.cu: the small device kernels around the cuDNN and cuBLAS calls of
- * kernels_conv.c, kernels_pool_norm.c and kernels_fc.c: bias add with a single rounding,
+/* dnn_aux.cu: the small device kernels around the cuDNN and cuBLAS calls of
+ * conv_cudnn.c, fc_cublas.c, bn_cudnn.c and lrn_cudnn.c: bias add with a single rounding,
  * column sums (FC's db), SpatialBN's Caffe2-convention running statistics and its
- * is_test gradient, LRN's scale output.
+ * is_test gradient, LRN's scale output. Entry points in cuda_kernels.h.
  *
  * Every kernel loads FP16/BF16 exactly into FP32, computes in FP32 (sums in double, as
  * the CPU kernels do) and rounds each output once (round to nearest even).
@@ -10,24 +10,24 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "dnn_kernels.h"
+#include "cuda_kernels.h"
 
 namespace {
 
 constexpr int kThreads = 256;
 
 __device__ __forceinline__ float load(const void *p, int t, int64_t i) {
-  if (t == DM_CUDA_F16)
+  if (t == DMK_FLOAT16)
     return __half2float(static_cast<const __half *>(p)[i]);
-  if (t == DM_CUDA_BF16)
+  if (t == DMK_BFLOAT16)
     return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
   return static_cast<const float *>(p)[i];
 }
 
 __device__ __forceinline__ void store(void *p, int t, int64_t i, float v) {
-  if (t == DM_CUDA_F16)
+  if (t == DMK_FLOAT16)
     static_cast<__half *>(p)[i] = __float2half_rn(v);
-  else if (t == DM_CUDA_BF16)
+  else if (t == DMK_BFLOAT16)
     static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
   else
     static_cast<float *>(p)[i] = v;
@@ -36,9 +36,9 @@ __device__ __forceinline__ void store(void *p, int t, int64_t i, float v) {
 /* A double rounded once into t (not through float, which could round twice), as the
  * CPU's dm_double_to_half / dm_double_to_bf16. */
 __device__ __forceinline__ void store_d(void *p, int t, int64_t i, double v) {
-  if (t == DM_CUDA_F16)
+  if (t == DMK_FLOAT16)
     static_cast<__half *>(p)[i] = __double2half(v);
-  else if (t == DM_CUDA_BF16)
+  else if (t == DMK_BFLOAT16)
     static_cast<__nv_bfloat16 *>(p)[i] = __double2bfloat16(v);
   else
     static_cast<float *>(p)[i] = (float)v;
@@ -153,27 +153,27 @@ __global__ void lrn_scale_kernel(int t, int nhwc, int64_t N, int64_t C, int64_t 
 
 } // namespace
 
-extern "C" cudaError_t dm_cuda_bias_add(cudaStream_t s, const void *in, int in_t, void *out,
-                                        int out_t, const void *b, int b_t, int64_t n,
-                                        int64_t inner, int64_t nb) {
+extern "C" cudaError_t dmk_bias_add(cudaStream_t s, const void *in, int in_t, void *out,
+                                    int out_t, const void *b, int b_t, int64_t n,
+                                    int64_t inner, int64_t nb) {
   if (n <= 0)
     return cudaSuccess;
   bias_add_kernel<<<grid_for(n), kThreads, 0, s>>>(in, in_t, out, out_t, b, b_t, n, inner, nb);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t dm_cuda_col_sums(cudaStream_t s, const void *dy, int dy_t, int64_t m,
-                                        int64_t nc, void *db, int db_t) {
+extern "C" cudaError_t dmk_col_sums(cudaStream_t s, const void *dy, int dy_t, int64_t m,
+                                    int64_t nc, void *db, int db_t) {
   if (nc <= 0)
     return cudaSuccess;
   col_sums_kernel<<<grid_for(nc), kThreads, 0, s>>>(dy, dy_t, m, nc, db, db_t);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t dm_cuda_bn_running(cudaStream_t s, const float *rm, const float *rv,
-                                          const float *bmean, const float *bvar_unbiased,
-                                          float *rm_out, float *rv_out, int64_t C, int64_t M,
-                                          float mom) {
+extern "C" cudaError_t dmk_bn_running(cudaStream_t s, const float *rm, const float *rv,
+                                      const float *bmean, const float *bvar_unbiased,
+                                      float *rm_out, float *rv_out, int64_t C, int64_t M,
+                                      float mom) {
   if (C <= 0)
     return cudaSuccess;
   bn_running_kernel<<<grid_for(C), kThreads, 0, s>>>(rm, rv, bmean, bvar_unbiased, rm_out,
@@ -181,11 +181,11 @@ extern "C" cudaError_t dm_cuda_bn_running(cudaStream_t s, const float *rm, const
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t dm_cuda_bn_grad_test(cudaStream_t s, int t, int nhwc, int64_t N,
-                                            int64_t C, int64_t HW, const void *x,
-                                            const void *dy, const float *scale,
-                                            const float *mean, const float *var, double eps,
-                                            void *dx, float *dscale, float *dbias) {
+extern "C" cudaError_t dmk_bn_grad_test(cudaStream_t s, int t, int nhwc, int64_t N,
+                                        int64_t C, int64_t HW, const void *x,
+                                        const void *dy, const float *scale,
+                                        const float *mean, const float *var, double eps,
+                                        void *dx, float *dscale, float *dbias) {
   if (C <= 0)
     return cudaSuccess;
   unsigned blocks = (unsigned)(C > 65535 ? 65535 : C);
@@ -194,9 +194,9 @@ extern "C" cudaError_t dm_cuda_bn_grad_test(cudaStream_t s, int t, int nhwc, int
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t dm_cuda_lrn_scale(cudaStream_t s, int t, int nhwc, int64_t N, int64_t C,
-                                         int64_t HW, const void *x, int size, double alpha_n,
-                                         double bias, float *scale) {
+extern "C" cudaError_t dmk_lrn_scale(cudaStream_t s, int t, int nhwc, int64_t N, int64_t C,
+                                     int64_t HW, const void *x, int size, double alpha_n,
+                                     double bias, float *scale) {
   int64_t n = N * C * HW;
   if (n <= 0)
     return cudaSuccess;

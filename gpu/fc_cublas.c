@@ -1,16 +1,14 @@
-/* kernels_fc.c: the cuBLAS FC and FCGradient kernels (plain engine). Split from
- * kernels_dnn.c (which now holds only the family table) so each file holds one op
- * family; the shared helpers are in dnn_common.h, the kernel definitions are declared in
- * dnn_kernel_defs.h.
+/* fc_cublas.c: the cuBLAS FC and FCGradient kernels (plain engine). The GEMM geometry is
+ * the CPU kernels' (operators/fc.h); the bias add and FC's bias gradient are dnn_aux.cu's.
  *
  * FP32 uses CUBLAS_COMPUTE_32F_PEDANTIC (no TF32); FP16/BF16 use cublasGemmEx with
  * CUBLAS_COMPUTE_32F. With a bias in FP16/BF16, FC rounds once (the GEMM writes FP32
- * scratch, the bias kernel rounds), unlike Conv (kernels_conv.c).
+ * scratch, the bias kernel rounds), unlike Conv (conv_cudnn.c).
  */
 #include <limits.h>
 
-#include "dnn_common.h"
-#include "dnn_kernel_defs.h"
+#include "cudnn_common.h"
+#include "operators/fc.h"
 
 /* FC and FCGradient (cuBLAS) ----------------------------------------------------------- */
 
@@ -35,13 +33,11 @@ static dm_status gemm(dm_gpu_context *c, cublasOperation_t ta, cublasOperation_t
 /* M, N, K as fc.c flattens them (the inference has checked them). */
 static dm_status fc_dims(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, int64_t *M,
                          int64_t *N, int64_t *K) {
-  int axis, axis_w;
-  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
-  DM_TRY(dm_op_canonical_axis(ctx, "axis_w", dm_op_arg_int(ctx, "axis_w", 1), w->ndim, 0,
-                              &axis_w));
-  *M = dm_dims_product(x, 0, axis);
-  *K = dm_dims_product(x, axis, x->ndim);
-  *N = dm_dims_product(w, 0, axis_w);
+  dm_fc_dims d;
+  DM_TRY(dm_fc_geometry(ctx, x, w, &d));
+  *M = d.M;
+  *N = d.N;
+  *K = d.K;
   if (*M > INT_MAX || *N > INT_MAX || *K > INT_MAX)
     return dm_op_error(ctx, DM_ERR_LIMIT, "FC of %lldx%lld by %lldx%lld exceeds cuBLAS's int "
                        "sizes", (long long)*M, (long long)*K, (long long)*N, (long long)*K);
@@ -73,9 +69,8 @@ static dm_status fc_cuda_run(dm_op_ctx *ctx) {
   else
     DM_TRY(gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, dm_tensor_data(w), K, dm_tensor_data(x), K,
                 acc, CUDA_R_32F, N, x->dtype));
-  DM_CUDA_TRY(dm_cuda_bias_add(c->stream, acc, DM_CUDA_F32, dm_tensor_mutable_data(y),
-                               cu_type(y->dtype), dm_tensor_data(b), cu_type(b->dtype), M * N, 1,
-                               N));
+  DM_CUDA_TRY(dmk_bias_add(c->stream, acc, DMK_FLOAT, dm_tensor_mutable_data(y), y->dtype,
+                           dm_tensor_data(b), b->dtype, M * N, 1, N));
   return DM_OK;
 }
 
@@ -97,8 +92,8 @@ static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
       DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, dm_tensor_data(x), K, dm_tensor_data(dy),
                   N, dm_tensor_mutable_data(dw), ot, K, x->dtype));
   }
-  DM_CUDA_TRY(dm_cuda_col_sums(c->stream, dm_tensor_data(dy), cu_type(dy->dtype), M, N,
-                               dm_tensor_mutable_data(db), cu_type(db->dtype)));
+  DM_CUDA_TRY(dmk_col_sums(c->stream, dm_tensor_data(dy), dy->dtype, M, N,
+                           dm_tensor_mutable_data(db), db->dtype));
   if (dx && M > 0 && K > 0) {
     if (N == 0)
       DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dx), 0, dm_tensor_nbytes(dx), c->stream));
@@ -109,9 +104,8 @@ static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-/* Kernel definitions (listed in kernels_dnn.c) -------------------------------------- */
-
-const dm_kernel_def dm_cuda_fc_k = {.type = "FC", .device = DM_CUDA, .engine = "",
-                                   .run = fc_cuda_run};
-const dm_kernel_def dm_cuda_fc_grad_k = {.type = "FCGradient", .device = DM_CUDA, .engine = "",
-                                        .run = fc_grad_cuda_run};
+const dm_kernel_def dm_cuda_fc_kernels[] = {
+    GPU_KERNEL("FC", "", .run = fc_cuda_run),
+    GPU_KERNEL("FCGradient", "", .run = fc_grad_cuda_run),
+    {0},
+};

@@ -1,7 +1,11 @@
-/* kernels_conv.c: the cuDNN (engine "CUDNN") Conv and ConvGradient kernels, with their
- * descriptors and per-op algorithm cache. Split from kernels_dnn.c (which now holds only
- * the family table) so each file holds one op family; the shared helpers are in
- * dnn_common.h, the kernel definitions are declared in dnn_kernel_defs.h.
+/* conv_cudnn.c: the cuDNN (engine "CUDNN") Conv and ConvGradient kernels, with their
+ * descriptors and per-op algorithm cache kept in the kernel state (cudnn_common.h).
+ *
+ * Semantics are the CPU kernels' (operators/conv.c): every run first runs the op's
+ * schema inference (dm_op_run_infer: the same argument, shape and dtype checks, outputs
+ * allocated on the op's device), then enqueues cuDNN calls on the thread's context
+ * stream. FP16/BF16 are faithful to tensor cores (16-bit tensors, FP32 compute type);
+ * FP32 stays FP32 (CUDNN_FMA_MATH keeps TF32 out).
  *
  * Known differences from the CPU (documented, not bugs):
  * - Pads are expressed as cuDNN's symmetric (top, left) pads; a geometry whose output
@@ -14,8 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnn_common.h"
-#include "dnn_kernel_defs.h"
+#include "cudnn_common.h"
 #include "operators/conv_args.h"
 
 /* Conv and ConvGradient ------------------------------------------------------------ */
@@ -36,16 +39,42 @@ typedef struct conv_choice {
  * exhaustive_search costs a host synchronisation and a benchmark each time. */
 #define CONV_SHAPES 4
 
-/* Private state: the workspace limit, the search mode and the choices for the last
- * CONV_SHAPES shape keys (the oldest replaced first). */
+/* The descriptors of the op's convolution, set for shape key `key`: X, W and Y's
+ * dtypes and dims (Y is dY for the gradient). */
+typedef struct conv_desc {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  int valid;
+  int64_t key[3 * DNN_TKEY];
+} conv_desc;
+
+/* Private state: the arguments, parsed once; the workspace limit, the search mode; the
+ * descriptors; and the algorithm choices for the last CONV_SHAPES shape keys (the oldest
+ * replaced first). */
 typedef struct conv_state {
+  dm_conv_args args;
   size_t ws_limit;
   int exhaustive; /* Caffe2's exhaustive_search: benchmark (cudnnFind), else heuristics */
+  conv_desc d;
   int n, next;    /* choices held, and the one to replace next */
   conv_choice choice[CONV_SHAPES];
 } conv_state;
 
+static void conv_fini(void *state) {
+  conv_state *s = state;
+  if (!s)
+    return;
+  if (s->d.x) cudnnDestroyTensorDescriptor(s->d.x);
+  if (s->d.y) cudnnDestroyTensorDescriptor(s->d.y);
+  if (s->d.b) cudnnDestroyTensorDescriptor(s->d.b);
+  if (s->d.w) cudnnDestroyFilterDescriptor(s->d.w);
+  if (s->d.conv) cudnnDestroyConvolutionDescriptor(s->d.conv);
+  free(s);
+}
+
 static dm_status conv_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
   dm_conv_args a; /* argument errors at instantiation, as on the CPU */
   DM_TRY(dm_conv_args_parse(ctx, 0, &a));
   int64_t lim = dm_op_arg_int(ctx, "ws_nbytes_limit", (int64_t)1 << 30);
@@ -55,28 +84,22 @@ static dm_status conv_init(dm_op_ctx *ctx, void **state) {
   conv_state *s = calloc(1, sizeof *s);
   if (!s)
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the cuDNN conv state");
+  s->args = a;
   s->ws_limit = (size_t)lim;
   s->exhaustive = dm_op_arg_int(ctx, "exhaustive_search", 0) != 0;
+  dm_status st = DM_OK;
+  DNN_TRY(cudnnCreateTensorDescriptor(&s->d.x));
+  DNN_TRY(cudnnCreateTensorDescriptor(&s->d.y));
+  DNN_TRY(cudnnCreateTensorDescriptor(&s->d.b));
+  DNN_TRY(cudnnCreateFilterDescriptor(&s->d.w));
+  DNN_TRY(cudnnCreateConvolutionDescriptor(&s->d.conv));
+done:
+  if (st != DM_OK) {
+    conv_fini(s);
+    return st;
+  }
   *state = s;
   return DM_OK;
-}
-
-static void conv_fini(void *state) { free(state); }
-
-/* The descriptors of one conv call. */
-typedef struct conv_desc {
-  cudnnTensorDescriptor_t x, y, b;
-  cudnnFilterDescriptor_t w;
-  cudnnConvolutionDescriptor_t conv;
-  int nhwc;
-} conv_desc;
-
-static void conv_desc_free(conv_desc *d) {
-  if (d->x) cudnnDestroyTensorDescriptor(d->x);
-  if (d->y) cudnnDestroyTensorDescriptor(d->y);
-  if (d->b) cudnnDestroyTensorDescriptor(d->b);
-  if (d->w) cudnnDestroyFilterDescriptor(d->w);
-  if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
 }
 
 /* The math type the algorithm search starts from: FP32 without TF32 (FMA only); 16-bit
@@ -85,37 +108,36 @@ static cudnnMathType_t conv_base_math(dm_dtype t) {
   return t == DM_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
-/* Builds the descriptors for X, W and Y (whose dims the inference already set) and checks
- * that cuDNN's symmetric (top, left) pads give the CPU's output size. */
-static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
-                                const dm_tensor *y, conv_desc *d) {
-  dm_conv_args a;
+/* Sets the descriptors for X, W and Y (whose dims the inference already set) unless they
+ * are set for these shapes, and checks that cuDNN's symmetric (top, left) pads give the
+ * CPU's output size. The math type is left to the caller, which sets it before every
+ * call that depends on it. */
+static dm_status conv_desc_set(dm_op_ctx *ctx, conv_state *cs, const dm_tensor *x,
+                               const dm_tensor *w, const dm_tensor *y) {
+  conv_desc *d = &cs->d;
+  int64_t key[3 * DNN_TKEY];
+  dnn_tkey(key, x);
+  dnn_tkey(key + DNN_TKEY, w);
+  dnn_tkey(key + 2 * DNN_TKEY, y);
+  if (dnn_key_same(&d->valid, d->key, key, 3 * DNN_TKEY))
+    return DM_OK;
+  const dm_conv_args *a = &cs->args;
   dm_conv_geom g;
-  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
-  DM_TRY(dm_conv_geometry(ctx, &a, x, 0, &g));
-  d->nhwc = a.nhwc;
-  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->x));
-  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->y));
-  DM_CUDNN_TRY(cudnnCreateTensorDescriptor(&d->b));
-  DM_CUDNN_TRY(cudnnCreateFilterDescriptor(&d->w));
-  DM_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&d->conv));
+  DM_TRY(dm_conv_geometry(ctx, a, x, 0, &g));
   int64_t xd[4], yd[4];
-  nchw_of(x, a.nhwc, xd);
-  nchw_of(y, a.nhwc, yd);
-  DM_TRY(tensor4d(ctx, d->x, x->dtype, a.nhwc, xd[0], xd[1], xd[2], xd[3]));
-  DM_TRY(tensor4d(ctx, d->y, x->dtype, a.nhwc, yd[0], yd[1], yd[2], yd[3]));
-  int64_t M = w->dims[0], Cg = xd[1] / a.group;
+  DM_TRY(dnn_xy4d(ctx, a->nhwc, x, y, d->x, d->y, xd, yd));
+  int64_t M = w->dims[0], Cg = xd[1] / a->group;
   const int64_t v[] = {M, Cg, g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0],
-                       g.stride[1], g.dilation[0], g.dilation[1], a.group};
+                       g.stride[1], g.dilation[0], g.dilation[1], a->group};
   DM_TRY(fits_int(ctx, v, 11));
   /* NHWC filters are Caffe2's (M, kH, kW, C/group): cuDNN's KRSC, given as (k, c, h, w). */
   DM_CUDNN_TRY(cudnnSetFilter4dDescriptor(d->w, dnn_type(w->dtype),
-                                          a.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, (int)M,
-                                          (int)Cg, (int)g.kernel[0], (int)g.kernel[1]));
+                                          a->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                          (int)M, (int)Cg, (int)g.kernel[0], (int)g.kernel[1]));
   DM_CUDNN_TRY(cudnnSetConvolution2dDescriptor(
       d->conv, (int)g.pads[0], (int)g.pads[1], (int)g.stride[0], (int)g.stride[1],
       (int)g.dilation[0], (int)g.dilation[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  DM_CUDNN_TRY(cudnnSetConvolutionGroupCount(d->conv, (int)a.group));
+  DM_CUDNN_TRY(cudnnSetConvolutionGroupCount(d->conv, (int)a->group));
   DM_CUDNN_TRY(cudnnSetConvolutionMathType(d->conv, conv_base_math(x->dtype)));
   DM_TRY(tensor4d(ctx, d->b, y->dtype, 0, 1, M, 1, 1));
   int on, oc, oh, ow;
@@ -127,6 +149,7 @@ static dm_status conv_desc_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_ten
                        "Conv on the CPU",
                        (long long)g.pads[0], (long long)g.pads[1], (long long)g.pads[2],
                        (long long)g.pads[3], (long long)yd[2], (long long)yd[3], oh, ow);
+  dnn_key_set(&d->valid, d->key, key, 3 * DNN_TKEY);
   return DM_OK;
 }
 
@@ -255,12 +278,12 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   const conv_choice *s = NULL;
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
-  conv_desc d = {0};
+  const conv_desc *d = &cs->d;
   dm_status st = DM_OK;
   void *ws = NULL;
-  ST_TRY(conv_desc_make(ctx, x, w, y, &d));
-  ST_TRY(conv_find(ctx, cs, c, &d, x, w, 0, 0, &s));
-  DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->fwd_math));
+  ST_TRY(conv_desc_set(ctx, cs, x, w, y));
+  ST_TRY(conv_find(ctx, cs, c, d, x, w, 0, 0, &s));
+  DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->fwd_math));
   if (s->fwd_ws)
     ST_TRY(dm_gpu_scratch(c, s->fwd_ws, &ws));
   /* With a bias, Y is first set to the bias broadcast and the convolution is blended
@@ -268,17 +291,16 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
    * so a 16-bit Y is rounded once, as on the CPU, instead of once for the convolution and
    * again after a separate bias add. */
   void *py = dm_tensor_mutable_data(y);
-  if (b) { /* d.nhwc: the order as parsed (case-insensitive, as conv_args.c) */
-    int64_t M = w->dims[0], inner = d.nhwc ? 1 : y->dims[2] * y->dims[3];
+  if (b) { /* args.nhwc: the order as parsed (case-insensitive, as conv_args.c) */
+    int64_t M = w->dims[0], inner = cs->args.nhwc ? 1 : y->dims[2] * y->dims[3];
     CU_TRY(cudaMemsetAsync(py, 0, dm_tensor_nbytes(y), c->stream));
-    CU_TRY(dm_cuda_bias_add(c->stream, py, cu_type(y->dtype), py, cu_type(y->dtype),
-                            dm_tensor_data(b), cu_type(b->dtype), y->numel, inner, M));
+    CU_TRY(dmk_bias_add(c->stream, py, y->dtype, py, y->dtype, dm_tensor_data(b), b->dtype,
+                        y->numel, inner, M));
   }
-  DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.w,
-                                  dm_tensor_data(w), d.conv, s->fwd, ws, s->fwd_ws,
-                                  b ? &k_one : &k_zero, d.y, py));
+  DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->w,
+                                  dm_tensor_data(w), d->conv, s->fwd, ws, s->fwd_ws,
+                                  b ? &k_one : &k_zero, d->y, py));
 done:
-  conv_desc_free(&d);
   return st;
 }
 
@@ -304,33 +326,34 @@ static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
           cudaMemsetAsync(dm_tensor_mutable_data(dx), 0, dm_tensor_nbytes(dx), c->stream));
     return DM_OK;
   }
-  conv_desc d = {0};
+  const conv_desc *d = &cs->d;
   dm_status st = DM_OK;
   void *ws = NULL;
-  ST_TRY(conv_desc_make(ctx, x, w, dy, &d));
-  ST_TRY(conv_find(ctx, cs, c, &d, x, w, 1, dx != NULL, &s));
+  ST_TRY(conv_desc_set(ctx, cs, x, w, dy));
+  ST_TRY(conv_find(ctx, cs, c, d, x, w, 1, dx != NULL, &s));
   size_t need = s->filter_ws > s->data_ws ? s->filter_ws : s->data_ws;
   if (need) /* one buffer: the calls run one after another on the stream */
     ST_TRY(dm_gpu_scratch(c, need, &ws));
-  DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->filter_math));
-  DNN_TRY(cudnnConvolutionBackwardFilter(c->cudnn, &k_one, d.x, dm_tensor_data(x), d.y,
-                                         dm_tensor_data(dy), d.conv, s->bwd_filter, ws,
-                                         s->filter_ws, &k_zero, d.w, dm_tensor_mutable_data(dw)));
+  DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->filter_math));
+  DNN_TRY(cudnnConvolutionBackwardFilter(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->y,
+                                         dm_tensor_data(dy), d->conv, s->bwd_filter, ws,
+                                         s->filter_ws, &k_zero, d->w, dm_tensor_mutable_data(dw)));
   if (db)
-    DNN_TRY(cudnnConvolutionBackwardBias(c->cudnn, &k_one, d.y, dm_tensor_data(dy), &k_zero, d.b,
+    DNN_TRY(cudnnConvolutionBackwardBias(c->cudnn, &k_one, d->y, dm_tensor_data(dy), &k_zero, d->b,
                                          dm_tensor_mutable_data(db)));
   if (dx) {
-    DNN_TRY(cudnnSetConvolutionMathType(d.conv, s->data_math));
-    DNN_TRY(cudnnConvolutionBackwardData(c->cudnn, &k_one, d.w, dm_tensor_data(w), d.y,
-                                         dm_tensor_data(dy), d.conv, s->bwd_data, ws, s->data_ws,
-                                         &k_zero, d.x, dm_tensor_mutable_data(dx)));
+    DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->data_math));
+    DNN_TRY(cudnnConvolutionBackwardData(c->cudnn, &k_one, d->w, dm_tensor_data(w), d->y,
+                                         dm_tensor_data(dy), d->conv, s->bwd_data, ws, s->data_ws,
+                                         &k_zero, d->x, dm_tensor_mutable_data(dx)));
   }
 done:
-  conv_desc_free(&d);
   return st;
 }
 
-/* Kernel definitions (listed in kernels_dnn.c) -------------------------------------- */
-
-CUDNN_KERNEL(dm_cuda_conv_k, "Conv", conv_init, conv_cudnn_run, conv_fini);
-CUDNN_KERNEL(dm_cuda_conv_grad_k, "ConvGradient", conv_init, conv_grad_cudnn_run, conv_fini);
+const dm_kernel_def dm_cuda_conv_kernels[] = {
+    GPU_KERNEL("Conv", "CUDNN", .init = conv_init, .run = conv_cudnn_run, .fini = conv_fini),
+    GPU_KERNEL("ConvGradient", "CUDNN", .init = conv_init, .run = conv_grad_cudnn_run,
+               .fini = conv_fini),
+    {0},
+};

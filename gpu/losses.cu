@@ -1,11 +1,9 @@
-/* basic_losses.cu: the FP32 loss CUDA kernels behind gpu/kernels_basic.c:
- * SoftmaxWithLoss (logits and dX may also be FP16) and its gradient,
- * LabelCrossEntropy, AveragedLoss, their gradients, and Accuracy. Split from the
- * elementwise (basic_elementwise.cu) and optimizer (basic_optim.cu) kernels so each file
- * holds one family; their entry points are all in basic_kernels.h, and the shared launch
- * helpers and conventions are in basic_common.cuh.
+/* losses.cu: the FP32 loss CUDA kernels behind gpu/losses.c: SoftmaxWithLoss (logits
+ * and dX may also be FP16) and its gradient, LabelCrossEntropy, AveragedLoss, their
+ * gradients, and Accuracy. Entry points in cuda_kernels.h; launch helpers and conventions
+ * in cuda_common.cuh.
  */
-#include "basic_common.cuh"
+#include "cuda_common.cuh"
 
 #define LOG_FLOOR 1e-20
 

@@ -1,11 +1,11 @@
-/* basic_common.cuh: what every part of the basic CUDA kernels shares (internal; included
- * by basic_elementwise.cu, basic_optim.cu and basic_losses.cu, nothing else): the block
- * size, the grid-stride loop, the 16-bit widen/narrow conversions and the block sum. One
- * header rather than a copy per file, so the three parts launch and reduce alike; the
- * names are in an anonymous namespace (grid_for static), so each part keeps its own
- * private copy, as when they were one file.
+/* cuda_common.cuh: what the .cu files of gpu/ share (internal; included by
+ * elementwise.cu, optimizer.cu, losses.cu, tensor_ops.cu and dropout.cu, nothing else):
+ * the block size, the grid-stride loop, the 16-bit widen/narrow conversions and the block
+ * sum. One header rather than a copy per file, so they launch and reduce alike; the
+ * names are in an anonymous namespace (grid_for static), so each file keeps its own
+ * private copy.
  *
- * Conventions of all three parts: each kernel mirrors its CPU reference in operators/
+ * Conventions: each kernel mirrors its CPU reference in operators/
  * element by element. Products and sums use the _rn intrinsics where the CPU writes
  * a*b + c, because nvcc would otherwise contract them into an FMA (one rounding instead
  * of the CPU's two) and results would stop being bit-identical to the CPU's. 16-bit
@@ -19,8 +19,8 @@
  * with the host: values the CPU reads on the host (lr, iter, skip, loss_scale, labels)
  * are read by the kernels on the device.
  */
-#ifndef DM_GPU_BASIC_COMMON_CUH
-#define DM_GPU_BASIC_COMMON_CUH
+#ifndef DM_GPU_CUDA_COMMON_CUH
+#define DM_GPU_CUDA_COMMON_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,7 +28,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "basic_kernels.h"
+#include "cuda_kernels.h"
 
 #define THREADS 256 /* every launch uses this block size; the reductions rely on it */
 

@@ -1,4 +1,4 @@
-/* copy.c: the CUDA kernels of CopyCPUToGPU and CopyGPUToCPU (schemas in
+/* device_copy.c: the CUDA kernels of CopyCPUToGPU and CopyGPUToCPU (schemas in
  * operators/device_copy.c).
  *
  * Both copies run as GPU ops, as in Caffe2, and are cross_device: the executor lets
@@ -19,11 +19,8 @@ static dm_status to_cpu_run(dm_op_ctx *ctx) {
   return dm_tensor_copy_to(dm_op_output(ctx, 0), DM_CPU, 0, dm_op_input(ctx, 0));
 }
 
-static const dm_kernel_def to_gpu = {
-    .type = "CopyCPUToGPU", .device = DM_CUDA, .run = to_gpu_run, .cross_device = 1};
-static const dm_kernel_def to_cpu = {
-    .type = "CopyGPUToCPU", .device = DM_CUDA, .run = to_cpu_run, .cross_device = 1};
-
-static const dm_op_schema *const schemas[] = {NULL};
-static const dm_kernel_def *const kernels[] = {&to_gpu, &to_cpu, NULL};
-const dm_op_family dm_cuda_family_copy = {schemas, kernels};
+const dm_kernel_def dm_cuda_copy_kernels[] = {
+    GPU_KERNEL("CopyCPUToGPU", NULL, .run = to_gpu_run, .cross_device = 1),
+    GPU_KERNEL("CopyGPUToCPU", NULL, .run = to_cpu_run, .cross_device = 1),
+    {0},
+};

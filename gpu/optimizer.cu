@@ -1,11 +1,12 @@
-/* basic_optim.cu: the update-op and loss-scaling CUDA kernels behind
- * gpu/kernels_basic.c: MomentumSGDUpdate, Adam, WeightedSum (with the skip flag the
- * update ops share), UnscaleAndCheck and UpdateLossScale. Split from the elementwise
- * (basic_elementwise.cu) and loss (basic_losses.cu) kernels so each file holds one
- * family; their entry points are all in basic_kernels.h, and the shared launch helpers
- * and conventions are in basic_common.cuh.
+/* optimizer.cu: the update-op and loss-scaling CUDA kernels behind gpu/optimizer.c and
+ * gpu/loss_scale.c: MomentumSGDUpdate, Adam, WeightedSum (with the skip flag the update
+ * ops and Iter share), UnscaleAndCheck, UpdateLossScale, and Iter and LearningRate on one
+ * thread (so a step's counter and rate never go to the host). Entry points in
+ * cuda_kernels.h; launch helpers and conventions in cuda_common.cuh. The learning rate
+ * uses CUDA's double pow (within 2 ulp of glibc's), so it matches the CPU after the final
+ * rounding to FP32, not necessarily in double.
  */
-#include "basic_common.cuh"
+#include "cuda_common.cuh"
 
 /* ---- the skip flag -------------------------------------------------------------- */
 
@@ -267,5 +268,54 @@ extern "C" cudaError_t dmk_update_loss_scale(cudaStream_t s, const float *scale,
   update_loss_scale_kernel<<<1, 1, 0, s>>>(scale, found, good, skipped, nscale, ngood, nskipped,
                                            dynamic, growth, backoff, min_scale, max_scale,
                                            interval);
+  return cudaGetLastError();
+}
+
+/* ---- Iter, LearningRate (operators/optimizer.c) ---------------------------------- */
+
+namespace {
+
+__global__ void iter_kernel(int64_t *it, int fresh, const void *skip, int st) {
+  int64_t cur = fresh ? 0 : *it;
+  if (!skip_set(skip, st) && cur != (int64_t)0x7fffffffffffffffLL)
+    cur += 1;
+  *it = cur;
+}
+
+/* lr_policy.c's dm_lr_multiplier, operation for operation. */
+__global__ void lr_kernel(const int64_t *iterp, float *lr, dmk_lr_params p) {
+  const int64_t iter = *iterp;
+  if (iter < 0) {
+    *lr = __int_as_float(0x7fc00000); /* NaN: the CPU refuses a negative iteration */
+    return;
+  }
+  double it = (double)iter, m = 1;
+  switch (p.kind) {
+  case DMK_LR_STEP: m = pow(p.gamma, (double)(iter / p.stepsize)); break;
+  case DMK_LR_EXP: m = pow(p.gamma, it); break;
+  case DMK_LR_INV: m = pow(__dadd_rn(1.0, __dmul_rn(p.gamma, it)), -p.power); break;
+  case DMK_LR_POLY:
+    m = iter >= p.max_iter ? 0 : pow(__dsub_rn(1.0, __ddiv_rn(it, (double)p.max_iter)), p.power);
+    break;
+  default: m = 1; break;
+  }
+  if (iter < p.warmup_iter)
+    m = __dmul_rn(m, __dadd_rn(p.warmup_start,
+                               __ddiv_rn(__dmul_rn(__dsub_rn(1.0, p.warmup_start), it),
+                                         (double)p.warmup_iter)));
+  *lr = __double2float_rn(__dmul_rn(p.base_lr, m));
+}
+
+} // namespace
+
+extern "C" cudaError_t dmk_iter(cudaStream_t s, int64_t *iter, int fresh, const void *skip,
+                                int skip_dtype) {
+  iter_kernel<<<1, 1, 0, s>>>(iter, fresh, skip, skip_dtype);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dmk_learning_rate(cudaStream_t s, const int64_t *iter, float *lr,
+                                         dmk_lr_params p) {
+  lr_kernel<<<1, 1, 0, s>>>(iter, lr, p);
   return cudaGetLastError();
 }

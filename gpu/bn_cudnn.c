@@ -1,0 +1,253 @@
+/* bn_cudnn.c: the cuDNN (engine "CUDNN") SpatialBN and SpatialBNGradient kernels, with
+ * their descriptors kept in the kernel state (cudnn_common.h). The small kernels around
+ * the cuDNN calls (Caffe2's running statistics, the is_test gradient) are dnn_aux.cu's.
+ *
+ * Semantics are the CPU kernels' (operators/batchnorm.c): every run first runs the op's
+ * schema inference, then enqueues work on the thread's context stream.
+ *
+ * Training in NHWC (FLOAT16, FLOAT) runs cuDNN's CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+ * mode, through the Ex functions (workspace in scratch) when cuDNN wants no reserve
+ * space for plain batch norm, else through the non-Ex ones: the spatial mode on NHWC is
+ * cuDNN's slow path (the prime suspect in an NHWC ResNet-50 training 6x slower than
+ * NCHW). NCHW and test mode keep CUDNN_BATCHNORM_SPATIAL, the persistent mode's NCHW
+ * path being documented to overflow on large inputs. The results follow Caffe2's
+ * conventions in either mode. All of cuDNN 9's batch-norm functions, the non-Ex ones too,
+ * are deprecated in favour of its graph API; they warn only when CUDNN_WARN_DEPRECATED is
+ * defined, which we do not do.
+ */
+#include <stdlib.h>
+
+#include "cudnn_common.h"
+
+/* cuDNN's lower bound on epsilon (0 in cuDNN 9, 1e-5 in older releases). */
+static dm_status bn_eps_check(dm_op_ctx *ctx, double eps) {
+  if (eps < CUDNN_BN_MIN_EPSILON)
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "epsilon %g is below cuDNN's minimum %g; run this %s on the CPU", eps,
+                       (double)CUDNN_BN_MIN_EPSILON, dm_op_type(ctx));
+  return DM_OK;
+}
+
+typedef struct bn_desc {
+  cudnnTensorDescriptor_t x, p; /* X as (N, C, HW, 1); the FP32 per-channel parameters */
+  cudnnBatchNormMode_t mode;
+  int64_t N, C, HW;
+} bn_desc;
+
+/* The arguments, parsed once; the descriptors, set for shape key `key` (X's dtype and
+ * dims, and whether the call trains). */
+typedef struct bn_state {
+  int nhwc, is_test;
+  double eps;
+  float mom;
+  bn_desc d;
+  int valid;
+  int64_t key[DNN_TKEY + 1];
+} bn_state;
+
+static void bn_fini(void *state) {
+  bn_state *s = state;
+  if (!s)
+    return;
+  if (s->d.x) cudnnDestroyTensorDescriptor(s->d.x);
+  if (s->d.p) cudnnDestroyTensorDescriptor(s->d.p);
+  free(s);
+}
+
+static dm_status bn_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
+  bn_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the cuDNN batch-norm state");
+  s->nhwc = dnn_order_nhwc(ctx);
+  s->is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
+  s->eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
+  s->mom = dm_op_arg_float(ctx, "momentum", 0.9f);
+  dm_status st = DM_OK;
+  DNN_TRY(cudnnCreateTensorDescriptor(&s->d.x));
+  DNN_TRY(cudnnCreateTensorDescriptor(&s->d.p));
+done:
+  if (st != DM_OK) {
+    bn_fini(s);
+    return st;
+  }
+  *state = s;
+  return DM_OK;
+}
+
+/* X as (N, C, HW, 1) in its order, the mode, and the parameter descriptor derived with
+ * that mode. Training in NHWC takes CUDNN_BATCHNORM_SPATIAL_PERSISTENT: cuDNN's NHWC
+ * batch-norm kernels sit behind it, and its plain spatial mode on NHWC is the slow path.
+ * NCHW training and test mode keep CUDNN_BATCHNORM_SPATIAL: in NCHW the persistent mode
+ * may reduce in scaled atomic integers, which overflow to Inf/NaN on large finite inputs
+ * where the spatial mode stays finite (cuDNN documents that caveat for NCHW only). */
+static dm_status bn_desc_set(dm_op_ctx *ctx, bn_state *s, const dm_tensor *x, int training) {
+  int64_t key[DNN_TKEY + 1];
+  dnn_tkey(key, x);
+  key[DNN_TKEY] = training;
+  if (dnn_key_same(&s->valid, s->key, key, DNN_TKEY + 1))
+    return DM_OK;
+  bn_desc *d = &s->d;
+  dm_channel_view(x, s->nhwc, &d->N, &d->C, &d->HW);
+  /* FLOAT16 and FLOAT only: those are the types cuDNN documents the persistent path for
+   * (BFLOAT16 keeps the spatial mode it had before). */
+  int persistent_type = x->dtype == DM_FLOAT16 || x->dtype == DM_FLOAT;
+  d->mode = training && s->nhwc && persistent_type ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+                                                   : CUDNN_BATCHNORM_SPATIAL;
+  DM_TRY(tensor4d(ctx, d->x, x->dtype, s->nhwc, d->N, d->C, d->HW, 1));
+  DM_CUDNN_TRY(cudnnDeriveBNTensorDescriptor(d->p, d->x, d->mode));
+  dnn_key_set(&s->valid, s->key, key, DNN_TKEY + 1);
+  return DM_OK;
+}
+
+/* Scratch pieces start on 256-byte boundaries. */
+static size_t bn_align(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* The bytes of scratch the Ex functions get as workspace for this training call (forward
+ * or gradient), or 0 when the non-Ex functions run it. The Ex functions are taken only in
+ * the persistent mode, and only when cuDNN wants no reserve space for plain batch norm
+ * (CUDNN_BATCHNORM_OPS_BN) on this X: SpatialBN has no output to carry one to
+ * SpatialBNGradient, whose inputs are X, scale, dY and the saved mean and inverse std.
+ * Otherwise the non-Ex functions run in the same mode (the persistent mode is documented
+ * for them too). Asked on every call: the queries are host-side lookups on the
+ * descriptors, and both ops ask the reserve question of the same X descriptor and mode.
+ * The workspace is never empty: with a NULL workspace the Ex functions do what the non-Ex
+ * ones do, without the NHWC kernels. The descriptors OPS_BN does not use (y of the
+ * gradient, z, dz, the activation) are NULL here as in the calls. */
+static dm_status bn_ex_workspace(dm_gpu_context *c, const bn_desc *d, int grad, size_t *bytes) {
+  size_t reserve = 0, ws = 0;
+  *bytes = 0;
+  if (d->mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+    return DM_OK;
+  DM_CUDNN_TRY(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+      c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->x, &reserve));
+  if (reserve)
+    return DM_OK;
+  if (grad)
+    DM_CUDNN_TRY(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, d->x, NULL, d->x, NULL, d->x, d->p, NULL,
+        &ws));
+  else
+    DM_CUDNN_TRY(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, d->x, NULL, d->x, d->p, NULL, &ws));
+  *bytes = bn_align(ws ? ws : 1);
+  return DM_OK;
+}
+
+/* Test mode: cuDNN's inference with the given mean and var. Training: cuDNN's batch
+ * statistics with exponentialAverageFactor 1 into scratch (so they are the batch mean and
+ * cuDNN's unbiased variance), then dmk_bn_running applies Caffe2's convention
+ * (momentum on the old value, biased variance), which cuDNN's own update does not.
+ * saved_mean and saved_inv_std are cuDNN's saved mean and 1/sqrt(biased var + eps), what
+ * the CPU's gradient expects. */
+static dm_status bn_cudnn_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  bn_state *bs = dm_op_state(ctx);
+  const int is_test = bs->is_test;
+  const double eps = bs->eps;
+  const float mom = bs->mom;
+  if (x->numel == 0)
+    return DM_OK; /* training with no values is refused by the inference */
+  DM_TRY(bn_eps_check(ctx, eps));
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  const bn_desc *d = &bs->d;
+  dm_status st = DM_OK;
+  ST_TRY(bn_desc_set(ctx, bs, x, !is_test));
+  const void *scale = dm_tensor_data(dm_op_input(ctx, 1)), *bias = dm_tensor_data(dm_op_input(ctx, 2));
+  const float *rm = dm_tensor_data(dm_op_input(ctx, 3)), *rv = dm_tensor_data(dm_op_input(ctx, 4));
+  if (is_test) { /* elementwise, so Y may be X */
+    DNN_TRY(cudnnBatchNormalizationForwardInference(
+        c->cudnn, d->mode, &k_one, &k_zero, d->x, dm_tensor_data(x), d->x,
+        dm_tensor_mutable_data(y), d->p, scale, bias, rm, rv, eps));
+    goto done;
+  }
+  /* Scratch, one request: batch mean and variance (C each), the Ex workspace, and Y's
+   * values when Y is X's blob (cuDNN reads X again after writing Y). */
+  size_t ws;
+  ST_TRY(bn_ex_workspace(c, d, 0, &ws));
+  int alias = dm_tensors_alias(y, x);
+  size_t stat = bn_align((size_t)d->C * 2 * sizeof(float));
+  void *buf;
+  ST_TRY(dm_gpu_scratch(c, stat + ws + (alias ? dm_tensor_nbytes(y) : 0), &buf));
+  float *bmean = buf, *bvar = bmean + d->C;
+  void *wsp = (char *)buf + stat;
+  void *ytmp = alias ? (char *)buf + stat + ws : dm_tensor_mutable_data(y);
+  void *smean = dm_tensor_mutable_data(dm_op_output(ctx, 3));
+  void *sinv = dm_tensor_mutable_data(dm_op_output(ctx, 4));
+  /* Factor 1 ignores the old values, but 0 * NaN would not: start from zeros. */
+  CU_TRY(cudaMemsetAsync(bmean, 0, (size_t)d->C * 2 * sizeof(float), c->stream));
+  if (ws)
+    DNN_TRY(cudnnBatchNormalizationForwardTrainingEx(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero, d->x, dm_tensor_data(x),
+        NULL, NULL, d->x, ytmp, d->p, scale, bias, 1.0, bmean, bvar, eps, smean, sinv, NULL, wsp,
+        ws, NULL, 0));
+  else
+    DNN_TRY(cudnnBatchNormalizationForwardTraining(c->cudnn, d->mode, &k_one, &k_zero, d->x,
+                                                   dm_tensor_data(x), d->x, ytmp, d->p, scale,
+                                                   bias, 1.0, bmean, bvar, eps, smean, sinv));
+  CU_TRY(dmk_bn_running(c->stream, rm, rv, bmean, bvar,
+                        dm_tensor_mutable_data(dm_op_output(ctx, 1)),
+                        dm_tensor_mutable_data(dm_op_output(ctx, 2)), d->C, d->N * d->HW, mom));
+  if (alias)
+    CU_TRY(cudaMemcpyAsync(dm_tensor_mutable_data(y), ytmp, dm_tensor_nbytes(y),
+                           cudaMemcpyDeviceToDevice, c->stream));
+done:
+  return st;
+}
+
+/* X, scale, dY, saved_mean, saved_inv_std (is_test: mean, var) -> dX, dscale, dbias.
+ * Training: cuDNN's backward with the saved statistics, in the forward's mode.
+ * is_test: mean and var are constants, which cuDNN's backward does not model:
+ * dmk_bn_grad_test. */
+static dm_status bn_grad_cudnn_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
+  bn_state *bs = dm_op_state(ctx);
+  const int is_test = bs->is_test, nhwc = bs->nhwc;
+  const double eps = bs->eps;
+  dm_tensor *dx = dm_op_output(ctx, 0), *dscale = dm_op_output(ctx, 1), *dbias = dm_op_output(ctx, 2);
+  dm_gpu_context *c;
+  DM_TRY(dm_gpu_op_context(ctx, &c));
+  const bn_desc *d = &bs->d;
+  dm_status st = DM_OK;
+  int64_t N, C, HW;
+  dm_channel_view(x, nhwc, &N, &C, &HW);
+  const float *scale = dm_tensor_data(dm_op_input(ctx, 1));
+  const float *s_mean = dm_tensor_data(dm_op_input(ctx, 3)), *s_inv = dm_tensor_data(dm_op_input(ctx, 4));
+  if (is_test || N * HW == 0) { /* also the empty batch: sums of nothing are zero */
+    CU_TRY(dmk_bn_grad_test(c->stream, x->dtype, nhwc, N, C, HW, dm_tensor_data(x),
+                            dm_tensor_data(dy), scale, s_mean, s_inv, eps,
+                            dm_tensor_mutable_data(dx), dm_tensor_mutable_data(dscale),
+                            dm_tensor_mutable_data(dbias)));
+    goto done;
+  }
+  ST_TRY(bn_eps_check(ctx, eps));
+  ST_TRY(bn_desc_set(ctx, bs, x, 1));
+  size_t ws;
+  ST_TRY(bn_ex_workspace(c, d, 1, &ws));
+  if (ws) {
+    void *wsp;
+    ST_TRY(dm_gpu_scratch(c, ws, &wsp));
+    DNN_TRY(cudnnBatchNormalizationBackwardEx(
+        c->cudnn, d->mode, CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero, &k_one, &k_zero, d->x,
+        dm_tensor_data(x), NULL, NULL, d->x, dm_tensor_data(dy), NULL, NULL, d->x,
+        dm_tensor_mutable_data(dx), d->p, scale, NULL, dm_tensor_mutable_data(dscale),
+        dm_tensor_mutable_data(dbias), eps, s_mean, s_inv, NULL, wsp, ws, NULL, 0));
+  } else
+    DNN_TRY(cudnnBatchNormalizationBackward(
+        c->cudnn, d->mode, &k_one, &k_zero, &k_one, &k_zero, d->x, dm_tensor_data(x), d->x,
+        dm_tensor_data(dy), d->x, dm_tensor_mutable_data(dx), d->p, scale,
+        dm_tensor_mutable_data(dscale), dm_tensor_mutable_data(dbias), eps, s_mean, s_inv));
+done:
+  return st;
+}
+
+const dm_kernel_def dm_cuda_bn_kernels[] = {
+    GPU_KERNEL("SpatialBN", "CUDNN", .init = bn_init, .run = bn_cudnn_run, .fini = bn_fini),
+    GPU_KERNEL("SpatialBNGradient", "CUDNN", .init = bn_init, .run = bn_grad_cudnn_run,
+               .fini = bn_fini),
+    {0},
+};
