@@ -1,6 +1,6 @@
 /* device_info.c: CUDA runtime, driver, library versions and GPUs, or why there are none.
  *
- * This file and register.c are the only C files that test DM_HAVE_CUDA; everything else
+ * This file and net/init.c are the only C files that test DM_HAVE_CUDA; everything else
  * asks these functions. Without the backend they still exist and say so. This file is
  * also the only user of NCCL (DM_HAVE_NCCL, -Dnccl), for its version.
  */

@@ -8,7 +8,9 @@
 #      .pb by the installed CLI, checking `prob` against a softmax computed in double;
 #  (b) builds tests/plugins/swish_plugin.c as a plugin (--cflags only, as README says: a
 #      plugin leaves the dm_* symbols to its host) and a host linked with --libs that
-#      loads it with dm_plugin_load and runs a one-op Swish net.
+#      loads it with dm_plugin_load and runs a one-op Swish net;
+#  (c) builds the plugin README shows (the first ```c block under "## Writing an
+#      operator plugin", as it stands) and runs it through the same host.
 #
 # README extraction: the FIRST ```c block under "## Embedding" (up to the next "## "
 # heading) is the example. Only the first: later blocks there may be other examples
@@ -80,14 +82,19 @@ compile() { # out source extra-args...
     { cat "$T/cc.log"; fail "cc $in with pkg-config's flags"; }
 }
 
+# The first ```c block under the README heading $1 (exit status 1 when there is none).
+readme_block() {
+  awk -v want="$1" '
+    /^## / { in_sec = ($0 == want); if (in_block) exit; next }
+    in_sec && !in_block && /^```c[[:space:]]*$/ { in_block = 1; found = 1; next }
+    in_block && /^```/ { exit }
+    in_block { print }
+    END { if (!found) exit 1 }
+  ' "$src/README.md"
+}
+
 # ---------------------------------------------------------------- (a) README example
-awk '
-  /^## / { in_sec = ($0 == "## Embedding"); if (in_block) exit; next }
-  in_sec && !in_block && /^```c[[:space:]]*$/ { in_block = 1; found = 1; next }
-  in_block && /^```/ { exit }
-  in_block { print }
-  END { if (!found) exit 1 }
-' "$src/README.md" >"$T/block.c" && [ -s "$T/block.c" ] ||
+readme_block "## Embedding" >"$T/block.c" && [ -s "$T/block.c" ] ||
   fail "README.md: no \`\`\`c block under \"## Embedding\""
 
 # The net the example runs: data (1, 784) -> FC (W = 0.001 everywhere, b_j = 0.25 j) ->
@@ -219,4 +226,13 @@ EOF
 # shellcheck disable=SC2086
 compile plugin_host plugin_host.c $cflags $libs -lm
 ./plugin_host "$T/swish.so" || fail "the installed library did not run the plugin's Swish"
+
+# ---------------------------------------------------------------- (c) README's plugin
+# The complete plugin README shows under "## Writing an operator plugin", built as it
+# stands and run by the same host (in its own process: both plugins register Swish).
+readme_block "## Writing an operator plugin" >readme_swish.c && [ -s readme_swish.c ] ||
+  fail "README.md: no \`\`\`c block under \"## Writing an operator plugin\""
+# shellcheck disable=SC2086
+compile readme_swish.so readme_swish.c -shared -fPIC $cflags -lm
+./plugin_host "$T/readme_swish.so" || fail "README's plugin did not run"
 echo "PASS"
