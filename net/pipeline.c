@@ -30,8 +30,10 @@ void dm_gpu_state_free(dm_gpu_state *g) {
 }
 
 void dm_pipeline_result_free(dm_pipeline_result *r) {
-  if (r)
-    dm_gpu_state_free(&r->gpu);
+  if (!r)
+    return;
+  dm_mp_summary_free(&r->mp);
+  dm_gpu_state_free(&r->gpu);
 }
 
 int dm_netdef_has_gradient_ops(const Caffe2__NetDef *net) {
@@ -185,11 +187,9 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     dm_mp_opts mp = o->mp;
     mp.exclude = o->optim.exclude;
     mp.n_exclude = o->optim.n_exclude;
-    dm_mp_summary sum;
-    s = dm_mixed_precision_pass(net, &mp, *init_add, &sum);
+    s = dm_mixed_precision_pass(net, &mp, *init_add, &r->mp);
     if (s == DM_OK && o->report)
-      print_mp_summary(o->report, &sum);
-    dm_mp_summary_free(&sum);
+      print_mp_summary(o->report, &r->mp);
   }
 
   /* [layout: to come here] */

@@ -103,6 +103,7 @@ DM_HIDDEN void dm_gpu_state_free(dm_gpu_state *g);
 typedef struct dm_pipeline_result {
   int gradient;     /* the gradient pass ran (0: off, or AUTO found gradient ops) */
   int optimizer;    /* the optimizer pass ran */
+  dm_mp_summary mp;  /* with mixed precision: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
 } dm_pipeline_result;
 
