@@ -51,14 +51,8 @@ dm_status bench_build_train_net(const bench_model *m, const char *dir, int fp16,
    * place and plan for themselves); its init addition is moved into the caller's */
   const char *loss = "loss";
   dm_pipeline_opts p;
-  dm_pipeline_opts_init(&p);
-  p.gradient = DM_PIPELINE_GRAD_ON;
-  p.losses = &loss;
-  p.n_losses = 1;
-  p.optimize = 1;
+  dm_pipeline_opts_init_training(&p, &loss, 1, bench_fed_blobs, BENCH_N_FED_BLOBS);
   p.optim.kind = DM_OPTIM_MOMENTUM;
-  p.optim.exclude = bench_fed_blobs;
-  p.optim.n_exclude = BENCH_N_FED_BLOBS;
   p.mixed_precision = fp16;
   p.mp.scaling = DM_LS_DYNAMIC;
   Caffe2__NetDef *add = NULL;

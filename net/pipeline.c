@@ -21,6 +21,18 @@ void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   dm_device_opts_init(&o->dev);
 }
 
+void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
+                                    size_t n_losses, const char *const *exclude,
+                                    size_t n_exclude) {
+  dm_pipeline_opts_init(o);
+  o->gradient = DM_PIPELINE_GRAD_ON;
+  o->losses = losses;
+  o->n_losses = n_losses;
+  o->optimize = 1;
+  o->optim.exclude = exclude;
+  o->optim.n_exclude = n_exclude;
+}
+
 void dm_gpu_state_free(dm_gpu_state *g) {
   for (size_t i = 0; i < g->n; i++)
     free(g->names[i]);

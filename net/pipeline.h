@@ -110,6 +110,12 @@ typedef struct dm_pipeline_result {
 /* Defaults: gradient AUTO with no losses, no optimizer (its options Caffe2's defaults),
  * no mixed precision, no device, no memory pass, nothing around, no report. */
 DM_HIDDEN void dm_pipeline_opts_init(dm_pipeline_opts *o);
+/* dm_pipeline_opts_init, then the common training case: the gradient pass (ON) for
+ * `losses` and the optimizer pass (its defaults) with `exclude` the net inputs that are
+ * not parameters (all borrowed). */
+DM_HIDDEN void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
+                                              size_t n_losses, const char *const *exclude,
+                                              size_t n_exclude);
 /* Rewrites `net` (and the shared and init nets) in place. `*init_add` gets a new init
  * addition when the optimizer or mixed-precision pass ran (NULL otherwise); the caller
  * frees it. `r` (may be NULL) says what ran; free it with dm_pipeline_result_free (also

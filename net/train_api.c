@@ -8,11 +8,9 @@
 
 #include "demitasse.h"
 
+#include "core/api.h"
 #include "core/device.h"
-#include "core/status.h"
-#include "core/netio.h"
 #include "core/workspace.h"
-#include "net/net.h"
 #include "net/netdef_build.h"
 #include "net/pipeline.h"
 
@@ -172,29 +170,14 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
 
 /* Reads the forward net and points its DB inputs at o->db. */
 static dm_status read_net(const char *path, const dm_train_options *o, Caffe2__NetDef **out) {
-  ProtobufCMessage *m = NULL;
-  DM_TRY(dm_message_read_file(path, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
-  Caffe2__NetDef *net = (Caffe2__NetDef *)m;
+  Caffe2__NetDef *net = NULL;
+  DM_TRY(dm_netdef_read(path, &net));
   dm_status s = DM_OK;
   for (size_t i = 0; o->db && s == DM_OK && i < net->n_op; i++)
     if (net->op[i]->type && strcmp(net->op[i]->type, "TensorProtosDBInput") == 0)
       s = dm_opdef_set_arg_string(net->op[i], "db", o->db);
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&net->base, NULL);
-    return s;
-  }
-  *out = net;
-  return DM_OK;
-}
-
-/* Instantiates `def` (taken) in `ws`, which adopts it. */
-static dm_status create_net(dm_workspace *ws, Caffe2__NetDef *def, const char *source,
-                            dm_net **out) {
-  dm_net *net = NULL;
-  DM_TRY(dm_net_create(ws, def, source, &net));
-  dm_status s = dm_workspace_adopt_net(ws, net);
-  if (s != DM_OK) {
-    dm_net_free(net);
     return s;
   }
   *out = net;
@@ -237,7 +220,7 @@ static dm_status state_to_gpu(dm_workspace *ws, const dm_gpu_state *gpu, int id)
     return s;
   }
   dm_net *net = NULL;
-  DM_TRY(create_net(ws, def, "state_to_gpu", &net));
+  DM_TRY(dm_workspace_create_net(ws, def, "state_to_gpu", &net));
   return dm_net_run(net);
 }
 
@@ -276,13 +259,13 @@ dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
     s = state_to_gpu(ws, &r.gpu, p.dev.device_id);
   dm_net *init = NULL;
   if (s == DM_OK && init_add) {
-    s = create_net(ws, init_add, "optimizer_init", &init); /* takes init_add */
+    s = dm_workspace_create_net(ws, init_add, "optimizer_init", &init); /* takes init_add */
     init_add = NULL;
     if (s == DM_OK)
       s = dm_net_run(init);
   }
   if (s == DM_OK) {
-    s = create_net(ws, net, net_path, out); /* takes net */
+    s = dm_workspace_create_net(ws, net, net_path, out); /* takes net */
     net = NULL;
   }
   if (init_add)

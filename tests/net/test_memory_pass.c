@@ -218,14 +218,8 @@ static void trainer_init(trainer *t, int fp16, int plan) {
   /* the pipeline without its memory stage: the pass is applied below, by hand, with the
    * state read from the workspace (the unplanned net is kept for the liveness oracle) */
   dm_pipeline_opts p;
-  dm_pipeline_opts_init(&p);
-  p.gradient = DM_PIPELINE_GRAD_ON;
-  p.losses = &loss;
-  p.n_losses = 1;
-  p.optimize = 1;
+  dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
   p.optim.kind = DM_OPTIM_MOMENTUM;
-  p.optim.exclude = data_blobs;
-  p.optim.n_exclude = 2;
   p.mixed_precision = fp16;
   p.mp.scaling = DM_LS_DYNAMIC;
   assert_ok(dm_pipeline_run(def, &p, &add, NULL));

@@ -47,15 +47,9 @@ static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer_kind kin
                     dm_mp_summary *sum) {
   static const char *const data[] = {"x", "label"};
   dm_pipeline_opts p;
-  dm_pipeline_opts_init(&p);
-  p.gradient = DM_PIPELINE_GRAD_ON;
-  p.losses = &loss;
-  p.n_losses = 1;
-  p.optimize = 1;
+  dm_pipeline_opts_init_training(&p, &loss, 1, data, 2);
   p.optim.kind = kind;
   p.optim.lr = lr;
-  p.optim.exclude = data;
-  p.optim.n_exclude = 2;
   p.mixed_precision = fp16;
   p.mp.scaling = scaling;
   p.mp.target = target;
