@@ -5,7 +5,9 @@
  * printing the rewritten net as .pbtxt so a user can read and diff exactly what the
  * passes added.
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
- * --init-out, to run after the user's init net.
+ * --init-out, to run after the user's init net. The passes run through the one pipeline
+ * (net/pipeline.h) that `train` and the C API use, so the same options print the net
+ * they run.
  */
 #include <getopt.h>
 #include <math.h>
