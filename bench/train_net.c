@@ -7,10 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "net/gradient.h"
-#include "net/mixed_precision.h"
 #include "net/netdef_build.h"
-#include "net/optimizer_pass.h"
+#include "net/pipeline.h"
 
 static const bench_model models[] = {
     {"lenet", {1, 28, 28}, 10, "mnist/lenet_init.pbtxt", "mnist/lenet_train.pbtxt"},
@@ -49,24 +47,24 @@ dm_status bench_build_train_net(const bench_model *m, const char *dir, int fp16,
   snprintf(path, sizeof path, "%s/%s", dir, m->train);
   DM_TRY(dm_netdef_read(path, &def));
   drop_db_input(def);
+  /* the pipeline as `train` runs it, without device and memory stages (the benchmarks
+   * place and plan for themselves); its init addition is moved into the caller's */
   const char *loss = "loss";
-  dm_optimizer_opts opt;
-  dm_optimizer_opts_init(&opt);
-  opt.kind = DM_OPTIM_MOMENTUM;
-  opt.exclude = bench_fed_blobs;
-  opt.n_exclude = BENCH_N_FED_BLOBS;
-  dm_status s = dm_add_gradient_ops(def, &loss, 1);
-  if (s == DM_OK)
-    s = dm_add_optimizer_ops(def, NULL, 0, &opt, init_add);
-  if (s == DM_OK && fp16) {
-    dm_mp_opts mp;
-    dm_mp_opts_init(&mp);
-    mp.scaling = DM_LS_DYNAMIC;
-    mp.exclude = bench_fed_blobs;
-    mp.n_exclude = BENCH_N_FED_BLOBS;
-    dm_mp_summary sum = {0};
-    s = dm_mixed_precision_pass(def, &mp, init_add, &sum);
-    dm_mp_summary_free(&sum);
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, bench_fed_blobs, BENCH_N_FED_BLOBS);
+  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.mixed_precision = fp16;
+  p.mp.scaling = DM_LS_DYNAMIC;
+  Caffe2__NetDef *add = NULL;
+  dm_status s = dm_pipeline_run(def, &p, &add, NULL);
+  size_t moved = 0;
+  while (s == DM_OK && add && moved < add->n_op)
+    s = dm_netdef_append_op(init_add, add->op[moved++]); /* takes the op, even on failure */
+  if (add) {
+    for (size_t i = moved; i < add->n_op; i++) /* the ops not moved stay to be freed */
+      add->op[i - moved] = add->op[i];
+    add->n_op -= moved;
+    protobuf_c_message_free_unpacked(&add->base, NULL);
   }
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&def->base, NULL);

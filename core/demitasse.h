@@ -151,6 +151,110 @@ DM_API int dm_workspace_has_blob(const dm_workspace *ws, const char *name);
 DM_API size_t dm_workspace_blob_count(const dm_workspace *ws);
 DM_API const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i);
 
+/* Training ----------------------------------------------------------------------- */
+
+/* A training net from a forward net with its loss, built by the same passes as
+ * `demitasse train` (the gradient and optimizer passes unless the net has gradient ops
+ * already, mixed precision, device placement, the memory pass), so the same options
+ * give the same net byte for byte (`demitasse rewrite` prints it). Options grow at the
+ * end: struct_size says which fields the caller knows, the rest take their defaults.
+ *
+ *     dm_train_options o;
+ *     dm_train_options_init(&o);
+ *     o.precision = DM_PRECISION_FP16;                    // dynamic loss scaling
+ *     dm_workspace_run_net_file(ws, "init_net.pbtxt");   // the weights, first
+ *     dm_net *step = NULL;
+ *     dm_workspace_create_train_net(ws, "train_net.pbtxt", &o, &step);
+ *     for (int i = 0; i < 1000; i++) dm_net_run(step);   // one training step each
+ */
+typedef enum dm_optimizer {
+  DM_OPTIMIZER_SGD = 0,      /* WeightedSum */
+  DM_OPTIMIZER_MOMENTUM = 1, /* MomentumSGDUpdate (the default, as `demitasse train`) */
+  DM_OPTIMIZER_ADAM = 2      /* Adam */
+} dm_optimizer;
+
+typedef enum dm_precision {
+  DM_PRECISION_FP32 = 0,
+  DM_PRECISION_FP16 = 1, /* FP16 compute, FP32 master weights, loss scaling */
+  DM_PRECISION_BF16 = 2  /* BFLOAT16 compute, FP32 master weights */
+} dm_precision;
+
+typedef enum dm_loss_scale_mode {
+  DM_LOSS_SCALE_AUTO = 0,    /* dynamic with FP16, none with BF16 */
+  DM_LOSS_SCALE_NONE = 1,
+  DM_LOSS_SCALE_STATIC = 2,  /* init_scale throughout */
+  DM_LOSS_SCALE_DYNAMIC = 3  /* halve on overflow (the step is skipped), double after
+                                growth_interval clean steps */
+} dm_loss_scale_mode;
+
+/* Blobs the training net keeps for the caller to fetch after a step. */
+#define DM_TRAIN_LOSS_SCALE_BLOB "loss_scale"           /* FLOAT [1], the current S */
+#define DM_TRAIN_SKIPPED_BLOB "loss_scale_skipped"      /* INT64 [1], steps skipped */
+#define DM_TRAIN_ITERATION_BLOB "optimizer_iteration"   /* INT64 [1], steps applied */
+
+typedef struct dm_train_options {
+  size_t struct_size;            /* sizeof(dm_train_options), set by dm_train_options_init */
+  const char *const *losses;     /* the loss blobs (default {"loss"}); borrowed */
+  size_t n_losses;
+  const char *const *data_blobs; /* net inputs that are not parameters (default {"data",
+                                    "label"}): not trained, homed on the host */
+  size_t n_data_blobs;
+  const char *db;                /* if set, the `db` of every TensorProtosDBInput op */
+  /* The optimizer, as `demitasse train`'s flags (--optimizer, --lr, ...). */
+  dm_optimizer optimizer;        /* default MOMENTUM */
+  double lr;                     /* > 0, default 0.01 */
+  double momentum;               /* default 0.9 */
+  int nesterov;
+  double beta1, beta2, epsilon;  /* Adam: 0.9, 0.999, 1e-5 */
+  double weight_decay;           /* L2 on params named *_w (all with decay_all); 0: none */
+  int decay_all;
+  const char *lr_policy;         /* "fixed" (default, NULL), "step", "exp", "inv", "poly" */
+  int64_t stepsize;              /* step */
+  double gamma;                  /* step, exp, inv */
+  double power;                  /* inv, poly */
+  int64_t max_iter;              /* poly */
+  int64_t warmup_iter;           /* linear warmup over this many iterations (0: none) */
+  double warmup_start;           /* from warmup_start * lr */
+  /* Precision. */
+  dm_precision precision;        /* default FP32 */
+  dm_loss_scale_mode loss_scale; /* default AUTO */
+  double init_scale;             /* the initial (or static) scale, default 65536 */
+  int64_t growth_interval;       /* default 2000 */
+  const char *const *fp32_ops;   /* op types kept in FP32 (--fp32-ops); borrowed */
+  size_t n_fp32_ops;
+  const char *const *fp16_ops;   /* op types forced to the reduced precision (--fp16-ops) */
+  size_t n_fp16_ops;
+  /* Device. */
+  const char *device;            /* "cpu" (default, NULL), "cuda" or "cuda:N" */
+  const char *const *cpu_ops;    /* with cuda: op types kept on the CPU (--cpu-ops) */
+  size_t n_cpu_ops;
+  /* The memory pass: Free after last use (default on). Never freed: the state (what
+   * exists in the workspace, what the passes' init additions create), the losses, each
+   * DB input's outputs, and `keep` (default {"accuracy", "data"}). */
+  int memory;
+  const char *const *keep;
+  size_t n_keep;
+} dm_train_options;
+
+/* The defaults above, as `demitasse train` has them; sets struct_size. */
+DM_API void dm_train_options_init(dm_train_options *o);
+/* Reads the forward net at `net_path` (.pb or .pbtxt), builds the training net with
+ * `o` (NULL: the defaults), runs the state it needs (optimizer momenta and iteration,
+ * loss-scale state) in `ws`, and instantiates the net: each dm_net_run(*out) is one
+ * training step. Run the model's init net in `ws` first: the weights' shapes size the
+ * state, and what exists in `ws` is kept as state. With device "cuda" the state already
+ * in `ws` is copied to the GPU where the net reads it there (a GPU is needed:
+ * DM_ERR_UNSUPPORTED or DM_ERR_DEVICE with the reason otherwise). The workspace owns
+ * *out. */
+DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
+                                               const dm_train_options *o, dm_net **out);
+/* The same passes without a workspace: writes the training net to `out_net_path` and,
+ * if `out_init_path` is not NULL, the init-net addition (the state fills, to run after
+ * the model's init net; an empty net if the passes made none) to `out_init_path`, text
+ * or binary by extension (.pbtxt text). Each file is replaced atomically. Needs no GPU. */
+DM_API dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *o,
+                                      const char *out_net_path, const char *out_init_path);
+
 /* Tensors (read side; see demitasse_plugin.h for the write side) ----------------- */
 
 DM_API dm_dtype dm_tensor_dtype(const dm_tensor *t);

@@ -5,7 +5,9 @@
  * printing the rewritten net as .pbtxt so a user can read and diff exactly what the
  * passes added.
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
- * --init-out, to run after the user's init net.
+ * --init-out, to run after the user's init net. The passes run through the one pipeline
+ * (net/pipeline.h) that `train` and the C API use, so the same options print the net
+ * they run.
  */
 #include <getopt.h>
 #include <math.h>
@@ -14,9 +16,7 @@
 
 #include "cli_util.h"
 #include "core/netio.h"
-#include "net/gradient.h"
-#include "net/memory_pass.h"
-#include "net/netdef_build.h"
+#include "net/pipeline.h"
 #include "device_flags.h"
 #include "mp_flags.h"
 #include "optim_flags.h"
@@ -56,7 +56,7 @@ enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
-    return dm_message_write_file(path, &net->base, DM_FORMAT_AUTO);
+    return dm_netdef_write_atomic(net, path);
   char *text = NULL;
   size_t len = 0;
   DM_TRY(dm_text_print(&net->base, &text, &len));
@@ -75,26 +75,7 @@ typedef struct rewrite_job {
   dm_device_cli dev;
 } rewrite_job;
 
-/* The memory pass, keeping the losses and --keep blobs; a one-line summary on stderr. */
-static dm_status free_after_last_use(Caffe2__NetDef *net, const rewrite_job *j) {
-  dm_strlist keep = {0};
-  dm_status s = DM_OK;
-  for (size_t i = 0; s == DM_OK && i < j->losses.n + j->keep.n; i++)
-    if (!dm_strlist_push(&keep, i < j->losses.n ? j->losses.items[i]
-                                                : j->keep.items[i - j->losses.n]))
-      s = DM_NOMEM("the keep list");
-  dm_memory_summary sum;
-  if (s == DM_OK)
-    s = dm_memory_pass(net, keep.items, keep.n, &sum);
-  if (s == DM_OK && sum.already)
-    fprintf(stderr, "memory pass: the net already frees its blobs; unchanged\n");
-  else if (s == DM_OK)
-    fprintf(stderr, "memory pass: %zu blobs freed after their last use by %zu Free ops\n",
-            sum.blobs_freed, sum.free_ops);
-  dm_strlist_free(&keep);
-  return s;
-}
-
+/* The pipeline (net/pipeline.h) with the passes asked for; summaries on stderr. */
 static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_init()); /* the passes read the op schemas */
   for (size_t i = 0; i < j->plugins.n; i++)
@@ -102,33 +83,26 @@ static dm_status rewrite(rewrite_job *j) {
   ProtobufCMessage *m = NULL;
   DM_TRY(dm_message_read_file(j->in, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
   Caffe2__NetDef *net = (Caffe2__NetDef *)m, *init = NULL;
-  dm_status s = j->grad ? dm_add_gradient_ops(net, j->losses.items, j->losses.n) : DM_OK;
-  if (s == DM_OK && (j->optimize || j->mp.enabled))
-    s = dm_netdef_new("optimizer_init_additions", &init);
-  if (s == DM_OK && j->optimize)
-    s = dm_add_optimizer_ops(net, NULL, 0, &j->opts, init);
-  if (s == DM_OK && j->mp.enabled) {
-    dm_mp_summary sum;
-    j->mp.opts.exclude = j->opts.exclude;
-    j->mp.opts.n_exclude = j->opts.n_exclude;
-    s = dm_mixed_precision_pass(net, &j->mp.opts, init, &sum);
-    if (s == DM_OK)
-      dm_mp_print_summary(stderr, &sum);
-    dm_mp_summary_free(&sum);
-  }
-  if (s == DM_OK && j->dev.cuda) {
-    dm_gpu_state gpu = {0};
-    s = dm_device_place_net(net, &j->dev, j->opts.exclude, j->opts.n_exclude, stderr, &gpu);
-    if (s == DM_OK && init)
-      s = dm_device_place_init_net(init, &j->dev, &gpu, stderr);
-    dm_gpu_state_free(&gpu);
-  }
-  if (s == DM_OK && j->free_memory)
-    s = free_after_last_use(net, j);
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init(&p);
+  p.gradient = j->grad ? DM_PIPELINE_GRAD_ON : DM_PIPELINE_GRAD_OFF;
+  p.losses = j->losses.items;
+  p.n_losses = j->losses.n;
+  p.optimize = j->optimize;
+  p.optim = j->opts;
+  p.mixed_precision = j->mp.enabled;
+  p.mp = j->mp.opts;
+  p.device = j->dev.cuda;
+  p.dev = j->dev.opts;
+  p.memory = j->free_memory;
+  p.keep = j->keep.items;
+  p.n_keep = j->keep.n;
+  p.report = stderr;
+  dm_status s = dm_pipeline_run(net, &p, &init, NULL);
   if (s == DM_OK)
     s = write_net(net, j->out);
   if (s == DM_OK && init && j->init_out)
-    s = dm_message_write_file(j->init_out, &init->base, DM_FORMAT_AUTO);
+    s = dm_netdef_write_atomic(init, j->init_out);
   if (s == DM_OK && init && !j->init_out)
     fprintf(stderr, "demitasse rewrite: the optimizer's state fills (%zu ops) were not written: "
                     "use --init-out FILE\n", init->n_op);

@@ -74,8 +74,11 @@ static dm_status read_main(const run_opts *o, Caffe2__NetDef **def, dm_gpu_state
   char **host = NULL;
   size_t n_host = 0;
   dm_status s = input_names(&o->inputs, &host, &n_host);
+  dm_device_opts dev = o->dev.opts;
+  dev.host_blobs = (const char *const *)host;
+  dev.n_host_blobs = n_host;
   if (s == DM_OK)
-    s = dm_device_place_net(*def, &o->dev, (const char *const *)host, n_host, stderr, gpu);
+    s = dm_device_place_net(*def, &dev, stderr, gpu);
   for (size_t i = 0; i < n_host; i++)
     free(host[i]);
   free(host);
@@ -90,7 +93,7 @@ static dm_status read_main(const run_opts *o, Caffe2__NetDef **def, dm_gpu_state
 static dm_status run_init(dm_workspace *ws, const run_opts *o, const dm_gpu_state *gpu) {
   Caffe2__NetDef *def = NULL;
   DM_TRY(dm_netdef_read(o->init, &def));
-  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev, gpu, stderr) : DM_OK;
+  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev.opts, gpu, stderr) : DM_OK;
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&def->base, NULL);
     return s;

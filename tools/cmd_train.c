@@ -1,10 +1,11 @@
 /* cmd_train.c: `demitasse train`, the training loop: an init net, a training net (a
- * forward net with its loss; the gradient and optimizer passes are applied here unless
- * the net already has gradient ops) run for N iterations, a test net every K, a progress
- * line, a metrics CSV with an SVG of the curves beside it, and checkpoints (Save/Load
- * ops, written atomically) to resume from. With --device cuda the device pass places the
- * training and test nets after the other passes (before the memory pass, which stays
- * last), and the init nets are read as nets and placed for the GPU state it reports.
+ * forward net with its loss) run for N iterations, a test net every K, a progress line,
+ * a metrics CSV with an SVG of the curves beside it, and checkpoints (Save/Load ops,
+ * written atomically) to resume from. The nets are built by the pipeline
+ * (net/pipeline.h), as `rewrite` and the C API build them: the gradient and optimizer
+ * passes unless the net already has gradient ops, mixed precision, with --device cuda
+ * the device pass on the training and test nets and the init nets for the GPU state,
+ * and the memory pass last. --save-net/--save-init write what it made.
  */
 #include <getopt.h>
 #include <math.h>
@@ -14,9 +15,8 @@
 
 #include "cli_util.h"
 #include "net/api.h"
-#include "net/gradient.h"
-#include "net/memory_pass.h"
 #include "net/netdef_build.h"
+#include "net/pipeline.h"
 #include "core/tensor.h"
 #include "device_flags.h"
 #include "mp_flags.h"
@@ -26,6 +26,7 @@
 
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
+  const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free;
   dm_optimizer_opts opt;
@@ -63,7 +64,12 @@ static void help(FILE *f) {
           "                           name) whose output held inf/nan, and the blob\n"
           "      --no-free            keep every blob a step writes (by default the memory\n"
           "                           pass frees each one after its last use, keeping the\n"
-          "                           state, the loss, the accuracy and 'data')\n");
+          "                           state, the loss, the accuracy and 'data')\n"
+          "      --save-net FILE      write the training net the passes made (what runs;\n"
+          "                           .pbtxt text, else binary) before training\n"
+          "      --save-init FILE     write their init addition (optimizer and loss-scale\n"
+          "                           state fills, as placed) the same way; with --iters 0\n"
+          "                           these two are written and nothing runs (no GPU needed)\n");
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
@@ -103,13 +109,6 @@ static double scalar(dm_workspace *ws, const char *name) {
   }
   dm_tensor_free(host);
   return v;
-}
-
-static int has_gradient_ops(const Caffe2__NetDef *def) {
-  for (size_t i = 0; i < def->n_op; i++)
-    if (def->op[i]->is_gradient_op)
-      return 1;
-  return 0;
 }
 
 static int is_db_input(const Caffe2__OperatorDef *op) {
@@ -185,74 +184,73 @@ typedef struct train_state {
   int warned_at_min;            /* this run of skips reached the minimum scale: said once */
 } train_state;
 
-/* The memory pass on a net this command runs: it keeps the state (what the init nets
- * created, which checkpoints save) and what is read after a step: the loss, the
- * accuracy, and 'data' (its first dimension is the batch the images/s figure uses). It
- * also keeps every DB input's outputs: freed, each step would allocate its batch afresh
- * (77 MB at ResNet-50's batch 128), and with --device cuda a buffer used once is never
- * page-locked for DMA uploads (core/tensor.c). */
-static dm_status free_after_last_use(Caffe2__NetDef *def, const train_state *st,
-                                     const train_opts *o) {
-  size_t n_db_out = 0;
-  for (size_t i = 0; i < def->n_op; i++)
-    n_db_out += is_db_input(def->op[i]) ? def->op[i]->n_output : 0;
-  const char **keep = malloc((st->n_persistent + 3 + n_db_out) * sizeof *keep);
-  if (!keep)
-    return DM_NOMEM("the keep list");
-  size_t n = 0;
-  for (size_t i = 0; i < st->n_persistent; i++)
-    keep[n++] = st->persistent[i];
-  for (size_t i = 0; i < def->n_op; i++)
-    for (size_t k = 0; is_db_input(def->op[i]) && k < def->op[i]->n_output; k++)
-      keep[n++] = def->op[i]->output[k];
-  keep[n++] = o->loss;
-  keep[n++] = o->accuracy;
-  keep[n++] = "data";
-  dm_memory_summary sum;
-  dm_status s = dm_memory_pass(def, keep, n, &sum);
-  free(keep);
-  return s;
-}
-
-/* Reads, places (with --device cuda) and runs one init net; `def` if given is taken
- * instead of reading `path`. */
-static dm_status run_init(train_state *st, const train_opts *o, const char *path,
-                          Caffe2__NetDef *def, const dm_gpu_state *gpu) {
-  if (!def)
-    DM_TRY(dm_netdef_read(path, &def));
-  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev, gpu, stdout) : DM_OK;
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&def->base, NULL);
-    return s;
-  }
+/* Runs one init net (already placed by the pipeline); takes `def`. */
+static dm_status run_init(train_state *st, const char *source, Caffe2__NetDef *def) {
   dm_net *net = NULL;
-  DM_TRY(dm_workspace_create_net(st->ws, def, path, &net)); /* takes def */
+  DM_TRY(dm_workspace_create_net(st->ws, def, source, &net)); /* takes def */
   return dm_net_run(net);
 }
 
-/* The passes on the training net, in order: gradient and optimizer (unless the net has
- * gradient ops already), mixed precision, device. The memory pass comes later, last. */
-static dm_status train_passes(Caffe2__NetDef *def, train_opts *o, Caffe2__NetDef **init_add,
-                              dm_gpu_state *gpu) {
-  if (!has_gradient_ops(def)) {
-    DM_TRY(dm_add_gradient_ops(def, &o->loss, 1));
-    DM_TRY(dm_netdef_new("optimizer_init", init_add));
-    DM_TRY(dm_add_optimizer_ops(def, NULL, 0, &o->opt, *init_add));
-  }
-  if (o->mp.enabled) {
-    if (!*init_add)
-      DM_TRY(dm_netdef_new("optimizer_init", init_add));
-    dm_mp_summary sum;
-    o->mp.opts.exclude = o->opt.exclude;
-    o->mp.opts.n_exclude = o->opt.n_exclude;
-    dm_status s = dm_mixed_precision_pass(def, &o->mp.opts, *init_add, &sum);
-    if (s == DM_OK)
-      dm_mp_print_summary(stdout, &sum);
-    dm_mp_summary_free(&sum);
-    DM_TRY(s);
-  }
-  if (o->dev.cuda)
-    DM_TRY(dm_device_place_net(def, &o->dev, o->opt.exclude, o->opt.n_exclude, stdout, gpu));
+/* The pipeline's options for this command (net/pipeline.h): gradient and optimizer
+ * unless the net has gradient ops already, mixed precision, device (the test net, which
+ * shares the weights, placed too, and the init nets for the GPU state of both), and the
+ * memory pass last on both nets. It keeps the state (every blob the init nets create,
+ * which checkpoints save) and what is read after a step: the loss, the accuracy, and
+ * 'data' (its first dimension is the batch the images/s figure uses). It also keeps
+ * every DB input's outputs: freed, each step would allocate its batch afresh (77 MB at
+ * ResNet-50's batch 128), and with --device cuda a buffer used once is never
+ * page-locked for DMA uploads (core/tensor.c). */
+static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pipeline_opts *p) {
+  dm_pipeline_opts_init(p);
+  p->gradient = DM_PIPELINE_GRAD_AUTO;
+  p->losses = &o->loss;
+  p->n_losses = 1;
+  p->optimize = 1;
+  p->optim = o->opt;
+  p->mixed_precision = o->mp.enabled;
+  p->mp = o->mp.opts;
+  p->device = o->dev.cuda;
+  p->dev = o->dev.opts;
+  p->memory = !o->no_free;
+  p->keep = keep;
+  p->n_keep = 2;
+  p->keep_init_blobs = 1;
+  p->keep_db_outputs = 1;
+  p->report = stdout;
+}
+
+static void free_nets(Caffe2__NetDef **nets, size_t n) {
+  for (size_t i = 0; nets && i < n; i++)
+    if (nets[i])
+      protobuf_c_message_free_unpacked(&nets[i]->base, NULL);
+  free(nets);
+}
+
+/* Reads the nets, runs the pipeline on them, and with --save-net/--save-init writes
+ * the training net and the init addition. */
+static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **test,
+                            Caffe2__NetDef ***inits, Caffe2__NetDef **init_add) {
+  DM_TRY(read_net(o->net, o->train_db, def));
+  if (o->test_net)
+    DM_TRY(read_net(o->test_net, o->test_db, test));
+  if (!(*inits = calloc(o->inits.n + 1, sizeof **inits)))
+    return DM_NOMEM("the init nets");
+  for (size_t i = 0; i < o->inits.n; i++)
+    DM_TRY(dm_netdef_read(o->inits.items[i], &(*inits)[i]));
+  const char *const keep[2] = {o->accuracy, "data"};
+  dm_pipeline_opts p;
+  pipeline_opts(o, keep, &p);
+  p.shared = test;
+  p.n_shared = *test ? 1 : 0;
+  p.inits = *inits;
+  p.n_inits = o->inits.n;
+  DM_TRY(dm_pipeline_run(*def, &p, init_add, NULL));
+  if (o->save_net)
+    DM_TRY(dm_netdef_write_atomic(*def, o->save_net));
+  if (o->save_init && *init_add)
+    DM_TRY(dm_netdef_write_atomic(*init_add, o->save_init));
+  if (o->save_init && !*init_add)
+    printf("no init addition (the passes made no state): %s not written\n", o->save_init);
   return DM_OK;
 }
 
@@ -260,24 +258,29 @@ static dm_status setup(train_state *st, train_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   DM_TRY(dm_workspace_create(&st->ws));
-  Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL;
-  dm_gpu_state gpu = {0};
-  DM_TRY(read_net(o->net, o->train_db, &def));
+  Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL, **inits = NULL;
   /* The nets are rewritten first: where the training net reads its state says where the
    * init nets must put it. The test net shares the weights, so its GPU state counts. */
-  dm_status s = train_passes(def, o, &init_add, &gpu);
-  if (s == DM_OK && o->test_net && (s = read_net(o->test_net, o->test_db, &test)) == DM_OK &&
-      o->dev.cuda)
-    s = dm_device_place_net(test, &o->dev, o->opt.exclude, o->opt.n_exclude, stdout, &gpu);
-  for (size_t i = 0; s == DM_OK && i < o->inits.n; i++)
-    s = run_init(st, o, o->inits.items[i], NULL, &gpu);
-  if (s == DM_OK && init_add) {
-    s = run_init(st, o, "optimizer_init", init_add, &gpu);
+  dm_status s = build_nets(o, &def, &test, &inits, &init_add);
+  int run = o->iters > 0; /* --iters 0 (with --save-net): the nets are written; no run */
+  for (size_t i = 0; s == DM_OK && run && i < o->inits.n; i++) {
+    s = run_init(st, o->inits.items[i], inits[i]);
+    inits[i] = NULL;
+  }
+  if (s == DM_OK && run && init_add) {
+    s = run_init(st, "optimizer_init", init_add);
     init_add = NULL;
   }
+  free_nets(inits, o->inits.n);
   if (init_add)
     protobuf_c_message_free_unpacked(&init_add->base, NULL);
-  dm_gpu_state_free(&gpu);
+  if (s != DM_OK || !run) {
+    if (def)
+      protobuf_c_message_free_unpacked(&def->base, NULL);
+    if (test)
+      protobuf_c_message_free_unpacked(&test->base, NULL);
+    return s;
+  }
   /* What exists now is the state a checkpoint must carry: parameters, momenta, the
    * iteration counter (and, with loss scaling, its scale and counters). */
   size_t n = dm_workspace_blob_count(st->ws);
@@ -295,16 +298,12 @@ static dm_status setup(train_state *st, train_opts *o) {
     if (s != DM_OK)
       dm_error_prefix(s, "--resume");
   }
-  if (s == DM_OK && !o->no_free)
-    s = free_after_last_use(def, st, o);
   if (s == DM_OK) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
     def = NULL;
   }
   if (s == DM_OK && o->explain_overflow)
     dm_net_set_check_finite(st->train, 1);
-  if (s == DM_OK && test && !o->no_free)
-    s = free_after_last_use(test, st, o);
   if (s == DM_OK && test) {
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
     test = NULL;
@@ -364,10 +363,14 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
 
 static dm_status train(train_opts *o) {
   train_state st = {0};
-  DM_TRY(dm_device_cli_check(&o->dev)); /* before reading anything: no GPU, no training */
+  if (o->iters > 0) /* before reading anything: no GPU, no training */
+    DM_TRY(dm_device_cli_check(&o->dev));
   dm_status s = setup(&st, o);
-  if (s == DM_OK)
-    s = dm_report_open(&st.report, o->csv, o->resume);
+  if (s != DM_OK || o->iters == 0) { /* --iters 0: the nets were written, nothing runs */
+    dm_workspace_destroy(st.ws);
+    return s;
+  }
+  s = dm_report_open(&st.report, o->csv, o->resume);
   long start = 0;
   if (s == DM_OK) {
     double sk = scalar(st.ws, DM_MP_SKIPPED_BLOB);
@@ -440,7 +443,7 @@ static dm_status train(train_opts *o) {
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -455,7 +458,9 @@ int dm_cmd_train(int argc, char **argv) {
       {"resume", no_argument, NULL, 'r'},          {"log-every", required_argument, NULL, 'L'},
       {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
-      {"no-free", no_argument, NULL, O_NO_FREE}};
+      {"no-free", no_argument, NULL, O_NO_FREE},
+      {"save-net", required_argument, NULL, O_SAVE_NET},
+      {"save-init", required_argument, NULL, O_SAVE_INIT}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -471,7 +476,7 @@ int dm_cmd_train(int argc, char **argv) {
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
   o.opt.n_exclude = 2;
-  int rc = DM_EXIT_OK, c;
+  int rc = DM_EXIT_OK, c, iters_given = 0;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "i:n:N:l:a:t:e:T:c:k:K:rL:p:h", opts,
@@ -483,8 +488,9 @@ int dm_cmd_train(int argc, char **argv) {
     long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
     if (num) {
-      if (!dm_cli_parse_long(optarg, 1, 1L << 40, num))
+      if (!dm_cli_parse_long(optarg, c == 'N' ? 0 : 1, 1L << 40, num))
         rc = dm_cli_usage_error("train", "'%s' is not a positive integer", optarg);
+      iters_given |= c == 'N';
       continue;
     }
     switch (c) {
@@ -503,6 +509,8 @@ int dm_cmd_train(int argc, char **argv) {
     case O_TEST_DB: o.test_db = optarg; break;
     case O_EXPLAIN: o.explain_overflow = 1; break;
     case O_NO_FREE: o.no_free = 1; break;
+    case O_SAVE_NET: o.save_net = optarg; break;
+    case O_SAVE_INIT: o.save_init = optarg; break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -514,8 +522,10 @@ int dm_cmd_train(int argc, char **argv) {
   dm_mp_cli_finish(&o.mp);
   if (rc == DM_EXIT_OK && optind != argc)
     rc = dm_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
-  if (rc == DM_EXIT_OK && (!o.inits.n || !o.net || !o.iters))
+  if (rc == DM_EXIT_OK && (!o.inits.n || !o.net || !iters_given))
     rc = dm_cli_usage_error("train", "needs --init, --net and --iters");
+  if (rc == DM_EXIT_OK && !o.iters && !o.save_net && !o.save_init)
+    rc = dm_cli_usage_error("train", "--iters 0 only with --save-net or --save-init");
   if (rc == DM_EXIT_OK && (o.checkpoint_every || o.resume) && !o.checkpoint)
     rc = dm_cli_usage_error("train", "--checkpoint-every and --resume need --checkpoint PATH");
   if (rc == DM_EXIT_OK && o.checkpoint && !o.checkpoint_every)

@@ -1,5 +1,6 @@
-/* device_flags.c: parsing of --device and --cpu-ops, the early GPU check, and running
- * the device pass (with its summary) on the nets a command runs. */
+/* device_flags.c: parsing of --device and --cpu-ops, and the early GPU check. (The
+ * placement driver, which runs the device pass on the nets a command runs, is
+ * net/pipeline.c's dm_device_place_net.) */
 #include "device_flags.h"
 
 #include <stdlib.h>
@@ -7,7 +8,6 @@
 
 #include "cli_util.h"
 #include "core/device.h"
-#include "net/netdef_build.h"
 
 enum { O_DEVICE = DM_DEVICE_FLAG_BASE, O_CPU_OPS };
 
@@ -106,53 +106,4 @@ dm_status dm_device_cli_check(const dm_device_cli *d) {
   else if (s != DM_OK)
     dm_error_prefix(s, "--device cuda");
   return s;
-}
-
-void dm_gpu_state_free(dm_gpu_state *g) {
-  for (size_t i = 0; i < g->n; i++)
-    free(g->names[i]);
-  free(g->names);
-  g->names = NULL;
-  g->n = 0;
-}
-
-static int has_name(const dm_gpu_state *g, const char *name) {
-  for (size_t i = 0; i < g->n; i++)
-    if (strcmp(g->names[i], name) == 0)
-      return 1;
-  return 0;
-}
-
-dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_cli *d,
-                              const char *const *host_blobs, size_t n_host, FILE *log,
-                              dm_gpu_state *gpu) {
-  dm_device_opts o = d->opts;
-  o.host_blobs = host_blobs;
-  o.n_host_blobs = n_host;
-  dm_device_summary sum;
-  dm_status s = dm_device_pass(net, &o, &sum);
-  for (size_t i = 0; s == DM_OK && gpu && i < sum.n_gpu_state; i++)
-    if (!has_name(gpu, sum.gpu_state[i]))
-      s = dm_strv_push(&gpu->names, &gpu->n, sum.gpu_state[i]);
-  if (s == DM_OK && log && sum.already)
-    fprintf(log, "device pass: '%s' is already placed; unchanged\n", net->name ? net->name : "");
-  else if (s == DM_OK && log)
-    fprintf(log,
-            "device pass: %zu of %zu ops on CUDA:%d, %zu copies inserted; on the CPU: %zu "
-            "without a CUDA kernel, %zu pinned, %zu by --cpu-ops\n%s",
-            sum.ops_device, sum.ops_total, d->opts.device_id, sum.copies, sum.kept_no_kernel,
-            sum.kept_pinned, sum.kept_forced, sum.report ? sum.report : "");
-  dm_device_summary_free(&sum);
-  return s;
-}
-
-dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_cli *d,
-                                   const dm_gpu_state *gpu, FILE *log) {
-  size_t copies = 0;
-  DM_TRY(dm_device_place_init(init, &d->opts, (const char *const *)gpu->names, gpu->n,
-                              &copies));
-  if (log && copies)
-    fprintf(log, "device pass: init net '%s': %zu CPU-only fills copied to CUDA:%d\n",
-            init->name ? init->name : "", copies, d->opts.device_id);
-  return DM_OK;
 }

@@ -1,12 +1,12 @@
 /* device_flags.h: --device cpu|cuda|cuda:N and --cpu-ops, shared by `run`, `train` and
- * `rewrite`, and the glue that applies the device pass to the nets a command runs. */
+ * `rewrite`. The device pass on the nets a command runs is net/pipeline.h's. */
 #ifndef DM_TOOLS_DEVICE_FLAGS_H
 #define DM_TOOLS_DEVICE_FLAGS_H
 
 #include <getopt.h>
 #include <stdio.h>
 
-#include "net/device_pass.h"
+#include "net/pipeline.h"
 
 #define DM_DEVICE_FLAG_BASE 1200
 #define DM_DEVICE_MAX_LIST 64
@@ -31,21 +31,5 @@ struct option *dm_device_merge_opts(const struct option *base);
 /* With --device cuda: DM_OK if the GPU can run ops, else dm_device_check's error (which
  * names the device and why), so a command fails before it reads or runs anything. */
 dm_status dm_device_cli_check(const dm_device_cli *d);
-/* The GPU state of the nets a command placed: names it owns (malloc'd). */
-typedef struct dm_gpu_state {
-  char **names;
-  size_t n;
-} dm_gpu_state;
-void dm_gpu_state_free(dm_gpu_state *g);
-/* The device pass on `net` (`host_blobs`: what the command feeds from the host), a
- * summary on `log` (NULL: none). The GPU state it reports is added to *gpu (once per
- * name), for the init nets. */
-dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_cli *d,
-                              const char *const *host_blobs, size_t n_host, FILE *log,
-                              dm_gpu_state *gpu);
-/* dm_device_place_init with the GPU state collected by dm_device_place_net; a line on
- * `log` (NULL: none) when it appended copies. */
-dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_cli *d,
-                                   const dm_gpu_state *gpu, FILE *log);
 
 #endif

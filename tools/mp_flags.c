@@ -1,5 +1,5 @@
 /* mp_flags.c: parsing of --fp16, --loss-scale, --init-scale, --growth-interval,
- * --fp32-ops and --fp16-ops, and printing the pass's summary. */
+ * --fp32-ops and --fp16-ops. */
 #include "mp_flags.h"
 
 #include <math.h>
@@ -133,15 +133,4 @@ void dm_mp_help(FILE *f) {
           "  --growth-interval N  clean steps before the scale doubles (default 2000)\n"
           "  --fp32-ops A,B       op types kept in FP32   --fp16-ops A,B  forced to FP16\n"
           "                       (one op: give it an argument precision: \"fp32\")\n");
-}
-
-void dm_mp_print_summary(FILE *f, const dm_mp_summary *s) {
-  if (s->already) {
-    fprintf(f, "mixed precision: the net was already rewritten; nothing changed\n");
-    return;
-  }
-  fprintf(f, "mixed precision: %zu of %zu ops in %s, %zu in FP32, %zu casts inserted\n",
-          s->ops_fp16, s->ops_total, s->bf16 ? "BF16" : "FP16", s->ops_fp32, s->casts);
-  if (s->report)
-    fprintf(f, "kept in FP32:\n%s", s->report);
 }

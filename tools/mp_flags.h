@@ -31,7 +31,5 @@ void dm_mp_help(FILE *f);
 /* A malloc'd copy of the zero-terminated table `base` with the mixed-precision options
  * appended. */
 struct option *dm_mp_merge_opts(const struct option *base);
-/* Prints the pass's summary (ops converted, casts, FP32-kept ops and why) to f. */
-void dm_mp_print_summary(FILE *f, const dm_mp_summary *s);
 
 #endif

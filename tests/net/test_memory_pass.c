@@ -20,6 +20,7 @@
 #include "net/mixed_precision.h"
 #include "net/netdef_build.h"
 #include "net/optimizer_pass.h"
+#include "net/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 
@@ -203,24 +204,14 @@ static void trainer_init(trainer *t, int fp16, int plan) {
   Caffe2__NetDef *def = parse(mlp_text), *add = NULL;
   const char *loss = "loss";
   static const char *const data_blobs[] = {"data", "label"};
-  assert_ok(dm_add_gradient_ops(def, &loss, 1));
-  assert_ok(dm_netdef_new("init_add", &add));
-  dm_optimizer_opts o;
-  dm_optimizer_opts_init(&o);
-  o.kind = DM_OPTIM_MOMENTUM;
-  o.exclude = data_blobs;
-  o.n_exclude = 2;
-  assert_ok(dm_add_optimizer_ops(def, NULL, 0, &o, add));
-  if (fp16) {
-    dm_mp_opts mp;
-    dm_mp_opts_init(&mp);
-    mp.scaling = DM_LS_DYNAMIC;
-    mp.exclude = data_blobs;
-    mp.n_exclude = 2;
-    dm_mp_summary ms;
-    assert_ok(dm_mixed_precision_pass(def, &mp, add, &ms));
-    dm_mp_summary_free(&ms);
-  }
+  /* the pipeline without its memory stage: the pass is applied below, by hand, with the
+   * state read from the workspace (the unplanned net is kept for the liveness oracle) */
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
+  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.mixed_precision = fp16;
+  p.mp.scaling = DM_LS_DYNAMIC;
+  assert_ok(dm_pipeline_run(def, &p, &add, NULL));
   dm_net *init_net = NULL;
   assert_ok(dm_workspace_create_net(t->ws, add, "init_add", &init_net));
   assert_ok(dm_net_run(init_net));

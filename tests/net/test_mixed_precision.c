@@ -16,10 +16,9 @@
 
 #include "net/api.h"
 #include "core/netio.h"
-#include "net/gradient.h"
 #include "net/mixed_precision.h"
 #include "net/netdef_build.h"
-#include "net/optimizer_pass.h"
+#include "net/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 
@@ -42,30 +41,28 @@ typedef struct trainer {
   dm_mp_summary sum;
 } trainer;
 
-/* Gradient pass, optimizer pass, then (if fp16) the mixed-precision pass. */
+/* The training net as `train` builds it (net/pipeline.h): gradient pass, optimizer pass,
+ * then (if fp16) the mixed-precision pass; no device or memory pass. */
 static dm_dtype target = DM_FLOAT16; /* the reduced precision the tests ask for */
 
 static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer_kind kind, double lr,
-                    int fp16, dm_loss_scaling scaling, Caffe2__NetDef *init_add,
+                    int fp16, dm_loss_scaling scaling, Caffe2__NetDef **init_add,
                     dm_mp_summary *sum) {
   static const char *const data[] = {"x", "label"};
-  assert_ok(dm_add_gradient_ops(def, &loss, 1));
-  dm_optimizer_opts o;
-  dm_optimizer_opts_init(&o);
-  o.kind = kind;
-  o.lr = lr;
-  o.exclude = data;
-  o.n_exclude = 2;
-  assert_ok(dm_add_optimizer_ops(def, NULL, 0, &o, init_add));
-  if (fp16) {
-    dm_mp_opts mp;
-    dm_mp_opts_init(&mp);
-    mp.scaling = scaling;
-    mp.target = target;
-    mp.exclude = data;
-    mp.n_exclude = 2;
-    assert_ok(dm_mixed_precision_pass(def, &mp, init_add, sum));
-  }
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, data, 2);
+  p.optim.kind = kind;
+  p.optim.lr = lr;
+  p.mixed_precision = fp16;
+  p.mp.scaling = scaling;
+  p.mp.target = target;
+  dm_pipeline_result r;
+  assert_ok(dm_pipeline_run(def, &p, init_add, &r));
+  assert_true(r.gradient && r.optimizer);
+  assert_non_null(*init_add);
+  *sum = r.mp; /* the caller frees it */
+  memset(&r.mp, 0, sizeof r.mp);
+  dm_pipeline_result_free(&r);
 }
 
 static void feed_batch(dm_workspace *ws, float magnitude) {
@@ -85,9 +82,8 @@ static void trainer_open(trainer *t, const char *extra, const char *loss, dm_opt
   char text[1024];
   snprintf(text, sizeof text, fc_net, extra[0] ? "loss0" : "loss", extra);
   Caffe2__NetDef *def = parse(text), *init_add = NULL;
-  assert_ok(dm_netdef_new("init_add", &init_add));
   memset(&t->sum, 0, sizeof t->sum);
-  rewrite(def, loss, kind, lr, fp16, scaling, init_add, &t->sum);
+  rewrite(def, loss, kind, lr, fp16, scaling, &init_add, &t->sum);
   assert_ok(DM_PB_CLONE(Caffe2__NetDef, def, &t->def));
   assert_ok(dm_workspace_create(&t->ws));
   dm_net *n = NULL;

@@ -1,0 +1,285 @@
+/* pipeline.c: the training-net pipeline (see pipeline.h): the passes in their one order,
+ * the placement driver, and the passes' summaries. */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/netio.h"
+#include "net/gradient.h"
+#include "net/memory_pass.h"
+#include "net/netdef_build.h"
+
+void dm_pipeline_opts_init(dm_pipeline_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->gradient = DM_PIPELINE_GRAD_AUTO;
+  dm_optimizer_opts_init(&o->optim);
+  dm_mp_opts_init(&o->mp);
+  dm_device_opts_init(&o->dev);
+}
+
+void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
+                                    size_t n_losses, const char *const *exclude,
+                                    size_t n_exclude) {
+  dm_pipeline_opts_init(o);
+  o->gradient = DM_PIPELINE_GRAD_ON;
+  o->losses = losses;
+  o->n_losses = n_losses;
+  o->optimize = 1;
+  o->optim.exclude = exclude;
+  o->optim.n_exclude = n_exclude;
+}
+
+void dm_gpu_state_free(dm_gpu_state *g) {
+  for (size_t i = 0; i < g->n; i++)
+    free(g->names[i]);
+  free(g->names);
+  g->names = NULL;
+  g->n = 0;
+}
+
+void dm_pipeline_result_free(dm_pipeline_result *r) {
+  if (!r)
+    return;
+  dm_mp_summary_free(&r->mp);
+  dm_gpu_state_free(&r->gpu);
+}
+
+int dm_netdef_has_gradient_ops(const Caffe2__NetDef *net) {
+  for (size_t i = 0; i < net->n_op; i++)
+    if (net->op[i]->is_gradient_op)
+      return 1;
+  return 0;
+}
+
+/* Placement ----------------------------------------------------------------------- */
+
+dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_opts *o, FILE *log,
+                              dm_gpu_state *gpu) {
+  dm_device_summary sum;
+  dm_status s = dm_device_pass(net, o, &sum);
+  for (size_t i = 0; s == DM_OK && gpu && i < sum.n_gpu_state; i++)
+    if (!dm_str_in_list(sum.gpu_state[i], (const char *const *)gpu->names, gpu->n))
+      s = dm_strv_push(&gpu->names, &gpu->n, sum.gpu_state[i]);
+  if (s == DM_OK && log && sum.already)
+    fprintf(log, "device pass: '%s' is already placed; unchanged\n", net->name ? net->name : "");
+  else if (s == DM_OK && log)
+    fprintf(log,
+            "device pass: %zu of %zu ops on CUDA:%d, %zu copies inserted; on the CPU: %zu "
+            "without a CUDA kernel, %zu pinned, %zu by --cpu-ops\n%s",
+            sum.ops_device, sum.ops_total, o->device_id, sum.copies, sum.kept_no_kernel,
+            sum.kept_pinned, sum.kept_forced, sum.report ? sum.report : "");
+  dm_device_summary_free(&sum);
+  return s;
+}
+
+dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_opts *o,
+                                   const dm_gpu_state *gpu, FILE *log) {
+  size_t copies = 0;
+  DM_TRY(dm_device_place_init(init, o, (const char *const *)gpu->names, gpu->n, &copies));
+  if (log && copies)
+    fprintf(log, "device pass: init net '%s': %zu CPU-only fills copied to CUDA:%d\n",
+            init->name ? init->name : "", copies, o->device_id);
+  return DM_OK;
+}
+
+/* Summaries ----------------------------------------------------------------------- */
+
+static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
+  if (s->already) {
+    fprintf(f, "mixed precision: the net was already rewritten; nothing changed\n");
+    return;
+  }
+  fprintf(f, "mixed precision: %zu of %zu ops in %s, %zu in FP32, %zu casts inserted\n",
+          s->ops_fp16, s->ops_total, s->bf16 ? "BF16" : "FP16", s->ops_fp32, s->casts);
+  if (s->report)
+    fprintf(f, "kept in FP32:\n%s", s->report);
+}
+
+/* The memory stage -------------------------------------------------------------- */
+
+static int is_db_input(const Caffe2__OperatorDef *op) {
+  return op->type && strcmp(op->type, "TensorProtosDBInput") == 0;
+}
+
+/* Appends a borrowed name to the growable list (*v, *n, *cap). */
+static dm_status push_name(const char ***v, size_t *n, size_t *cap, const char *name) {
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 64;
+    const char **grown = realloc(*v, c * sizeof *grown);
+    if (!grown)
+      return DM_NOMEM("the keep list");
+    *v = grown;
+    *cap = c;
+  }
+  (*v)[(*n)++] = name;
+  return DM_OK;
+}
+
+/* Appends the names of every op input and output of `net`: the blobs instantiating it
+ * creates in a workspace. */
+static dm_status push_blob_names(const Caffe2__NetDef *net, const char ***v, size_t *n,
+                                 size_t *cap) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    for (size_t k = 0; k < op->n_input + op->n_output; k++)
+      DM_TRY(push_name(v, n, cap, k < op->n_input ? op->input[k] : op->output[k - op->n_input]));
+  }
+  return DM_OK;
+}
+
+/* The memory pass on one net: keep = the losses, o->keep, the init blobs (given), and
+ * with keep_db_outputs this net's DB input outputs. */
+static dm_status plan_memory(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                             const char *const *init_blobs, size_t n_init) {
+  const char **keep = NULL;
+  size_t n = 0, cap = 0;
+  dm_status s = DM_OK;
+  for (size_t i = 0; s == DM_OK && i < o->n_losses + o->n_keep + n_init; i++)
+    s = push_name(&keep, &n, &cap,
+                  i < o->n_losses ? o->losses[i]
+                  : i < o->n_losses + o->n_keep ? o->keep[i - o->n_losses]
+                  : init_blobs[i - o->n_losses - o->n_keep]);
+  for (size_t i = 0; s == DM_OK && o->keep_db_outputs && i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    for (size_t k = 0; s == DM_OK && is_db_input(op) && k < op->n_output; k++)
+      s = push_name(&keep, &n, &cap, op->output[k]);
+  }
+  dm_memory_summary sum;
+  if (s == DM_OK)
+    s = dm_memory_pass(net, keep, n, &sum);
+  if (s == DM_OK && o->report && sum.already)
+    fprintf(o->report, "memory pass: the net already frees its blobs; unchanged\n");
+  else if (s == DM_OK && o->report)
+    fprintf(o->report, "memory pass: %zu blobs freed after their last use by %zu Free ops\n",
+            sum.blobs_freed, sum.free_ops);
+  free(keep);
+  return s;
+}
+
+/* The pipeline ------------------------------------------------------------------ */
+
+static dm_status new_init_add(Caffe2__NetDef **init_add) {
+  return *init_add ? DM_OK : dm_netdef_new(DM_PIPELINE_INIT_ADD_NAME, init_add);
+}
+
+dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                          Caffe2__NetDef **init_add, dm_pipeline_result *r) {
+  dm_pipeline_result local = {0};
+  if (!r)
+    r = &local;
+  memset(r, 0, sizeof *r);
+  *init_add = NULL;
+  if (!net || !o)
+    return dm_error(DM_ERR_INVALID, "dm_pipeline_run: NULL argument");
+  const char **init_blobs = NULL;
+  size_t n_init_blobs = 0, cap_init_blobs = 0;
+  dm_status s = DM_OK;
+
+  /* 1. gradient, 2. optimizer */
+  r->gradient = o->gradient == DM_PIPELINE_GRAD_ON ||
+                (o->gradient == DM_PIPELINE_GRAD_AUTO && !dm_netdef_has_gradient_ops(net));
+  if (r->gradient && o->n_losses == 0)
+    return dm_error(DM_ERR_INVALID, "the gradient pass needs a loss blob");
+  if (r->gradient)
+    DM_TRY(dm_add_gradient_ops(net, o->losses, o->n_losses));
+  if (r->gradient && o->optimize) {
+    DM_TRY(new_init_add(init_add));
+    s = dm_add_optimizer_ops(net, NULL, 0, &o->optim, *init_add);
+    r->optimizer = s == DM_OK;
+  }
+
+  /* [fusion: to come here] */
+
+  /* 3. mixed precision */
+  if (s == DM_OK && o->mixed_precision && (s = new_init_add(init_add)) == DM_OK) {
+    dm_mp_opts mp = o->mp;
+    mp.exclude = o->optim.exclude;
+    mp.n_exclude = o->optim.n_exclude;
+    s = dm_mixed_precision_pass(net, &mp, *init_add, &r->mp);
+    if (s == DM_OK && o->report)
+      print_mp_summary(o->report, &r->mp);
+  }
+
+  /* [layout: to come here] */
+
+  /* 4. device: the training net, the nets sharing its weights, then the init nets for
+   * the GPU state of them all. */
+  if (s == DM_OK && o->device) {
+    dm_device_opts dev = o->dev;
+    dev.host_blobs = o->optim.exclude;
+    dev.n_host_blobs = o->optim.n_exclude;
+    s = dm_device_place_net(net, &dev, o->report, &r->gpu);
+    for (size_t i = 0; s == DM_OK && i < o->n_shared; i++)
+      s = dm_device_place_net(o->shared[i], &dev, o->report, &r->gpu);
+    for (size_t i = 0; s == DM_OK && i < o->n_inits; i++)
+      s = dm_device_place_init_net(o->inits[i], &dev, &r->gpu, o->report);
+    if (s == DM_OK && *init_add)
+      s = dm_device_place_init_net(*init_add, &dev, &r->gpu, o->report);
+  }
+
+  /* [data parallel: to come here] */
+
+  /* 5. memory, last */
+  for (size_t i = 0; s == DM_OK && o->memory && o->keep_init_blobs && i < o->n_inits; i++)
+    s = push_blob_names(o->inits[i], &init_blobs, &n_init_blobs, &cap_init_blobs);
+  if (s == DM_OK && o->memory && o->keep_init_blobs && *init_add)
+    s = push_blob_names(*init_add, &init_blobs, &n_init_blobs, &cap_init_blobs);
+  if (s == DM_OK && o->memory)
+    s = plan_memory(net, o, init_blobs, n_init_blobs);
+  for (size_t i = 0; s == DM_OK && o->memory && i < o->n_shared; i++)
+    s = plan_memory(o->shared[i], o, init_blobs, n_init_blobs);
+  free(init_blobs);
+  dm_pipeline_result_free(&local);
+  return s;
+}
+
+/* Writing ----------------------------------------------------------------------- */
+
+dm_status dm_netdef_write_atomic(const Caffe2__NetDef *net, const char *path) {
+  if (!net || !path)
+    return dm_error(DM_ERR_INVALID, "dm_netdef_write_atomic: NULL argument");
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  dm_file_format fmt = dm_format_guess(path, NULL, 0); /* by extension; else binary */
+  dm_status s = dm_message_serialize(&net->base, fmt, &bytes, &len);
+  if (s != DM_OK)
+    return dm_error_prefix(s, "%s", path);
+  /* The temporary file is unique to this process and call (pid, counter) and created
+   * with O_EXCL, so two writers never share one; created 0666 less the umask, as fopen
+   * would. */
+  static _Atomic unsigned counter;
+  size_t cap = strlen(path) + 48;
+  char *tmp = malloc(cap);
+  int fd = -1;
+  if (!tmp)
+    s = DM_NOMEM("a file name");
+  for (int tries = 0; s == DM_OK && fd < 0; tries++) {
+    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || tries == 100))
+      s = dm_error(DM_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
+                   strerror(errno));
+  }
+  for (size_t done = 0; s == DM_OK && done < len;) {
+    ssize_t w = write(fd, bytes + done, len - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      s = dm_error(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(w < 0 ? errno : EIO));
+    else
+      done += (size_t)w;
+  }
+  if (fd >= 0 && close(fd) != 0 && s == DM_OK)
+    s = dm_error(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+  if (s == DM_OK && rename(tmp, path) != 0)
+    s = dm_error(DM_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno));
+  if (s != DM_OK && fd >= 0)
+    unlink(tmp);
+  free(tmp);
+  free(bytes);
+  return s;
+}

@@ -1,0 +1,143 @@
+/* pipeline.h: the one pipeline from a forward net (with its loss) to the net a training
+ * step runs and the init-net addition that creates its state (internal).
+ *
+ * `demitasse train`, `demitasse rewrite`, the C API (dm_workspace_create_train_net,
+ * dm_rewrite_train_net) and the tests all build training nets here, so the same options
+ * give the same net byte for byte whichever way it is asked for. dm_pipeline_run
+ * applies, in this order:
+ *
+ *   1. gradient          dm_add_gradient_ops for `losses`
+ *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition
+ *      [fusion: to come here, on the FP32 net with its updates, before precision is
+ *       painted, so fused ops get a precision class like any other]
+ *   3. mixed precision   dm_mixed_precision_pass; loss-scale state to the init addition
+ *      [layout: to come here, once every op's dtype is known and before placement, so
+ *       the device pass sees the layout the engines run]
+ *   4. device            dm_device_pass on the training net, then on the `shared` nets
+ *                        (test nets reading the same weights), then dm_device_place_init
+ *                        on the caller's `inits` and the init addition, for the GPU state
+ *                        all of them read
+ *      [data parallel: to come here, on the placed net (the all-reduce of gradients goes
+ *       between the backward ops and the updates, on the devices they run on)]
+ *   5. memory            dm_memory_pass on the training net and the `shared` nets, last
+ *
+ * Each pass is the one declared in its own header, called with the options below; the
+ * pipeline adds nothing of its own to the nets. The passes' summaries go to `report`.
+ */
+#ifndef DM_NET_PIPELINE_H
+#define DM_NET_PIPELINE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/status.h"
+#include "net/device_pass.h"
+#include "net/mixed_precision.h"
+#include "net/optimizer_pass.h"
+#include "proto/caffe2.pb-c.h"
+
+/* The name of the init-net addition the pipeline makes (optimizer and loss-scale state). */
+#define DM_PIPELINE_INIT_ADD_NAME "optimizer_init_additions"
+
+typedef enum dm_pipeline_gradient {
+  DM_PIPELINE_GRAD_OFF = 0,  /* neither the gradient nor the optimizer pass */
+  DM_PIPELINE_GRAD_ON = 1,   /* the gradient pass (and the optimizer pass if `optimize`) */
+  DM_PIPELINE_GRAD_AUTO = 2  /* as ON unless the net has gradient ops already (a net from
+                                `rewrite`): then neither, and the net runs as it is */
+} dm_pipeline_gradient;
+
+typedef struct dm_pipeline_opts {
+  /* 1. gradient */
+  dm_pipeline_gradient gradient;
+  const char *const *losses; /* the loss blobs (borrowed) */
+  size_t n_losses;
+  /* 2. optimizer: runs when the gradient pass ran and `optimize` is set. optim.exclude
+   * (the net inputs that are not parameters: data, labels) is also the mixed-precision
+   * pass's exclude list and the device pass's host blobs. */
+  int optimize;
+  dm_optimizer_opts optim;
+  /* [fusion: its options go here] */
+  /* 3. mixed precision (mp.exclude is set from optim.exclude) */
+  int mixed_precision;
+  dm_mp_opts mp;
+  /* [layout: its options go here] */
+  /* 4. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from
+   * optim.exclude). Needs no GPU: it only rewrites. */
+  int device;
+  dm_device_opts dev;
+  /* [data parallel: its options go here] */
+  /* 5. memory: Free after last use. Kept, besides what the pass always keeps (state read
+   * before written, the nets' external inputs and outputs): the losses, `keep`, with
+   * keep_init_blobs every blob an op of the init nets (the caller's `inits` and the
+   * addition) reads or writes (what instantiating and running them creates in a
+   * workspace: the state `train` checkpoints; a blob a Load op creates at run time with
+   * load_all is not seen), and with keep_db_outputs each net's TensorProtosDBInput
+   * outputs (a batch buffer that lives across steps is allocated once, and with a GPU
+   * page-locked once). */
+  int memory;
+  const char *const *keep; /* borrowed */
+  size_t n_keep;
+  int keep_init_blobs;
+  int keep_db_outputs;
+  /* Nets around the training net, rewritten in place (borrowed):
+   * `shared`: nets reading the training net's weights (test nets): placed after it and
+   *   memory-planned like it (with their own DB outputs); no other pass;
+   * `inits`: the caller's init nets, run before the addition: placed for the GPU state
+   *   of all the nets (device), their blobs kept (keep_init_blobs). */
+  Caffe2__NetDef **shared;
+  size_t n_shared;
+  Caffe2__NetDef **inits;
+  size_t n_inits;
+  /* Where the passes' summaries go (mixed precision, device, memory); NULL: nowhere. */
+  FILE *report;
+} dm_pipeline_opts;
+
+/* The GPU state of placed nets: the blobs (read before written) homed on a GPU, which
+ * the init nets must put there. Owned names (malloc'd). */
+typedef struct dm_gpu_state {
+  char **names;
+  size_t n;
+} dm_gpu_state;
+DM_HIDDEN void dm_gpu_state_free(dm_gpu_state *g);
+
+typedef struct dm_pipeline_result {
+  int gradient;     /* the gradient pass ran (0: off, or AUTO found gradient ops) */
+  int optimizer;    /* the optimizer pass ran */
+  dm_mp_summary mp;  /* with mixed precision: the pass's summary */
+  dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
+} dm_pipeline_result;
+
+/* Defaults: gradient AUTO with no losses, no optimizer (its options Caffe2's defaults),
+ * no mixed precision, no device, no memory pass, nothing around, no report. */
+DM_HIDDEN void dm_pipeline_opts_init(dm_pipeline_opts *o);
+/* dm_pipeline_opts_init, then the common training case: the gradient pass (ON) for
+ * `losses` and the optimizer pass (its defaults) with `exclude` the net inputs that are
+ * not parameters (all borrowed). */
+DM_HIDDEN void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
+                                              size_t n_losses, const char *const *exclude,
+                                              size_t n_exclude);
+/* Rewrites `net` (and the shared and init nets) in place. `*init_add` gets a new init
+ * addition when the optimizer or mixed-precision pass ran (NULL otherwise); the caller
+ * frees it. `r` (may be NULL) says what ran; free it with dm_pipeline_result_free (also
+ * after a failure). On failure the nets may hold part of the passes. */
+DM_HIDDEN dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                                    Caffe2__NetDef **init_add, dm_pipeline_result *r);
+DM_HIDDEN void dm_pipeline_result_free(dm_pipeline_result *r);
+
+/* The placement driver (the pipeline's step 4, and `demitasse run --device`):
+ * the device pass on one net (o->host_blobs: what the caller feeds from the host), its
+ * summary on `log` (NULL: none); the GPU state it reports is added to *gpu (may be NULL),
+ * once per name. */
+DM_HIDDEN dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_opts *o, FILE *log,
+                                        dm_gpu_state *gpu);
+/* dm_device_place_init for the GPU state `gpu`; a line on `log` (NULL: none) when it
+ * appended copies. */
+DM_HIDDEN dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_opts *o,
+                                             const dm_gpu_state *gpu, FILE *log);
+/* Nonzero if some op of `net` is a gradient op. */
+DM_HIDDEN int dm_netdef_has_gradient_ops(const Caffe2__NetDef *net);
+/* Writes `net` to `path`, text or binary by its extension, replacing the file atomically
+ * (a temporary file beside it, renamed over it). */
+DM_HIDDEN dm_status dm_netdef_write_atomic(const Caffe2__NetDef *net, const char *path);
+
+#endif
