@@ -199,7 +199,7 @@ typedef struct dm_train_options {
   const char *const *data_blobs; /* net inputs that are not parameters (default {"data",
                                     "label"}): not trained, homed on the host */
   size_t n_data_blobs;
-  const char *db;                /* if set, the `db` of every TensorProtosDBInput op */
+  const char *db;                /* if set, the `db` argument of every op that reads a DB */
   /* The optimizer, as `demitasse train`'s flags (--optimizer, --lr, ...). */
   dm_optimizer optimizer;        /* default MOMENTUM */
   double lr;                     /* > 0, default 0.01 */

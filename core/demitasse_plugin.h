@@ -149,6 +149,10 @@ typedef struct dm_op_schema {
    * (a scalar), and leaves every output bit-identical when it is nonzero: the
    * mixed-precision pass appends it so a step with an inf/nan gradient is skipped. */
   int skip_input;
+  /* Outputs whose buffers the kernel hands out again every run (a DB reader's two
+   * alternating batch buffers, page-locked once for DMA uploads): freeing them between
+   * runs would allocate afresh each time, so the memory pass keeps them when asked to. */
+  uint32_t reused_outputs;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at

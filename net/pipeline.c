@@ -101,8 +101,10 @@ static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
 
 /* The memory stage -------------------------------------------------------------- */
 
-static int is_db_input(const Caffe2__OperatorDef *op) {
-  return op->type && strcmp(op->type, "TensorProtosDBInput") == 0;
+/* Whether output k of `op` is one its kernel reuses from run to run (the schema says). */
+static int reused_output(const Caffe2__OperatorDef *op, size_t k) {
+  const dm_op_schema *schema = op->type ? dm_schema_lookup(op->type) : NULL;
+  return schema && k < 32 && (schema->reused_outputs >> k & 1u);
 }
 
 /* Appends a borrowed name to the growable list (*v, *n, *cap). */
@@ -132,7 +134,8 @@ static dm_status push_blob_names(const Caffe2__NetDef *net, const char ***v, siz
 }
 
 /* The memory pass on one net: keep = the losses, o->keep, the init blobs (given), and
- * with keep_db_outputs this net's DB input outputs. */
+ * with keep_reused_outputs the outputs whose buffers their kernels reuse (the DB input's
+ * batches). */
 static dm_status plan_memory(Caffe2__NetDef *net, const dm_pipeline_opts *o,
                              const char *const *init_blobs, size_t n_init) {
   const char **keep = NULL;
@@ -143,10 +146,11 @@ static dm_status plan_memory(Caffe2__NetDef *net, const dm_pipeline_opts *o,
                   i < o->n_losses ? o->losses[i]
                   : i < o->n_losses + o->n_keep ? o->keep[i - o->n_losses]
                   : init_blobs[i - o->n_losses - o->n_keep]);
-  for (size_t i = 0; s == DM_OK && o->keep_db_outputs && i < net->n_op; i++) {
+  for (size_t i = 0; s == DM_OK && o->keep_reused_outputs && i < net->n_op; i++) {
     const Caffe2__OperatorDef *op = net->op[i];
-    for (size_t k = 0; s == DM_OK && is_db_input(op) && k < op->n_output; k++)
-      s = push_name(&keep, &n, &cap, op->output[k]);
+    for (size_t k = 0; s == DM_OK && k < op->n_output; k++)
+      if (reused_output(op, k))
+        s = push_name(&keep, &n, &cap, op->output[k]);
   }
   dm_memory_summary sum;
   if (s == DM_OK)

@@ -71,17 +71,17 @@ typedef struct dm_pipeline_opts {
    * keep_init_blobs every blob an op of the init nets (the caller's `inits` and the
    * addition) reads or writes (what instantiating and running them creates in a
    * workspace: the state `train` checkpoints; a blob a Load op creates at run time with
-   * load_all is not seen), and with keep_db_outputs each net's TensorProtosDBInput
-   * outputs (a batch buffer that lives across steps is allocated once, and with a GPU
-   * page-locked once). */
+   * load_all is not seen), and with keep_reused_outputs the outputs whose schema marks
+   * them reused (the DB input's batches: a batch buffer that lives across steps is
+   * allocated once, and with a GPU page-locked once). */
   int memory;
   const char *const *keep; /* borrowed */
   size_t n_keep;
   int keep_init_blobs;
-  int keep_db_outputs;
+  int keep_reused_outputs;
   /* Nets around the training net, rewritten in place (borrowed):
    * `shared`: nets reading the training net's weights (test nets): placed after it and
-   *   memory-planned like it (with their own DB outputs); no other pass;
+   *   memory-planned like it (with their own reused outputs); no other pass;
    * `inits`: the caller's init nets, run before the addition: placed for the GPU state
    *   of all the nets (device), their blobs kept (keep_init_blobs). */
   Caffe2__NetDef **shared;

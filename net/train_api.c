@@ -164,17 +164,27 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->keep = o->keep;
   p->n_keep = o->keep ? o->n_keep : 0;
   p->keep_init_blobs = 1;
-  p->keep_db_outputs = 1;
+  p->keep_reused_outputs = 1;
   return DM_OK;
 }
 
-/* Reads the forward net and points its DB inputs at o->db. */
+/* Whether the schema of `type` declares a string argument `name` (a DB reader's "db"). */
+static int takes_string_arg(const char *type, const char *name) {
+  const dm_op_schema *schema = type ? dm_schema_lookup(type) : NULL;
+  for (const dm_arg_spec *a = schema ? schema->args : NULL; a && a->name; a++)
+    if (strcmp(a->name, name) == 0 && a->type == DM_ARG_STRING)
+      return 1;
+  return 0;
+}
+
+/* Reads the forward net and points the ops that read a DB (their schema takes a "db"
+ * argument) at o->db. */
 static dm_status read_net(const char *path, const dm_train_options *o, Caffe2__NetDef **out) {
   Caffe2__NetDef *net = NULL;
   DM_TRY(dm_netdef_read(path, &net));
   dm_status s = DM_OK;
   for (size_t i = 0; o->db && s == DM_OK && i < net->n_op; i++)
-    if (net->op[i]->type && strcmp(net->op[i]->type, "TensorProtosDBInput") == 0)
+    if (takes_string_arg(net->op[i]->type, "db"))
       s = dm_opdef_set_arg_string(net->op[i], "db", o->db);
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&net->base, NULL);

@@ -215,7 +215,7 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->keep = keep;
   p->n_keep = 2;
   p->keep_init_blobs = 1;
-  p->keep_db_outputs = 1;
+  p->keep_reused_outputs = 1;
   p->report = stdout;
 }
 

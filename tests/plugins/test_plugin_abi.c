@@ -32,7 +32,7 @@ static void test_frozen_plugin_loads_after_growth(void **state) {
   assert_int_equal(s->struct_size, sizeof(dm_op_schema));
   assert_int_equal(s->max_outputs, 1);
   assert_int_equal(s->fp32_inputs | s->fp32_outputs | s->nonfloat_inputs | s->nonfloat_outputs |
-                       s->host_inputs,
+                       s->host_inputs | s->reused_outputs,
                    0);
   assert_int_equal(s->role, DM_ROLE_COMPUTE);
   assert_int_equal(s->skip_input, 0);

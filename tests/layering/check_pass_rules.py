@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""check_pass_rules.py: fails when a net pass recognises an op by its type name.
+
+What a pass needs to know of an op lives in the op's schema (precision class, slot
+masks, host inputs, role, skip input, reused outputs) and in its kernels' supports()
+(DESIGN.md, "Engines and passes for speed"), so that a plugin's op takes part in the
+passes like a built-in one. A pass may still name the ops it emits itself, and
+recognise them again where only their type says what they are (which end of a device
+copy is the host; the gradient pass's seed fill): those are EMITTED below.
+
+Reads every .c and .h in net/ and reports each comparison of a string literal that
+looks like an op type (strcmp/strncmp/dm_str_in_list against "UpperCamel") with
+file:line, unless the literal is an emitted op. Exits 1 on any, or when it read no file.
+
+Usage: check_pass_rules.py --root DIR | --self-test
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+# Ops the passes emit (net/gradient.c, optimizer_pass.c, mixed_precision.c,
+# device_pass.c, memory_pass.c).
+EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast",
+           "FloatToHalf", "HalfToFloat", "Mul", "UnscaleAndCheck", "UpdateLossScale",
+           "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "Iter"}
+# An UpperCamel literal with a lower-case letter: an op type, not a dtype name ("INT64").
+COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')
+
+
+def check(root):
+    problems, files = [], 0
+    net = os.path.join(root, "net")
+    for name in sorted(os.listdir(net)) if os.path.isdir(net) else []:
+        if not name.endswith((".c", ".h")):
+            continue
+        files += 1
+        with open(os.path.join(net, name), encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                for m in COMPARE_RE.finditer(line):
+                    if m.group(1) not in EMITTED:
+                        problems.append(f"net/{name}:{lineno}: the pass recognises op type "
+                                        f"'{m.group(1)}' by name; put the rule in its schema "
+                                        f"or its kernels' supports()")
+    return problems, files
+
+
+def self_test():
+    with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "net"))
+        with open(os.path.join(d, "net", "p.c"), "w") as f:
+            f.write('int a(const char *t) { return strcmp(t, "CopyCPUToGPU") == 0; }\n'
+                    'int b(const char *t) { return strcmp(t, "SpatialBN") == 0; }\n')
+        problems, files = check(d)
+        ok = files == 1 and len(problems) == 1 and problems[0].startswith("net/p.c:2:")
+        print("self-test:", "ok" if ok else f"FAILED ({files} files, {problems})")
+        return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    problems, files = check(a.root)
+    for p in problems:
+        print(p)
+    print(f"read {files} files under {a.root}/net")
+    if files == 0:
+        print("no file read: the check checks nothing")
+        return 1
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
