@@ -276,9 +276,7 @@ const dm_op_schema *dm_schema_at(size_t i) {
 dm_status dm_register_family(const dm_op_family *family) {
   for (const dm_op_schema *const *s = family->schemas; s && *s; s++)
     DM_TRY(add_schema(*s, sizeof **s));
-  for (const dm_kernel_def *const *k = family->kernels; k && *k; k++)
-    DM_TRY(add_kernel(*k, sizeof **k));
-  return DM_OK;
+  return dm_register_kernel_table(family->kernels);
 }
 
 dm_status dm_register_kernel_table(const dm_kernel_def *table) {

@@ -36,10 +36,13 @@ DM_HIDDEN dm_status dm_plugin_load_registered(const char *path);
 /* Frees every entry (at exit: dm_init registers it with atexit). */
 DM_HIDDEN void dm_registry_free(void);
 
-/* Built-in registration tables, one per operator family, each ending in {NULL}. */
+/* Built-in registration tables, one per operator family: its schemas (a pointer list
+ * ending in NULL: schemas are large and often made by macros) and its kernels (an array
+ * of structs ending in a zero entry, as Lua's luaL_Reg tables; the CUDA backend's
+ * tables have the same form). */
 typedef struct dm_op_family {
   const dm_op_schema *const *schemas;
-  const dm_kernel_def *const *kernels;
+  const dm_kernel_def *kernels;
 } dm_op_family;
 DM_HIDDEN dm_status dm_register_family(const dm_op_family *family);
 /* Registers a built-in backend's kernels from an array of structs ending in an entry

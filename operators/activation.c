@@ -131,10 +131,11 @@ static const dm_op_schema relu_grad_schema = {
     .cost = relu_cost,
 };
 
-static const dm_kernel_def relu_cpu = {.type = "Relu", .device = DM_CPU, .run = relu_run};
-static const dm_kernel_def relu_grad_cpu = {.type = "ReluGradient", .device = DM_CPU,
-                                            .run = relu_grad_run};
-
 static const dm_op_schema *const schemas[] = {&relu_schema, &relu_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&relu_cpu, &relu_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Relu", .device = DM_CPU, .run = relu_run},
+    {.type = "ReluGradient", .device = DM_CPU, .run = relu_grad_run},
+    {0},
+};
 const dm_op_family dm_family_activation = {schemas, kernels};

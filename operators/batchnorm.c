@@ -382,10 +382,11 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def bn_cpu = {.type = "SpatialBN", .device = DM_CPU, .run = bn_run};
-static const dm_kernel_def bn_grad_cpu = {.type = "SpatialBNGradient", .device = DM_CPU,
-                                          .run = bn_grad_run};
-
 static const dm_op_schema *const schemas[] = {&bn_schema, &bn_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&bn_cpu, &bn_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "SpatialBN", .device = DM_CPU, .run = bn_run},
+    {.type = "SpatialBNGradient", .device = DM_CPU, .run = bn_grad_run},
+    {0},
+};
 const dm_op_family dm_family_batchnorm = {schemas, kernels};

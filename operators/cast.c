@@ -389,19 +389,16 @@ static dm_status copy_run(dm_op_ctx *ctx) {
   return dm_tensor_copy(y, x);
 }
 
-static const dm_kernel_def float_to_half_cpu = {.type = "FloatToHalf", .device = DM_CPU,
-                                                .run = float_to_half_run};
-static const dm_kernel_def half_to_float_cpu = {.type = "HalfToFloat", .device = DM_CPU,
-                                                .run = half_to_float_run};
-static const dm_kernel_def cast_cpu = {.type = "Cast", .device = DM_CPU, .init = dm_cast_init,
-                                       .run = cast_run};
-static const dm_kernel_def cast_like_cpu = {.type = "CastLike", .device = DM_CPU,
-                                            .run = cast_like_run};
-static const dm_kernel_def copy_cpu = {.type = "Copy", .device = DM_CPU, .run = copy_run};
-
 static const dm_op_schema *const schemas[] = {&float_to_half_schema, &half_to_float_schema,
                                               &cast_schema, &cast_like_schema,
                                               &copy_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&float_to_half_cpu, &half_to_float_cpu,
-                                               &cast_cpu, &cast_like_cpu, &copy_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "FloatToHalf", .device = DM_CPU, .run = float_to_half_run},
+    {.type = "HalfToFloat", .device = DM_CPU, .run = half_to_float_run},
+    {.type = "Cast", .device = DM_CPU, .init = dm_cast_init, .run = cast_run},
+    {.type = "CastLike", .device = DM_CPU, .run = cast_like_run},
+    {.type = "Copy", .device = DM_CPU, .run = copy_run},
+    {0},
+};
 const dm_op_family dm_family_cast = {schemas, kernels};

@@ -526,13 +526,11 @@ static const dm_op_schema conv_grad_schema = {
     .cost = conv_grad_cost,
 };
 
-static const dm_kernel_def conv_cpu = {
-    .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run,
-    .fini = dm_scratch_fini};
-static const dm_kernel_def conv_grad_cpu = {
-    .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run,
-    .fini = dm_scratch_fini};
-
 static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&conv_cpu, &conv_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    { .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run, .fini = dm_scratch_fini},
+    { .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run, .fini = dm_scratch_fini},
+    {0},
+};
 const dm_op_family dm_family_conv = {schemas, kernels};

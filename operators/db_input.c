@@ -466,9 +466,11 @@ static const dm_op_schema dbi_schema = {
     .reused_outputs = 0xffffffffu, /* every batch tensor alternates between two buffers */
     .infer = dbi_infer,
     .doc = "[iter] -> one batch per record tensor (data FLOAT scaled, labels INT32) from `db`."};
-static const dm_kernel_def dbi_cpu = {.type = "TensorProtosDBInput", .device = DM_CPU,
-                                      .init = dbi_init, .run = dbi_run, .fini = dbi_fini};
 
 static const dm_op_schema *const schemas[] = {&dbi_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&dbi_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "TensorProtosDBInput", .device = DM_CPU, .init = dbi_init, .run = dbi_run, .fini = dbi_fini},
+    {0},
+};
 const dm_op_family dm_family_db_input = {schemas, kernels};

@@ -46,5 +46,8 @@ static const dm_op_schema to_cpu = {
     .cost = copy_cost, .gradient = to_cpu_gradient};
 
 static const dm_op_schema *const schemas[] = {&to_gpu, &to_cpu, NULL};
-static const dm_kernel_def *const kernels[] = {NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {0},
+};
 const dm_op_family dm_family_device_copy = {schemas, kernels};

@@ -226,12 +226,11 @@ static dm_status dropout_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def dropout_cpu = {.type = "Dropout", .device = DM_CPU,
-                                          .init = dm_dropout_init, .run = dropout_run,
-                                          .fini = dm_dropout_fini};
-static const dm_kernel_def dropout_grad_cpu = {.type = "DropoutGrad", .device = DM_CPU,
-                                               .run = dropout_grad_run};
-
 static const dm_op_schema *const schemas[] = {&dropout_schema, &dropout_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&dropout_cpu, &dropout_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Dropout", .device = DM_CPU, .init = dm_dropout_init, .run = dropout_run, .fini = dm_dropout_fini},
+    {.type = "DropoutGrad", .device = DM_CPU, .run = dropout_grad_run},
+    {0},
+};
 const dm_op_family dm_family_dropout = {schemas, kernels};

@@ -144,7 +144,6 @@ static dm_status sum_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def sum_cpu = {.type = "Sum", .device = DM_CPU, .run = sum_run};
 
 /* ---- Add / Sub / Mul / Div ------------------------------------------------------- */
 
@@ -376,8 +375,7 @@ static dm_status div_gradient(dm_grad_ctx *g) {
   static const dm_op_schema var##_schema = {                                            \
       .type = name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, \
       .args = binary_args, .inplace = binary_inplace, .precision = DM_PREC_FOLLOW,      \
-      .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad}; \
-  static const dm_kernel_def var##_cpu = {.type = name, .device = DM_CPU, .run = binary_run}
+      .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad}
 
 BINARY_SCHEMA(add, "Add", add_gradient, "A, B -> C = A + B (B broadcast when broadcast=1).");
 BINARY_SCHEMA(sub, "Sub", sub_gradient, "A, B -> C = A - B (B broadcast when broadcast=1).");
@@ -440,7 +438,6 @@ static const dm_op_schema scale_schema = {
     .args = scale_args, .inplace = scale_inplace, .precision = DM_PREC_FOLLOW,
     .doc = "X -> Y = scale * X (FLOAT, FLOAT16, BFLOAT16, DOUBLE); may run in place.",
     .infer = scale_infer, .cost = elementwise_cost, .gradient = scale_gradient};
-static const dm_kernel_def scale_cpu = {.type = "Scale", .device = DM_CPU, .run = scale_run};
 
 /* ---- SumReduceLike --------------------------------------------------------------- */
 
@@ -514,13 +511,19 @@ static const dm_op_schema reduce_like_schema = {
     .doc = "A, B -> C of B's shape: A summed over the dims B is broadcast along (legacy "
            "broadcast rules, `axis`); the gradient of a broadcast operand.",
     .infer = reduce_like_infer, .cost = elementwise_cost};
-static const dm_kernel_def reduce_like_cpu = {.type = "SumReduceLike", .device = DM_CPU,
-                                              .run = reduce_like_run};
 
 static const dm_op_schema *const schemas[] = {&sum_schema,   &add_schema,   &sub_schema,
                                               &mul_schema,   &div_schema,   &scale_schema,
                                               &reduce_like_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&sum_cpu,   &add_cpu,   &sub_cpu,
-                                               &mul_cpu,   &div_cpu,   &scale_cpu,
-                                               &reduce_like_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Sum", .device = DM_CPU, .run = sum_run},
+    {.type = "Add", .device = DM_CPU, .run = binary_run},
+    {.type = "Sub", .device = DM_CPU, .run = binary_run},
+    {.type = "Mul", .device = DM_CPU, .run = binary_run},
+    {.type = "Div", .device = DM_CPU, .run = binary_run},
+    {.type = "Scale", .device = DM_CPU, .run = scale_run},
+    {.type = "SumReduceLike", .device = DM_CPU, .run = reduce_like_run},
+    {0},
+};
 const dm_op_family dm_family_elementwise = {schemas, kernels};

@@ -215,10 +215,11 @@ static const dm_op_schema fc_grad_schema = {
     .cost = fc_grad_cost,
 };
 
-static const dm_kernel_def fc_cpu = {.type = "FC", .device = DM_CPU, .run = fc_run};
-static const dm_kernel_def fc_grad_cpu = {.type = "FCGradient", .device = DM_CPU,
-                                          .run = fc_grad_run};
-
 static const dm_op_schema *const schemas[] = {&fc_schema, &fc_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&fc_cpu, &fc_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "FC", .device = DM_CPU, .run = fc_run},
+    {.type = "FCGradient", .device = DM_CPU, .run = fc_grad_run},
+    {0},
+};
 const dm_op_family dm_family_fc = {schemas, kernels};

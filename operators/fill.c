@@ -342,9 +342,7 @@ static dm_status given_fill_run(dm_op_ctx *ctx) {
   static const dm_op_schema var##_schema = {                                             \
       .type = name, .min_inputs = 0, .max_inputs = 1, .min_outputs = 1,                  \
       .max_outputs = 1, .args = var##_args, .precision = DM_PREC_NONE, .doc = docstr,    \
-      .infer = given_fill_infer, .cost = fill_cost, .no_gradient = 1};                  \
-  static const dm_kernel_def var##_cpu = {.type = name, .device = DM_CPU,                \
-                                          .init = given_fill_init, .run = given_fill_run}
+      .infer = given_fill_infer, .cost = fill_cost, .no_gradient = 1}
 
 GIVEN_SCHEMA(given_float, "GivenTensorFill", DM_ARG_FLOATS, "-> Y (FLOAT) from `values`.");
 GIVEN_SCHEMA(given_double, "GivenTensorDoubleFill", DM_ARG_FLOATS,
@@ -355,14 +353,22 @@ GIVEN_SCHEMA(given_bool, "GivenTensorBoolFill", DM_ARG_INTS, "-> Y (BOOL) from `
 GIVEN_SCHEMA(given_string, "GivenTensorStringFill", DM_ARG_STRINGS,
              "-> Y (STRING) from `values`.");
 
-static const dm_kernel_def constant_fill_cpu = {.type = "ConstantFill", .device = DM_CPU,
-                                                .init = dm_constant_fill_init,
-                                                .run = constant_fill_run};
 
 static const dm_op_schema *const schemas[] = {
     &constant_fill_schema, &given_float_schema, &given_double_schema, &given_int_schema,
     &given_int64_schema,   &given_bool_schema,  &given_string_schema, NULL};
-static const dm_kernel_def *const kernels[] = {
-    &constant_fill_cpu, &given_float_cpu, &given_double_cpu, &given_int_cpu,
-    &given_int64_cpu,   &given_bool_cpu,  &given_string_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+#define GIVEN_KERNEL(name) \
+  {.type = name, .device = DM_CPU, .init = given_fill_init, .run = given_fill_run}
+static const dm_kernel_def kernels[] = {
+    {.type = "ConstantFill", .device = DM_CPU, .init = dm_constant_fill_init,
+     .run = constant_fill_run},
+    GIVEN_KERNEL("GivenTensorFill"),
+    GIVEN_KERNEL("GivenTensorDoubleFill"),
+    GIVEN_KERNEL("GivenTensorIntFill"),
+    GIVEN_KERNEL("GivenTensorInt64Fill"),
+    GIVEN_KERNEL("GivenTensorBoolFill"),
+    GIVEN_KERNEL("GivenTensorStringFill"),
+    {0},
+};
 const dm_op_family dm_family_fill = {schemas, kernels};

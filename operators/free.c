@@ -62,11 +62,12 @@ static const dm_op_schema free_schema = {
  * user can be a copy op running on the GPU (CopyCPUToGPU(data)), so either kernel may
  * free a blob that lives on the other side. Registered in
  * every build: without CUDA, placing it there fails like any CUDA op, with the reason. */
-static const dm_kernel_def free_cpu = {
-    .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run, .cross_device = 1};
-static const dm_kernel_def free_cuda = {
-    .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run, .cross_device = 1};
 
 static const dm_op_schema *const schemas[] = {&free_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&free_cpu, &free_cuda, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    { .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run, .cross_device = 1},
+    { .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run, .cross_device = 1},
+    {0},
+};
 const dm_op_family dm_family_free = {schemas, kernels};

@@ -607,7 +607,8 @@ static dm_status acc_run(dm_op_ctx *ctx) {
 
 /* --- registration ------------------------------------------------------------------- */
 
-static const dm_kernel_def kernels_[] = {
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
     {.type = "SoftmaxWithLoss", .device = DM_CPU, .run = swl_run},
     {.type = "SoftmaxWithLossGradient", .device = DM_CPU, .run = swl_grad_run},
     {.type = "LabelCrossEntropy", .device = DM_CPU, .run = lce_run},
@@ -615,14 +616,11 @@ static const dm_kernel_def kernels_[] = {
     {.type = "AveragedLoss", .device = DM_CPU, .run = avg_run},
     {.type = "AveragedLossGradient", .device = DM_CPU, .run = avg_grad_run},
     {.type = "Accuracy", .device = DM_CPU, .run = acc_run},
+    {0},
 };
 
 static const dm_op_schema *const schemas[] = {
     &swl_schema, &swl_grad_schema, &lce_schema, &lce_grad_schema,
     &avg_schema, &avg_grad_schema, &acc_schema, NULL,
-};
-static const dm_kernel_def *const kernels[] = {
-    &kernels_[0], &kernels_[1], &kernels_[2], &kernels_[3], &kernels_[4], &kernels_[5],
-    &kernels_[6], NULL,
 };
 const dm_op_family dm_family_loss = {schemas, kernels};

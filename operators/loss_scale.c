@@ -222,8 +222,6 @@ static const dm_op_schema unscale_schema = {
            "g_k is inf or NaN before or after unscaling, else 0.0. loss_scale is FLOAT, one "
            "element, positive and finite. Feed found_inf to the update ops' skip input.",
     .infer = unscale_infer, .cost = unscale_cost, .gradient = NULL, .no_gradient = 0};
-static const dm_kernel_def unscale_cpu = {.type = "UnscaleAndCheck", .device = DM_CPU,
-                                          .init = unscale_init, .run = unscale_run};
 
 /* ---- UpdateLossScale ------------------------------------------------------------------ */
 
@@ -357,9 +355,12 @@ static const dm_op_schema update_schema = {
            "dynamic = 0: S is fixed; good_steps counts clean steps since the last overflow; "
            "skipped_steps counts overflows.",
     .infer = update_infer, .cost = NULL, .gradient = NULL, .no_gradient = 0};
-static const dm_kernel_def update_cpu = {.type = "UpdateLossScale", .device = DM_CPU,
-                                         .init = update_init, .run = update_run};
 
 static const dm_op_schema *const schemas[] = {&unscale_schema, &update_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&unscale_cpu, &update_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "UnscaleAndCheck", .device = DM_CPU, .init = unscale_init, .run = unscale_run},
+    {.type = "UpdateLossScale", .device = DM_CPU, .init = update_init, .run = update_run},
+    {0},
+};
 const dm_op_family dm_family_loss_scale = {schemas, kernels};

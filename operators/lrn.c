@@ -316,10 +316,11 @@ static dm_status lrn_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def lrn_cpu = {.type = "LRN", .device = DM_CPU, .run = lrn_run};
-static const dm_kernel_def lrn_grad_cpu = {.type = "LRNGradient", .device = DM_CPU,
-                                           .run = lrn_grad_run};
-
 static const dm_op_schema *const schemas[] = {&lrn_schema, &lrn_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&lrn_cpu, &lrn_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "LRN", .device = DM_CPU, .run = lrn_run},
+    {.type = "LRNGradient", .device = DM_CPU, .run = lrn_grad_run},
+    {0},
+};
 const dm_op_family dm_family_lrn = {schemas, kernels};

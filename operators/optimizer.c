@@ -191,7 +191,6 @@ static const dm_op_schema iter_schema = {
     .doc = "[iter, [skip]] -> iter (INT64, one element, in place): +1 per run; with no input "
            "an empty output starts at 0; a nonzero skip leaves it unchanged.",
     .infer = iter_infer, .gradient = NULL, .no_gradient = 1};
-static const dm_kernel_def iter_cpu = {.type = "Iter", .device = DM_CPU, .run = iter_run};
 
 /* ---- LearningRate ---------------------------------------------------------------------- */
 
@@ -246,8 +245,6 @@ static const dm_op_schema lr_schema = {
     .role = DM_ROLE_OPTIMIZER, /* no skip input: it follows Iter, which a skip holds */
     .doc = "iter -> lr (FLOAT scalar) = base_lr * policy(iter) * warmup(iter).",
     .infer = lr_infer};
-static const dm_kernel_def lr_cpu = {.type = "LearningRate", .device = DM_CPU, .init = lr_init,
-                                     .run = lr_run};
 
 /* ---- WeightedSum ----------------------------------------------------------------------- */
 
@@ -317,7 +314,6 @@ static const dm_op_schema ws_schema = {
     .doc = "X0, w0, X1, w1, ..., [skip] -> Y = sum w_k X_k (FLOAT; w one-element); Y may be "
            "X0; an odd input count ends with a skip input (nonzero: Y = X0 unchanged).",
     .infer = ws_infer};
-static const dm_kernel_def ws_cpu = {.type = "WeightedSum", .device = DM_CPU, .run = ws_run};
 
 /* ---- MomentumSGDUpdate ----------------------------------------------------------------- */
 
@@ -385,8 +381,6 @@ static const dm_op_schema momentum_schema = {
     .doc = "grad, moment, lr, param, [skip] -> grad, moment, param (in place): g' = lr g + mu "
            "m (nesterov: m' = mu m + lr g, g' = (1 + mu) m' - mu m); m = g' (m'); param -= g'.",
     .infer = momentum_infer};
-static const dm_kernel_def momentum_cpu = {.type = "MomentumSGDUpdate", .device = DM_CPU,
-                                           .run = momentum_run};
 
 /* ---- Adam ------------------------------------------------------------------------------- */
 
@@ -461,10 +455,16 @@ static const dm_op_schema adam_schema = {
            "(in place): param += lr * correction * m1 / (sqrt(m2) + epsilon), Caffe2's "
            "correction sqrt(1 - beta2^t) / (1 - beta1^t) with t = iter + 1.",
     .infer = adam_infer};
-static const dm_kernel_def adam_cpu = {.type = "Adam", .device = DM_CPU, .run = adam_run};
 
 static const dm_op_schema *const schemas[] = {&iter_schema, &lr_schema, &ws_schema,
                                               &momentum_schema, &adam_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&iter_cpu, &lr_cpu, &ws_cpu, &momentum_cpu,
-                                               &adam_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Iter", .device = DM_CPU, .run = iter_run},
+    {.type = "LearningRate", .device = DM_CPU, .init = lr_init, .run = lr_run},
+    {.type = "WeightedSum", .device = DM_CPU, .run = ws_run},
+    {.type = "MomentumSGDUpdate", .device = DM_CPU, .run = momentum_run},
+    {.type = "Adam", .device = DM_CPU, .run = adam_run},
+    {0},
+};
 const dm_op_family dm_family_optimizer = {schemas, kernels};

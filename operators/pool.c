@@ -315,18 +315,15 @@ static const dm_op_schema max_pool_grad_schema =
 static const dm_op_schema average_pool_grad_schema = POOL_GRAD_SCHEMA(
     "AveragePoolGradient", "X, Y, dY -> dX; dY spread evenly over each window's inputs.");
 
-static const dm_kernel_def max_pool_cpu = {
-    .type = "MaxPool", .device = DM_CPU, .init = pool_init, .run = pool_run};
-static const dm_kernel_def average_pool_cpu = {
-    .type = "AveragePool", .device = DM_CPU, .init = pool_init, .run = pool_run};
-static const dm_kernel_def max_pool_grad_cpu = {
-    .type = "MaxPoolGradient", .device = DM_CPU, .init = pool_init, .run = pool_grad_run};
-static const dm_kernel_def average_pool_grad_cpu = {
-    .type = "AveragePoolGradient", .device = DM_CPU, .init = pool_init, .run = pool_grad_run};
-
 static const dm_op_schema *const schemas[] = {&max_pool_schema, &average_pool_schema,
                                               &max_pool_grad_schema, &average_pool_grad_schema,
                                               NULL};
-static const dm_kernel_def *const kernels[] = {&max_pool_cpu, &average_pool_cpu,
-                                               &max_pool_grad_cpu, &average_pool_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    { .type = "MaxPool", .device = DM_CPU, .init = pool_init, .run = pool_run},
+    { .type = "AveragePool", .device = DM_CPU, .init = pool_init, .run = pool_run},
+    { .type = "MaxPoolGradient", .device = DM_CPU, .init = pool_init, .run = pool_grad_run},
+    { .type = "AveragePoolGradient", .device = DM_CPU, .init = pool_init, .run = pool_grad_run},
+    {0},
+};
 const dm_op_family dm_family_pool = {schemas, kernels};

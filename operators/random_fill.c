@@ -162,9 +162,7 @@ static void rand_fini(void *state) { free(state); }
   static const dm_op_schema var##_schema = {                                                \
       .type = name, .min_inputs = 0, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,   \
       .args = var##_args, .precision = DM_PREC_NONE, .doc = docstr, .infer = rand_infer,    \
-      .cost = rand_cost, .no_gradient = 1};                                                 \
-  static const dm_kernel_def var##_cpu = {.type = name, .device = DM_CPU, .init = rand_init, \
-                                          .run = rand_run, .fini = rand_fini}
+      .cost = rand_cost, .no_gradient = 1}
 
 #define GAUSS_ARGS                                                                          \
   {"mean", DM_ARG_FLOAT, 0, "default 0"}, {"std", DM_ARG_FLOAT, 0, "default 1"},
@@ -178,6 +176,9 @@ RAND_SCHEMA(msra, "MSRAFill", , "[X] -> Y ~ Normal(0, sqrt(2 / fan_out)), fan_ou
 
 static const dm_op_schema *const schemas[] = {&gauss_schema, &uniform_schema, &xavier_schema,
                                               &msra_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&gauss_cpu, &uniform_cpu, &xavier_cpu, &msra_cpu,
-                                               NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+#define RAND_KERNEL(name) \
+  {.type = name, .device = DM_CPU, .init = rand_init, .run = rand_run, .fini = rand_fini}
+static const dm_kernel_def kernels[] = {RAND_KERNEL("GaussianFill"), RAND_KERNEL("UniformFill"),
+                                        RAND_KERNEL("XavierFill"), RAND_KERNEL("MSRAFill"), {0}};
 const dm_op_family dm_family_random_fill = {schemas, kernels};

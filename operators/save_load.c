@@ -727,12 +727,12 @@ static const dm_op_schema load_schema = {
     .args = load_args, .precision = DM_PREC_NONE, .no_gradient = 1,
     .doc = "-> blobs read from the checkpoint (or LMDB) at `db`; all or nothing."};
 /* cross_device: Save reads GPU-resident blobs through host copies (save_fill). */
-static const dm_kernel_def save_cpu = {.type = "Save", .device = DM_CPU, .cross_device = 1,
-                                       .init = save_init,
-                                       .run = save_run};
-static const dm_kernel_def load_cpu = {.type = "Load", .device = DM_CPU, .init = load_init,
-                                       .run = load_run};
 
 static const dm_op_schema *const schemas[] = {&save_schema, &load_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&save_cpu, &load_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Save", .device = DM_CPU, .cross_device = 1, .init = save_init, .run = save_run},
+    {.type = "Load", .device = DM_CPU, .init = load_init, .run = load_run},
+    {0},
+};
 const dm_op_family dm_family_save_load = {schemas, kernels};

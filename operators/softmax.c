@@ -239,11 +239,11 @@ static dm_status softmax_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static const dm_kernel_def softmax_cpu = {.type = "Softmax", .device = DM_CPU,
-                                          .run = softmax_run};
-static const dm_kernel_def softmax_grad_cpu = {.type = "SoftmaxGradient", .device = DM_CPU,
-                                               .run = softmax_grad_run};
-
 static const dm_op_schema *const schemas[] = {&softmax_schema, &softmax_grad_schema, NULL};
-static const dm_kernel_def *const kernels[] = {&softmax_cpu, &softmax_grad_cpu, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Softmax", .device = DM_CPU, .run = softmax_run},
+    {.type = "SoftmaxGradient", .device = DM_CPU, .run = softmax_grad_run},
+    {0},
+};
 const dm_op_family dm_family_softmax = {schemas, kernels};

@@ -613,7 +613,8 @@ static const dm_op_schema schema_list[] = {
      .cost = copy_cost, .no_gradient = 1},
 };
 
-static const dm_kernel_def kernel_list[] = {
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
     {.type = "Concat", .device = DM_CPU, .run = concat_run},
     {.type = "Split", .device = DM_CPU, .run = split_run},
     {.type = "Reshape", .device = DM_CPU, .run = reshape_run},
@@ -622,12 +623,10 @@ static const dm_kernel_def kernel_list[] = {
     {.type = "Transpose", .device = DM_CPU, .run = transpose_run},
     {.type = "TransposeGradient", .device = DM_CPU, .run = transpose_grad_run},
     {.type = "StopGradient", .device = DM_CPU, .run = stop_run},
+    {0},
 };
 
 static const dm_op_schema *const schemas[] = {
     &schema_list[0], &schema_list[1], &schema_list[2], &schema_list[3],
     &schema_list[4], &schema_list[5], &schema_list[6], &schema_list[7], NULL};
-static const dm_kernel_def *const kernels[] = {
-    &kernel_list[0], &kernel_list[1], &kernel_list[2], &kernel_list[3],
-    &kernel_list[4], &kernel_list[5], &kernel_list[6], &kernel_list[7], NULL};
 const dm_op_family dm_family_tensor_ops = {schemas, kernels};
