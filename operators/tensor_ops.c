@@ -347,10 +347,12 @@ dm_status dm_reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
 }
 
 void dm_make_view(dm_tensor *y, const dm_tensor *x, int ndim, const int64_t *dims) {
+  /* dims may be y's own (ResizeLike with `like` being Y's blob): copy before writing y */
+  int64_t d[DM_MAX_DIMS] = {0};
+  memcpy(d, dims, (size_t)ndim * sizeof *dims);
   dm_tensor_share(y, x);
   y->ndim = ndim;
-  memset(y->dims, 0, sizeof y->dims);
-  memcpy(y->dims, dims, (size_t)ndim * sizeof *dims);
+  memcpy(y->dims, d, sizeof y->dims);
 }
 
 static dm_status reshape_infer(dm_op_ctx *ctx) {
