@@ -7,9 +7,13 @@
 # mean of the first 10 (a net that does not train, or trains backwards, stays near
 # ln 10 = 2.3), every line shows the FP16 loss scale (65536 unless a step overflowed) and
 # the step count is right.
-# usage: readme_train_test.sh CC SOURCE_ROOT BUILD_ROOT DEMITASSE [ITERS]
+# SANITIZE is the build's b_sanitize ("none", or e.g. "address,undefined"): a program
+# linked against a sanitized library must carry the sanitizer runtime itself.
+# usage: readme_train_test.sh CC SOURCE_ROOT BUILD_ROOT DEMITASSE [SANITIZE [ITERS]]
 set -u
-cc=$1 root=$2 build=$3 exe=$4 iters=${5:-40}
+cc=$1 root=$2 build=$3 exe=$4 sanitize=${5:-none} iters=${6:-40}
+san=""
+[ "$sanitize" = none ] || [ -z "$sanitize" ] || san="-fsanitize=$sanitize"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -19,7 +23,9 @@ awk '/^## / { in_sec = ($0 == "## Embedding") }
      inb && n == 2 { print }' "$root/README.md" > "$tmp/train_lenet.c"
 [ -s "$tmp/train_lenet.c" ] || fail "no second \`\`\`c block in README's Embedding section"
 grep -q "dm_workspace_create_train_net" "$tmp/train_lenet.c" || fail "the block does not train"
-"$cc" -std=c17 -Wall -Wextra -Wpedantic -Werror -I "$root/core" "$tmp/train_lenet.c" \
+# $san is a word list (empty or one flag): split on purpose.
+# shellcheck disable=SC2086
+"$cc" -std=c17 -Wall -Wextra -Wpedantic -Werror $san -I "$root/core" "$tmp/train_lenet.c" \
   -L "$build" -Wl,-rpath,"$build" -ldemitasse -o "$tmp/train_lenet" 2> "$tmp/cc.txt" \
   || { cat "$tmp/cc.txt"; fail "the README example does not compile"; }
 "$exe" make-db --images "$root/models/mnist/data/t10k-images-idx3-ubyte.gz" \
