@@ -37,7 +37,16 @@ typedef struct gpu_case {
   const char *out[6];     /* its outputs; a name that is also an input runs in place */
   int modes;
   int k;                  /* longest reduction behind one output (+ a few for exp/pow) */
+  int reshape;            /* GC_RESHAPE: also run the same nets at batch N+1, then N again */
 } gpu_case;
+
+/* A case marked GC_RESHAPE runs its instantiated nets three times (test_gpu_ops.c): at
+ * the table's batch N, at N + 1, at N again, the nets not re-created in between, so a
+ * kernel's per-op state (cached cuDNN descriptors, parsed arguments) is hit and then
+ * re-set after a shape change. N is dim 0 of the first feed; every feed of rank >= 1 whose
+ * dim 0 is N takes N + 1 in the second run, so a case so marked must not have a
+ * non-batch feed whose leading dim happens to equal N. */
+enum { GC_RESHAPE = 1 };
 
 #define A(n, v) "arg { name: '" n "' i: " #v " } "
 #define AF(n, v) "arg { name: '" n "' f: " #v " } "
@@ -51,6 +60,8 @@ typedef struct gpu_case {
 #define BN_ARGS A("is_test", 0) AF("epsilon", 1e-5) AF("momentum", 0.9)
 #define BN AS("order", "NCHW") BN_ARGS
 #define BN_NHWC AS("order", "NHWC") BN_ARGS
+#define BN_TEST AS("order", "NCHW") A("is_test", 1) AF("epsilon", 1e-5)
+#define BN_TEST_NHWC AS("order", "NHWC") A("is_test", 1) AF("epsilon", 1e-5)
 #define LRN_ARGS A("size", 5) AF("alpha", 0.001) AF("beta", 0.75) AF("bias", 1.0)
 
 /* Rows leave inf_at and the unused array slots to zero-initialisation on purpose: the
@@ -169,11 +180,11 @@ static const gpu_case gpu_cases[] = {
      {"S", "good", "skipped"}, GC_FP32, 1},
     {"SoftmaxWithLoss", "type: 'SoftmaxWithLoss'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
-     {"P", "loss"}, GC_BOTH, 24},
+     {"P", "loss"}, GC_BOTH, 24, GC_RESHAPE},
     {"SoftmaxWithLossGradient", "type: 'SoftmaxWithLossGradient'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}, {"dL", 'f', 0, {0}, 0.5, 2}},
      "op { input: 'X' input: 'label' output: 'P' output: 'loss' type: 'SoftmaxWithLoss' }",
-     {"X", "label", "P", "dL"}, {"dX"}, GC_BOTH, 24},
+     {"X", "label", "P", "dL"}, {"dX"}, GC_BOTH, 24, GC_RESHAPE},
     {"LabelCrossEntropy", "type: 'LabelCrossEntropy'",
      {{"X", 'f', 2, {6, 10}, 0.05f, 1}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
      {"Y"}, GC_FP32, 8},
@@ -190,64 +201,64 @@ static const gpu_case gpu_cases[] = {
      {"acc"}, GC_FP32, 16},
     {"Conv NCHW", CONV_NCHW,
      {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
-      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28, GC_RESHAPE},
     {"Conv NHWC", CONV_NHWC,
      {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
-      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28, GC_RESHAPE},
     {"Conv group 2", CONV_GRP,
      {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
-      {"b", 'T', 1, {6}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 19},
+      {"b", 'T', 1, {6}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 19, GC_RESHAPE},
     {"ConvGradient NCHW", "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1),
      {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_ALL, 40},
+     GC_ALL, 40, GC_RESHAPE},
     {"ConvGradient NHWC",
      "type: 'ConvGradient' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC"),
      {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_ALL, 40},
+     GC_ALL, 40, GC_RESHAPE},
     {"ConvGradient group 2", "type: 'ConvGradient' " A("kernel", 3) A("pad", 1) A("group", 2),
      {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 6, 6, 6}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
-     GC_ALL, 80},
+     GC_ALL, 80, GC_RESHAPE},
     {"MaxPool", POOL("MaxPool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"}, {"Y"},
-     GC_ALL, 1},
+     GC_ALL, 1, GC_RESHAPE},
     {"AveragePool", POOL("AveragePool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"},
-     {"Y"}, GC_ALL, 5},
+     {"Y"}, GC_ALL, 5, GC_RESHAPE},
     {"MaxPoolGradient", POOL("MaxPoolGradient"),
      {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'MaxPool' " A("kernel", 2) A("stride", 2) "}",
-     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 1},
+     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 1, GC_RESHAPE},
     {"AveragePoolGradient", POOL("AveragePoolGradient"),
      {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}, {"dY", 'T', 4, {2, 3, 3, 3}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'AveragePool' " A("kernel", 2) A("stride", 2) "}",
-     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 5},
+     {"X", "Y", "dY"}, {"dX"}, GC_ALL, 5, GC_RESHAPE},
     {"SpatialBN training", "type: 'SpatialBN' " BN,
      {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
       {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2}},
      NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_ALL,
-     110},
+     110, GC_RESHAPE},
     {"SpatialBNGradient", "type: 'SpatialBNGradient' " BN,
      {{"X", 'T', 4, {4, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
       {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2},
       {"dY", 'T', 4, {4, 3, 5, 5}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
     /* NHWC takes cuDNN's persistent batch norm (bn_cudnn.c); 8 channels, the
      * multiple its NHWC kernels want */
     {"SpatialBN training NHWC", "type: 'SpatialBN' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
       {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2}},
      NULL, {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_ALL,
-     110},
+     110, GC_RESHAPE},
     {"SpatialBNGradient NHWC", "type: 'SpatialBNGradient' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
       {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2},
       {"dY", 'T', 4, {4, 5, 5, 8}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
     /* C = 3, not a multiple of 8: persistent mode must still be right (or not taken) */
     {"SpatialBNGradient NHWC C3", "type: 'SpatialBNGradient' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 3}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
@@ -255,18 +266,28 @@ static const gpu_case gpu_cases[] = {
       {"dY", 'T', 4, {4, 5, 5, 3}, -1, 1}},
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
-     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210},
+     {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
+    /* Inference: Y from the running statistics, which stay inputs only */
+    {"SpatialBN is_test", "type: 'SpatialBN' " BN_TEST,
+     {{"X", 'T', 4, {2, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},
+      {"bias", 'f', 1, {3}, -1, 1}, {"mean", 'f', 1, {3}, -1, 1}, {"var", 'f', 1, {3}, 0.5, 2}},
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y"}, GC_ALL, 4, GC_RESHAPE},
+    {"SpatialBN is_test NHWC", "type: 'SpatialBN' " BN_TEST_NHWC,
+     {{"X", 'T', 4, {2, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
+      {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2}},
+     NULL, {"X", "scale", "bias", "mean", "var"}, {"Y"}, GC_ALL, 4, GC_RESHAPE},
     {"Softmax", "type: 'Softmax'", {{"X", 'T', 2, {5, 12}, -4, 4}}, NULL, {"X"}, {"Y"},
-     GC_BOTH, 24},
+     GC_BOTH, 24, GC_RESHAPE},
     {"SoftmaxGradient", "type: 'SoftmaxGradient'",
      {{"X", 'T', 2, {5, 12}, -4, 4}, {"dY", 'T', 2, {5, 12}, -1, 1}},
-     "op { input: 'X' output: 'Y' type: 'Softmax' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 24},
+     "op { input: 'X' output: 'Y' type: 'Softmax' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 24,
+     GC_RESHAPE},
     {"LRN", "type: 'LRN' " LRN_ARGS, {{"X", 'T', 4, {2, 7, 3, 3}, -2, 2}}, NULL, {"X"},
-     {"Y", "scale"}, GC_BOTH, 16},
+     {"Y", "scale"}, GC_BOTH, 16, GC_RESHAPE},
     {"LRNGradient", "type: 'LRNGradient' " LRN_ARGS,
      {{"X", 'T', 4, {2, 7, 3, 3}, -2, 2}, {"dY", 'T', 4, {2, 7, 3, 3}, -1, 1}},
      "op { input: 'X' output: 'Y' output: 'scale' type: 'LRN' " LRN_ARGS "}",
-     {"X", "Y", "dY", "scale"}, {"dX"}, GC_BOTH, 24},
+     {"X", "Y", "dY", "scale"}, {"dX"}, GC_BOTH, 24, GC_RESHAPE},
     {"FC", "type: 'FC'",
      {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"b", 'T', 1, {5}, -1, 1}},
      NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 34},
@@ -339,17 +360,17 @@ static const gpu_case gpu_cases[] = {
     /* Training masks are compared only where they are certain (ratio 0 and 1): the mask's
      * hash covers the output's name, and the device net's is Y_cuda, not Y. */
     {"Dropout is_test", "type: 'Dropout' " A("is_test", 1) AF("ratio", 0.5),
-     {{"X", 'T', 2, {5, 7}, -2, 2}}, NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
+     {{"X", 'T', 2, {5, 7}, -2, 2}}, NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1, GC_RESHAPE},
     {"Dropout ratio 0", "type: 'Dropout' " AF("ratio", 0.0), {{"X", 'T', 2, {5, 7}, -2, 2}},
-     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
+     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1, GC_RESHAPE},
     {"Dropout ratio 1", "type: 'Dropout' " AF("ratio", 1.0), {{"X", 'T', 2, {5, 7}, -2, 2}},
-     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1},
+     NULL, {"X"}, {"Y", "mask"}, GC_ALL, 1, GC_RESHAPE},
     {"DropoutGrad", "type: 'DropoutGrad' " AF("ratio", 0.3),
      {{"X", 'T', 2, {6, 9}, -2, 2}, {"dY", 'T', 2, {6, 9}, -2, 2}},
      "op { input: 'X' output: 'Yd' output: 'mask' type: 'Dropout' " AF("ratio", 0.3) "}",
-     {"dY", "mask"}, {"dX"}, GC_ALL, 1},
+     {"dY", "mask"}, {"dX"}, GC_ALL, 1, GC_RESHAPE},
     {"DropoutGrad is_test", "type: 'DropoutGrad' " A("is_test", 1),
-     {{"dY", 'T', 2, {6, 9}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_ALL, 1},
+     {{"dY", 'T', 2, {6, 9}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_ALL, 1, GC_RESHAPE},
 };
 #pragma GCC diagnostic pop
 

@@ -6,7 +6,10 @@
  * Each case is one op built twice from text: the reference net on the CPU, and the
  * device net, where CopyCPUToGPU takes each input X to X_cuda, the op runs with
  * device_option { device_type: 1 } and CopyGPUToCPU brings each output Y back as Y_cpu.
- * Both workspaces get the same seeded inputs; every output is compared.
+ * Both workspaces get the same seeded inputs; every output is compared. A case marked
+ * GC_RESHAPE runs the same two instantiated nets twice more, at batch N+1 and back at N,
+ * fed anew each time (a seed per run), every run compared: the CUDA kernels keep cuDNN
+ * descriptors and parsed arguments in per-op state and re-set them on a shape change.
  *
  * Tolerance (derived, not tuned): both sides accumulate in FP32 (the CPU kernels are
  * faithful to tensor cores) and round once to the output dtype, so each differs from the
@@ -225,14 +228,50 @@ static dm_status run_net(dm_workspace *ws, const char *t) {
   return s == DM_OK ? dm_net_run(net) : s;
 }
 
+/* Feeds every input of case ci for one run, at batch nb (N, dim 0 of the first feed, in
+ * the table; see GC_RESHAPE), both workspaces alike. The seed is the case's and the
+ * input's, plus the run's, so a run's values differ from the previous run's. */
+static dm_status feed_case(int ci, const pass *p, int run, int64_t nb, dm_workspace *wr,
+                           dm_workspace *wd) {
+  const gpu_case *c = &gpu_cases[ci];
+  int64_t n0 = c->feed[0].ndim > 0 ? c->feed[0].dims[0] : -1;
+  for (int i = 0; c->feed[i].name; i++) {
+    gpu_feed f = c->feed[i];
+    if (f.ndim > 0 && f.dims[0] == n0)
+      f.dims[0] = nb;
+    uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(ci * 16 + i + 1) +
+                    0xD1B54A32D192ED03ull * (uint64_t)run;
+    if (feed(&f, p->t, seed, wr, wd) != DM_OK) {
+      printf("FAIL %s %s: feeding %s: %s\n", c->label, p->name, f.name, dm_last_error());
+      return DM_ERR_INVALID;
+    }
+  }
+  return DM_OK;
+}
+
+static int n_reshaped;
+
+/* Runs case ci in pass p. A GC_RESHAPE case runs the same two instantiated nets three
+ * times: at batch N, N + 1 and N, every run's outputs compared. The reduction length k
+ * grows with the batch in the second run as N + 1 over N (rounded up): the tolerance is
+ * still the header's rule for the shape that ran. */
 static int run_case(int ci, const pass *p, int self) {
   const gpu_case *c = &gpu_cases[ci];
-  const char *mode = p->name;
   text *ref = calloc(1, sizeof *ref), *dev = calloc(1, sizeof *dev);
   dm_workspace *wr = NULL, *wd = NULL;
+  dm_net *nr = NULL, *nd = NULL;
   int result = FAIL;
+  int runs = c->reshape ? 3 : 1;
+  int64_t n0 = c->feed[0].name && c->feed[0].ndim > 0 ? c->feed[0].dims[0] : 0;
+  char mode[64];
+  snprintf(mode, sizeof mode, "%s", p->name);
   if (!ref || !dev || dm_workspace_create(&wr) != DM_OK || dm_workspace_create(&wd) != DM_OK) {
     printf("FAIL %s %s: setup: %s\n", c->label, mode, dm_last_error());
+    goto cleanup;
+  }
+  if (c->reshape && n0 <= 0) {
+    printf("FAIL %s %s: marked GC_RESHAPE, but its first feed has no batch dim\n", c->label,
+           mode);
     goto cleanup;
   }
   build_nets(c, self, ref, dev);
@@ -240,50 +279,66 @@ static int run_case(int ci, const pass *p, int self) {
     printf("FAIL %s %s: net text longer than %d bytes\n", c->label, mode, TEXT_CAP);
     goto cleanup;
   }
-  for (int i = 0; c->feed[i].name; i++)
-    if (feed(&c->feed[i], p->t, 0x9E3779B97F4A7C15ull * (uint64_t)(ci * 16 + i + 1), wr, wd) !=
-        DM_OK) {
-      printf("FAIL %s %s: feeding %s: %s\n", c->label, mode, c->feed[i].name, dm_last_error());
+  for (int run = 0; run < runs; run++) {
+    int64_t nb = run == 1 ? n0 + 1 : n0;
+    int k = run == 1 ? (int)((c->k * (n0 + 1) + n0 - 1) / n0) : c->k;
+    if (run > 0)
+      snprintf(mode, sizeof mode, "%s re-shape run %d/3 N=%lld", p->name, run + 1,
+               (long long)nb);
+    if (feed_case(ci, p, run, nb, wr, wd) != DM_OK)
+      goto cleanup;
+    if (c->prep) {
+      char prep[TEXT_CAP];
+      snprintf(prep, sizeof prep, "name: 'prep'\n%s", c->prep);
+      if (run_net(wr, prep) != DM_OK || run_net(wd, prep) != DM_OK) {
+        printf("FAIL %s %s: prep net: %s\n", c->label, mode, dm_last_error());
+        goto cleanup;
+      }
+    }
+    /* The nets are instantiated once, after the first feeds: later runs reuse them. */
+    if (!nr && dm_workspace_create_net_bytes(wr, ref->buf, strlen(ref->buf), 1, &nr) != DM_OK) {
+      printf("FAIL %s %s: CPU reference: %s\n", c->label, mode, dm_last_error());
       goto cleanup;
     }
-  if (c->prep) {
-    char prep[TEXT_CAP];
-    snprintf(prep, sizeof prep, "name: 'prep'\n%s", c->prep);
-    if (run_net(wr, prep) != DM_OK || run_net(wd, prep) != DM_OK) {
-      printf("FAIL %s %s: prep net: %s\n", c->label, mode, dm_last_error());
+    if (dm_net_run(nr) != DM_OK) {
+      printf("FAIL %s %s: CPU reference: %s\n", c->label, mode, dm_last_error());
       goto cleanup;
     }
+    dm_status s =
+        nd ? DM_OK : dm_workspace_create_net_bytes(wd, dev->buf, strlen(dev->buf), 1, &nd);
+    if (s == DM_OK)
+      s = dm_net_run(nd);
+    if (s == DM_ERR_UNSUPPORTED && !self && run == 0) {
+      /* A kernel may accept fewer dtypes or layouts than the CPU's; say which. */
+      printf("SKIP %s %s: %s\n", c->label, mode, dm_last_error());
+      result = SKIP;
+      goto cleanup;
+    }
+    if (s != DM_OK) {
+      printf("FAIL %s %s: device net: %s\n", c->label, mode, dm_last_error());
+      goto cleanup;
+    }
+    for (int i = 0; c->out[i]; i++) {
+      char dname[128];
+      snprintf(dname, sizeof dname, "%s%s", c->out[i], self ? "" : "_cpu");
+      const dm_tensor *r = NULL, *d = NULL;
+      if (dm_workspace_fetch(wr, c->out[i], &r) != DM_OK ||
+          dm_workspace_fetch(wd, dname, &d) != DM_OK) {
+        printf("FAIL %s %s: fetching %s: %s\n", c->label, mode, c->out[i], dm_last_error());
+        goto cleanup;
+      }
+      if (!compare(c->label, mode, c->out[i], r, d, k))
+        goto cleanup;
+    }
+    if (run == 0)
+      printf("ok   %s %s\n", c->label, mode);
   }
-  if (run_net(wr, ref->buf) != DM_OK) {
-    printf("FAIL %s %s: CPU reference: %s\n", c->label, mode, dm_last_error());
-    goto cleanup;
-  }
-  dm_status s = run_net(wd, dev->buf);
-  if (s == DM_ERR_UNSUPPORTED && !self) {
-    /* A kernel may accept fewer dtypes or layouts than the CPU's; say which. */
-    printf("SKIP %s %s: %s\n", c->label, mode, dm_last_error());
-    result = SKIP;
-    goto cleanup;
-  }
-  if (s != DM_OK) {
-    printf("FAIL %s %s: device net: %s\n", c->label, mode, dm_last_error());
-    goto cleanup;
+  if (runs > 1) {
+    printf("RESHAPE ok %s %s N=%lld,%lld,%lld\n", c->label, p->name, (long long)n0,
+           (long long)n0 + 1, (long long)n0);
+    n_reshaped++;
   }
   result = PASS;
-  for (int i = 0; c->out[i] && result == PASS; i++) {
-    char dname[128];
-    snprintf(dname, sizeof dname, "%s%s", c->out[i], self ? "" : "_cpu");
-    const dm_tensor *r = NULL, *d = NULL;
-    if (dm_workspace_fetch(wr, c->out[i], &r) != DM_OK ||
-        dm_workspace_fetch(wd, dname, &d) != DM_OK) {
-      printf("FAIL %s %s: fetching %s: %s\n", c->label, mode, c->out[i], dm_last_error());
-      result = FAIL;
-    } else if (!compare(c->label, mode, c->out[i], r, d, c->k)) {
-      result = FAIL;
-    }
-  }
-  if (result == PASS)
-    printf("ok   %s %s\n", c->label, mode);
 cleanup:
   dm_workspace_destroy(wr);
   dm_workspace_destroy(wd);
@@ -327,7 +382,8 @@ int main(void) {
       n[run_case(ci, p, self)]++;
     }
   }
-  printf("%d passed, %d failed, %d skipped\n", n[PASS], n[FAIL], n[SKIP]);
+  printf("%d passed, %d failed, %d skipped; %d passed the re-shape pass (N, N+1, N)\n",
+         n[PASS], n[FAIL], n[SKIP], n_reshaped);
   if (n[FAIL])
     return 1;
   return n[PASS] ? 0 : 77; /* nothing compared is not a pass */
