@@ -236,8 +236,12 @@ typedef struct dm_train_options {
   size_t n_keep;
 } dm_train_options;
 
-/* The defaults above, as `demitasse train` has them; sets struct_size. */
-DM_API void dm_train_options_init(dm_train_options *o);
+/* Fills *o with the defaults above, as `demitasse train` has them, and struct_size with
+ * the caller's sizeof(dm_train_options): a macro, so that the size is the one the
+ * caller's compiler saw. Options grow only at the end; a library older than the
+ * caller's header refuses a struct that sets fields it does not know. */
+#define dm_train_options_init(o) dm_train_options_init_sized((o), sizeof *(o))
+DM_API dm_status dm_train_options_init_sized(dm_train_options *o, size_t size);
 /* Reads the forward net at `net_path` (.pb or .pbtxt), builds the training net with
  * `o` (NULL: the defaults), runs the state it needs (optimizer momenta and iteration,
  * loss-scale state) in `ws`, and instantiates the net: each dm_net_run(*out) is one
@@ -245,7 +249,9 @@ DM_API void dm_train_options_init(dm_train_options *o);
  * state, and what exists in `ws` is kept as state. With device "cuda" the state already
  * in `ws` is copied to the GPU where the net reads it there (a GPU is needed:
  * DM_ERR_UNSUPPORTED or DM_ERR_DEVICE with the reason otherwise). The workspace owns
- * *out. */
+ * *out. Not transactional: after a failure the workspace may hold part of the state
+ * (and, with "cuda", state already moved to the GPU), so start again from a fresh
+ * workspace rather than calling it twice on the same one. */
 DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
                                                const dm_train_options *o, dm_net **out);
 /* The same passes without a workspace: writes the training net to `out_net_path` and,

@@ -12,15 +12,19 @@
  * (the same functions the built-ins use). Use DM_PLUGIN_DECLARE_VERSION() once.
  *
  * How the ABI grows. DM_PLUGIN_API_VERSION changes only when an existing field or
- * function changes; new fields are appended to the end of a struct, and every struct a
- * plugin hands over (or receives) starts with `struct_size`, the sizeof the author's
- * compiler saw. So a plugin built against an older header (smaller struct) loads into a
- * newer library, which treats the fields the plugin did not know as zero (their
- * defaults); a plugin built against a newer header loads into an older library as long
- * as it leaves the fields that library does not know zero, and is refused with a message
- * otherwise. Set `.struct_size = sizeof(dm_op_schema)` (DM_SCHEMA_SIZE) and
- * `.struct_size = sizeof(dm_kernel_def)` (DM_KERNEL_SIZE); 0 is refused. Functions are
- * only ever added; a plugin that needs a newer one checks host->struct_size first.
+ * function changes; new fields are appended to the end of a struct, each appended block
+ * starting past the previous layout's sizeof (its tail padding). The structs that can
+ * grow (dm_op_schema, dm_kernel_def, dm_plugin_host) start with `struct_size`, the sizeof
+ * the author's compiler saw; the small element structs of lists (dm_arg_spec,
+ * dm_inplace_pair) and dm_op_cost never change. So a plugin built against an older
+ * header (smaller struct) loads into a newer library, which treats the fields the plugin
+ * did not know as zero (their defaults); a plugin built against a newer header loads into
+ * an older library as long as it leaves the fields that library does not know zero, and
+ * is refused with a message otherwise. Set `.struct_size = sizeof(dm_op_schema)`
+ * (DM_SCHEMA_SIZE) and `.struct_size = sizeof(dm_kernel_def)` (DM_KERNEL_SIZE); 0 is
+ * refused. Functions are only ever added, as exported symbols: a plugin calling one that
+ * is newer than the library it is loaded into is refused by the loader ("undefined
+ * symbol"), with the library's dlopen message.
  *
  * A kernel reads its inputs and arguments and writes its outputs through a dm_op_ctx:
  *
@@ -134,16 +138,18 @@ typedef struct dm_op_schema {
 
   /* Appended in ABI 3.1 (zero in a schema built against an older header, which keeps the
    * old behaviour). What the net passes need to know of the op, so that they hold no
-   * per-op rules of their own. Slot masks: bit i is input or output i (slots 0..31). */
+   * per-op rules of their own. Slot masks: bit i is input or output i (slots 0..63).
+   * The block starts with a 64-bit field so that it begins past the 3.0 struct's tail
+   * padding, which an older plugin leaves uninitialised; every later block must too. */
   /* Float slots that stay FP32 whatever precision the op runs in (batch norm's scale,
    * bias and statistics beside an FP16 X, as cuDNN wants them). */
-  uint32_t fp32_inputs, fp32_outputs;
+  uint64_t fp32_inputs, fp32_outputs;
   /* Slots that hold no float data (integer shapes, split sizes, masks): never cast. */
-  uint32_t nonfloat_inputs, nonfloat_outputs;
+  uint64_t nonfloat_inputs, nonfloat_outputs;
   /* Inputs whose VALUES a kernel reads on the host (a shape, split sizes): on a device,
    * reading them would need a synchronisation, so the device pass keeps an op that has
    * one of them on the CPU. */
-  uint32_t host_inputs;
+  uint64_t host_inputs;
   dm_op_role role;
   /* DM_ROLE_OPTIMIZER ops: nonzero when the op accepts one extra, last input, found_inf
    * (a scalar), and leaves every output bit-identical when it is nonzero: the
@@ -152,7 +158,7 @@ typedef struct dm_op_schema {
   /* Outputs whose buffers the kernel hands out again every run (a DB reader's two
    * alternating batch buffers, page-locked once for DMA uploads): freeing them between
    * runs would allocate afresh each time, so the memory pass keeps them when asked to. */
-  uint32_t reused_outputs;
+  uint64_t reused_outputs;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at
@@ -184,10 +190,11 @@ typedef struct dm_kernel_def {
  * pass's report line for an op it keeps on the CPU. */
 DM_API int dm_op_refuse(const dm_op_ctx *ctx, const char *fmt, ...) DM_PRINTF(2, 3);
 
-/* Registration (built-ins and plugins alike). The registry keeps its own copy of each
- * struct, but the strings and functions it points at must outlive the process's use of
- * the op (static storage, or a plugin that stays loaded). Registering an existing type (schema) or an existing
- * (type, device, engine) (kernel) fails with DM_ERR_EXISTS. */
+/* Registration (built-ins and plugins alike). The registry copies each struct during the
+ * call, so the struct itself may be temporary; the strings and functions it points at
+ * must outlive the process's use of the op (static storage, or a plugin that stays
+ * loaded). Registering an existing type (schema) or an existing (type, device, engine)
+ * (kernel) fails with DM_ERR_EXISTS. */
 DM_API dm_status dm_register_schema(const dm_op_schema *schema);
 DM_API dm_status dm_register_kernel(const dm_kernel_def *kernel);
 DM_API const dm_op_schema *dm_schema_lookup(const char *type);

@@ -3,7 +3,10 @@
  * Registration is transactional: the plugin's entry function registers into a pending
  * list; only if it succeeds and none of its names clash with what exists is the list
  * committed. On any failure the library is closed again and the registry is untouched,
- * so no registry entry can point into an unloaded library.
+ * so no registry entry can point into an unloaded library. The pending list holds copies
+ * of the plugin's structs, made when it registers them, so they need not outlive the
+ * registration call (the strings and functions they point at must: the library stays
+ * loaded).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,27 +19,27 @@
 
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Only touched with plugin_lock held, during one plugin's entry call. */
-static const dm_op_schema *pending_schemas[MAX_PENDING];
-static const dm_kernel_def *pending_kernels[MAX_PENDING];
+static dm_op_schema pending_schemas[MAX_PENDING];
+static dm_kernel_def pending_kernels[MAX_PENDING];
 static size_t n_pending_schemas, n_pending_kernels;
 
 static dm_status pend_schema(const dm_op_schema *s) {
   if (!s || !s->type || !*s->type)
     return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
-  DM_TRY(dm_check_schema_abi(s));
   if (n_pending_schemas == MAX_PENDING)
     return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d schemas", MAX_PENDING);
-  pending_schemas[n_pending_schemas++] = s;
+  DM_TRY(dm_schema_copy_abi(s, &pending_schemas[n_pending_schemas]));
+  n_pending_schemas++;
   return DM_OK;
 }
 
 static dm_status pend_kernel(const dm_kernel_def *k) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
-  DM_TRY(dm_check_kernel_abi(k));
   if (n_pending_kernels == MAX_PENDING)
     return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d kernels", MAX_PENDING);
-  pending_kernels[n_pending_kernels++] = k;
+  DM_TRY(dm_kernel_copy_abi(k, &pending_kernels[n_pending_kernels]));
+  n_pending_kernels++;
   return DM_OK;
 }
 
@@ -47,18 +50,18 @@ static int same_engine(const char *a, const char *b) {
 /* Refuses names that exist (built-in or from another plugin) or repeat in the plugin. */
 static dm_status check_pending(void) {
   for (size_t i = 0; i < n_pending_schemas; i++) {
-    const char *type = pending_schemas[i]->type;
+    const char *type = pending_schemas[i].type;
     if (dm_schema_lookup(type))
       return dm_error(DM_ERR_EXISTS, "it registers operator '%s', which already exists", type);
     for (size_t j = 0; j < i; j++)
-      if (strcmp(pending_schemas[j]->type, type) == 0)
+      if (strcmp(pending_schemas[j].type, type) == 0)
         return dm_error(DM_ERR_EXISTS, "it registers operator '%s' twice", type);
   }
   for (size_t i = 0; i < n_pending_kernels; i++) {
-    const dm_kernel_def *k = pending_kernels[i];
+    const dm_kernel_def *k = &pending_kernels[i];
     int own = 0;
     for (size_t j = 0; j < n_pending_schemas; j++)
-      own |= strcmp(pending_schemas[j]->type, k->type) == 0;
+      own |= strcmp(pending_schemas[j].type, k->type) == 0;
     if (!own && !dm_schema_lookup(k->type))
       return dm_error(DM_ERR_NOT_FOUND, "it registers a kernel for '%s', which has no schema",
                       k->type);
@@ -66,8 +69,8 @@ static dm_status check_pending(void) {
       return dm_error(DM_ERR_EXISTS, "it registers a kernel for '%s' (engine '%s'), which exists",
                       k->type, k->engine ? k->engine : "");
     for (size_t j = 0; j < i; j++)
-      if (strcmp(pending_kernels[j]->type, k->type) == 0 &&
-          pending_kernels[j]->device == k->device && same_engine(pending_kernels[j]->engine, k->engine))
+      if (strcmp(pending_kernels[j].type, k->type) == 0 &&
+          pending_kernels[j].device == k->device && same_engine(pending_kernels[j].engine, k->engine))
         return dm_error(DM_ERR_EXISTS, "it registers the kernel for '%s' twice", k->type);
   }
   return DM_OK;
@@ -75,9 +78,9 @@ static dm_status check_pending(void) {
 
 static dm_status commit_pending(void) {
   for (size_t i = 0; i < n_pending_schemas; i++)
-    DM_TRY(dm_register_schema(pending_schemas[i]));
+    DM_TRY(dm_register_schema(&pending_schemas[i]));
   for (size_t i = 0; i < n_pending_kernels; i++)
-    DM_TRY(dm_register_kernel(pending_kernels[i]));
+    DM_TRY(dm_register_kernel(&pending_kernels[i]));
   return DM_OK;
 }
 

@@ -28,12 +28,17 @@ typedef struct kernel_entry {
 /* The struct_size of the first ABI 3 structs: every field before these existed then. */
 #define SCHEMA_MIN_SIZE (offsetof(dm_op_schema, no_gradient) + sizeof(int))
 #define KERNEL_MIN_SIZE (offsetof(dm_kernel_def, cross_device) + sizeof(int))
+/* Far above any struct this ABI will grow to. */
+#define MAX_STRUCT_SIZE 4096
 
 /* Copies a `size`-byte struct from a plugin or built-in into `dst` (`cap` bytes, zeroed):
  * refused when shorter than the first ABI 3 layout, or when longer than this library's
  * struct with nonzero bytes past it (fields this library would silently ignore). */
 static dm_status copy_sized(void *dst, size_t cap, const void *src, size_t size, size_t min,
                             const char *what, const char *type) {
+  if (size > MAX_STRUCT_SIZE) /* garbage, not a newer header: read no byte past cap */
+    return dm_error(DM_ERR_VERSION, "register %s '%s': struct_size %zu is not a struct size",
+                    what, type, size);
   if (size < min)
     return dm_error(DM_ERR_VERSION,
                     "register %s '%s': struct_size %zu is smaller than the first ABI %d layout "
@@ -74,20 +79,23 @@ void dm_registry_free(void) {
   }
   free(sorted);
   sorted = NULL;
+  n_sorted = 0;
 }
 
-dm_status dm_check_schema_abi(const dm_op_schema *schema) {
-  dm_op_schema tmp;
-  memset(&tmp, 0, sizeof tmp);
-  return copy_sized(&tmp, sizeof tmp, schema, schema->struct_size, SCHEMA_MIN_SIZE, "schema",
-                    schema->type ? schema->type : "");
+dm_status dm_schema_copy_abi(const dm_op_schema *schema, dm_op_schema *out) {
+  memset(out, 0, sizeof *out);
+  DM_TRY(copy_sized(out, sizeof *out, schema, schema->struct_size, SCHEMA_MIN_SIZE, "schema",
+                    schema->type ? schema->type : ""));
+  out->struct_size = sizeof *out;
+  return DM_OK;
 }
 
-dm_status dm_check_kernel_abi(const dm_kernel_def *kernel) {
-  dm_kernel_def tmp;
-  memset(&tmp, 0, sizeof tmp);
-  return copy_sized(&tmp, sizeof tmp, kernel, kernel->struct_size, KERNEL_MIN_SIZE, "kernel",
-                    kernel->type ? kernel->type : "");
+dm_status dm_kernel_copy_abi(const dm_kernel_def *kernel, dm_kernel_def *out) {
+  memset(out, 0, sizeof *out);
+  DM_TRY(copy_sized(out, sizeof *out, kernel, kernel->struct_size, KERNEL_MIN_SIZE, "kernel",
+                    kernel->type ? kernel->type : ""));
+  out->struct_size = sizeof *out;
+  return DM_OK;
 }
 
 /* `size`: the struct's size as its author compiled it. */
@@ -162,6 +170,8 @@ dm_status dm_register_kernel(const dm_kernel_def *k) {
 }
 
 const dm_op_schema *dm_schema_lookup(const char *type) {
+  if (!type)
+    return NULL;
   schema_entry *e = NULL;
   pthread_rwlock_rdlock(&lock);
   HASH_FIND_STR(schemas, type, e);
@@ -191,41 +201,49 @@ int dm_kernel_exists(const char *type, dm_device_type device, const char *engine
   return k != NULL;
 }
 
-/* The kernel for (type, device, engine) if it exists and, asked with `ctx`, supports it;
- * *seen is set when one exists but refuses. */
-static const dm_kernel_def *candidate(const char *type, int device, const char *engine,
-                                      size_t len, const dm_op_ctx *ctx, int *seen) {
-  const dm_kernel_def *k = find_kernel(type, device, engine, len);
-  if (k && ctx && k->supports && !k->supports(ctx)) {
-    *seen = 1;
-    return NULL;
-  }
-  return k;
-}
+/* At most this many engines are tried for one op: its own list, the device's default
+ * and the plain kernel. */
+#define MAX_CANDIDATES 16
 
 dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
                            const dm_op_ctx *ctx, const dm_kernel_def **out) {
   static const char *const device_defaults[] = {[DM_CPU] = "", [DM_CUDA] = "CUDNN"};
-  const dm_kernel_def *k = NULL;
-  int refused = 0;
+  const dm_kernel_def *cand[MAX_CANDIDATES];
+  size_t n = 0;
+  /* The existing kernels in the order they are preferred, found under the lock; entries
+   * are never freed while the process uses them, so their supports hooks are asked
+   * after it is released (a hook may itself look things up in the registry). */
   pthread_rwlock_rdlock(&lock);
-  for (const char *p = engines ? engines : ""; *p && !k;) {
+  for (const char *p = engines ? engines : ""; *p && n < MAX_CANDIDATES - 2;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     while (len && *p == ' ')
       p++, len--;
-    if (len)
-      k = candidate(type, device, p, len, ctx, &refused);
+    const dm_kernel_def *k = len ? find_kernel(type, device, p, len) : NULL;
+    if (k)
+      cand[n++] = k;
     p += len + (comma ? 1 : 0);
     if (!comma)
       break;
   }
-  if (!k && (unsigned)device <= DM_CUDA && *device_defaults[device])
-    k = candidate(type, device, device_defaults[device], strlen(device_defaults[device]), ctx,
-                  &refused);
-  if (!k)
-    k = candidate(type, device, "", 0, ctx, &refused);
+  if ((unsigned)device <= DM_CUDA && *device_defaults[device]) {
+    const dm_kernel_def *k =
+        find_kernel(type, device, device_defaults[device], strlen(device_defaults[device]));
+    if (k)
+      cand[n++] = k;
+  }
+  const dm_kernel_def *plain = find_kernel(type, device, "", 0);
+  if (plain)
+    cand[n++] = plain;
   pthread_rwlock_unlock(&lock);
+  const dm_kernel_def *k = NULL;
+  int refused = 0;
+  for (size_t i = 0; i < n && !k; i++) {
+    if (ctx && cand[i]->supports && !cand[i]->supports(ctx))
+      refused = 1;
+    else
+      k = cand[i];
+  }
   if (!k) {
     const char *dev = device == DM_CUDA ? "CUDA" : "CPU";
     if (!dm_schema_lookup(type))

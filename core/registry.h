@@ -25,10 +25,11 @@ DM_HIDDEN int dm_kernel_exists(const char *type, dm_device_type device, const ch
 DM_HIDDEN size_t dm_schema_count(void);
 DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
 
-/* Whether a plugin's struct can be registered as its struct_size says (see "How the ABI
- * grows" in demitasse_plugin.h): DM_ERR_VERSION with the reason otherwise. */
-DM_HIDDEN dm_status dm_check_schema_abi(const dm_op_schema *schema);
-DM_HIDDEN dm_status dm_check_kernel_abi(const dm_kernel_def *kernel);
+/* A plugin's struct copied at this library's size as its struct_size says (see "How the
+ * ABI grows" in demitasse_plugin.h): the fields it does not know zero, struct_size
+ * sizeof(*out). DM_ERR_VERSION with the reason when it cannot be. */
+DM_HIDDEN dm_status dm_schema_copy_abi(const dm_op_schema *schema, dm_op_schema *out);
+DM_HIDDEN dm_status dm_kernel_copy_abi(const dm_kernel_def *kernel, dm_kernel_def *out);
 
 /* Loads a plugin into the registry, which already holds the built-ins (core/plugin.c;
  * the public dm_plugin_load in net/api.c calls dm_init, then this). */

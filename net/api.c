@@ -11,6 +11,8 @@
 static void destroy_net(void *net) { dm_net_free(net); }
 
 dm_status dm_workspace_create(dm_workspace **out) {
+  if (!out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create: NULL out");
   *out = NULL;
   DM_TRY(dm_init());
   return dm_workspace_new(out);

@@ -1,6 +1,7 @@
 /* mixed_precision.c: the mixed-precision pass (see mixed_precision.h for what it makes). */
 #include "mixed_precision.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,8 @@ typedef struct pass {
 } pass;
 
 /* Slot rules come from the op's schema (fp32_*, nonfloat_* masks): bit i is slot i, and
- * slots past 31 have no rule. */
-static int slot_bit(uint32_t mask, size_t slot) { return slot < 32 && ((mask >> slot) & 1); }
+ * slots past 63 have no rule. */
+static int slot_bit(uint64_t mask, size_t slot) { return slot < 64 && ((mask >> slot) & 1); }
 
 /* Input slots that never decide a follow op's precision: FP32-by-design or not float. */
 static int fixed_input(const dm_op_schema *schema, size_t slot) {
@@ -46,7 +47,7 @@ static int fixed_input(const dm_op_schema *schema, size_t slot) {
 
 /* The precision a slot of an op painted `c` holds: nonfloat slots none (never cast),
  * FP32 slots FP32 whenever the op computes in floats, every other slot the op's. */
-static color slot_color(uint32_t fp32_mask, uint32_t nonfloat_mask, size_t slot, color c) {
+static color slot_color(uint64_t fp32_mask, uint64_t nonfloat_mask, size_t slot, color c) {
   if (slot_bit(nonfloat_mask, slot))
     return C_NONE;
   if (slot_bit(fp32_mask, slot))
@@ -466,11 +467,12 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
     return dm_error(DM_ERR_INVALID, "the reduced precision must be FLOAT16 or BFLOAT16, not %s",
                     dm_dtype_name(o->target));
   if (o->scaling != DM_LS_NONE &&
-      !(o->init_scale > 0 && o->min_scale > 0 && o->min_scale <= o->max_scale &&
-        o->backoff_factor > 0 && o->backoff_factor < 1 && o->growth_factor > 1 &&
-        o->growth_interval >= 1))
-    return dm_error(DM_ERR_INVALID, "loss scaling options out of range (need scale > 0, "
-                                    "0 < min <= max, 0 < backoff < 1, growth > 1, interval >= 1)");
+      !(o->init_scale > 0 && o->init_scale <= FLT_MAX && o->min_scale > 0 &&
+        o->min_scale <= o->max_scale && o->max_scale <= FLT_MAX && o->backoff_factor > 0 &&
+        o->backoff_factor < 1 && o->growth_factor > 1 && o->growth_interval >= 1))
+    return dm_error(DM_ERR_INVALID, "loss scaling options out of range (need 0 < scale <= "
+                                    "FLT_MAX, 0 < min <= max <= FLT_MAX, 0 < backoff < 1, "
+                                    "growth > 1, interval >= 1)");
   char **params = NULL;
   size_t n_params = 0;
   DM_TRY(dm_find_trainable_params(net, o->exclude, o->n_exclude, &params, &n_params));

@@ -104,7 +104,7 @@ static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
 /* Whether output k of `op` is one its kernel reuses from run to run (the schema says). */
 static int reused_output(const Caffe2__OperatorDef *op, size_t k) {
   const dm_op_schema *schema = op->type ? dm_schema_lookup(op->type) : NULL;
-  return schema && k < 32 && (schema->reused_outputs >> k & 1u);
+  return schema && k < 64 && (schema->reused_outputs >> k & 1u);
 }
 
 /* Appends a borrowed name to the growable list (*v, *n, *cap). */
@@ -273,12 +273,16 @@ dm_status dm_netdef_write_atomic(const Caffe2__NetDef *net, const char *path) {
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0)
-      s = dm_error(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(w < 0 ? errno : EIO));
+      s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(w < 0 ? errno : EIO));
     else
       done += (size_t)w;
   }
+  /* on the disk before the rename makes it the file: a crash leaves the old file or the
+   * whole new one, never an empty one */
+  if (s == DM_OK && fd >= 0 && fsync(fd) != 0)
+    s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
   if (fd >= 0 && close(fd) != 0 && s == DM_OK)
-    s = dm_error(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
   if (s == DM_OK && rename(tmp, path) != 0)
     s = dm_error(DM_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno));
   if (s != DM_OK && fd >= 0)

@@ -2,6 +2,7 @@
  * dm_workspace_create_train_net, dm_rewrite_train_net): the options turned into the
  * pipeline's (net/pipeline.h), so the C API builds exactly the nets `demitasse train`
  * and `rewrite` build from the same options. */
+#include <float.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,14 @@ static const char *const default_losses[] = {"loss"};
 static const char *const default_data[] = {"data", "label"};
 static const char *const default_keep[] = {"accuracy", "data"};
 
-void dm_train_options_init(dm_train_options *o) {
-  if (!o)
-    return;
+/* The size of the first dm_train_options layout: nothing smaller is valid. Fields are
+ * only appended after it (see "ABI growth" in demitasse.h). */
+#define FIRST_SIZE (offsetof(dm_train_options, n_keep) + sizeof(size_t))
+/* A struct_size beyond this is garbage, not a newer header: refused before any byte
+ * past this library's struct is read. */
+#define MAX_SIZE 4096
+
+static void defaults(dm_train_options *o) {
   memset(o, 0, sizeof *o);
   o->struct_size = sizeof *o;
   o->losses = default_losses;
@@ -51,26 +57,55 @@ void dm_train_options_init(dm_train_options *o) {
   o->n_keep = 2;
 }
 
+static dm_status check_size(size_t size) {
+  if (size < FIRST_SIZE || size > MAX_SIZE)
+    return dm_error(DM_ERR_VERSION,
+                    "dm_train_options: struct_size %zu is not a layout of this struct (%zu to "
+                    "%d bytes); fill it with dm_train_options_init",
+                    size, (size_t)FIRST_SIZE, MAX_SIZE);
+  return DM_OK;
+}
+
+/* `size` is the caller's sizeof (the dm_train_options_init macro passes it): only that
+ * many bytes are written, the defaults of the fields the caller's header has. */
+dm_status dm_train_options_init_sized(dm_train_options *o, size_t size) {
+  if (!o)
+    return dm_error(DM_ERR_INVALID, "dm_train_options_init: NULL options");
+  DM_TRY(check_size(size));
+  dm_train_options d;
+  defaults(&d);
+  memset(o, 0, size);
+  memcpy(o, &d, size < sizeof d ? size : sizeof d);
+  o->struct_size = size;
+  return DM_OK;
+}
+
 /* The caller's options over the defaults: the fields its struct_size covers. A larger
  * struct (a newer header) is accepted only if the fields this library does not know are
  * zero, as plugin structs are (demitasse_plugin.h). */
 static dm_status take_options(const dm_train_options *in, dm_train_options *o) {
-  dm_train_options_init(o);
+  defaults(o);
   if (!in)
     return DM_OK;
-  if (in->struct_size < sizeof *o) {
-    /* this is the first layout: nothing smaller is valid */
-    return dm_error(DM_ERR_VERSION,
-                    "dm_train_options: struct_size %zu is smaller than this library's first "
-                    "layout (%zu); call dm_train_options_init", in->struct_size, sizeof *o);
-  }
+  DM_TRY(check_size(in->struct_size));
   for (size_t i = sizeof *o; i < in->struct_size; i++)
     if (((const unsigned char *)in)[i])
       return dm_error(DM_ERR_VERSION,
                       "dm_train_options: fields past byte %zu are set, which this library "
                       "(%zu bytes) does not know", sizeof *o, sizeof *o);
-  memcpy(o, in, sizeof *o);
+  memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
   o->struct_size = sizeof *o;
+  return DM_OK;
+}
+
+/* A borrowed list of names: each present and non-empty. */
+static dm_status check_names(const char *field, const char *const *v, size_t n) {
+  if (n && !v)
+    return dm_error(DM_ERR_INVALID, "dm_train_options.%s: %zu names but no list", field, n);
+  for (size_t i = 0; i < n; i++)
+    if (!v[i] || !*v[i])
+      return dm_error(DM_ERR_INVALID, "dm_train_options.%s[%zu]: %s name", field, i,
+                      v[i] ? "an empty" : "a NULL");
   return DM_OK;
 }
 
@@ -100,6 +135,12 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   dm_pipeline_opts_init(p);
   if (o->n_losses == 0 || !o->losses)
     return dm_error(DM_ERR_INVALID, "dm_train_options: no loss blob");
+  DM_TRY(check_names("losses", o->losses, o->n_losses));
+  DM_TRY(check_names("data_blobs", o->data_blobs, o->n_data_blobs));
+  DM_TRY(check_names("fp32_ops", o->fp32_ops, o->n_fp32_ops));
+  DM_TRY(check_names("fp16_ops", o->fp16_ops, o->n_fp16_ops));
+  DM_TRY(check_names("cpu_ops", o->cpu_ops, o->n_cpu_ops));
+  DM_TRY(check_names("keep", o->keep, o->n_keep));
   p->gradient = DM_PIPELINE_GRAD_AUTO;
   p->losses = o->losses;
   p->n_losses = o->n_losses;
@@ -148,9 +189,9 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
     return dm_error(DM_ERR_INVALID, "dm_train_options.loss_scale: unknown value %d",
                     (int)o->loss_scale);
   }
-  if (!(o->init_scale > 0) || o->growth_interval < 1)
-    return dm_error(DM_ERR_INVALID, "dm_train_options: init_scale must be > 0 and "
-                                    "growth_interval >= 1");
+  if (!(o->init_scale > 0 && o->init_scale <= FLT_MAX) || o->growth_interval < 1)
+    return dm_error(DM_ERR_INVALID, "dm_train_options: init_scale must be finite and > 0 "
+                                    "(a float), and growth_interval >= 1");
   p->mp.init_scale = o->init_scale;
   p->mp.growth_interval = (long)o->growth_interval;
   p->mp.force_fp32 = o->fp32_ops;

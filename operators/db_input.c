@@ -463,7 +463,7 @@ static const dm_op_schema dbi_schema = {
     .type = "TensorProtosDBInput", .min_inputs = 0, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = MAX_OUT, .args = dbi_args, .precision = DM_PREC_NONE, .no_gradient = 1,
     .nonfloat_inputs = 0x1, /* the INT64 iteration */
-    .reused_outputs = 0xffffffffu, /* every batch tensor alternates between two buffers */
+    .reused_outputs = UINT64_MAX, /* every batch tensor alternates between two buffers */
     .infer = dbi_infer,
     .doc = "[iter] -> one batch per record tensor (data FLOAT scaled, labels INT32) from `db`."};
 

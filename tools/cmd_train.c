@@ -489,7 +489,8 @@ int dm_cmd_train(int argc, char **argv) {
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
     if (num) {
       if (!dm_cli_parse_long(optarg, c == 'N' ? 0 : 1, 1L << 40, num))
-        rc = dm_cli_usage_error("train", "'%s' is not a positive integer", optarg);
+        rc = dm_cli_usage_error("train", "'%s' is not a %s integer", optarg,
+                                c == 'N' ? "non-negative" : "positive");
       iters_given |= c == 'N';
       continue;
     }

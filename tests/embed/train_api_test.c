@@ -67,9 +67,12 @@ int main(int argc, char **argv) {
     dm_train_options o;
     double newer_field;
   } grown;
-  memset(&grown, 0, sizeof grown);
-  dm_train_options_init(&grown.o);
-  grown.o.struct_size = sizeof grown;
+  /* as a program built against a newer header would fill it: its own sizeof */
+  memset(&grown, 0xab, sizeof grown);
+  CHECK(dm_train_options_init_sized(&grown.o, sizeof grown) == DM_OK &&
+            grown.o.struct_size == sizeof grown && grown.newer_field == 0 &&
+            grown.o.n_losses == 1,
+        "init of a larger struct: its tail zeroed, its size kept");
   CHECK(dm_rewrite_train_net(net, &grown.o, out, out_init) == DM_OK,
         "a larger struct with a zero tail refused");
   grown.newer_field = 1;
@@ -90,6 +93,50 @@ int main(int argc, char **argv) {
   dm_train_options_init(&o);
   o.n_losses = 0;
   CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID, "no loss accepted");
+  /* a size that is no layout: refused, and nothing written */
+  memset(&o, 0x5a, sizeof o);
+  CHECK(dm_train_options_init_sized(&o, 8) == DM_ERR_VERSION &&
+            ((unsigned char *)&o)[0] == 0x5a,
+        "init with struct_size 8 accepted or wrote");
+  CHECK(dm_train_options_init_sized(&o, (size_t)1 << 40) == DM_ERR_VERSION,
+        "init with a huge struct_size accepted");
+  dm_train_options_init(&o);
+  o.struct_size = (size_t)1 << 40; /* garbage: refused before reading past the struct */
+  CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_VERSION, "huge struct_size accepted");
+  /* a NULL or empty name in a list names the list, never crashes */
+  static const char *const null_name[] = {NULL}, *const empty_name[] = {""};
+  const char *const *lists[] = {null_name, empty_name};
+  for (int k = 0; k < 2; k++) {
+    dm_train_options_init(&o);
+    o.losses = lists[k];
+    CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID &&
+              strstr(dm_last_error(), "losses[0]"),
+          "a bad loss name");
+    dm_train_options_init(&o);
+    o.fp32_ops = lists[k];
+    o.n_fp32_ops = 1;
+    CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID &&
+              strstr(dm_last_error(), "fp32_ops[0]"),
+          "a bad fp32_ops name");
+    dm_train_options_init(&o);
+    o.keep = lists[k];
+    o.n_keep = 1;
+    CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID &&
+              strstr(dm_last_error(), "keep[0]"),
+          "a bad keep name");
+    dm_train_options_init(&o);
+    o.cpu_ops = lists[k];
+    o.n_cpu_ops = 1;
+    CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID &&
+              strstr(dm_last_error(), "cpu_ops[0]"),
+          "a bad cpu_ops name");
+  }
+  dm_train_options_init(&o);
+  o.precision = DM_PRECISION_FP16;
+  o.init_scale = 1e39; /* infinite as a float: every step would overflow */
+  CHECK(dm_rewrite_train_net(net, &o, out, NULL) == DM_ERR_INVALID &&
+            strstr(dm_last_error(), "init_scale"),
+        "init_scale 1e39 accepted");
 
   /* files: replaced atomically, nothing left behind; a missing directory is an I/O error */
   dm_train_options_init(&o);

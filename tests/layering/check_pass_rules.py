@@ -8,9 +8,10 @@ passes like a built-in one. A pass may still name the ops it emits itself, and
 recognise them again where only their type says what they are (which end of a device
 copy is the host; the gradient pass's seed fill): those are EMITTED below.
 
-Reads every .c and .h in net/ and reports each comparison of a string literal that
-looks like an op type (strcmp/strncmp/dm_str_in_list against "UpperCamel") with
-file:line, unless the literal is an emitted op. Exits 1 on any, or when it read no file.
+Reads every .c and .h in net/ and reports each strcmp/strncmp/strcasecmp, on one line,
+of a string literal that looks like an op type ("UpperCamel") with file:line, unless
+the literal is an emitted op. Exits 1 on any, or when it read no file. A line-based
+check: a comparison split over lines, or a table of names, is for review to catch.
 
 Usage: check_pass_rules.py --root DIR | --self-test
 """

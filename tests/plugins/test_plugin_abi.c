@@ -7,6 +7,7 @@
  * - A struct_size below the first ABI 3 layout (e.g. 0: not filled in) is refused.
  * argv: frozen_plugin.so */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,7 +27,20 @@ static void test_frozen_plugin_loads_after_growth(void **state) {
   /* the premise: fields were appended since the plugin was built */
   assert_true(*schema_size < sizeof(dm_op_schema));
   assert_true(*kernel_size < sizeof(dm_kernel_def));
+  /* every appended block starts past the old struct, never in its tail padding */
+  assert_true(offsetof(dm_op_schema, fp32_inputs) >= *schema_size);
+  assert_true(offsetof(dm_kernel_def, supports) >= *kernel_size);
   assert_ok(dm_plugin_load(paths[1]));
+  /* registered from freed heap structs with garbage padding: copied in the call, and
+   * nothing of the padding read as a field */
+  const dm_op_schema *h = dm_schema_lookup("TwiceHeap");
+  assert_non_null(h);
+  assert_int_equal(h->fp32_inputs | h->fp32_outputs | h->nonfloat_inputs | h->nonfloat_outputs |
+                       h->host_inputs | h->reused_outputs,
+                   0);
+  assert_int_equal(h->role, 0);
+  assert_int_equal(h->skip_input, 0);
+  assert_int_equal(h->max_inputs, 1);
   const dm_op_schema *s = dm_schema_lookup("Twice");
   assert_non_null(s);
   assert_int_equal(s->struct_size, sizeof(dm_op_schema));
@@ -42,6 +56,11 @@ static void test_frozen_plugin_loads_after_growth(void **state) {
   int64_t n = 3;
   assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 1, &n, x));
   assert_ok(run_text(ws, "op { input: 'x' output: 'y' type: 'Twice' }"));
+  assert_ok(run_text(ws, "op { input: 'y' output: 'z' type: 'TwiceHeap' }"));
+  const dm_tensor *z = NULL;
+  assert_ok(dm_workspace_fetch(ws, "z", &z));
+  for (int i = 0; i < 3; i++)
+    assert_true(((const float *)dm_tensor_data(z))[i] == 4 * x[i]);
   const dm_tensor *y = NULL;
   assert_ok(dm_workspace_fetch(ws, "y", &y));
   const float *py = dm_tensor_data(y);
@@ -88,6 +107,10 @@ static void test_unset_struct_size(void **state) {
   assert_status_msg(dm_register_schema(&no_size), DM_ERR_VERSION, "'NoSizeOp'",
                     "set .struct_size = sizeof(dm_op_schema)");
   assert_null(dm_schema_lookup("NoSizeOp"));
+  dm_op_schema garbage = no_size;
+  garbage.struct_size = (size_t)1 << 40; /* not a size: refused before reading past it */
+  assert_status_msg(dm_register_schema(&garbage), DM_ERR_VERSION, "'NoSizeOp'",
+                    "is not a struct size");
   static const dm_kernel_def no_kernel_size = {.type = "Relu", .engine = "NOSIZE",
                                                .run = noop_run};
   assert_status_msg(dm_register_kernel(&no_kernel_size), DM_ERR_VERSION, "'Relu'",
