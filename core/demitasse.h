@@ -28,6 +28,13 @@
  * dm_workspace_create_net is borrowed from the workspace and valid until the workspace
  * is destroyed (a tensor: until the blob is next written). Everything returned by a
  * *_create call is released by the matching *_destroy.
+ *
+ * Misuse: a NULL pointer argument (other than those documented as optional) is refused
+ * with DM_ERR_INVALID and a message naming the function and the argument; calls that
+ * return a value instead answer a neutral one (0, NULL, "", DM_UNDEFINED) and set the
+ * message. Blob names must be non-empty. A failed feed or net creation leaves the
+ * workspace as it was: the blob fed is unchanged (or still absent), and the blobs a
+ * failed net would have created are removed again.
  */
 #ifndef DEMITASSE_H
 #define DEMITASSE_H
@@ -139,15 +146,18 @@ DM_API dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *dat
                                                int text, dm_net **out);
 /* Runs every op of the net once, in order. */
 DM_API dm_status dm_net_run(dm_net *net);
-DM_API const char *dm_net_name(const dm_net *net);
+DM_API const char *dm_net_name(const dm_net *net); /* "" for NULL */
 
-/* Copies `data` (numel * dm_dtype_size(dtype) bytes) into blob `name`, creating it. */
+/* Copies `data` (numel * dm_dtype_size(dtype) bytes; for STRING numel char*, NULL read
+ * as "") into blob `name`, creating it. Everything is checked before the blob is
+ * touched: on failure it is exactly as before, or still absent. */
 DM_API dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
                                    const int64_t *dims, const void *data);
 /* Borrows the tensor in blob `name` (DM_ERR_NOT_FOUND if there is none). */
 DM_API dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out);
-DM_API int dm_workspace_has_blob(const dm_workspace *ws, const char *name);
-/* Number of blobs, and the i-th blob name in sorted order (borrowed). */
+DM_API int dm_workspace_has_blob(const dm_workspace *ws, const char *name); /* 0 for NULL */
+/* Number of blobs, and the i-th blob name in sorted order (borrowed); 0 and NULL for a
+ * NULL workspace. */
 DM_API size_t dm_workspace_blob_count(const dm_workspace *ws);
 DM_API const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i);
 
@@ -249,9 +259,9 @@ DM_API dm_status dm_train_options_init_sized(dm_train_options *o, size_t size);
  * state, and what exists in `ws` is kept as state. With device "cuda" the state already
  * in `ws` is copied to the GPU where the net reads it there (a GPU is needed:
  * DM_ERR_UNSUPPORTED or DM_ERR_DEVICE with the reason otherwise). The workspace owns
- * *out. Not transactional: after a failure the workspace may hold part of the state
- * (and, with "cuda", state already moved to the GPU), so start again from a fresh
- * workspace rather than calling it twice on the same one. */
+ * *out. On failure the blobs (state) and nets this call created are removed again;
+ * blobs that existed before are kept, but with "cuda" state already moved to the GPU
+ * stays there, so after a failed GPU call start again from a fresh workspace. */
 DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
                                                const dm_train_options *o, dm_net **out);
 /* The same passes without a workspace: writes the training net to `out_net_path` and,
@@ -262,6 +272,8 @@ DM_API dm_status dm_rewrite_train_net(const char *net_path, const dm_train_optio
                                       const char *out_net_path, const char *out_init_path);
 
 /* Tensors (read side; see demitasse_plugin.h for the write side) ----------------- */
+/* A NULL tensor (e.g. from a failed fetch) reads as empty: DM_UNDEFINED, 0 dimensions,
+ * NULL dims, 0 elements, 0 bytes, NULL data. */
 
 DM_API dm_dtype dm_tensor_dtype(const dm_tensor *t);
 DM_API int dm_tensor_ndim(const dm_tensor *t);

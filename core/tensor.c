@@ -198,6 +198,10 @@ void dm_tensor_free(dm_tensor *t) {
 }
 
 dm_status dm_tensor_resize(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims) {
+  if (!t)
+    return dm_error(DM_ERR_INVALID, "dm_tensor_resize: NULL tensor");
+  if (ndim > 0 && !dims)
+    return dm_error(DM_ERR_INVALID, "dm_tensor_resize: NULL dims for %d dimensions", ndim);
   return dm_tensor_resize_on(t, DM_CPU, 0, dtype, ndim, dims);
 }
 
@@ -263,6 +267,8 @@ dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim, const int6
 }
 
 dm_status dm_tensor_resize_like(dm_tensor *t, const dm_tensor *like) {
+  if (!t || !like)
+    return dm_error(DM_ERR_INVALID, "dm_tensor_resize_like: NULL %s", t ? "like" : "tensor");
   return dm_tensor_resize(t, like->dtype, like->ndim, like->dims);
 }
 
@@ -415,15 +421,19 @@ const char *dm_shape_str(const dm_tensor *t, char *buf, size_t cap) {
 }
 
 /* Public read-side accessors. */
-dm_dtype dm_tensor_dtype(const dm_tensor *t) { return t->dtype; }
-int dm_tensor_ndim(const dm_tensor *t) { return t->ndim; }
-const int64_t *dm_tensor_dims(const dm_tensor *t) { return t->dims; }
-int64_t dm_tensor_numel(const dm_tensor *t) { return t->numel; }
-size_t dm_tensor_nbytes(const dm_tensor *t) { return t->storage ? t->storage->nbytes : 0; }
-const void *dm_tensor_data(const dm_tensor *t) { return t->storage ? t->storage->data : NULL; }
+/* The public accessors take NULL (a failed fetch's tensor) and answer as for an empty
+ * tensor: UNDEFINED, 0 dimensions, NULL dims, 0 elements, 0 bytes, NULL data. */
+dm_dtype dm_tensor_dtype(const dm_tensor *t) { return t ? t->dtype : DM_UNDEFINED; }
+int dm_tensor_ndim(const dm_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *dm_tensor_dims(const dm_tensor *t) { return t ? t->dims : NULL; }
+int64_t dm_tensor_numel(const dm_tensor *t) { return t ? t->numel : 0; }
+size_t dm_tensor_nbytes(const dm_tensor *t) { return t && t->storage ? t->storage->nbytes : 0; }
+const void *dm_tensor_data(const dm_tensor *t) {
+  return t && t->storage ? t->storage->data : NULL;
+}
 /* The host may be about to write: wait for an upload still reading the storage. */
 void *dm_tensor_mutable_data(dm_tensor *t) {
-  if (!t->storage)
+  if (!t || !t->storage)
     return NULL;
   storage_await_uploads(t->storage);
   return t->storage->data;

@@ -16,6 +16,14 @@ dm_status dm_workspace_new(dm_workspace **out) {
   return DM_OK;
 }
 
+static void remove_blob(dm_workspace *ws, dm_blob *b) {
+  HASH_DEL(ws->blobs, b);
+  dm_tensor_free(b->tensor);
+  free(b->name);
+  free(b);
+  ws->names_stale = 1;
+}
+
 void dm_workspace_destroy(dm_workspace *ws) {
   if (!ws)
     return;
@@ -23,17 +31,16 @@ void dm_workspace_destroy(dm_workspace *ws) {
     ws->owned[i].destroy(ws->owned[i].obj);
   free(ws->owned);
   dm_blob *b, *tmp;
-  HASH_ITER(hh, ws->blobs, b, tmp) {
-    HASH_DEL(ws->blobs, b);
-    dm_tensor_free(b->tensor);
-    free(b->name);
-    free(b);
-  }
+  HASH_ITER(hh, ws->blobs, b, tmp) { remove_blob(ws, b); }
   free(ws->sorted_names);
   free(ws);
 }
 
 void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes) {
+  if (!ws) {
+    dm_error(DM_ERR_INVALID, "dm_workspace_set_tensor_limit: NULL ws");
+    return;
+  }
   ws->tensor_limit = max_bytes;
   dm_blob *b, *tmp;
   HASH_ITER(hh, ws->blobs, b, tmp) { b->tensor->limit = max_bytes; }
@@ -64,11 +71,28 @@ dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob
       free(b);
       return DM_NOMEM("a blob");
     }
+    b->serial = ws->next_serial++;
     HASH_ADD_KEYPTR(hh, ws->blobs, b->name, strlen(b->name), b);
     ws->names_stale = 1;
   }
   *out = b;
   return DM_OK;
+}
+
+dm_workspace_mark dm_workspace_get_mark(const dm_workspace *ws) {
+  return (dm_workspace_mark){ws->next_serial, ws->n_owned};
+}
+
+void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m) {
+  while (ws->n_owned > m.n_owned) {
+    dm_owned *o = &ws->owned[--ws->n_owned];
+    o->destroy(o->obj);
+  }
+  dm_blob *b, *tmp;
+  HASH_ITER(hh, ws->blobs, b, tmp) {
+    if (b->serial >= m.serial)
+      remove_blob(ws, b);
+  }
 }
 
 dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj)) {
@@ -85,36 +109,100 @@ dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *
 }
 
 int dm_workspace_has_blob(const dm_workspace *ws, const char *name) {
+  if (!ws || !name) {
+    dm_error(DM_ERR_INVALID, "dm_workspace_has_blob: NULL %s", ws ? "name" : "ws");
+    return 0;
+  }
   return dm_workspace_find(ws, name) != NULL;
 }
 
+/* Everything dm_workspace_feed can refuse, checked before the blob is touched. */
+static dm_status check_feed(const dm_workspace *ws, const char *name, dm_dtype *dtype, int ndim,
+                            const int64_t *dims, const void *data, int64_t *numel) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: NULL ws");
+  if (!name)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: NULL name");
+  if (!*name)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: an empty blob name");
+  if (ndim < 0 || ndim > DM_MAX_DIMS)
+    return dm_error(DM_ERR_SHAPE, "dm_workspace_feed: feeding blob '%s': %d dimensions (0 to %d)", name,
+                    ndim, DM_MAX_DIMS);
+  if (ndim > 0 && !dims)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: feeding blob '%s': NULL dims for %d dimensions",
+                    name, ndim);
+  if (*dtype == DM_BYTE)
+    *dtype = DM_UINT8;
+  if (!dm_dtype_is_valid(*dtype) || *dtype == DM_UNDEFINED)
+    return dm_error(DM_ERR_TYPE, "dm_workspace_feed: feeding blob '%s': invalid data type %d", name,
+                    (int)*dtype);
+  const dm_blob *b = dm_workspace_find(ws, name);
+  size_t nbytes;
+  dm_status s = dm_shape_numel(ndim, dims, numel);
+  if (s == DM_OK)
+    s = dm_shape_nbytes(*dtype, *numel, b ? b->tensor->limit : ws->tensor_limit, &nbytes);
+  if (s != DM_OK)
+    return dm_error_prefix(s, "dm_workspace_feed: feeding blob '%s'", name);
+  if (*numel > 0 && !data)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: feeding blob '%s': NULL data for %lld elements",
+                    name, (long long)*numel);
+  return DM_OK;
+}
+
+static void free_strings(char **v, int64_t n) {
+  for (int64_t i = 0; v && i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
+/* All or nothing: every argument is checked and every allocation made (the string copies,
+ * the storage) before the blob changes, and a blob this call created is removed again on
+ * failure, so a failed feed leaves the workspace as it was. */
 dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
                             const int64_t *dims, const void *data) {
-  if (!ws || !name || (ndim > 0 && !dims))
-    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: NULL argument");
-  dm_blob *b;
-  DM_TRY(dm_workspace_get_or_create(ws, name, &b));
-  dm_status s = dm_tensor_resize(b->tensor, dtype, ndim, dims);
-  if (s != DM_OK)
-    return dm_error_prefix(s, "feeding blob '%s'", name);
-  if (dtype == DM_STRING) {
-    char **dst = b->tensor->storage->data;
+  int64_t numel = 0;
+  DM_TRY(check_feed(ws, name, &dtype, ndim, dims, data, &numel));
+  char **strs = NULL; /* the string copies, made first */
+  if (dtype == DM_STRING && numel > 0) {
     const char *const *src = data;
-    for (int64_t i = 0; i < b->tensor->numel; i++) {
-      free(dst[i]);
-      dst[i] = strdup(src[i] ? src[i] : "");
-      if (!dst[i])
+    strs = calloc((size_t)numel, sizeof *strs);
+    if (!strs)
+      return DM_NOMEM("a string feed");
+    for (int64_t i = 0; i < numel; i++)
+      if (!(strs[i] = strdup(src[i] ? src[i] : ""))) {
+        free_strings(strs, numel);
         return DM_NOMEM("a string element");
-    }
+      }
+  }
+  dm_blob *b = dm_workspace_find(ws, name);
+  int created = !b;
+  dm_status s = created ? dm_workspace_get_or_create(ws, name, &b) : DM_OK;
+  if (s == DM_OK)
+    s = dm_tensor_resize(b->tensor, dtype, ndim, dims); /* unchanged if this fails */
+  if (s != DM_OK) {
+    if (created && b)
+      remove_blob(ws, b);
+    free_strings(strs, numel);
+    return dm_error_prefix(s, "feeding blob '%s'", name);
+  }
+  if (dtype == DM_STRING) {
+    char **dst = b->tensor->storage->data; /* a new storage: no strings to free */
+    for (int64_t i = 0; i < numel; i++)
+      dst[i] = strs[i];
+    free(strs);
   } else if (b->tensor->storage->nbytes) {
-    if (!data)
-      return dm_error(DM_ERR_INVALID, "feeding blob '%s': NULL data", name);
     memcpy(dm_tensor_mutable_data(b->tensor), data, b->tensor->storage->nbytes);
   }
   return DM_OK;
 }
 
 dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out) {
+  if (!ws || !name || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: NULL %s",
+                    !ws ? "ws" : !name ? "name" : "out");
+  *out = NULL;
+  if (!*name)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: an empty blob name");
   dm_blob *b = dm_workspace_find(ws, name);
   if (!b)
     return dm_error(DM_ERR_NOT_FOUND, "no blob named '%s' in the workspace", name);
@@ -135,9 +223,19 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-size_t dm_workspace_blob_count(const dm_workspace *ws) { return HASH_COUNT(ws->blobs); }
+size_t dm_workspace_blob_count(const dm_workspace *ws) {
+  if (!ws) {
+    dm_error(DM_ERR_INVALID, "dm_workspace_blob_count: NULL ws");
+    return 0;
+  }
+  return HASH_COUNT(ws->blobs);
+}
 
 const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i) {
+  if (!ws) {
+    dm_error(DM_ERR_INVALID, "dm_workspace_blob_name: NULL ws");
+    return NULL;
+  }
   /* The sorted cache is logically const: rebuilt lazily when blobs were added. */
   dm_workspace *w = (dm_workspace *)ws;
   size_t n = HASH_COUNT(w->blobs);

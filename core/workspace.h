@@ -13,6 +13,7 @@
 typedef struct dm_blob {
   char *name;
   dm_tensor *tensor;
+  uint64_t serial; /* creation order in its workspace (dm_workspace_mark) */
   UT_hash_handle hh;
 } dm_blob;
 
@@ -30,6 +31,7 @@ struct dm_workspace {
   char **sorted_names; /* cache for dm_workspace_blob_name; rebuilt when stale */
   size_t n_sorted;
   int names_stale;
+  uint64_t next_serial; /* the serial the next new blob gets */
 };
 
 /* A new, empty workspace. The public dm_workspace_create (net/api.c) calls dm_init
@@ -42,6 +44,17 @@ DM_HIDDEN dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name);
 DM_HIDDEN const dm_tensor *dm_workspace_tensor(const dm_workspace *ws, const char *name);
 /* The blob, created empty if absent. */
 DM_HIDDEN dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob **out);
+/* What a workspace holds at one moment: dm_workspace_rollback(ws, m) removes every blob
+ * created after the mark and destroys every object adopted after it (latest first, the
+ * objects before the blobs they point at), so a failed call that instantiated nets
+ * leaves the blob list as it was. Blobs that existed at the mark are never removed,
+ * whatever happened to their tensors since. */
+typedef struct dm_workspace_mark {
+  uint64_t serial;
+  size_t n_owned;
+} dm_workspace_mark;
+DM_HIDDEN dm_workspace_mark dm_workspace_get_mark(const dm_workspace *ws);
+DM_HIDDEN void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
  * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
 DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));

@@ -35,11 +35,19 @@ dm_status dm_netdef_read(const char *path, Caffe2__NetDef **out) {
 
 dm_status dm_workspace_create_net(dm_workspace *ws, Caffe2__NetDef *def, const char *source,
                                   dm_net **out) {
+  /* Instantiating creates the blobs the net names that do not exist yet; a failure
+   * removes them again (after the net that points at them is freed), so a failed call
+   * leaves the blob list as it was. */
+  dm_workspace_mark mark = dm_workspace_get_mark(ws);
   dm_net *net = NULL;
-  DM_TRY(dm_net_create(ws, def, source, &net));
-  dm_status s = dm_workspace_adopt(ws, net, destroy_net);
+  dm_status s = dm_net_create(ws, def, source, &net);
+  if (s == DM_OK) {
+    s = dm_workspace_adopt(ws, net, destroy_net);
+    if (s != DM_OK)
+      dm_net_free(net);
+  }
   if (s != DM_OK) {
-    dm_net_free(net);
+    dm_workspace_rollback(ws, mark);
     return s;
   }
   *out = net;
@@ -48,7 +56,8 @@ dm_status dm_workspace_create_net(dm_workspace *ws, Caffe2__NetDef *def, const c
 
 dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_net **out) {
   if (!ws || !path || !out)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: NULL argument");
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: NULL %s",
+                    !ws ? "ws" : !path ? "path" : "out");
   *out = NULL;
   Caffe2__NetDef *def = NULL;
   DM_TRY(dm_netdef_read(path, &def));
@@ -58,7 +67,8 @@ dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_ne
 dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size_t size, int text,
                                         dm_net **out) {
   if (!ws || (!data && size) || !out)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_bytes: NULL argument");
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_bytes: NULL %s",
+                    !ws ? "ws" : !out ? "out" : "data");
   *out = NULL;
   ProtobufCMessage *m = NULL;
   DM_TRY(dm_message_parse(data, size, "<memory>", &caffe2__net_def__descriptor,
@@ -67,6 +77,8 @@ dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size
 }
 
 dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path) {
+  if (!ws || !path)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_run_net_file: NULL %s", ws ? "path" : "ws");
   dm_net *net = NULL;
   DM_TRY(dm_workspace_create_net_file(ws, path, &net));
   return dm_net_run(net);

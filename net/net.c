@@ -485,5 +485,9 @@ dm_status dm_net_run(dm_net *net) {
 }
 
 const char *dm_net_name(const dm_net *net) {
+  if (!net) {
+    dm_error(DM_ERR_INVALID, "dm_net_name: NULL net");
+    return "";
+  }
   return net->def->name ? net->def->name : "";
 }

@@ -278,12 +278,14 @@ static dm_status state_to_gpu(dm_workspace *ws, const dm_gpu_state *gpu, int id)
 dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
                                         const dm_train_options *opts, dm_net **out) {
   if (!ws || !net_path || !out)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_create_train_net: NULL argument");
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_train_net: NULL %s",
+                    !ws ? "ws" : !net_path ? "net_path" : "out");
   *out = NULL;
   dm_train_options o;
   dm_pipeline_opts p;
   DM_TRY(take_options(opts, &o));
   DM_TRY(pipeline_opts(&o, &p));
+  dm_workspace_mark mark = dm_workspace_get_mark(ws);
   if (p.device) { /* before anything else: no GPU, no training */
     dm_status s = dm_device_check(DM_CUDA, p.dev.device_id);
     if (s != DM_OK)
@@ -325,13 +327,16 @@ dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
     protobuf_c_message_free_unpacked(&net->base, NULL);
   dm_pipeline_result_free(&r);
   free(keep);
+  if (s != DM_OK) /* the state and nets this call created go again */
+    dm_workspace_rollback(ws, mark);
   return s;
 }
 
 dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *opts,
                                const char *out_net_path, const char *out_init_path) {
   if (!net_path || !out_net_path)
-    return dm_error(DM_ERR_INVALID, "dm_rewrite_train_net: NULL argument");
+    return dm_error(DM_ERR_INVALID, "dm_rewrite_train_net: NULL %s",
+                    net_path ? "out_net_path" : "net_path");
   dm_train_options o;
   dm_pipeline_opts p;
   DM_TRY(dm_init()); /* the passes read the op schemas */
