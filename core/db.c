@@ -1,5 +1,6 @@
 /* db.c: the LMDB wrapper (see db.h). */
 #include "db.h"
+#include "fileio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +31,7 @@ struct dm_db_iter {
 
 static dm_status lmdb_fail(int rc, const char *path, const char *what) {
   return dm_error(rc == ENOENT ? DM_ERR_NOT_FOUND : DM_ERR_IO, "db '%s': %s: %s", path, what,
-                  mdb_strerror(rc));
+                  rc > 0 ? dm_errno_text(rc) : mdb_strerror(rc)); /* "disk full" for ENOSPC */
 }
 
 const char *dm_db_path(const dm_db *db) { return db->path; }
@@ -110,13 +111,16 @@ dm_status dm_db_open_read(const char *path, dm_db **out) {
   return DM_OK;
 }
 
+/* Empty but for a lock file, which LMDB resets: make-db allocates one before LMDB maps
+ * it, so that a full disk is an error there and not a SIGBUS in LMDB. */
 static int dir_is_empty(const char *path) {
   DIR *d = opendir(path);
   if (!d)
     return 0;
   int empty = 1;
   for (struct dirent *e; empty && (e = readdir(d));)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+        strcmp(e->d_name, "lock.mdb") != 0)
       empty = 0;
   closedir(d);
   return empty;

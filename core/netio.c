@@ -7,6 +7,7 @@
  * overflow its 32-bit arithmetic, strings it would cut at a NUL).
  */
 #include "netio.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -467,16 +468,7 @@ cleanup:
 }
 
 dm_status dm_write_file(const char *path, const void *data, size_t len) {
-  FILE *f;
   if (!path || (!data && len))
     return dm_error(DM_ERR_INVALID, "dm_write_file: missing argument");
-  if (!(f = fopen(path, "wb")))
-    return dm_error(DM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  size_t wrote = len ? fwrite(data, 1, len, f) : 0;
-  int err = wrote == len ? 0 : errno;
-  if (fclose(f) != 0 && err == 0)
-    err = errno ? errno : EIO;
-  if (wrote != len || err)
-    return dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(err ? err : EIO));
-  return DM_OK;
+  return dm_write_file_atomic(path, data, len);
 }

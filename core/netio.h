@@ -40,7 +40,8 @@ DM_HIDDEN dm_status dm_message_read_file(const char *path, const ProtobufCMessag
 /* Serialises to a malloc'd buffer (text is NUL-terminated; *len excludes the NUL). */
 DM_HIDDEN dm_status dm_message_serialize(const ProtobufCMessage *msg, dm_file_format fmt,
                                          uint8_t **out, size_t *len);
-/* Writes a file (AUTO: by extension, binary unless it looks like text). */
+/* Writes a file (AUTO: by extension, binary unless it looks like text), replacing it
+ * atomically (core/fileio.h). */
 DM_HIDDEN dm_status dm_message_write_file(const char *path, const ProtobufCMessage *msg,
                                           dm_file_format fmt);
 
@@ -52,6 +53,7 @@ DM_HIDDEN dm_status dm_text_print(const ProtobufCMessage *msg, char **out, size_
 /* Reads a whole file into a malloc'd buffer (NUL-terminated), refusing files larger
  * than DM_MAX_FILE_BYTES. */
 DM_HIDDEN dm_status dm_read_file(const char *path, uint8_t **out, size_t *len);
+/* dm_write_file_atomic (core/fileio.h): the old file stays when the write fails. */
 DM_HIDDEN dm_status dm_write_file(const char *path, const void *data, size_t len);
 
 #endif

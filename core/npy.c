@@ -8,6 +8,7 @@
  * (version 1.0, the header padded with spaces so the data starts on a 64-byte boundary).
  */
 #include "npy.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -489,14 +490,12 @@ dm_status dm_npy_save(const char *path, const dm_tensor *t) {
   pre[8] = (uint8_t)(k & 0xff);
   pre[9] = (uint8_t)(k >> 8);
 
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return dm_error(DM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(hdr, 1, (size_t)k, f) == (size_t)k &&
-           write_data(f, t, dm_dtype_size(t->dtype));
-  if (fclose(f) != 0)
-    ok = 0;
-  if (!ok)
-    return dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-  return DM_OK;
+  /* replaced atomically: a failed write (a full disk) leaves the old file */
+  dm_atomic_file af;
+  DM_TRY(dm_atomic_open(&af, path));
+  FILE *f = af.f;
+  if (!(fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(hdr, 1, (size_t)k, f) == (size_t)k &&
+        write_data(f, t, dm_dtype_size(t->dtype))))
+    af.err = errno ? errno : EIO;
+  return dm_atomic_commit(&af); /* fails when any write above did */
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/netio.h"
 #include "net/gradient.h"
 #include "net/memory_pass.h"
@@ -252,42 +253,7 @@ dm_status dm_netdef_write_atomic(const Caffe2__NetDef *net, const char *path) {
   dm_status s = dm_message_serialize(&net->base, fmt, &bytes, &len);
   if (s != DM_OK)
     return dm_error_prefix(s, "%s", path);
-  /* The temporary file is unique to this process and call (pid, counter) and created
-   * with O_EXCL, so two writers never share one; created 0666 less the umask, as fopen
-   * would. */
-  static _Atomic unsigned counter;
-  size_t cap = strlen(path) + 48;
-  char *tmp = malloc(cap);
-  int fd = -1;
-  if (!tmp)
-    s = DM_NOMEM("a file name");
-  for (int tries = 0; s == DM_OK && fd < 0; tries++) {
-    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || tries == 100))
-      s = dm_error(DM_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                   strerror(errno));
-  }
-  for (size_t done = 0; s == DM_OK && done < len;) {
-    ssize_t w = write(fd, bytes + done, len - done);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(w < 0 ? errno : EIO));
-    else
-      done += (size_t)w;
-  }
-  /* on the disk before the rename makes it the file: a crash leaves the old file or the
-   * whole new one, never an empty one */
-  if (s == DM_OK && fd >= 0 && fsync(fd) != 0)
-    s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-  if (fd >= 0 && close(fd) != 0 && s == DM_OK)
-    s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-  if (s == DM_OK && rename(tmp, path) != 0)
-    s = dm_error(DM_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno));
-  if (s != DM_OK && fd >= 0)
-    unlink(tmp);
-  free(tmp);
+  s = dm_write_file_atomic(path, bytes, len); /* core/fileio.c: temp file, fsync, rename */
   free(bytes);
   return s;
 }

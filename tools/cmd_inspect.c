@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "core/fileio.h"
 #include "net/api.h"
 #include "inspect_shapes.h"
 
@@ -198,9 +199,9 @@ static void dot_str(FILE *f, const char *s) {
 }
 
 static dm_status write_dot(const Caffe2__NetDef *def, blob_table *t, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return dm_error(DM_ERR_IO, "%s: cannot create", path);
+  dm_atomic_file af; /* replaced atomically: a failed write leaves the old file */
+  DM_TRY(dm_atomic_open(&af, path));
+  FILE *f = af.f;
   fprintf(f, "digraph ");
   dot_str(f, def->name && *def->name ? def->name : "net");
   fprintf(f, " {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
@@ -233,9 +234,7 @@ static dm_status write_dot(const Caffe2__NetDef *def, blob_table *t, const char 
       fprintf(f, "  op%zu -> b%ld;\n", i, blob_index(t, op->output[j]));
   }
   fprintf(f, "}\n");
-  if (fclose(f) != 0)
-    return dm_error(DM_ERR_IO, "%s: write failed", path);
-  return DM_OK;
+  return dm_atomic_commit(&af);
 }
 
 static dm_status inspect(const char *path, const char *init, const char *dot,

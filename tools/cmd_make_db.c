@@ -8,13 +8,18 @@
  *   protos[1] label: data_type INT32, no dims (a scalar), the label in int32_data.
  * The first --train images go to --out-train, the rest to --out-val.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "core/db.h"
+#include "core/fileio.h"
 #include "mnist_idx.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -36,6 +41,21 @@ static void help(FILE *f) {
 /* Writes images [lo, hi) into a fresh LMDB at `path`. */
 static dm_status write_db(const char *path, const dm_idx *img, const dm_idx *lab, int64_t lo,
                           int64_t hi) {
+  /* LMDB maps its lock file and writes into the map: on a full disk that is a SIGBUS,
+   * not an error. Its blocks are allocated here first, so a full disk is refused. */
+  size_t plen = strlen(path);
+  char *lock = malloc(plen + 16);
+  if (!lock)
+    return DM_NOMEM("a path");
+  snprintf(lock, plen + 16, "%s/lock.mdb", path);
+  int fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0664);
+  int err = fd < 0 ? errno : posix_fallocate(fd, 0, 64 << 10);
+  if (fd >= 0)
+    close(fd);
+  free(lock);
+  if (err)
+    return dm_error(DM_ERR_IO, "db '%s': cannot create its lock file: %s", path,
+                    dm_errno_text(err));
   dm_db *db = NULL;
   DM_TRY(dm_db_open_write(path, &db));
   int64_t rows = img->dims[1], cols = img->dims[2];
@@ -79,6 +99,28 @@ static dm_status write_db(const char *path, const dm_idx *img, const dm_idx *lab
   return s;
 }
 
+/* LMDB reports a short write (a full disk) as EIO: say "disk full" when it is. */
+static dm_status db_failed(dm_status s, const char *out, const char *tmp) {
+  if (s == DM_ERR_IO && dm_fs_full(tmp) && !strstr(dm_last_error(), "disk full"))
+    return dm_error_prefix(s, "%s: disk full", out);
+  return dm_error_prefix(s, "%s", out);
+}
+
+/* An output DB may not exist yet (an empty directory may). */
+static dm_status refuse_existing(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return errno == ENOENT ? DM_OK
+                           : dm_error(DM_ERR_IO, "db '%s': %s", path, dm_errno_text(errno));
+  int empty = 1;
+  for (struct dirent *e; empty && (e = readdir(d));)
+    empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+  closedir(d);
+  return empty ? DM_OK
+               : dm_error(DM_ERR_EXISTS, "db '%s' already exists (and is not an empty directory)",
+                          path);
+}
+
 static dm_status make_db(const char *images, const char *labels, long train,
                          const char *out_train, const char *out_val) {
   dm_idx img, lab;
@@ -103,10 +145,40 @@ static dm_status make_db(const char *images, const char *labels, long train,
   else if (train < n && !out_val)
     s = dm_error(DM_ERR_INVALID, "%lld images are left for validation but --out-val is not set",
                  (long long)(n - train));
-  if (s == DM_OK && (s = write_db(out_train, &img, &lab, 0, train)) == DM_OK)
+  /* Each DB is built in a temporary directory beside its target and renamed into place
+   * when both are complete (core/fileio.h): a failed make-db (a full disk) leaves what
+   * was there before and no half-written DB. */
+  int val = train < n;
+  char *tmp_train = NULL, *tmp_val = NULL;
+  if (s == DM_OK)
+    s = refuse_existing(out_train);
+  if (s == DM_OK && val)
+    s = refuse_existing(out_val);
+  if (s == DM_OK)
+    s = dm_atomic_dir_create(out_train, &tmp_train);
+  if (s == DM_OK && val)
+    s = dm_atomic_dir_create(out_val, &tmp_val);
+  if (s == DM_OK && (s = write_db(tmp_train, &img, &lab, 0, train)) != DM_OK)
+    s = db_failed(s, out_train, tmp_train);
+  if (s == DM_OK && val && (s = write_db(tmp_val, &img, &lab, train, n)) != DM_OK)
+    s = db_failed(s, out_val, tmp_val);
+  if (s == DM_OK && (s = dm_atomic_dir_commit(tmp_train, out_train)) == DM_OK) {
+    free(tmp_train);
+    tmp_train = NULL;
+  }
+  if (s == DM_OK && val && (s = dm_atomic_dir_commit(tmp_val, out_val)) == DM_OK) {
+    free(tmp_val);
+    tmp_val = NULL;
+  }
+  if (s == DM_OK) {
     printf("wrote %ld records to %s\n", train, out_train);
-  if (s == DM_OK && train < n && (s = write_db(out_val, &img, &lab, train, n)) == DM_OK)
-    printf("wrote %lld records to %s\n", (long long)(n - train), out_val);
+    if (val)
+      printf("wrote %lld records to %s\n", (long long)(n - train), out_val);
+  }
+  dm_atomic_dir_remove(tmp_train);
+  dm_atomic_dir_remove(tmp_val);
+  free(tmp_train);
+  free(tmp_val);
   dm_idx_free(&img);
   dm_idx_free(&lab);
   return s;

@@ -1,6 +1,9 @@
 /* train_report.c: progress line, metrics CSV and an SVG of the training curves. */
 #include "train_report.h"
 
+#include "core/fileio.h"
+
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -12,12 +15,26 @@ dm_status dm_report_open(dm_train_report *r, const char *csv_path, int resume) {
   r->tty = isatty(STDOUT_FILENO);
   if (!csv_path)
     return DM_OK;
-  r->csv = fopen(csv_path, resume ? "a" : "w");
+  /* A new CSV replaces the old one atomically, with its header (core/fileio.h): when it
+   * cannot be written the old file stays. The rows are then appended to it, each one
+   * flushed, and a row that cannot be written whole is cut off again (append_row). A
+   * resumed run appends to the file there is. */
+  static const char header[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
+                               "loss_scale,skipped\n";
+  if (!resume)
+    DM_TRY(dm_write_file_atomic(csv_path, header, sizeof header - 1));
+  r->csv = fopen(csv_path, "a");
   if (!r->csv)
-    return dm_error(DM_ERR_IO, "%s: cannot open for writing", csv_path);
-  if (!resume || ftell(r->csv) == 0)
-    fprintf(r->csv, "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,loss_scale,"
-                    "skipped\n");
+    return dm_error(DM_ERR_IO, "%s: cannot open for writing: %s", csv_path,
+                    dm_errno_text(errno));
+  if (resume && ftell(r->csv) == 0) {
+    fputs(header, r->csv);
+    if (fflush(r->csv) != 0)
+      return dm_error(DM_ERR_IO, "%s: write failed: %s", csv_path, dm_errno_text(errno));
+  }
+  r->csv_path = strdup(csv_path);
+  if (!r->csv_path)
+    return DM_NOMEM("a path");
   size_t len = strlen(csv_path);
   r->svg_path = malloc(len + 5);
   if (!r->svg_path)
@@ -35,6 +52,36 @@ static void csv_num(FILE *f, double v) {
     fprintf(f, ",%.9g", v);
 }
 
+/* One row, flushed; a row that fails (a full disk) is cut off again, so the file ends
+ * with whole rows. */
+static dm_status append_row(dm_train_report *r, const dm_train_point *p) {
+  FILE *f = r->csv;
+  long at = ftell(f);
+  fprintf(f, "%ld", p->iter);
+  csv_num(f, p->loss);
+  csv_num(f, p->accuracy);
+  csv_num(f, p->test_loss);
+  csv_num(f, p->test_accuracy);
+  csv_num(f, p->images_per_s);
+  csv_num(f, p->loss_scale);
+  fprintf(f, ",%ld\n", p->skipped);
+  errno = 0;
+  if (fflush(f) == 0 && !ferror(f))
+    return DM_OK;
+  int err = errno ? errno : EIO;
+  /* drop what is buffered, then cut the file back to the last whole row */
+  int fd = dup(fileno(f));
+  fclose(f);
+  r->csv = NULL;
+  if (fd >= 0) {
+    if (at >= 0 && ftruncate(fd, (off_t)at) != 0) {
+      /* nothing more to do: the error below is the one to report */
+    }
+    close(fd);
+  }
+  return dm_error(DM_ERR_IO, "%s: write failed: %s", r->csv_path, dm_errno_text(err));
+}
+
 dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total, double eta_s,
                         int log_now) {
   if (r->n == r->cap) {
@@ -46,16 +93,8 @@ dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total,
     r->cap = cap;
   }
   r->points[r->n++] = *p;
-  if (r->csv) {
-    fprintf(r->csv, "%ld", p->iter);
-    csv_num(r->csv, p->loss);
-    csv_num(r->csv, p->accuracy);
-    csv_num(r->csv, p->test_loss);
-    csv_num(r->csv, p->test_accuracy);
-    csv_num(r->csv, p->images_per_s);
-    csv_num(r->csv, p->loss_scale);
-    fprintf(r->csv, ",%ld\n", p->skipped);
-  }
+  if (r->csv)
+    DM_TRY(append_row(r, p));
   char line[256];
   int n = snprintf(line, sizeof line, "iter %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %.0fs",
                    p->iter, total, p->loss, p->accuracy, p->images_per_s, eta_s);
@@ -127,9 +166,9 @@ static void panel(FILE *f, const dm_train_report *r, double x0, double y0, doubl
 dm_status dm_report_write_svg(const dm_train_report *r) {
   if (!r->svg_path)
     return DM_OK;
-  FILE *f = fopen(r->svg_path, "w");
-  if (!f)
-    return dm_error(DM_ERR_IO, "%s: cannot open for writing", r->svg_path);
+  dm_atomic_file af; /* replaced atomically: a failed write leaves the old plot */
+  DM_TRY(dm_atomic_open(&af, r->svg_path));
+  FILE *f = af.f;
   fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='320' "
              "font-family='sans-serif'>\n<rect width='900' height='320' fill='white'/>\n");
   panel(f, r, 60, 30, 360, 250, "loss", offsetof(dm_train_point, loss),
@@ -137,9 +176,7 @@ dm_status dm_report_write_svg(const dm_train_report *r) {
   panel(f, r, 510, 30, 360, 250, "accuracy", offsetof(dm_train_point, accuracy),
         offsetof(dm_train_point, test_accuracy));
   fprintf(f, "</svg>\n");
-  if (fclose(f) != 0)
-    return dm_error(DM_ERR_IO, "%s: write failed", r->svg_path);
-  return DM_OK;
+  return dm_atomic_commit(&af);
 }
 
 void dm_report_close(dm_train_report *r) {
@@ -148,6 +185,7 @@ void dm_report_close(dm_train_report *r) {
   if (r->csv)
     fclose(r->csv);
   free(r->svg_path);
+  free(r->csv_path);
   free(r->points);
   memset(r, 0, sizeof *r);
 }

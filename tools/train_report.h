@@ -19,6 +19,7 @@ typedef struct dm_train_point {
 
 typedef struct dm_train_report {
   FILE *csv;
+  char *csv_path;
   char *svg_path;
   int tty;
   dm_train_point *points;
