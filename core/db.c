@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <lmdb.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,37 @@ static dm_status db_new(const char *path, int write, dm_db **out) {
   return DM_OK;
 }
 
+/* LMDB reads its pages through a memory map sized from the meta page, not from the file: a
+ * page past the end of a truncated data.mdb is a SIGBUS when touched. mdb_env_open read the
+ * two meta pages with pread (refusing a file too short for them, MDB_INVALID), so the meta
+ * fields below are in the file; every page up to me_last_pgno must be too. */
+static dm_status check_file_size(dm_db *db) {
+  MDB_envinfo info;
+  MDB_stat st;
+  mdb_filehandle_t fd;
+  struct stat fs;
+  int rc = mdb_env_info(db->env, &info);
+  if (rc == 0)
+    rc = mdb_env_stat(db->env, &st);
+  if (rc == 0)
+    rc = mdb_env_get_fd(db->env, &fd);
+  if (rc != 0)
+    return lmdb_fail(rc, db->path, "cannot read its meta page");
+  if (fstat(fd, &fs) != 0)
+    return dm_error(DM_ERR_IO, "db '%s': cannot stat %s/data.mdb: %s", db->path, db->path,
+                    strerror(errno));
+  uint64_t need;
+  if (__builtin_mul_overflow((uint64_t)info.me_last_pgno + 1, (uint64_t)st.ms_psize, &need) ||
+      (uint64_t)fs.st_size < need)
+    return dm_error(DM_ERR_PARSE,
+                    "db '%s': %s/data.mdb is truncated: it is %lld bytes, but its meta page "
+                    "says it holds %llu pages of %u bytes (%llu bytes)",
+                    db->path, db->path, (long long)fs.st_size,
+                    (unsigned long long)info.me_last_pgno + 1, st.ms_psize,
+                    (unsigned long long)((uint64_t)info.me_last_pgno + 1) * st.ms_psize);
+  return DM_OK;
+}
+
 dm_status dm_db_open_read(const char *path, dm_db **out) {
   *out = NULL;
   struct stat st;
@@ -95,6 +127,18 @@ dm_status dm_db_open_read(const char *path, dm_db **out) {
       rc = mdb_env_open(db->env, path, MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0664);
   }
   const char *what = "cannot open";
+  if (rc == MDB_INVALID) {
+    dm_db_close(db);
+    return dm_error(DM_ERR_PARSE, "db '%s': %s/data.mdb is not an LMDB data file (or is too "
+                    "short to hold its meta pages): %s", path, path, mdb_strerror(rc));
+  }
+  if (rc == 0) {
+    dm_status s = check_file_size(db);
+    if (s != DM_OK) {
+      dm_db_close(db);
+      return s;
+    }
+  }
   if (rc == 0 && (rc = mdb_txn_begin(db->env, NULL, MDB_RDONLY, &db->txn)) != 0)
     what = "cannot begin a read transaction";
   if (rc == 0 && (rc = mdb_dbi_open(db->txn, NULL, 0, &db->dbi)) != 0)

@@ -11,14 +11,22 @@
 dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel) {
   if (ndim < 0 || ndim > DM_MAX_DIMS)
     return dm_error(DM_ERR_SHAPE, "%d dimensions (at most %d supported)", ndim, DM_MAX_DIMS);
-  int64_t n = 1;
+  /* The product of the nonzero dims must fit too: a zero-element 0 x 2^62 x 2^62 would
+   * otherwise pass, and an op multiplying its other dims (FC's K, a pool's H*W, Split's
+   * inner size) would overflow. With this, any product of any of a shape's dims fits. */
+  int64_t nonzero = 1;
+  int any_zero = 0;
   for (int i = 0; i < ndim; i++) {
     if (dims[i] < 0)
       return dm_error(DM_ERR_SHAPE, "dimension %d is negative (%lld)", i, (long long)dims[i]);
-    if (__builtin_mul_overflow(n, dims[i], &n))
-      return dm_error(DM_ERR_LIMIT, "the product of the dimensions overflows 64 bits");
+    if (dims[i] == 0)
+      any_zero = 1;
+    else if (__builtin_mul_overflow(nonzero, dims[i], &nonzero))
+      return dm_error(DM_ERR_LIMIT, "the product of the dimensions%s overflows 64 bits (at "
+                      "dimension %d, %lld)", any_zero ? " other than the zero ones" : "", i,
+                      (long long)dims[i]);
   }
-  *numel = n;
+  *numel = any_zero ? 0 : nonzero;
   return DM_OK;
 }
 

@@ -54,7 +54,9 @@ struct dm_tensor {
 DM_HIDDEN void dm_memory_usage(dm_device_type device, size_t *now, size_t *peak);
 DM_HIDDEN void dm_memory_reset_peak(dm_device_type device);
 
-/* Product of dims with overflow check; negative dims are an error. */
+/* Product of dims with overflow check; negative dims are an error. The product of the
+ * nonzero dims must fit in int64 too (DM_ERR_LIMIT), so every sub-product of a tensor's
+ * dims does: dm_dims_product and the ops' shape arithmetic rely on it. */
 DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel);
 /* numel * size with overflow check against `limit`. */
 DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes);

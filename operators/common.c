@@ -1,6 +1,7 @@
 /* common.c: helpers shared by the CPU operator files. */
 #include "common.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,16 @@ dm_status dm_op_canonical_axis(dm_op_ctx *ctx, const char *what, int64_t axis, i
 }
 
 int64_t dm_dims_product(const dm_tensor *t, int lo, int hi) {
-  int64_t p = 1;
-  for (int i = lo; i < hi; i++)
-    p *= t->dims[i];
-  return p;
+  /* A tensor's shape passed dm_shape_numel, whose product of nonzero dims fits in int64, so
+   * no product here overflows; the check keeps a broken invariant from being UB. */
+  int64_t p = 1, nz = 1;
+  for (int i = lo; i < hi; i++) {
+    if (t->dims[i] == 0)
+      p = 0;
+    else if (__builtin_mul_overflow(nz, t->dims[i], &nz))
+      nz = INT64_MAX;
+  }
+  return p ? nz : 0;
 }
 
 int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b) {

@@ -91,9 +91,8 @@ static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *
                        (long long)g->kernel[1]);
   p->K = p->Cg * g->kernel[0] * g->kernel[1];
   p->HWin = g->H * g->W;
-  p->HWout = g->outH * g->outW;
   /* The BLAS takes int sizes and leading dimensions. */
-  if (p->K > INT_MAX || p->HWout > INT_MAX || p->M > INT_MAX || g->C > INT_MAX ||
+  if (__builtin_mul_overflow(g->outH, g->outW, &p->HWout) || p->K > INT_MAX || p->HWout > INT_MAX || p->M > INT_MAX || g->C > INT_MAX ||
       p->K * p->HWout > INT64_MAX / 64)
     return dm_op_error(ctx, DM_ERR_LIMIT, "Conv of X %s with W %s exceeds the BLAS index range",
                        dm_shape_str(x, xs, sizeof xs), dm_shape_str(w, ws, sizeof ws));

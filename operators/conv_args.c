@@ -8,6 +8,9 @@
 
 /* Larger values are certainly a mistake and would overflow the size arithmetic below. */
 #define ARG_MAX ((int64_t)1 << 30)
+/* Likewise an input's spatial dim (even in a zero-element X, 0 x C x 2^62 x 1): with the
+ * arguments below ARG_MAX, the padded sizes and window arithmetic stay within int64. */
+#define SPATIAL_MAX ((int64_t)1 << 40)
 
 /* One (h, w) pair given as `one` | `name_h` + `name_w` | `list` [h, w]. */
 static dm_status read_pair(dm_op_ctx *ctx, const char *one, const char *name_h,
@@ -202,12 +205,23 @@ dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, const dm_tenso
     return dm_op_error(ctx, DM_ERR_SHAPE, "X is %s (%s): it has no channels or pixels",
                        dm_shape_str(x, xs, sizeof xs), a->nhwc ? "NHWC" : "NCHW");
   int64_t in[2] = {g->H, g->W};
+  if (g->H > SPATIAL_MAX || g->W > SPATIAL_MAX)
+    return dm_op_error(ctx, DM_ERR_LIMIT, "X is %s (%s): a spatial dim above 2^40 is beyond "
+                       "%s's size arithmetic", dm_shape_str(x, xs, sizeof xs),
+                       a->nhwc ? "NHWC" : "NCHW", dm_op_type(ctx));
   for (int i = 0; i < 2; i++) {
     g->kernel[i] = a->global_pooling ? in[i] : a->kernel[i];
     g->stride[i] = a->stride[i];
     g->dilation[i] = a->dilation[i];
     g->pads[i] = a->pads[i];
     g->pads[i + 2] = a->pads[i + 2];
+  }
+  /* A global pool's kernel is the input's size (up to 2^40), dilated up to 2^30 times. */
+  for (int i = 0; i < 2; i++) {
+    int64_t dk;
+    if (__builtin_mul_overflow(g->dilation[i], g->kernel[i] - 1, &dk) || dk > SPATIAL_MAX)
+      return dm_op_error(ctx, DM_ERR_LIMIT, "kernel %lld dilated %lld times is beyond 2^40",
+                         (long long)g->kernel[i], (long long)g->dilation[i]);
   }
   for (int i = 0; i < 2; i++) {
     int64_t dk = g->dilation[i] * (g->kernel[i] - 1) + 1;

@@ -75,7 +75,10 @@ static dm_status concat_infer(dm_op_ctx *ctx) {
                          "input %d '%s' is %s and X0 is %s: they may differ only in dim %d%s", i,
                          dm_op_input_name(ctx, i), dm_shape_str(x, a, sizeof a),
                          dm_shape_str(x0, b, sizeof b), axis, add ? " (none with add_axis)" : "");
-    total += add ? 1 : x->dims[axis];
+    if (__builtin_add_overflow(total, add ? 1 : x->dims[axis], &total))
+      return dm_op_error(ctx, DM_ERR_LIMIT, "the inputs' dims %d add up to more than 2^63-1 "
+                         "(at input %d '%s', %s)", axis, i, dm_op_input_name(ctx, i),
+                         dm_shape_str(x, a, sizeof a));
   }
   if (!add)
     for (int d = 0; d < x0->ndim; d++)
@@ -166,7 +169,9 @@ static dm_status split_sizes(dm_op_ctx *ctx, const dm_tensor *x, int axis, int64
     if (sizes[i] < 0 || (add && sizes[i] != 1))
       return dm_op_error(ctx, DM_ERR_SHAPE, "split size %d is %lld%s", i, (long long)sizes[i],
                          add ? "; with add_axis every size must be 1" : " (negative)");
-    sum += sizes[i];
+    if (__builtin_add_overflow(sum, sizes[i], &sum))
+      return dm_op_error(ctx, DM_ERR_LIMIT, "the split sizes add up to more than 2^63-1 (at "
+                         "size %d, %lld)", i, (long long)sizes[i]);
   }
   if (sum != dim)
     return dm_op_error(ctx, DM_ERR_SHAPE, "the split sizes add up to %lld, but dim %d is %lld",
@@ -305,8 +310,8 @@ dm_status dm_reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
       return dm_op_error(ctx, DM_ERR_SHAPE, "'shape' has %zu dims (at most %d)", n, DM_MAX_DIMS);
     memcpy(req, arg, n * sizeof *req);
   }
-  int infer_at = -1;
-  int64_t known = 1;
+  int infer_at = -1, any_zero = 0;
+  int64_t known = 1; /* the product of the nonzero known dims */
   char xs[96];
   dm_shape_str(x, xs, sizeof xs);
   for (size_t i = 0; i < n; i++) {
@@ -328,10 +333,16 @@ dm_status dm_reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
                                             "(inferred) or 0 (kept)", i, (long long)d);
     }
     dims[i] = d;
-    if (d && known > INT64_MAX / d)
-      return dm_op_error(ctx, DM_ERR_LIMIT, "the new shape's size overflows");
-    known *= d;
+    /* A zero dim does not excuse the others: Y's nonzero dims must multiply within int64
+     * like any tensor's (dm_shape_numel), or a later product of them overflows. */
+    if (d == 0)
+      any_zero = 1;
+    else if (__builtin_mul_overflow(known, d, &known))
+      return dm_op_error(ctx, DM_ERR_LIMIT, "the new shape's size overflows 64 bits (at dim "
+                                            "%zu, %lld)", i, (long long)d);
   }
+  if (any_zero)
+    known = 0;
   if (infer_at >= 0) {
     if (known == 0 || x->numel % known)
       return dm_op_error(ctx, DM_ERR_SHAPE, "cannot reshape X %s (%lld elements) with a -1 "

@@ -99,6 +99,10 @@ static const bad_case bad_cases[] = {
     {"shape product overflows", 1, 0,
      H("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"), 0, 0,
      DM_ERR_LIMIT, "whose product overflows 64 bits", -1},
+    {"zero-element shape whose other dims overflow", 1, 0,
+     H("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, "
+       "4611686018427387904), }"),
+     0, 0, DM_ERR_LIMIT, "overflows 64 bits", -1},
     {"byte size overflows", 1, 0,
      H("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }"), 0, 0,
      DM_ERR_LIMIT, "whose size overflows 64 bits", -1},
