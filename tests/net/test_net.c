@@ -266,6 +266,47 @@ static void test_shared_storage_detached(void **state) {
   assert_true(fetch_floats(ws, "y", &n)[0] == 15.0f);
 }
 
+/* An op that names one blob twice among its outputs is refused at instantiation (each
+ * of these wrote past a buffer, or freed one twice, when it ran). The first net is the
+ * 79-byte reproducer from issue 12. */
+static void test_duplicate_outputs_refused(void **state) {
+  dm_workspace *ws = *state;
+  assert_status_msg(run_text(ws, "op { output: 'x' type: 'ConstantFill' arg { name: 'shape' ints: 10 "
+                                 "ints: 10 } arg { name: 'value' f: 1 } } "
+                                 "op { input: 'x' output: 'p' output: 'p' type: 'Dropout' "
+                                 "arg { name: 'is_test' i: 1 } }"),
+                    DM_ERR_INVALID, "op 1 (Dropout)", "outputs 0 and 1 are both 'p'");
+  static const struct {
+    const char *op, *want;
+  } cases[] = {
+      {"op { input: 'x' output: 'a' output: 'b' output: 'a' name: 'sp' type: 'Split' "
+       "arg { name: 'axis' i: 0 } }",
+       "op 1 (Split 'sp')"},
+      {"op { input: 'x' input: 'x' output: 'c' output: 'c' type: 'Concat' "
+       "arg { name: 'axis' i: 0 } }",
+       "op 1 (Concat)"},
+      {"op { input: 'x4' input: 's' input: 's' input: 's' input: 's' output: 'y' "
+       "output: 's2' output: 'm' output: 'm' output: 'v' type: 'SpatialBN' "
+       "arg { name: 'is_test' i: 0 } }",
+       "op 1 (SpatialBN)"},
+      {"op { input: 'x' input: 'lab' output: 'sm' output: 'sm' type: 'SoftmaxWithLoss' }",
+       "op 1 (SoftmaxWithLoss)"},
+      {"op { input: 'x4' input: 'w' input: 'x4' output: 'g' output: 'h' output: 'g' "
+       "type: 'ConvGradient' arg { name: 'kernel' i: 1 } }",
+       "op 1 (ConvGradient)"},
+      {"op { input: 'x' output: 'p' output: 'p' type: 'Dropout' arg { name: 'is_test' i: 0 } }",
+       "op 1 (Dropout)"},
+  };
+  const char *fill = "op { output: 'x' type: 'ConstantFill' arg { name: 'shape' ints: [4, 10] } "
+                     "arg { name: 'value' f: 1 } } ";
+  char text[1024];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(text, sizeof text, "%s%s", fill, cases[i].op);
+    assert_status_msg(run_text(ws, text), DM_ERR_INVALID, cases[i].want, "are both",
+                      "may not name one blob twice among its outputs");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_runs_in_order_and_in_place, ws_setup, ws_teardown),
@@ -283,6 +324,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_feed_fetch_and_blob_names, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_registration_refusals, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_shared_storage_detached, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_outputs_refused, ws_setup, ws_teardown),
   };
   return cmocka_run_group_tests(tests, setup_registry, NULL);
 }
