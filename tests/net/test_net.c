@@ -244,6 +244,37 @@ static void test_registration_refusals(void **state) {
   static const dm_kernel_def orphan = {DM_KERNEL_SIZE, .type = "NoSuchOp", .device = DM_CPU, .run = scale_run};
   assert_status_msg(dm_register_kernel(&orphan), DM_ERR_NOT_FOUND, "no schema");
   assert_status_msg(dm_register_kernel(&kernels[0]), DM_ERR_EXISTS, "already exists");
+  /* Arity that no op could meet, and devices that do not exist: refused, not registered. */
+  static const dm_op_schema bad_schemas[] = {
+      {DM_SCHEMA_SIZE, .type = "BadArityIn", .min_inputs = 3, .max_inputs = 2, .max_outputs = -1},
+      {DM_SCHEMA_SIZE, .type = "BadArityOut", .max_inputs = -1, .min_outputs = 2, .max_outputs = 1},
+      {DM_SCHEMA_SIZE, .type = "BadNegIn", .min_inputs = -1, .max_inputs = -1, .max_outputs = -1},
+      {DM_SCHEMA_SIZE, .type = "BadNegOut", .max_inputs = -1, .min_outputs = -2, .max_outputs = 1},
+      {DM_SCHEMA_SIZE, .type = "BadMaxIn", .max_inputs = -2, .max_outputs = -1},
+  };
+  static const char *const why[] = {"min_inputs 3 is more than max_inputs 2",
+                                    "min_outputs 2 is more than max_outputs 1",
+                                    "min_inputs -1 is negative", "min_outputs -2 is negative",
+                                    "max_inputs -2 is negative"};
+  for (size_t i = 0; i < sizeof bad_schemas / sizeof bad_schemas[0]; i++) {
+    assert_status_msg(dm_register_schema(&bad_schemas[i]), DM_ERR_INVALID, bad_schemas[i].type,
+                      why[i]);
+    assert_null(dm_schema_lookup(bad_schemas[i].type));
+  }
+  static const dm_op_schema unbounded = {DM_SCHEMA_SIZE, .type = "TestUnbounded", .min_inputs = 2,
+                                         .max_inputs = -1, .min_outputs = 1, .max_outputs = -1};
+  assert_ok(dm_register_schema(&unbounded));
+  static const dm_kernel_def bad_device[] = {
+      {DM_KERNEL_SIZE, .type = "TestScale", .device = (dm_device_type)2, .engine = "DEV2",
+       .run = scale_run},
+      {DM_KERNEL_SIZE, .type = "TestScale", .device = (dm_device_type)-1, .engine = "DEVM1",
+       .run = scale_run},
+  };
+  assert_status_msg(dm_register_kernel(&bad_device[0]), DM_ERR_INVALID, "'TestScale'",
+                    "device 2 does not exist");
+  assert_false(dm_kernel_exists("TestScale", (dm_device_type)2, "DEV2"));
+  assert_status_msg(dm_register_kernel(&bad_device[1]), DM_ERR_INVALID, "device -1 does not exist");
+  assert_false(dm_kernel_exists("TestScale", (dm_device_type)-1, "DEVM1"));
 }
 
 /* Writing an output must not change another blob that shares its storage. */
