@@ -87,15 +87,20 @@ void dm_registry_free(void) {
 #define MAX_TYPE_LEN 80
 #define MAX_ENGINE_LEN 63
 
+/* `call`: "register_schema" or "register_kernel"; `what`: "operator type" or "engine name". */
+static dm_status check_name_len(const char *call, const char *what, const char *name,
+                                size_t max) {
+  size_t len = name ? strlen(name) : 0;
+  if (len > max)
+    return dm_error(DM_ERR_INVALID, "%s: %s '%.40s...' is %zu characters long, more than %zu",
+                    call, what, name, len, max);
+  return DM_OK;
+}
+
 dm_status dm_schema_check(const dm_op_schema *s) {
   if (!s || !s->type || !*s->type)
     return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
-  size_t len = strlen(s->type);
-  if (len > MAX_TYPE_LEN)
-    return dm_error(DM_ERR_INVALID,
-                    "register_schema: operator type '%.40s...' is %zu characters long, more "
-                    "than %d",
-                    s->type, len, MAX_TYPE_LEN);
+  DM_TRY(check_name_len("register_schema", "operator type", s->type, MAX_TYPE_LEN));
   const struct {
     const char *what;
     int min, max;
@@ -118,18 +123,8 @@ dm_status dm_schema_check(const dm_op_schema *s) {
 dm_status dm_kernel_check(const dm_kernel_def *k) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
-  size_t len = strlen(k->type);
-  if (len > MAX_TYPE_LEN)
-    return dm_error(DM_ERR_INVALID,
-                    "register_kernel: operator type '%.40s...' is %zu characters long, more "
-                    "than %d",
-                    k->type, len, MAX_TYPE_LEN);
-  len = k->engine ? strlen(k->engine) : 0;
-  if (len > MAX_ENGINE_LEN)
-    return dm_error(DM_ERR_INVALID,
-                    "register_kernel '%s': engine name '%.40s...' is %zu characters long, more "
-                    "than %d",
-                    k->type, k->engine, len, MAX_ENGINE_LEN);
+  DM_TRY(check_name_len("register_kernel", "operator type", k->type, MAX_TYPE_LEN));
+  DM_TRY(check_name_len("register_kernel", "engine name", k->engine, MAX_ENGINE_LEN));
   if (k->device != DM_CPU && k->device != DM_CUDA)
     return dm_error(DM_ERR_INVALID,
                     "register_kernel '%s': device %d does not exist (DM_CPU 0 or DM_CUDA 1)",
