@@ -194,7 +194,11 @@ DM_API int dm_op_refuse(const dm_op_ctx *ctx, const char *fmt, ...) DM_PRINTF(2,
  * call, so the struct itself may be temporary; the strings and functions it points at
  * must outlive the process's use of the op (static storage, or a plugin that stays
  * loaded). Registering an existing type (schema) or an existing (type, device, engine)
- * (kernel) fails with DM_ERR_EXISTS. */
+ * (kernel) fails with DM_ERR_EXISTS. Refused with DM_ERR_INVALID: a type name over 80
+ * characters or an engine over 63, min_inputs/min_outputs below 0 or above a max that is
+ * not -1, a kernel device other than DM_CPU or DM_CUDA. Called by a plugin during its
+ * dm_plugin_entry, these act as the host's callbacks do: the registration is committed
+ * with the plugin's others, or dropped if the load is refused. */
 DM_API dm_status dm_register_schema(const dm_op_schema *schema);
 DM_API dm_status dm_register_kernel(const dm_kernel_def *kernel);
 DM_API const dm_op_schema *dm_schema_lookup(const char *type);

@@ -82,90 +82,190 @@ void dm_registry_free(void) {
   n_sorted = 0;
 }
 
-dm_status dm_schema_copy_abi(const dm_op_schema *schema, dm_op_schema *out) {
+/* The name limits, in this one place: every (type, device, engine) key fits make_key's
+ * and find_kernel's buffers, so a name that passes here is one lookups can find. */
+#define MAX_TYPE_LEN 80
+#define MAX_ENGINE_LEN 63
+
+/* `call`: "register_schema" or "register_kernel"; `what`: "operator type" or "engine name". */
+static dm_status check_name_len(const char *call, const char *what, const char *name,
+                                size_t max) {
+  size_t len = name ? strlen(name) : 0;
+  if (len > max)
+    return dm_error(DM_ERR_INVALID, "%s: %s '%.40s...' is %zu characters long, more than %zu",
+                    call, what, name, len, max);
+  return DM_OK;
+}
+
+dm_status dm_schema_check(const dm_op_schema *s) {
+  if (!s || !s->type || !*s->type)
+    return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
+  DM_TRY(check_name_len("register_schema", "operator type", s->type, MAX_TYPE_LEN));
+  const struct {
+    const char *what;
+    int min, max;
+  } ar[] = {{"inputs", s->min_inputs, s->max_inputs}, {"outputs", s->min_outputs, s->max_outputs}};
+  for (int i = 0; i < 2; i++) {
+    if (ar[i].min < 0)
+      return dm_error(DM_ERR_INVALID, "register_schema '%s': min_%s %d is negative", s->type,
+                      ar[i].what, ar[i].min);
+    if (ar[i].max < -1)
+      return dm_error(DM_ERR_INVALID,
+                      "register_schema '%s': max_%s %d is negative (-1 means unbounded)",
+                      s->type, ar[i].what, ar[i].max);
+    if (ar[i].max != -1 && ar[i].min > ar[i].max)
+      return dm_error(DM_ERR_INVALID, "register_schema '%s': min_%s %d is more than max_%s %d",
+                      s->type, ar[i].what, ar[i].min, ar[i].what, ar[i].max);
+  }
+  return DM_OK;
+}
+
+dm_status dm_kernel_check(const dm_kernel_def *k) {
+  if (!k || !k->type || !k->run)
+    return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
+  DM_TRY(check_name_len("register_kernel", "operator type", k->type, MAX_TYPE_LEN));
+  DM_TRY(check_name_len("register_kernel", "engine name", k->engine, MAX_ENGINE_LEN));
+  if (k->device != DM_CPU && k->device != DM_CUDA)
+    return dm_error(DM_ERR_INVALID,
+                    "register_kernel '%s': device %d does not exist (DM_CPU 0 or DM_CUDA 1)",
+                    k->type, (int)k->device);
+  return DM_OK;
+}
+
+static dm_status copy_schema(const dm_op_schema *schema, size_t size, dm_op_schema *out) {
   memset(out, 0, sizeof *out);
-  DM_TRY(copy_sized(out, sizeof *out, schema, schema->struct_size, SCHEMA_MIN_SIZE, "schema",
+  DM_TRY(copy_sized(out, sizeof *out, schema, size, SCHEMA_MIN_SIZE, "schema",
                     schema->type ? schema->type : ""));
   out->struct_size = sizeof *out;
   return DM_OK;
 }
 
-dm_status dm_kernel_copy_abi(const dm_kernel_def *kernel, dm_kernel_def *out) {
+static dm_status copy_kernel(const dm_kernel_def *kernel, size_t size, dm_kernel_def *out) {
   memset(out, 0, sizeof *out);
-  DM_TRY(copy_sized(out, sizeof *out, kernel, kernel->struct_size, KERNEL_MIN_SIZE, "kernel",
+  DM_TRY(copy_sized(out, sizeof *out, kernel, size, KERNEL_MIN_SIZE, "kernel",
                     kernel->type ? kernel->type : ""));
   out->struct_size = sizeof *out;
   return DM_OK;
+}
+
+dm_status dm_schema_copy_abi(const dm_op_schema *schema, dm_op_schema *out) {
+  return copy_schema(schema, schema->struct_size, out);
+}
+
+dm_status dm_kernel_copy_abi(const dm_kernel_def *kernel, dm_kernel_def *out) {
+  return copy_kernel(kernel, kernel->struct_size, out);
+}
+
+/* With the lock held: why the batch cannot be added (names that exist or repeat, kernels
+ * without a schema), or DM_OK. */
+static dm_status batch_conflicts(schema_entry **se, size_t ns, kernel_entry **ke, size_t nk) {
+  for (size_t i = 0; i < ns; i++) {
+    const char *type = se[i]->schema.type;
+    schema_entry *old = NULL;
+    HASH_FIND_STR(schemas, type, old);
+    if (old)
+      return dm_error(DM_ERR_EXISTS, "operator '%s' already exists", type);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(se[j]->schema.type, type) == 0)
+        return dm_error(DM_ERR_EXISTS, "operator '%s' is registered twice", type);
+  }
+  for (size_t i = 0; i < nk; i++) {
+    const dm_kernel_def *k = &ke[i]->kernel;
+    schema_entry *s = NULL;
+    kernel_entry *old = NULL;
+    HASH_FIND_STR(schemas, k->type, s);
+    for (size_t j = 0; j < ns && !s; j++)
+      if (strcmp(se[j]->schema.type, k->type) == 0)
+        s = se[j];
+    if (!s)
+      return dm_error(DM_ERR_NOT_FOUND, "kernel for '%s': no schema of that name is registered",
+                      k->type);
+    HASH_FIND_STR(kernels, ke[i]->key, old);
+    if (old)
+      return dm_error(DM_ERR_EXISTS, "a kernel for '%s' on device %d, engine '%s' already exists",
+                      k->type, (int)k->device, k->engine ? k->engine : "");
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(ke[j]->key, ke[i]->key) == 0)
+        return dm_error(DM_ERR_EXISTS,
+                        "the kernel for '%s' on device %d, engine '%s' is registered twice",
+                        k->type, (int)k->device, k->engine ? k->engine : "");
+  }
+  return DM_OK;
+}
+
+dm_status dm_registry_add_all(const dm_op_schema *schema_list, size_t ns,
+                              const dm_kernel_def *kernel_list, size_t nk) {
+  schema_entry **se = calloc(ns + 1, sizeof *se);
+  kernel_entry **ke = calloc(nk + 1, sizeof *ke);
+  dm_status st = se && ke ? DM_OK : DM_NOMEM("a registration batch");
+  for (size_t i = 0; st == DM_OK && i < ns; i++) {
+    st = dm_schema_check(&schema_list[i]);
+    if (st == DM_OK && !(se[i] = calloc(1, sizeof *se[i])))
+      st = DM_NOMEM("a schema entry");
+    if (st == DM_OK)
+      st = copy_schema(&schema_list[i], sizeof schema_list[i], &se[i]->schema);
+  }
+  for (size_t i = 0; st == DM_OK && i < nk; i++) {
+    const dm_kernel_def *k = &kernel_list[i];
+    st = dm_kernel_check(k);
+    if (st == DM_OK && !(ke[i] = calloc(1, sizeof *ke[i])))
+      st = DM_NOMEM("a kernel entry");
+    if (st == DM_OK && !make_key(ke[i]->key, sizeof ke[i]->key, k->type, k->device, k->engine))
+      st = dm_error(DM_ERR_INVALID, "register_kernel '%s': names too long", k->type);
+    if (st == DM_OK)
+      st = copy_kernel(k, sizeof *k, &ke[i]->kernel);
+  }
+  if (st == DM_OK) {
+    /* All or nothing: every conflict is found before the first entry is added. */
+    pthread_rwlock_wrlock(&lock);
+    st = batch_conflicts(se, ns, ke, nk);
+    if (st == DM_OK) {
+      for (size_t i = 0; i < ns; i++)
+        HASH_ADD_KEYPTR(hh, schemas, se[i]->schema.type, strlen(se[i]->schema.type), se[i]);
+      for (size_t i = 0; i < nk; i++)
+        HASH_ADD_STR(kernels, key, ke[i]);
+    }
+    pthread_rwlock_unlock(&lock);
+  }
+  if (st != DM_OK) {
+    for (size_t i = 0; se && i < ns; i++)
+      free(se[i]);
+    for (size_t i = 0; ke && i < nk; i++)
+      free(ke[i]);
+  }
+  free(se);
+  free(ke);
+  return st;
 }
 
 /* `size`: the struct's size as its author compiled it. */
 static dm_status add_schema(const dm_op_schema *schema, size_t size) {
   if (!schema || !schema->type || !*schema->type)
     return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
-  schema_entry *e = calloc(1, sizeof *e);
-  if (!e)
-    return DM_NOMEM("a schema entry");
-  dm_status st = copy_sized(&e->schema, sizeof e->schema, schema, size, SCHEMA_MIN_SIZE,
-                            "schema", schema->type);
-  if (st != DM_OK) {
-    free(e);
-    return st;
-  }
-  e->schema.struct_size = sizeof e->schema;
-  pthread_rwlock_wrlock(&lock);
-  schema_entry *old = NULL;
-  HASH_FIND_STR(schemas, schema->type, old);
-  if (old)
-    st = dm_error(DM_ERR_EXISTS, "an operator named '%s' is already registered", schema->type);
-  else
-    HASH_ADD_KEYPTR(hh, schemas, e->schema.type, strlen(e->schema.type), e);
-  pthread_rwlock_unlock(&lock);
-  if (st != DM_OK)
-    free(e);
-  return st;
+  dm_op_schema copy;
+  DM_TRY(copy_schema(schema, size, &copy));
+  return dm_registry_add_all(&copy, 1, NULL, 0);
 }
 
 dm_status dm_register_schema(const dm_op_schema *schema) {
+  /* Called by a plugin from its entry function: it joins that plugin's pending
+   * registrations, committed (or dropped) with them. */
+  if (dm_plugin_entry_running())
+    return dm_plugin_pend_schema(schema);
   return add_schema(schema, schema ? schema->struct_size : 0);
 }
 
 static dm_status add_kernel(const dm_kernel_def *k, size_t size) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
-  kernel_entry *e = calloc(1, sizeof *e);
-  if (!e)
-    return DM_NOMEM("a kernel entry");
-  if (!make_key(e->key, sizeof e->key, k->type, k->device, k->engine)) {
-    free(e);
-    return dm_error(DM_ERR_INVALID, "register_kernel: op type or engine name too long");
-  }
-  dm_status st = copy_sized(&e->kernel, sizeof e->kernel, k, size, KERNEL_MIN_SIZE, "kernel",
-                            k->type);
-  if (st != DM_OK) {
-    free(e);
-    return st;
-  }
-  e->kernel.struct_size = sizeof e->kernel;
-  pthread_rwlock_wrlock(&lock);
-  schema_entry *s = NULL;
-  kernel_entry *old = NULL;
-  HASH_FIND_STR(schemas, k->type, s);
-  HASH_FIND_STR(kernels, e->key, old);
-  if (!s)
-    st = dm_error(DM_ERR_NOT_FOUND, "kernel for '%s': no schema of that name is registered",
-                  k->type);
-  else if (old)
-    st = dm_error(DM_ERR_EXISTS, "a kernel for '%s' on device %d, engine '%s' already exists",
-                  k->type, (int)k->device, k->engine ? k->engine : "");
-  else
-    HASH_ADD_STR(kernels, key, e);
-  pthread_rwlock_unlock(&lock);
-  if (st != DM_OK)
-    free(e);
-  return st;
+  dm_kernel_def copy;
+  DM_TRY(copy_kernel(k, size, &copy));
+  return dm_registry_add_all(NULL, 0, &copy, 1);
 }
 
 dm_status dm_register_kernel(const dm_kernel_def *k) {
+  if (dm_plugin_entry_running())
+    return dm_plugin_pend_kernel(k);
   return add_kernel(k, k ? k->struct_size : 0);
 }
 
@@ -287,6 +387,23 @@ const dm_op_schema *dm_schema_at(size_t i) {
   const dm_op_schema *s = i < n_sorted ? sorted[i] : NULL;
   pthread_rwlock_unlock(&lock);
   return s;
+}
+
+size_t dm_kernel_count(void) {
+  pthread_rwlock_rdlock(&lock);
+  size_t n = HASH_COUNT(kernels);
+  pthread_rwlock_unlock(&lock);
+  return n;
+}
+
+const dm_kernel_def *dm_kernel_at(size_t i) {
+  const dm_kernel_def *k = NULL;
+  pthread_rwlock_rdlock(&lock);
+  for (kernel_entry *e = kernels; e && !k; e = e->hh.next, i--)
+    if (i == 0)
+      k = &e->kernel;
+  pthread_rwlock_unlock(&lock);
+  return k;
 }
 
 /* Built-ins are compiled against this very header: their size is sizeof, whatever

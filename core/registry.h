@@ -24,6 +24,11 @@ DM_HIDDEN int dm_kernel_exists(const char *type, dm_device_type device, const ch
 /* Number of registered schemas, and the i-th in sorted order (for `demitasse ops`). */
 DM_HIDDEN size_t dm_schema_count(void);
 DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
+/* Number of registered kernels, and the i-th in the table's (unsorted) order, stable while
+ * nothing is registered (for tests that check a refused plugin left the registry as it
+ * was). */
+DM_HIDDEN size_t dm_kernel_count(void);
+DM_HIDDEN const dm_kernel_def *dm_kernel_at(size_t i);
 
 /* A plugin's struct copied at this library's size as its struct_size says (see "How the
  * ABI grows" in demitasse_plugin.h): the fields it does not know zero, struct_size
@@ -31,6 +36,23 @@ DM_HIDDEN const dm_op_schema *dm_schema_at(size_t i);
 DM_HIDDEN dm_status dm_schema_copy_abi(const dm_op_schema *schema, dm_op_schema *out);
 DM_HIDDEN dm_status dm_kernel_copy_abi(const dm_kernel_def *kernel, dm_kernel_def *out);
 
+/* The checks every schema and kernel passes before it is registered, in one place (the
+ * plugin loader runs them when a plugin registers, the registry again when it adds):
+ * a type name of at most 80 characters, an engine of at most 63, 0 <= min <= max (max -1:
+ * unbounded) inputs and outputs, device DM_CPU or DM_CUDA. */
+DM_HIDDEN dm_status dm_schema_check(const dm_op_schema *schema);
+DM_HIDDEN dm_status dm_kernel_check(const dm_kernel_def *kernel);
+/* Adds schemas and kernels (structs of this library's size) all or nothing: any check or
+ * conflict (a name that exists or repeats, a kernel without a schema) refuses the whole
+ * batch, under one write lock, before the first is added. */
+DM_HIDDEN dm_status dm_registry_add_all(const dm_op_schema *schemas, size_t n_schemas,
+                                        const dm_kernel_def *kernels, size_t n_kernels);
+/* Whether this thread is running a plugin's entry function (core/plugin.c); while it is,
+ * dm_register_schema and dm_register_kernel called by the plugin directly add to that
+ * plugin's pending list, as the host's callbacks do. */
+DM_HIDDEN int dm_plugin_entry_running(void);
+DM_HIDDEN dm_status dm_plugin_pend_schema(const dm_op_schema *schema);
+DM_HIDDEN dm_status dm_plugin_pend_kernel(const dm_kernel_def *kernel);
 /* Loads a plugin into the registry, which already holds the built-ins (core/plugin.c;
  * the public dm_plugin_load in net/api.c calls dm_init, then this). */
 DM_HIDDEN dm_status dm_plugin_load_registered(const char *path);

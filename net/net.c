@@ -150,6 +150,14 @@ static dm_status resolve_blobs(dm_op_ctx *op, dm_workspace *ws) {
     if (!d->output[o] || !*d->output[o])
       return dm_error(DM_ERR_INVALID, "output %d has an empty name", o);
     DM_TRY(dm_workspace_get_or_create(ws, d->output[o], &op->out[o]));
+    /* Kernels take their outputs to be distinct blobs: one named twice would be
+     * resized by one output's code while another's writes into it. */
+    for (int p = 0; p < o; p++)
+      if (op->out[o] == op->out[p])
+        return dm_error(DM_ERR_INVALID,
+                        "outputs %d and %d are both '%s': an op may not name one blob twice "
+                        "among its outputs",
+                        p, o, d->output[o]);
     for (int i = 0; i < op->n_in; i++)
       if (op->out[o] == op->in[i] && !inplace_allowed(op->schema, i, o))
         return dm_error(DM_ERR_INVALID,

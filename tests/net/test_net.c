@@ -244,6 +244,37 @@ static void test_registration_refusals(void **state) {
   static const dm_kernel_def orphan = {DM_KERNEL_SIZE, .type = "NoSuchOp", .device = DM_CPU, .run = scale_run};
   assert_status_msg(dm_register_kernel(&orphan), DM_ERR_NOT_FOUND, "no schema");
   assert_status_msg(dm_register_kernel(&kernels[0]), DM_ERR_EXISTS, "already exists");
+  /* Arity that no op could meet, and devices that do not exist: refused, not registered. */
+  static const dm_op_schema bad_schemas[] = {
+      {DM_SCHEMA_SIZE, .type = "BadArityIn", .min_inputs = 3, .max_inputs = 2, .max_outputs = -1},
+      {DM_SCHEMA_SIZE, .type = "BadArityOut", .max_inputs = -1, .min_outputs = 2, .max_outputs = 1},
+      {DM_SCHEMA_SIZE, .type = "BadNegIn", .min_inputs = -1, .max_inputs = -1, .max_outputs = -1},
+      {DM_SCHEMA_SIZE, .type = "BadNegOut", .max_inputs = -1, .min_outputs = -2, .max_outputs = 1},
+      {DM_SCHEMA_SIZE, .type = "BadMaxIn", .max_inputs = -2, .max_outputs = -1},
+  };
+  static const char *const why[] = {"min_inputs 3 is more than max_inputs 2",
+                                    "min_outputs 2 is more than max_outputs 1",
+                                    "min_inputs -1 is negative", "min_outputs -2 is negative",
+                                    "max_inputs -2 is negative"};
+  for (size_t i = 0; i < sizeof bad_schemas / sizeof bad_schemas[0]; i++) {
+    assert_status_msg(dm_register_schema(&bad_schemas[i]), DM_ERR_INVALID, bad_schemas[i].type,
+                      why[i]);
+    assert_null(dm_schema_lookup(bad_schemas[i].type));
+  }
+  static const dm_op_schema unbounded = {DM_SCHEMA_SIZE, .type = "TestUnbounded", .min_inputs = 2,
+                                         .max_inputs = -1, .min_outputs = 1, .max_outputs = -1};
+  assert_ok(dm_register_schema(&unbounded));
+  static const dm_kernel_def bad_device[] = {
+      {DM_KERNEL_SIZE, .type = "TestScale", .device = (dm_device_type)2, .engine = "DEV2",
+       .run = scale_run},
+      {DM_KERNEL_SIZE, .type = "TestScale", .device = (dm_device_type)-1, .engine = "DEVM1",
+       .run = scale_run},
+  };
+  assert_status_msg(dm_register_kernel(&bad_device[0]), DM_ERR_INVALID, "'TestScale'",
+                    "device 2 does not exist");
+  assert_false(dm_kernel_exists("TestScale", (dm_device_type)2, "DEV2"));
+  assert_status_msg(dm_register_kernel(&bad_device[1]), DM_ERR_INVALID, "device -1 does not exist");
+  assert_false(dm_kernel_exists("TestScale", (dm_device_type)-1, "DEVM1"));
 }
 
 /* Writing an output must not change another blob that shares its storage. */
@@ -266,6 +297,47 @@ static void test_shared_storage_detached(void **state) {
   assert_true(fetch_floats(ws, "y", &n)[0] == 15.0f);
 }
 
+/* An op that names one blob twice among its outputs is refused at instantiation (each
+ * of these wrote past a buffer, or freed one twice, when it ran). The first net is the
+ * 79-byte reproducer from issue 12. */
+static void test_duplicate_outputs_refused(void **state) {
+  dm_workspace *ws = *state;
+  assert_status_msg(run_text(ws, "op { output: 'x' type: 'ConstantFill' arg { name: 'shape' ints: 10 "
+                                 "ints: 10 } arg { name: 'value' f: 1 } } "
+                                 "op { input: 'x' output: 'p' output: 'p' type: 'Dropout' "
+                                 "arg { name: 'is_test' i: 1 } }"),
+                    DM_ERR_INVALID, "op 1 (Dropout)", "outputs 0 and 1 are both 'p'");
+  static const struct {
+    const char *op, *want;
+  } cases[] = {
+      {"op { input: 'x' output: 'a' output: 'b' output: 'a' name: 'sp' type: 'Split' "
+       "arg { name: 'axis' i: 0 } }",
+       "op 1 (Split 'sp')"},
+      {"op { input: 'x' input: 'x' output: 'c' output: 'c' type: 'Concat' "
+       "arg { name: 'axis' i: 0 } }",
+       "op 1 (Concat)"},
+      {"op { input: 'x4' input: 's' input: 's' input: 's' input: 's' output: 'y' "
+       "output: 's2' output: 'm' output: 'm' output: 'v' type: 'SpatialBN' "
+       "arg { name: 'is_test' i: 0 } }",
+       "op 1 (SpatialBN)"},
+      {"op { input: 'x' input: 'lab' output: 'sm' output: 'sm' type: 'SoftmaxWithLoss' }",
+       "op 1 (SoftmaxWithLoss)"},
+      {"op { input: 'x4' input: 'w' input: 'x4' output: 'g' output: 'h' output: 'g' "
+       "type: 'ConvGradient' arg { name: 'kernel' i: 1 } }",
+       "op 1 (ConvGradient)"},
+      {"op { input: 'x' output: 'p' output: 'p' type: 'Dropout' arg { name: 'is_test' i: 0 } }",
+       "op 1 (Dropout)"},
+  };
+  const char *fill = "op { output: 'x' type: 'ConstantFill' arg { name: 'shape' ints: [4, 10] } "
+                     "arg { name: 'value' f: 1 } } ";
+  char text[1024];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(text, sizeof text, "%s%s", fill, cases[i].op);
+    assert_status_msg(run_text(ws, text), DM_ERR_INVALID, cases[i].want, "are both",
+                      "may not name one blob twice among its outputs");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_runs_in_order_and_in_place, ws_setup, ws_teardown),
@@ -283,6 +355,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_feed_fetch_and_blob_names, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_registration_refusals, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_shared_storage_detached, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_duplicate_outputs_refused, ws_setup, ws_teardown),
   };
   return cmocka_run_group_tests(tests, setup_registry, NULL);
 }
