@@ -265,7 +265,7 @@ extern "C" cudaError_t dmk_averaged_loss_grad(cudaStream_t s, const float *dy, f
 }
 
 /* One block: the fraction of rows with fewer than top_k entries strictly above the
- * label's; NaN when a label is out of range. */
+ * label's and no NaN; NaN when a label is out of range. */
 namespace {
 __global__ void accuracy_kernel(const float *x, const int32_t *label, float *y, int64_t k,
                                 int64_t N, int64_t D) {
@@ -279,10 +279,13 @@ __global__ void accuracy_kernel(const float *x, const int32_t *label, float *y, 
     }
     const float *row = x + r * D;
     const float v = row[l];
-    int64_t greater = 0;
-    for (int64_t j = 0; j < D && greater < k; j++)
+    int64_t greater = 0; /* a NaN anywhere in the row makes it wrong, as on the CPU */
+    bool nan = isnan(v);
+    for (int64_t j = 0; j < D && !nan; j++) {
+      nan = isnan(row[j]);
       greater += row[j] > v;
-    correct += greater < k;
+    }
+    correct += !nan && greater < k;
   }
   correct = block_sum(correct, sh);
   bad = block_sum(bad, sh);

@@ -576,7 +576,8 @@ static const dm_op_schema acc_schema = {
     .precision = DM_PREC_FP32,
     .nonfloat_inputs = 0x2, /* the INT32 labels */
     .doc = "predictions (N x D), labels (INT32 N) -> the fraction of rows whose label is in "
-           "the top_k (ties favour the label: only strictly greater entries count). "
+           "the top_k (ties favour the label: only strictly greater entries count; a row "
+           "holding a NaN is wrong). "
            "Not differentiable.",
     .infer = acc_infer,
     .cost = acc_cost,
@@ -595,10 +596,14 @@ static dm_status acc_run(dm_op_ctx *ctx) {
   for (int64_t i = 0; i < N; i++) {
     const float *r = px + i * D;
     float v = r[lab[i]];
-    int64_t greater = 0;
-    for (int64_t j = 0; j < D && greater < k; j++)
+    /* A NaN anywhere in the row makes it wrong: NaN compares greater than nothing, so a
+     * diverged net's all-NaN output would otherwise score every row correct. */
+    int64_t greater = 0, nan = isnan(v);
+    for (int64_t j = 0; j < D && !nan; j++) {
+      nan = isnan(r[j]);
       greater += r[j] > v;
-    correct += greater < k;
+    }
+    correct += !nan && greater < k;
   }
   *(float *)dm_tensor_mutable_data(dm_op_output(ctx, 0)) =
       N ? (float)((double)correct / (double)N) : 0.0f;

@@ -266,10 +266,12 @@ static void check_accuracy(dm_workspace *ws, const float *x, const int32_t *lab,
     fail_msg("%s", dm_last_error());
   int correct = 0;
   for (int64_t i = 0; i < N; i++) {
-    int greater = 0;
-    for (int64_t j = 0; j < D; j++)
+    int greater = 0, nan = 0;
+    for (int64_t j = 0; j < D; j++) {
       greater += x[i * D + j] > x[i * D + lab[i]];
-    correct += greater < top_k;
+      nan |= isnan(x[i * D + j]);
+    }
+    correct += !nan && greater < top_k; /* a row with a NaN is wrong (issue 12) */
   }
   float got = *(const float *)dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL));
   assert_true(got == (float)((double)correct / (double)N));
@@ -292,6 +294,14 @@ static void test_accuracy(void **state) {
   for (int k = 1; k <= 5; k++)
     check_accuracy(ws, r, rl, 50, 11, k);
   free(r);
+  /* NaN predictions are wrong: at the label (row 0, where nothing compares greater), in
+   * another column (row 1, the label otherwise the max), the whole row (row 2); row 3 is
+   * clean and correct. A diverged net's all-NaN output scored 1.000 before. */
+  float xn[] = {0.1f, NAN, 0.2f, NAN, 0.9f, 0.0f, NAN, NAN, NAN, 0.1f, 0.8f, 0.1f};
+  int32_t ln[] = {1, 1, 2, 1};
+  for (int k = 1; k <= 3; k++)
+    check_accuracy(ws, xn, ln, 4, 3, k);
+  assert_true(*(const float *)dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL)) == 0.25f);
   const float *a = dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL));
   (void)a;
   /* The schema: no gradient, and asking for one is an error rather than "none". */
