@@ -7,6 +7,9 @@
 
 #define LOG_FLOOR 1e-20
 
+/* log(max(p, 1e-20)) with a NaN p kept NaN, as on the CPU (fmax drops NaNs). */
+__device__ inline double log_floored(double p) { return log(isnan(p) ? p : fmax(p, LOG_FLOOR)); }
+
 /* ---- the block max -------------------------------------------------------------- */
 
 namespace {
@@ -60,7 +63,7 @@ __global__ void softmax_loss_kernel(const void *x, const int32_t *label, const f
       const float pj = __double2float_rn(exp((double)logit<H>(x, base + j) - mx) / sum);
       p[base + j] = pj;
       if (probl)
-        li = __dsub_rn(li, __dmul_rn((double)probl[base + j], log(fmax((double)pj, LOG_FLOOR))));
+        li = __dsub_rn(li, __dmul_rn((double)probl[base + j], log_floored((double)pj)));
     }
     if (probl)
       li = block_sum(li, shd);
@@ -71,7 +74,7 @@ __global__ void softmax_loss_kernel(const void *x, const int32_t *label, const f
           li = nan("");
         } else { /* the same value another thread stored into p */
           const float py = __double2float_rn(exp((double)logit<H>(x, base + y) - mx) / sum);
-          li = -log(fmax((double)py, LOG_FLOOR));
+          li = -log_floored((double)py);
         }
       }
       rowloss[r] = w ? __dmul_rn((double)w[r], li) : li;
@@ -195,7 +198,7 @@ __global__ void label_xent_kernel(const float *x, const int32_t *label, float *y
   GRID_LOOP(r, N) {
     const int32_t l = label[r];
     y[r] = l < 0 || l >= D ? __int_as_float(0x7fc00000)
-                           : __double2float_rn(-log(fmax((double)x[r * D + l], LOG_FLOOR)));
+                           : __double2float_rn(-log_floored((double)x[r * D + l]));
   }
 }
 

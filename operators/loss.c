@@ -5,7 +5,8 @@
  * widened to FP32 on the way in: its softmax output is FP32 whatever the logits are,
  * and its gradient dX comes back in the logits' dtype so it can flow into an FP16 net.
  * Row sums are accumulated in double. As in Caffe2 the log is of max(p, 1e-20), so a
- * probability that underflows gives a large but finite loss.
+ * probability that underflows gives a large but finite loss; a NaN probability (a
+ * diverged net) stays NaN, so the loss shows it (fmax would return the floor).
  *
  * A label outside [0, D) is an error naming the row and the value (checked when the
  * kernel runs: shape inference sees no data).
@@ -22,6 +23,12 @@
 #include "builtin.h"
 
 #define DM_LOG_FLOOR 1e-20
+
+/* log(max(p, 1e-20)), but NaN for a NaN p: fmax drops NaNs, which turned a diverged
+ * net's NaN predictions into a finite loss of 46.0517 (issue 12). */
+static double log_floored(double p) {
+  return log(isnan(p) ? p : fmax(p, DM_LOG_FLOOR));
+}
 
 /* --- shared checks ------------------------------------------------------------------ */
 
@@ -278,9 +285,9 @@ static dm_status swl_run(dm_op_ctx *ctx) {
     if (prob) {
       const float *t = (const float *)dm_tensor_data(l) + i * D; /* (D) */
       for (int64_t j = 0; j < D; j++)
-        li -= t[j] * log(fmax(p[j], DM_LOG_FLOOR));
+        li -= t[j] * log_floored(p[j]);
     } else {
-      li = -log(fmax(p[((const int32_t *)dm_tensor_data(l))[i]], DM_LOG_FLOOR));
+      li = -log_floored(p[((const int32_t *)dm_tensor_data(l))[i]]);
     }
     loss += w ? w[i] * li : li;
   }
@@ -429,7 +436,7 @@ static dm_status lce_run(dm_op_ctx *ctx) {
   DM_TRY(check_label_range(ctx, lab, N, D));
   float *py = dm_tensor_mutable_data(dm_op_output(ctx, 0)); /* (N) */
   for (int64_t i = 0; i < N; i++)
-    py[i] = (float)-log(fmax(px[i * D + lab[i]], DM_LOG_FLOOR));
+    py[i] = (float)-log_floored(px[i * D + lab[i]]);
   return DM_OK;
 }
 

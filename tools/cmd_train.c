@@ -394,6 +394,30 @@ static dm_status train(train_opts *o) {
       p.skipped = (long)skipped;
       was_skipped = warn_overflow(&st, o, prev + 1, p.skipped, p.loss_scale);
     }
+    /* A non-finite loss on a step that was applied: the run diverged (its weights are
+     * garbage now). Stop before anything is written for this iteration, so the last
+     * checkpoint stays the last good state. With loss scaling the loss blob holds the
+     * unscaled FP32 loss (only its gradient is scaled); a non-finite one makes the
+     * gradients non-finite and the step is skipped, which the skip counting handles, so
+     * this applies to FP32, BF16 and --loss-scale none, and to any applied step. */
+    if (!was_skipped && dm_workspace_tensor(st.ws, o->loss) && !isfinite(p.loss)) {
+      const dm_op_ctx *op = NULL;
+      int out = 0;
+      char what[256];
+      if (o->explain_overflow && dm_net_first_nonfinite(st.train, &op, &out))
+        s = dm_error(DM_ERR_INVALID,
+                     "iteration %ld: the loss '%s' is non-finite (%g): the run diverged; first "
+                     "inf/nan in %s, output %d '%s'; nothing saved for this iteration",
+                     prev + 1, o->loss, p.loss, dm_op_describe(op, what, sizeof what), out,
+                     dm_op_output_name(op, out));
+      else
+        s = dm_error(DM_ERR_INVALID,
+                     "iteration %ld: the loss '%s' is non-finite (%g): the run diverged (lower "
+                     "--lr?); nothing saved for this iteration; re-run with --explain-overflow "
+                     "to name the first op that produced an inf/nan",
+                     prev + 1, o->loss, p.loss);
+      break;
+    }
     /* A step skipped on overflow leaves the iteration counter where it was (Iter takes
      * the skip), and the next step tries the same batch at the lower scale: iterations
      * are the steps applied. So --iters, the CSV, the checkpoints and --resume all count

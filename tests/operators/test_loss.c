@@ -223,6 +223,16 @@ static void test_label_cross_entropy(void **state) {
     double ref = -log(fmax(x[i * 5 + lab[i]], 1e-20));
     assert_true(fabs(y[i] - ref) <= OPT_U32 * fabs(ref) + 0x1p-149);
   }
+  /* A NaN probability (a diverged net) gives a NaN loss, not the floor's 46.0517. */
+  x[2 * 5 + 4] = NAN;
+  opt_feed(ws, "X", DM_FLOAT, 2, d, x);
+  op = opt_new("LabelCrossEntropy");
+  opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "Y");
+  if (opt_run(op, ws) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  y = dm_tensor_data(opt_fetch(ws, "Y", DM_FLOAT, 1, dn));
+  assert_true(isnan(y[2]) && isfinite(y[0]));
+  x[2 * 5 + 4] = 0.75f;
   x[1 * 5 + 2] = 0.5f; /* the gradient check wants the smooth part */
   gc_input in[] = {{"X", 2, {4, 5}, x, 1, 0}, {"L", 1, {4}, lab, 0, DM_INT32}};
   double r = gc_check("type: 'LabelCrossEntropy' input: 'X' input: 'L' output: 'Y'", in, 2, 1, 1);
