@@ -371,16 +371,14 @@ static dm_status train(train_opts *o) {
     dm_workspace_destroy(st.ws);
     return s;
   }
-  s = dm_report_open(&st.report, o->csv, o->resume);
-  long start = 0;
-  if (s == DM_OK) {
-    double sk = scalar(st.ws, DM_MP_SKIPPED_BLOB);
-    st.last_skipped = isnan(sk) ? 0 : (long)sk;
-    double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
-    start = isnan(it) ? 0 : (long)it;
-    if (start > 0)
-      printf("resuming at iteration %ld\n", start);
-  }
+  double sk = scalar(st.ws, DM_MP_SKIPPED_BLOB);
+  st.last_skipped = isnan(sk) ? 0 : (long)sk;
+  double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
+  long start = isnan(it) ? 0 : (long)it;
+  /* --resume: the CSV is cut back to the checkpoint's iteration, then continued */
+  s = dm_report_open(&st.report, o->csv, o->resume ? start : -1);
+  if (s == DM_OK && start > 0)
+    printf("resuming at iteration %ld\n", start);
   double t_start = now_s(), t_last = t_start;
   long last_it = start, done = start;
   while (s == DM_OK && done < o->iters) {

@@ -10,28 +10,135 @@
 #include <string.h>
 #include <unistd.h>
 
-dm_status dm_report_open(dm_train_report *r, const char *csv_path, int resume) {
+static const char csv_header[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
+                                 "loss_scale,skipped\n";
+
+/* One CSV field as a number: empty is NAN; `*s` moves past the field and its comma. */
+static double csv_field(const char **s, const char *end) {
+  const char *p = *s;
+  double v = NAN;
+  if (p < end && *p != ',' && *p != '\n') {
+    char *e;
+    v = strtod(p, &e);
+    p = e;
+  }
+  while (p < end && *p != ',' && *p != '\n')
+    p++;
+  if (p < end && *p == ',')
+    p++;
+  *s = p;
+  return v;
+}
+
+static dm_status add_point(dm_train_report *r, const dm_train_point *p) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 256;
+    dm_train_point *pts = realloc(r->points, cap * sizeof *pts);
+    if (!pts)
+      return DM_NOMEM("training metrics");
+    r->points = pts;
+    r->cap = cap;
+  }
+  r->points[r->n++] = *p;
+  return DM_OK;
+}
+
+/* The CSV a resumed run continues: the header and the whole rows of the old file up to
+ * the checkpoint's iteration `upto`, each iteration once, in order. A killed run leaves
+ * rows past its last checkpoint (they are trained again) and maybe a torn last row; both
+ * go. Written atomically, so a crash here leaves the old file; the rows kept are also
+ * the SVG's first points. A missing file gives a new one, with its header. */
+static dm_status reconcile_csv(dm_train_report *r, const char *path, long upto) {
+  char *buf = NULL, *out = NULL;
+  size_t len = 0;
+  dm_status s = DM_OK;
+  FILE *f = fopen(path, "rb");
+  if (!f && errno != ENOENT)
+    return dm_error(DM_ERR_IO, "%s: cannot open: %s", path, dm_errno_text(errno));
+  if (f) {
+    size_t cap = 0;
+    for (;;) {
+      if (len == cap) {
+        cap = cap ? 2 * cap : 65536;
+        char *b = realloc(buf, cap);
+        if (!b) {
+          s = DM_NOMEM("the metrics CSV");
+          break;
+        }
+        buf = b;
+      }
+      size_t got = fread(buf + len, 1, cap - len, f);
+      len += got;
+      if (got == 0)
+        break;
+    }
+    if (s == DM_OK && ferror(f))
+      s = dm_error(DM_ERR_IO, "%s: read failed: %s", path, dm_errno_text(errno));
+    fclose(f);
+  }
+  if (s == DM_OK && !(out = malloc(sizeof csv_header + len)))
+    s = DM_NOMEM("the metrics CSV");
+  if (s != DM_OK) {
+    free(buf);
+    return s;
+  }
+  size_t n = sizeof csv_header - 1;
+  memcpy(out, csv_header, n);
+  const char *p = buf, *end = buf + len;
+  const char *nl = p ? memchr(p, '\n', len) : NULL;
+  p = nl ? nl + 1 : end; /* the old header (or a torn one) is replaced by ours */
+  long last = 0;
+  while (s == DM_OK && p < end) {
+    nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl)
+      break; /* a torn last row */
+    char *e;
+    errno = 0;
+    long it = strtol(p, &e, 10);
+    if (e != p && *e == ',' && errno == 0 && it > last && it <= upto) {
+      const char *q = e + 1;
+      dm_train_point pt = {it, NAN, NAN, NAN, NAN, NAN, NAN, -1};
+      pt.loss = csv_field(&q, nl);
+      pt.accuracy = csv_field(&q, nl);
+      pt.test_loss = csv_field(&q, nl);
+      pt.test_accuracy = csv_field(&q, nl);
+      pt.images_per_s = csv_field(&q, nl);
+      pt.loss_scale = csv_field(&q, nl);
+      double sk = csv_field(&q, nl);
+      pt.skipped = isnan(sk) ? -1 : (long)sk;
+      s = add_point(r, &pt);
+      memcpy(out + n, p, (size_t)(nl + 1 - p));
+      n += (size_t)(nl + 1 - p);
+      last = it;
+    }
+    p = nl + 1;
+  }
+  free(buf);
+  if (s == DM_OK)
+    s = dm_write_file_atomic(path, out, n);
+  free(out);
+  return s;
+}
+
+dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter) {
   memset(r, 0, sizeof *r);
   r->tty = isatty(STDOUT_FILENO);
   if (!csv_path)
     return DM_OK;
   /* A new CSV replaces the old one atomically, with its header (core/fileio.h): when it
-   * cannot be written the old file stays. The rows are then appended to it, each one
-   * flushed, and a row that cannot be written whole is cut off again (append_row). A
-   * resumed run appends to the file there is. */
-  static const char header[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
-                               "loss_scale,skipped\n";
-  if (!resume)
-    DM_TRY(dm_write_file_atomic(csv_path, header, sizeof header - 1));
+   * cannot be written the old file stays. A resumed run first rewrites the old one up
+   * to the checkpoint's iteration (reconcile_csv), so that every iteration is in it
+   * once however often the run was killed. The rows are then appended, each one
+   * flushed, and a row that cannot be written whole is cut off again (append_row) and
+   * its error returned. */
+  if (resume_iter < 0)
+    DM_TRY(dm_write_file_atomic(csv_path, csv_header, sizeof csv_header - 1));
+  else
+    DM_TRY(reconcile_csv(r, csv_path, resume_iter));
   r->csv = fopen(csv_path, "a");
   if (!r->csv)
     return dm_error(DM_ERR_IO, "%s: cannot open for writing: %s", csv_path,
                     dm_errno_text(errno));
-  if (resume && ftell(r->csv) == 0) {
-    fputs(header, r->csv);
-    if (fflush(r->csv) != 0)
-      return dm_error(DM_ERR_IO, "%s: write failed: %s", csv_path, dm_errno_text(errno));
-  }
   r->csv_path = strdup(csv_path);
   if (!r->csv_path)
     return DM_NOMEM("a path");
@@ -84,15 +191,7 @@ static dm_status append_row(dm_train_report *r, const dm_train_point *p) {
 
 dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total, double eta_s,
                         int log_now) {
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? 2 * r->cap : 256;
-    dm_train_point *pts = realloc(r->points, cap * sizeof *pts);
-    if (!pts)
-      return DM_NOMEM("training metrics");
-    r->points = pts;
-    r->cap = cap;
-  }
-  r->points[r->n++] = *p;
+  DM_TRY(add_point(r, p));
   if (r->csv)
     DM_TRY(append_row(r, p));
   char line[256];

@@ -26,8 +26,13 @@ typedef struct dm_train_report {
   size_t n, cap;
 } dm_train_report;
 
-/* csv_path may be NULL (no CSV, no SVG); the SVG goes beside it (.csv -> .svg). */
-DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, int resume);
+/* csv_path may be NULL (no CSV, no SVG); the SVG goes beside it (.csv -> .svg).
+ * resume_iter < 0: a new CSV. Otherwise a resumed run from a checkpoint at that
+ * iteration: the CSV is rewritten (atomically) to its header and its whole rows up to
+ * resume_iter, each iteration once (a killed run's rows past its checkpoint and a torn
+ * last row go), and continued; a missing one is started. The rows kept are the SVG's
+ * first points. Every row is flushed as it is added, and a failed write is an error. */
+DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter);
 /* Records a point; prints the progress line (every call on a terminal, every
  * `log_every` iterations and on test passes otherwise). */
 DM_HIDDEN dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total_iters,
