@@ -16,16 +16,8 @@ DM=$1 IMAGES=$2 LABELS=$3 INIT=$4 NET=$5
 N=${DM_CSV_ITERS:-40}
 K=${DM_CSV_EVERY:-5}
 KILLS=${DM_CSV_KILLS:-4}
-for f in "$IMAGES" "$LABELS" "$INIT" "$NET"; do
-  [ -r "$f" ] || { echo "missing $f: skipped"; exit 77; }
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/dm_csv_resume_XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-"$DM" make-db --images "$IMAGES" --labels "$LABELS" --train 2000 --out-train "$T/train_db" \
-  --out-val "$T/val_db" >"$T/make_db.log" 2>&1 || { cat "$T/make_db.log"; exit 1; }
+. "$(dirname "$0")/train_test_lib.sh"
+train_test_setup csv_resume 2000
 
 # ckpt_iter CKPT: the checkpoint's iteration counter (int64, the .npy's last 8 bytes)
 ckpt_iter() {

@@ -8,17 +8,8 @@
 # (exit 77: skipped, a prerequisite is missing)
 set -u
 DM=$1 IMAGES=$2 LABELS=$3 INIT=$4 NET=$5
-for f in "$IMAGES" "$LABELS" "$INIT" "$NET"; do
-  [ -r "$f" ] || { echo "missing $f: skipped"; exit 77; }
-done
-command -v cmp >/dev/null 2>&1 || { echo "no cmp: skipped"; exit 77; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/dm_train_diverge_XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-"$DM" make-db --images "$IMAGES" --labels "$LABELS" --train 1000 --out-train "$T/train_db" \
-  --out-val "$T/val_db" >"$T/make_db.log" 2>&1 || { cat "$T/make_db.log"; exit 1; }
+. "$(dirname "$0")/train_test_lib.sh"
+train_test_setup train_diverge 1000
 
 train() { # train ITERS LOG [extra flags]
   t_n=$1 t_log=$2
