@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "core/half.h"
+#include "demitasse_plugin.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -419,12 +420,54 @@ static void test_known_values(void **state) {
   assert_int_equal(dm_float_to_bf16(u2f(0x7f7fffff)), 0x7f80); /* overflow -> inf */
 }
 
+/* The exported conversions (demitasse_plugin.h) give the internal functions' bits for
+ * every FP16 pattern, in both directions and through dm_convert; dm_convert refuses
+ * other dtypes and NULL buffers. */
+static void test_exported(void **state) {
+  (void)state;
+  enum { N = 65536 };
+  uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(N * sizeof *h2), *b = malloc(N * sizeof *b);
+  float *f = malloc(N * sizeof *f);
+  assert_non_null(h);
+  assert_non_null(h2);
+  assert_non_null(b);
+  assert_non_null(f);
+  for (uint32_t i = 0; i < N; i++)
+    h[i] = (uint16_t)i;
+  assert_int_equal(dm_convert(DM_FLOAT, f, DM_FLOAT16, h, N), DM_OK);
+  for (uint32_t i = 0; i < N; i++) {
+    float want = dm_half_to_float(h[i]);
+    assert_memory_equal(&f[i], &want, sizeof want);
+    float one = dm_f16_to_f32(h[i]);
+    assert_memory_equal(&one, &want, sizeof want);
+    assert_int_equal(dm_f32_to_f16(f[i]), dm_float_to_half(f[i]));
+    assert_int_equal(dm_f32_to_bf16(f[i]), dm_float_to_bf16(f[i]));
+    float wb = dm_bf16_to_float(h[i]), gb = dm_bf16_to_f32(h[i]);
+    assert_memory_equal(&gb, &wb, sizeof wb);
+  }
+  assert_int_equal(dm_convert(DM_FLOAT16, h2, DM_FLOAT, f, N), DM_OK);
+  assert_int_equal(dm_convert(DM_BFLOAT16, b, DM_FLOAT16, h, N), DM_OK);
+  for (uint32_t i = 0; i < N; i++) {
+    assert_int_equal(h2[i], dm_float_to_half(f[i]));
+    assert_int_equal(b[i], dm_float_to_bf16(dm_half_to_float(h[i])));
+  }
+  assert_int_equal(dm_convert(DM_FLOAT16, h2, DM_FLOAT16, h, N), DM_OK); /* a copy */
+  assert_memory_equal(h2, h, N * sizeof *h);
+  assert_int_equal(dm_convert(DM_DOUBLE, f, DM_FLOAT, f, 1), DM_ERR_TYPE);
+  assert_int_equal(dm_convert(DM_FLOAT, NULL, DM_FLOAT16, h, 1), DM_ERR_INVALID);
+  assert_int_equal(dm_convert(DM_FLOAT, NULL, DM_FLOAT16, NULL, 0), DM_OK);
+  free(h);
+  free(h2);
+  free(b);
+  free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_values),  cmocka_unit_test(test_h2f_exhaustive_reference),
       cmocka_unit_test(test_h2f_roundtrip), cmocka_unit_test(test_f2h_reference),
       cmocka_unit_test(test_bf16),          cmocka_unit_test(test_from_double),
-      cmocka_unit_test(test_hardware),
+      cmocka_unit_test(test_hardware),          cmocka_unit_test(test_exported),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   free(float_set()->v);

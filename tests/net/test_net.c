@@ -81,7 +81,19 @@ static const dm_op_schema fill_schema = {DM_SCHEMA_SIZE, .type = "TestFill", .mi
                                          .precision = DM_PREC_NONE};
 static const dm_op_schema add_schema = {DM_SCHEMA_SIZE, .type = "TestAdd", .min_inputs = 2, .max_inputs = 2,
                                         .min_outputs = 1, .max_outputs = 1};
+/* TestArgTypes records dm_op_arg_type of the arguments named in arg_names. */
+static const char *const arg_names[] = {"f", "i", "s", "fs", "is", "ss", "absent"};
+static dm_arg_type seen_types[7];
+static dm_status arg_types_run(dm_op_ctx *ctx) {
+  for (int k = 0; k < 7; k++)
+    seen_types[k] = dm_op_arg_type(ctx, arg_names[k]);
+  return DM_OK;
+}
+static const dm_op_schema arg_types_schema = {DM_SCHEMA_SIZE, .type = "TestArgTypes",
+                                              .max_inputs = -1, .max_outputs = -1};
+
 static const dm_kernel_def kernels[] = {
+    {DM_KERNEL_SIZE, "TestArgTypes", DM_CPU, NULL, NULL, arg_types_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestScale", DM_CPU, "", NULL, scale_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestFill", DM_CPU, NULL, NULL, fill_run, NULL, 0},
@@ -93,7 +105,7 @@ static int setup_registry(void **state) {
   if (dm_init() != DM_OK)
     return -1;
   if (dm_register_schema(&scale_schema) || dm_register_schema(&fill_schema) ||
-      dm_register_schema(&add_schema))
+      dm_register_schema(&add_schema) || dm_register_schema(&arg_types_schema))
     return -1;
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
     if (dm_register_kernel(&kernels[i]))
@@ -338,8 +350,21 @@ static void test_duplicate_outputs_refused(void **state) {
   }
 }
 
+/* The typed argument query names the kind of value each argument holds. */
+static void test_arg_types(void **state) {
+  assert_ok(run_text(*state, "op { type: 'TestArgTypes' arg { name: 'f' f: 1.5 } "
+                             "arg { name: 'i' i: 3 } arg { name: 's' s: 'x' } "
+                             "arg { name: 'fs' floats: 1 floats: 2 } arg { name: 'is' ints: 4 } "
+                             "arg { name: 'ss' strings: 'a' } }"));
+  const dm_arg_type want[7] = {DM_ARG_FLOAT, DM_ARG_INT,     DM_ARG_STRING, DM_ARG_FLOATS,
+                               DM_ARG_INTS,  DM_ARG_STRINGS, 0};
+  for (int k = 0; k < 7; k++)
+    assert_int_equal(seen_types[k], want[k]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_arg_types, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_runs_in_order_and_in_place, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_unknown_op, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_wrong_arity, ws_setup, ws_teardown),
