@@ -377,8 +377,11 @@ static dm_status train(train_opts *o) {
   long start = isnan(it) ? 0 : (long)it;
   /* --resume: the CSV is cut back to the checkpoint's iteration, then continued */
   s = dm_report_open(&st.report, o->csv, o->resume ? start : -1);
-  if (s == DM_OK && start > 0)
+  if (s == DM_OK && start > 0 && start < o->iters)
     printf("resuming at iteration %ld\n", start);
+  else if (s == DM_OK && start >= o->iters) /* not an error: the run is already done */
+    printf("the checkpoint is already at iteration %ld >= --iters %ld: nothing to train\n",
+           start, o->iters);
   double t_start = now_s(), t_last = t_start;
   long last_it = start, done = start;
   while (s == DM_OK && done < o->iters) {
@@ -456,7 +459,8 @@ static dm_status train(train_opts *o) {
   }
   if (s == DM_OK) {
     s = dm_report_write_svg(&st.report);
-    printf("trained %ld iterations in %.1f s\n", o->iters - start, now_s() - t_start);
+    if (done > start)
+      printf("trained %ld iterations in %.1f s\n", done - start, now_s() - t_start);
   }
   dm_report_close(&st.report);
   for (size_t i = 0; i < st.n_persistent; i++)

@@ -7,7 +7,8 @@
 # bit-identical: train_resume_test.sh); images/s is not compared. After each kill the
 # CSV is also given a torn last row (a row past the checkpoint cut in half, or a forged
 # half row when there is none) that --resume must drop. Finally a --resume with the CSV
-# missing starts a new one with its header.
+# missing starts a new one with its header, and a --resume past --iters says there is
+# nothing to train.
 #
 # usage: train_csv_resume_test.sh DEMITASSE IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
 # (exit 77: skipped, a prerequisite is missing)
@@ -112,6 +113,14 @@ rm -f "$csv"
   >"$T/missing.log" 2>&1 || fail "--resume without a CSV failed: $(cat "$T/missing.log")"
 [ "$(cat "$csv" 2>/dev/null)" = "$(head -n 1 "$T/ref.csv")" ] ||
   fail "--resume without a CSV: not the header alone: $(head -c 200 "$csv" 2>/dev/null)"
+
+# --resume past --iters: nothing to train, said so (not "trained -10 iterations")
+"$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters $((N - 10)) \
+  --checkpoint "$ck" --log-every 1 --resume >"$T/past.log" 2>&1 ||
+  fail "--resume past --iters failed: $(cat "$T/past.log")"
+grep -q "already at iteration $N >= --iters $((N - 10)): nothing to train" "$T/past.log" ||
+  fail "--resume past --iters: $(tail -n 2 "$T/past.log")"
+grep -q "trained -" "$T/past.log" && fail "--resume past --iters: a negative count"
 
 echo "$KILLS kills, $fails failures"
 [ "$fails" -eq 0 ]
