@@ -11,6 +11,21 @@
  * records under the plain blob name, byte_data for FLOAT16/BYTE/UINT8, and raw_data.
  * Strings are NUL-terminated here, so a string with a NUL byte is cut at it.
  *
+ * Checksums. Each record Save writes ends in one more BlobProto field that Caffe2's
+ * schema does not have: field 1000, wire type fixed32 (the bytes C5 3E, then 4 bytes
+ * little-endian), holding the CRC-32 (zlib's) of every byte of the record before it.
+ * A protobuf parser that does not know a field skips it (Caffe2's C++ proto2 parser
+ * keeps it among the unknown fields, which DeserializeBlob never reads; protoc --decode
+ * prints it as `1000: 0x...`), so Caffe2's Load, load_all included, reads these
+ * checkpoints as before: the keys are unchanged and no extra record is written. Load
+ * here checks it and refuses a record whose bytes changed after Save wrote them (a
+ * damaged disk, a stray write), naming the checkpoint, the key and the blob; before,
+ * flipped bytes inside a blob's values loaded as garbage without a word. A record
+ * without it (Caffe2's, or ours from before checksums) loads unchecked. A checksummed
+ * record must also carry its key's blob name. An unknown fixed32 field other than 1000
+ * is read as a damaged checksum tag (no Caffe2 BlobProto field is fixed32), so a flip in
+ * the tag bytes cannot pass the record off as an unchecked one.
+ *
  * Paths: `db` is used as given (relative to the current directory). `absolute_path` is
  * accepted and changes nothing: Caffe2 prefixes a workspace root folder unless it is
  * set, and that root is empty by default. Only db_type "lmdb" exists; `keep_device` is
@@ -43,6 +58,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "builtin.h"
 #include "common.h"
@@ -239,6 +255,63 @@ static dm_status open_checkpoint(const char *db_path, dm_db **out) {
   }
 }
 
+/* ---- record checksums (see the header) -------------------------------------------------- */
+
+#define CKSUM_FIELD 1000u
+#define CKSUM_BYTES 6 /* the tag (varint of 1000 << 3 | 5: C5 3E), then the CRC */
+static const uint8_t cksum_tag[2] = {0xc5, 0x3e};
+
+static uint32_t crc_of(const uint8_t *p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  for (; n > 0;) { /* zlib takes a uInt length */
+    uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    c = crc32(c, p, step);
+    p += step, n -= step;
+  }
+  return (uint32_t)c;
+}
+
+/* Appends the checksum field to the `len` bytes at buf (which has room for it). */
+static void put_checksum(uint8_t *buf, size_t len) {
+  uint32_t c = crc_of(buf, len);
+  memcpy(buf + len, cksum_tag, 2);
+  for (int i = 0; i < 4; i++)
+    buf[len + 2 + i] = (uint8_t)(c >> (8 * i));
+}
+
+/* DM_OK when the record `val` (parsed as `bp`) has no checksum, or a matching one. */
+static dm_status check_checksum(const Caffe2__BlobProto *bp, const uint8_t *val, size_t vlen,
+                                const char *blob, size_t blen, const char *where) {
+  const ProtobufCMessage *m = &bp->base;
+  for (unsigned i = 0; i < m->n_unknown_fields; i++) {
+    const ProtobufCMessageUnknownField *u = &m->unknown_fields[i];
+    if (u->wire_type != PROTOBUF_C_WIRE_TYPE_32BIT)
+      continue;
+    if (u->tag != CKSUM_FIELD || vlen < CKSUM_BYTES ||
+        memcmp(val + vlen - CKSUM_BYTES, cksum_tag, 2) != 0 ||
+        memcmp(val + vlen - 4, u->data, 4) != 0)
+      return dm_error(DM_ERR_PARSE,
+                      "%s: blob '%.*s': the record's checksum field is damaged (field %u, "
+                      "expected field %u at its end): the checkpoint is corrupted",
+                      where, (int)blen, blob, u->tag, CKSUM_FIELD);
+    uint32_t want = (uint32_t)u->data[0] | (uint32_t)u->data[1] << 8 |
+                    (uint32_t)u->data[2] << 16 | (uint32_t)u->data[3] << 24;
+    uint32_t got = crc_of(val, vlen - CKSUM_BYTES);
+    if (want != got)
+      return dm_error(DM_ERR_PARSE,
+                      "%s: blob '%.*s' is corrupted: the record's bytes give checksum %08x, "
+                      "Save wrote %08x (the checkpoint changed after it was written; use "
+                      "another checkpoint or train from the start)",
+                      where, (int)blen, blob, (unsigned)got, (unsigned)want);
+    if (!bp->name || strlen(bp->name) != blen || memcmp(bp->name, blob, blen) != 0)
+      return dm_error(DM_ERR_PARSE, "%s: the record holds blob '%s', not '%.*s': the "
+                      "checkpoint is corrupted", where, bp->name ? bp->name : "", (int)blen,
+                      blob);
+    return DM_OK;
+  }
+  return DM_OK;
+}
+
 /* ---- tensors <-> TensorProto --------------------------------------------------------- */
 
 /* Whether dtype t is carried as one int32_data value per element. */
@@ -257,7 +330,7 @@ static int32_t small_to_int32(dm_dtype t, const void *d, int64_t i) {
   }
 }
 
-/* Elements [b, e) of t as a packed BlobProto. *out is malloc'd. */
+/* Elements [b, e) of t as a packed BlobProto ending in its checksum. *out is malloc'd. */
 static dm_status pack_chunk(const dm_tensor *t, const char *name, int64_t b, int64_t e,
                             uint8_t **out, size_t *len) {
   Caffe2__BlobProto bp = CAFFE2__BLOB_PROTO__INIT;
@@ -307,12 +380,15 @@ static dm_status pack_chunk(const dm_tensor *t, const char *name, int64_t b, int
       ints[i] = small_to_int32(t->dtype, d, b + (int64_t)i);
     tp.n_int32_data = n, tp.int32_data = ints;
   }
-  *len = protobuf_c_message_get_packed_size(&bp.base);
+  size_t plen = protobuf_c_message_get_packed_size(&bp.base);
+  *len = plen + CKSUM_BYTES;
   dm_status s = DM_OK;
-  if (!(*out = malloc(*len ? *len : 1)))
+  if (!(*out = malloc(*len)))
     s = DM_NOMEM("a record");
-  else
+  else {
     protobuf_c_message_pack(&bp.base, *out);
+    put_checksum(*out, plen);
+  }
   free(ints);
   free(strs);
   return s;
@@ -669,7 +745,9 @@ static dm_status load_scan(load_job *j, dm_db *db) {
     if ((s = dm_message_parse(val, vlen, where, &caffe2__blob_proto__descriptor,
                               DM_FORMAT_BINARY, &msg)) != DM_OK)
       break;
-    s = load_record(j, p, (const Caffe2__BlobProto *)msg, where);
+    s = check_checksum((const Caffe2__BlobProto *)msg, val, vlen, key, nlen, where);
+    if (s == DM_OK)
+      s = load_record(j, p, (const Caffe2__BlobProto *)msg, where);
     protobuf_c_message_free_unpacked(msg, NULL);
     if (s != DM_OK)
       break;

@@ -4,7 +4,8 @@
  * directory; load_all, blob_name_overrides, allow_incomplete; a plain Caffe2-style LMDB
  * (whole-tensor records, byte_data FLOAT16) loads; errors: a missing blob and a corrupt
  * record are named, a failed Load changes nothing, Save will not replace a plain
- * directory.
+ * directory; records carry checksums (a flipped byte in data.mdb is refused, naming the
+ * blob) that a parser without the field skips.
  */
 #include <ftw.h>
 #include <setjmp.h>
@@ -331,6 +332,116 @@ static void test_plain_lmdb_and_corrupt(void **state) {
   dm_workspace_destroy(ws);
 }
 
+/* Flips one byte of the first run of 16 floats equal to v in `path` (in place, as a
+ * damaged disk would): 1 if found. */
+static int flip_in_file(const char *path, float v) {
+  FILE *fp = fopen(path, "r+b");
+  assert_non_null(fp);
+  fseek(fp, 0, SEEK_END);
+  long n = ftell(fp);
+  uint8_t *d = malloc((size_t)n), pat[64];
+  rewind(fp);
+  assert_int_equal(fread(d, 1, (size_t)n, fp), (size_t)n);
+  for (int i = 0; i < 16; i++)
+    memcpy(pat + 4 * i, &v, 4);
+  int found = 0;
+  for (long i = 0; i + 64 <= n && !found; i++)
+    if (memcmp(d + i, pat, 64) == 0) {
+      uint8_t b = d[i + 4] ^ 0x01; /* the low mantissa bit of the second value */
+      fseek(fp, i + 4, SEEK_SET);
+      found = fwrite(&b, 1, 1, fp) == 1;
+    }
+  fclose(fp);
+  free(d);
+  return found;
+}
+
+/* The raw record `key` of the checkpoint at db (malloc'd). */
+static uint8_t *read_record(const char *db, const char *key, size_t *len) {
+  dm_db *d = NULL;
+  const void *v;
+  assert_int_equal(dm_db_open_read(db, &d), DM_OK);
+  assert_int_equal(dm_db_get(d, key, &v, len), DM_OK);
+  uint8_t *out = malloc(*len);
+  memcpy(out, v, *len);
+  dm_db_close(d);
+  return out;
+}
+
+/* Records carry checksums: a byte flipped inside a blob's values in data.mdb is refused,
+ * naming the checkpoint and the blob, and the workspace is left as it was; a damaged
+ * checksum tag or a record under another blob's key are refused too. A record parsed by
+ * protobuf-c's own unpacker (which knows nothing of the field) still gives the tensor. */
+static void test_checksum(void **state) {
+  fixture *f = *state;
+  const char *names[] = {"w", "x"};
+  int64_t dims[1] = {64};
+  float w[64], x[64];
+  for (int i = 0; i < 64; i++)
+    w[i] = 1.5f, x[i] = (float)i;
+  dm_workspace *ws = new_ws();
+  opt_feed(ws, "w", DM_FLOAT, 1, dims, w);
+  opt_feed(ws, "x", DM_FLOAT, 1, dims, x);
+  assert_int_equal(run_save(ws, f->db, 2, names, 0), DM_OK);
+
+  /* An unknown-field-tolerant parser reads the record as a plain BlobProto. */
+  char ver[256];
+  snprintf(ver, sizeof ver, "%s.v1", f->db);
+  size_t len;
+  uint8_t *rec = read_record(ver, "w#%0", &len);
+  Caffe2__BlobProto *bp = caffe2__blob_proto__unpack(NULL, len, rec);
+  assert_non_null(bp);
+  assert_string_equal(bp->name, "w");
+  assert_int_equal(bp->tensor->n_float_data, 64);
+  assert_memory_equal(bp->tensor->float_data, w, sizeof w);
+  assert_int_equal(bp->base.n_unknown_fields, 1);
+  assert_int_equal(bp->base.unknown_fields[0].tag, 1000);
+  caffe2__blob_proto__free_unpacked(bp, NULL);
+
+  /* Garbage in the values: refused, naming checkpoint and blob; nothing loaded. */
+  char mdb[300];
+  snprintf(mdb, sizeof mdb, "%s/data.mdb", f->db);
+  assert_true(flip_in_file(mdb, 1.5f));
+  dm_workspace *b = new_ws();
+  opt_expect_error(run_load(b, f->db, 2, names, 0, 0), DM_ERR_PARSE, f->db, "blob 'w'",
+                   "corrupted", NULL);
+  for (int i = 0; i < 2; i++) { /* the op's outputs exist, never written */
+    const dm_tensor *t0 = dm_workspace_tensor(b, names[i]);
+    assert_true(!t0 || dm_tensor_dtype(t0) == DM_UNDEFINED);
+  }
+  opt_expect_error(run_load(b, f->db, 0, NULL, 1, 0), DM_ERR_PARSE, "blob 'w'", NULL);
+
+  /* A damaged checksum tag (field 1001), and a good record under another key. */
+  uint8_t *tag = malloc(len);
+  memcpy(tag, rec, len);
+  tag[len - 6] ^= 0x08; /* 0xC5 -> 0xCD: field 1001 */
+  char plain[256];
+  snprintf(plain, sizeof plain, "%s/plain", f->dir);
+  const char *keys[] = {"v#%0", "w#%0"};
+  const void *vals[] = {rec, tag};
+  size_t lens[] = {len, len};
+  write_plain(plain, 2, keys, vals, lens);
+  const char *v[] = {"v"};
+  opt_expect_error(run_load(b, plain, 1, v, 0, 0), DM_ERR_PARSE, "holds blob 'w', not 'v'",
+                   NULL);
+  opt_expect_error(run_load(b, plain, 1, names, 0, 0), DM_ERR_PARSE, "blob 'w'",
+                   "checksum field is damaged", NULL);
+  /* The same record without its checksum (as Caffe2 writes it) loads. */
+  char plain2[256];
+  snprintf(plain2, sizeof plain2, "%s/plain2", f->dir);
+  lens[1] = len - 6;
+  vals[1] = rec;
+  write_plain(plain2, 1, keys + 1, vals + 1, lens + 1);
+  if (run_load(b, plain2, 1, names, 0, 0) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  const dm_tensor *t = opt_fetch(b, "w", DM_FLOAT, 1, dims);
+  assert_memory_equal(dm_tensor_data(t), w, sizeof w);
+  free(tag);
+  free(rec);
+  dm_workspace_destroy(ws);
+  dm_workspace_destroy(b);
+}
+
 static void test_bad_args(void **state) {
   fixture *f = *state;
   dm_workspace *ws = new_ws();
@@ -360,6 +471,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_load_all_and_overrides, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_blob, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plain_lmdb_and_corrupt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_checksum, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
