@@ -22,6 +22,7 @@
 #include "mp_flags.h"
 #include "net/mixed_precision.h"
 #include "optim_flags.h"
+#include "train_checkpoint.h"
 #include "train_report.h"
 
 typedef struct train_opts {
@@ -132,33 +133,6 @@ static dm_status read_net(const char *path, const char *db, Caffe2__NetDef **out
     *out = NULL;
   }
   return s;
-}
-
-/* A one-op net: Save or Load of every persistent blob at `path`. Load names them, so a
- * checkpoint that lacks one (another run's, or a partial one) is refused, naming it. */
-static dm_status checkpoint_net(dm_workspace *ws, const char *path, int save, char **blobs,
-                                size_t n, dm_net **out) {
-  Caffe2__NetDef *def = NULL;
-  Caffe2__OperatorDef *op = NULL;
-  DM_TRY(dm_netdef_new(save ? "save_checkpoint" : "load_checkpoint", &def));
-  dm_status s = dm_opdef_new(save ? "Save" : "Load", &op);
-  for (size_t i = 0; i < n && s == DM_OK; i++)
-    s = save ? dm_opdef_add_input(op, blobs[i]) : dm_opdef_add_output(op, blobs[i]);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_string(op, "db", path);
-  if (s == DM_OK)
-    s = dm_opdef_set_arg_string(op, "db_type", "lmdb");
-  if (s == DM_OK) {
-    s = dm_netdef_append_op(def, op);
-    op = NULL;
-  }
-  if (op)
-    protobuf_c_message_free_unpacked(&op->base, NULL);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&def->base, NULL);
-    return s;
-  }
-  return dm_workspace_create_net(ws, def, save ? "<save>" : "<load>", out);
 }
 
 /* Runs the test net `iters` times; mean loss and accuracy. */
@@ -291,14 +265,8 @@ static dm_status setup(train_state *st, train_opts *o) {
       s = DM_NOMEM("blob names");
   if (s == DM_OK && !st->persistent)
     s = DM_NOMEM("blob names");
-  if (s == DM_OK && o->resume) {
-    dm_net *load = NULL;
-    s = checkpoint_net(st->ws, o->checkpoint, 0, st->persistent, st->n_persistent, &load);
-    if (s == DM_OK)
-      s = dm_net_run(load);
-    if (s != DM_OK)
-      dm_error_prefix(s, "--resume");
-  }
+  if (s == DM_OK && o->resume)
+    s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent);
   if (s == DM_OK) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
     def = NULL;
@@ -314,7 +282,8 @@ static dm_status setup(train_state *st, train_opts *o) {
   if (test)
     protobuf_c_message_free_unpacked(&test->base, NULL);
   if (s == DM_OK && o->checkpoint)
-    s = checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent, &st->save);
+    s = dm_train_checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent,
+                                &st->save);
   return s;
 }
 
