@@ -4,12 +4,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The largest a written DB may grow (Caffe2 uses 1 TiB too). It is address space, not
  * disk: data.mdb grows only as records are written. */
@@ -31,6 +33,9 @@ struct dm_db_iter {
 };
 
 static dm_status lmdb_fail(int rc, const char *path, const char *what) {
+  /* LMDB turns a short write (a full disk) into EIO: say what it was */
+  if (rc == EIO && dm_fs_full(path))
+    rc = ENOSPC;
   return dm_error(rc == ENOENT ? DM_ERR_NOT_FOUND : DM_ERR_IO, "db '%s': %s: %s", path, what,
                   rc > 0 ? dm_errno_text(rc) : mdb_strerror(rc)); /* "disk full" for ENOSPC */
 }
@@ -106,6 +111,29 @@ static dm_status check_file_size(dm_db *db) {
   return DM_OK;
 }
 
+/* LMDB sizes its lock file with ftruncate, maps it and writes its reader table into the
+ * map: on a full disk (a sparse file whose pages cannot be allocated) that is a SIGBUS,
+ * not an error. So the lock file's blocks are allocated here first: a new one gets 64 KiB
+ * (LMDB's default 126 readers fit, and LMDB uses a larger file as it is), one that
+ * exists its own size. 0, or the errno that stopped it. */
+static int prepare_lock_file(const char *path) {
+  char lock[4096];
+  if (snprintf(lock, sizeof lock, "%s/lock.mdb", path) >= (int)sizeof lock)
+    return ENAMETOOLONG;
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0664);
+  if (fd < 0)
+    return errno;
+  struct stat st;
+  int err = fstat(fd, &st) != 0 ? errno : 0;
+  /* posix_fallocate returns its error; a file system without it (EOPNOTSUPP, EINVAL)
+   * gets LMDB's own ftruncate, as before */
+  off_t want = st.st_size > 0 ? st.st_size : 64 << 10; /* a file in use keeps its size */
+  if (!err && (off_t)st.st_blocks * 512 < want)
+    err = posix_fallocate(fd, 0, want);
+  close(fd);
+  return err == EOPNOTSUPP || err == EINVAL ? 0 : err;
+}
+
 dm_status dm_db_open_read(const char *path, dm_db **out) {
   *out = NULL;
   struct stat st;
@@ -116,8 +144,14 @@ dm_status dm_db_open_read(const char *path, dm_db **out) {
     return dm_error(DM_ERR_IO, "db '%s': not an LMDB directory", path);
   dm_db *db;
   DM_TRY(db_new(path, 0, &db));
-  /* MDB_NOTLS: the snapshot may be read from a prefetch thread. */
-  int rc = mdb_env_open(db->env, path, MDB_RDONLY | MDB_NOTLS, 0664);
+  /* MDB_NOTLS: the snapshot may be read from a prefetch thread. A lock file that cannot
+   * be allocated (a full disk; a read-only directory, below) is done without: its reader
+   * table only matters when a writer shares the DB, and checkpoint versions and make-db's
+   * DBs are complete before anything reads them. */
+  int lock_err = prepare_lock_file(path);
+  int rc = lock_err == ENOSPC || lock_err == EDQUOT
+               ? EACCES
+               : mdb_env_open(db->env, path, MDB_RDONLY | MDB_NOTLS, 0664);
   if (rc == EACCES || rc == EROFS) {
     /* A read-only directory cannot hold lock.mdb: read without the reader table, which
      * only matters when a writer shares the DB (then the directory is writable). */
@@ -180,6 +214,10 @@ dm_status dm_db_open_write(const char *path, dm_db **out) {
       return dm_error(DM_ERR_EXISTS, "db '%s' already exists (and is not an empty directory)",
                       path);
   }
+  int err = prepare_lock_file(path);
+  if (err)
+    return dm_error(DM_ERR_IO, "db '%s': cannot create its lock file: %s", path,
+                    dm_errno_text(err)); /* "disk full" for ENOSPC */
   dm_db *db;
   DM_TRY(db_new(path, 1, &db));
   int rc = mdb_env_open(db->env, path, MDB_NOSYNC | MDB_NOMETASYNC, 0664);

@@ -208,8 +208,12 @@ static dm_status atomic_save(const char *db_path, write_fn fill, void *user) {
     return dm_error(DM_ERR_INVALID, "db path '%s' is too long", db_path);
 
   dm_db *db = NULL;
-  DM_TRY(dm_db_open_write(ver, &db));
-  dm_status s = fill(db, user);
+  dm_status s = dm_db_open_write(ver, &db);
+  if (s != DM_OK) { /* e.g. a full disk: its lock file could not be allocated */
+    remove_version(ver);
+    return dm_error_prefix(s, "Save to '%s'", db_path);
+  }
+  s = fill(db, user);
   if (s == DM_OK)
     s = dm_db_commit(db);
   dm_db_close(db);
