@@ -64,6 +64,8 @@ static void help(FILE *f) {
           "      --explain-overflow   on a skipped step, or a step whose loss is inf/nan\n"
           "                           (which stops the run), name the first op (index,\n"
           "                           type, name) whose output held inf/nan, and the blob\n"
+          "                           (a run stopped without it names them by replaying\n"
+          "                           the steps from its last checkpoint, if it has one)\n"
           "      --no-free            keep every blob a step writes (by default the memory\n"
           "                           pass frees each one after its last use, keeping the\n"
           "                           state, the loss, the accuracy and 'data')\n"
@@ -155,6 +157,7 @@ typedef struct train_state {
   char **persistent; /* blobs a checkpoint carries: what the init nets created */
   size_t n_persistent;
   dm_train_report report;
+  int have_checkpoint;          /* this run saved one, or resumed from one */
   long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
   int warned_at_min;            /* this run of skips reached the minimum scale: said once */
 } train_state;
@@ -266,7 +269,8 @@ static dm_status setup(train_state *st, train_opts *o) {
   if (s == DM_OK && !st->persistent)
     s = DM_NOMEM("blob names");
   if (s == DM_OK && o->resume)
-    s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent);
+    st->have_checkpoint =
+        (s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent)) == DM_OK;
   if (s == DM_OK) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
     def = NULL;
@@ -331,6 +335,35 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
   return 1;
 }
 
+/* Which op first produced an inf/nan in the step of iteration `bad`, which diverged, when
+ * --explain-overflow (whose scan of every output costs each step some 10%) was not on:
+ * the state of the last checkpoint this run saved or resumed from is loaded again, the
+ * steps from it to `bad` are replayed (bit-identically: the data input reads batch
+ * number `optimizer_iteration`), the last with the scan on. Nothing is saved. 0 when it
+ * cannot be told (no checkpoint, no iteration counter, or no divergence on replay). */
+static int replay_divergence(train_state *st, const train_opts *o, long bad, long *from,
+                             const dm_op_ctx **op, int *out) {
+  if (!st->have_checkpoint ||
+      dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent) != DM_OK)
+    return 0;
+  double it = scalar(st->ws, DM_OPTIM_ITER_BLOB);
+  if (isnan(it) || (long)it >= bad)
+    return 0;
+  *from = (long)it;
+  while ((long)it < bad - 1) {
+    double next;
+    if (dm_net_run(st->train) != DM_OK || isnan(next = scalar(st->ws, DM_OPTIM_ITER_BLOB)) ||
+        next <= it)
+      return 0;
+    it = next;
+  }
+  dm_net_set_check_finite(st->train, 1);
+  int found = dm_net_run(st->train) == DM_OK && !isfinite(scalar(st->ws, o->loss)) &&
+              dm_net_first_nonfinite(st->train, op, out);
+  dm_net_set_check_finite(st->train, 0);
+  return found;
+}
+
 static dm_status train(train_opts *o) {
   train_state st = {0};
   if (o->iters > 0) /* before reading anything: no GPU, no training */
@@ -374,6 +407,7 @@ static dm_status train(train_opts *o) {
     if (!was_skipped && dm_workspace_tensor(st.ws, o->loss) && !isfinite(p.loss)) {
       const dm_op_ctx *op = NULL;
       int out = 0;
+      long from = 0;
       char what[256];
       if (o->explain_overflow && dm_net_first_nonfinite(st.train, &op, &out))
         s = dm_error(DM_ERR_INVALID,
@@ -381,6 +415,14 @@ static dm_status train(train_opts *o) {
                      "inf/nan in %s, output %d '%s'; nothing saved for this iteration",
                      prev + 1, o->loss, p.loss, dm_op_describe(op, what, sizeof what), out,
                      dm_op_output_name(op, out));
+      else if (!o->explain_overflow && replay_divergence(&st, o, prev + 1, &from, &op, &out))
+        s = dm_error(DM_ERR_INVALID,
+                     "iteration %ld: the loss '%s' is non-finite (%g): the run diverged (lower "
+                     "--lr?); first inf/nan in %s, output %d '%s' (found by replaying the "
+                     "steps from the checkpoint at iteration %ld); nothing saved for this "
+                     "iteration",
+                     prev + 1, o->loss, p.loss, dm_op_describe(op, what, sizeof what), out,
+                     dm_op_output_name(op, out), from);
       else
         s = dm_error(DM_ERR_INVALID,
                      "iteration %ld: the loss '%s' is non-finite (%g): the run diverged (lower "
@@ -424,7 +466,7 @@ static dm_status train(train_opts *o) {
     if (s == DM_OK && test_now)
       s = dm_report_write_svg(&st.report);
     if (s == DM_OK && st.save && (done % o->checkpoint_every == 0 || done == o->iters))
-      s = dm_net_run(st.save);
+      st.have_checkpoint = (s = dm_net_run(st.save)) == DM_OK;
   }
   if (s == DM_OK) {
     s = dm_report_write_svg(&st.report);
