@@ -369,10 +369,8 @@ static dm_status train(train_opts *o) {
   if (o->iters > 0) /* before reading anything: no GPU, no training */
     DM_TRY(dm_device_cli_check(&o->dev));
   dm_status s = setup(&st, o);
-  if (s != DM_OK || o->iters == 0) { /* --iters 0: the nets were written, nothing runs */
-    dm_workspace_destroy(st.ws);
-    return s;
-  }
+  if (s != DM_OK || o->iters == 0) /* --iters 0: the nets were written, nothing runs */
+    goto cleanup;
   double sk = scalar(st.ws, DM_MP_SKIPPED_BLOB);
   st.last_skipped = isnan(sk) ? 0 : (long)sk;
   double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
@@ -474,6 +472,7 @@ static dm_status train(train_opts *o) {
       printf("trained %ld iterations in %.1f s\n", done - start, now_s() - t_start);
   }
   dm_report_close(&st.report);
+cleanup:
   for (size_t i = 0; i < st.n_persistent; i++)
     free(st.persistent[i]);
   free(st.persistent);

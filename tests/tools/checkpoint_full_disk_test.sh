@@ -45,6 +45,7 @@ full() {
   grep -q "Save to '$M/ck'" "$T/full.log" || fail "$2: the error does not name the checkpoint"
   grep -q "resuming at iteration 2" "$T/full.log" || fail "$2: did not resume at iteration 2"
   echo "$2: $(grep 'demitasse:' "$T/full.log")"
+  clean_exit "$T/full.log" "$2"
   [ "$(readlink "$M/ck")" = "$target" ] || fail "$2: the link points at $(readlink "$M/ck"), not $target"
   # (data.mdb: lock.mdb is LMDB's reader table, which the --resume's Load writes into)
   cmp -s "$T/old/data.mdb" "$M/$target/data.mdb" || fail "$2: the checkpoint's data.mdb changed"

@@ -29,6 +29,7 @@ expect_refused() {
   e_log=$1 e_what=$2
   shift 2
   echo "$e_what: $(grep 'demitasse:' "$e_log")"
+  clean_exit "$e_log" "$e_what"
   for frag in "$@"; do
     grep -qF -- "$frag" "$e_log" || { fail "$e_what: no '$frag' in the error:"; tail -n 3 "$e_log"; }
   done

@@ -33,6 +33,7 @@ diverge() {
   train 20 "$T/full.log" --checkpoint "$ck" --checkpoint-every 1 --csv "$T/full.csv" "$@"
   rc=$?
   [ "$rc" -ne 0 ] || fail "$d_name: a diverged run exited 0"
+  clean_exit "$T/full.log" "$d_name"
   grep -q "iteration [0-9]*.*non-finite" "$T/full.log" ||
     fail "$d_name: no error naming the iteration of the non-finite loss"
   grep -q "first inf/nan in op [0-9]* (.*), output [0-9]* '.*' (found by replaying" \
@@ -59,6 +60,7 @@ diverge() {
   cp "$ck/data.mdb" "$T/good_data.mdb"
   train 20 "$T/resumed.log" --checkpoint "$ck" --resume "$@"
   [ $? -ne 0 ] || fail "$d_name: the resumed diverging run exited 0"
+  clean_exit "$T/resumed.log" "$d_name, resumed"
   grep -q "iteration $BAD.*non-finite" "$T/resumed.log" ||
     { fail "$d_name: the resumed run did not stop at iteration $BAD"; cat "$T/resumed.log"; }
   [ "$(readlink "$ck")" = "$good" ] || fail "$d_name: the checkpoint was replaced"
