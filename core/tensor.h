@@ -16,7 +16,30 @@
 
 #define DM_ALIGN 64
 /* Default cap on one tensor's bytes; the workspace can change it. */
-#define DM_DEFAULT_TENSOR_LIMIT ((uint64_t)8 << 30)
+#define DM_DEFAULT_TENSOR_BYTES ((uint64_t)8 << 30)
+
+/* What a tensor allocates under: the cap on one tensor's bytes and its workspace's cap on
+ * the host memory of all its tensors, with the count of what they hold. A workspace has
+ * one, shared by its blobs' tensors, by the temporaries made from them
+ * (dm_tensor_new(t->limit)) and by every storage they allocated on the host, which is
+ * counted here until it is freed, whoever holds it by then: a storage shared by several
+ * tensors is counted once. Reference-counted (the workspace, each tensor, each counted
+ * storage), so a tensor or storage that outlives its workspace still finds it. Atomic:
+ * a DB input's prefetch thread allocates too. */
+typedef struct dm_mem_limit {
+  atomic_int refs;
+  _Atomic uint64_t tensor_max; /* bytes of one tensor */
+  atomic_size_t cap;           /* bytes of host storage in all; 0: no cap */
+  atomic_size_t in_use, peak;  /* counted as allocated (rounded up to DM_ALIGN) */
+} dm_mem_limit;
+
+/* For tensors outside any workspace: DM_DEFAULT_TENSOR_BYTES each, no cap, not counted. */
+#define DM_DEFAULT_TENSOR_LIMIT ((dm_mem_limit *)NULL)
+
+/* A new set of limits (one reference, no cap), or NULL when out of memory. */
+DM_HIDDEN dm_mem_limit *dm_mem_limit_new(uint64_t tensor_max);
+/* Drops a reference (NULL is fine); the last frees it. */
+DM_HIDDEN void dm_mem_limit_release(dm_mem_limit *l);
 
 typedef struct dm_storage {
   atomic_int refs;
@@ -37,6 +60,7 @@ typedef struct dm_storage {
   int upload_pending;
   int uploads;
   int pin_failed;
+  dm_mem_limit *counted; /* the workspace limits whose in_use holds this (a reference) */
 } dm_storage;
 
 struct dm_tensor {
@@ -44,8 +68,9 @@ struct dm_tensor {
   int ndim;
   int64_t dims[DM_MAX_DIMS];
   int64_t numel;
-  dm_storage *storage; /* NULL while empty */
-  uint64_t limit;      /* refuse larger allocations */
+  dm_storage *storage;  /* NULL while empty */
+  dm_mem_limit *limit;  /* what it allocates under (a reference; NULL: the defaults) */
+  const char *blob;     /* the blob's name, borrowed, for messages (NULL: a temporary) */
 };
 
 /* Bytes of tensor storage allocated now on a device type (DM_CPU, or DM_CUDA: all GPUs
@@ -61,7 +86,8 @@ DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel
 /* numel * size with overflow check against `limit`. */
 DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes);
 
-DM_HIDDEN dm_tensor *dm_tensor_new(uint64_t limit);
+/* An empty tensor allocating under `limit` (it takes a reference; NULL: the defaults). */
+DM_HIDDEN dm_tensor *dm_tensor_new(dm_mem_limit *limit);
 DM_HIDDEN void dm_tensor_free(dm_tensor *t);
 /* Sets dtype and shape without allocating (shape inference); storage is dropped unless
  * its size still fits exactly. */
