@@ -32,7 +32,7 @@
  * Misuse: a NULL pointer argument (other than those documented as optional) is refused
  * with DM_ERR_INVALID and a message naming the function and the argument; calls that
  * return a value instead answer a neutral one (0, NULL, "", DM_UNDEFINED) and set the
- * message. Blob names must be non-empty. A failed feed or net creation leaves the
+ * message. Blob names and paths must be non-empty. A failed feed or net creation leaves the
  * workspace as it was: the blob fed is unchanged (or still absent), and the blobs a
  * failed net would have created are removed again.
  */

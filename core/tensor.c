@@ -127,10 +127,10 @@ static dm_status charge(const dm_tensor *t, size_t bytes) {
     if (cap && (after > cap || bytes > cap - after)) {
       char a[64], b[64], c[64];
       return dm_error(DM_ERR_LIMIT,
-                      "%s%s%s: allocating %s would exceed the workspace memory limit: %s in "
-                      "use, limit %s (dm_workspace_set_memory_limit, --memory-limit)",
-                      t->blob ? "blob '" : "a temporary tensor", t->blob ? t->blob : "",
-                      t->blob ? "'" : "", human(bytes, a, sizeof a), human(after, b, sizeof b),
+                      "allocating %s for %s%s%s would exceed the workspace memory limit: %s "
+                      "in use, limit %s (dm_workspace_set_memory_limit, --memory-limit)",
+                      human(bytes, a, sizeof a), t->blob ? "blob '" : "an op's temporary tensor",
+                      t->blob ? t->blob : "", t->blob ? "'" : "", human(after, b, sizeof b),
                       human(cap, c, sizeof c));
     }
   } while (!atomic_compare_exchange_weak(&l->in_use, &cur, cur + bytes));

@@ -85,7 +85,8 @@ static void fill_over_cap(void) {
   dm_net *net = net_text(ws, big_fill);
   dm_status s = dm_net_run(net);
   EXPECT(s == DM_ERR_LIMIT, "a 4 MiB fill under a 1 MiB cap gave %s", dm_status_name(s));
-  EXPECT_WORDS("op 1", "ConstantFill", "'big_fill'", "blob 'big'", "allocating 4194304 bytes",
+  EXPECT_WORDS("op 1", "ConstantFill", "'big_fill'",
+               "allocating 4194304 bytes (4.0 MiB) for blob 'big' would exceed",
                "6400 bytes (6.2 KiB) in use", "limit 1048576 bytes (1.0 MiB)");
   /* the first op's 100 x 16 floats stay; the refused 4 MiB was never counted */
   EXPECT(in_use(ws) == 6400, "after the refused fill %zu bytes in use, want 6400", in_use(ws));
@@ -106,7 +107,7 @@ static void fill_over_cap(void) {
   EXPECT(dm_net_run(net) == DM_OK, "rewriting the blobs in place under a lowered cap failed");
   s = feed(ws, "y", 64);
   EXPECT(s == DM_ERR_LIMIT, "a feed over a lowered cap gave %s", dm_status_name(s));
-  EXPECT_WORDS("blob 'y'", "allocating 64 bytes", "limit 1048576 bytes");
+  EXPECT_WORDS("allocating 64 bytes for blob 'y'", "limit 1048576 bytes");
   EXPECT(!dm_workspace_has_blob(ws, "y"), "the refused feed left blob y behind");
   dm_workspace_destroy(ws);
 }
@@ -120,7 +121,8 @@ static void freeing_makes_room(void) {
   EXPECT(feed(ws, "a", 640 * KIB) == DM_OK, "feeding a failed");
   dm_status s = feed(ws, "b", 640 * KIB);
   EXPECT(s == DM_ERR_LIMIT, "640 KiB + 640 KiB under 1 MiB gave %s", dm_status_name(s));
-  EXPECT_WORDS("blob 'b'", "allocating 655360 bytes", "655360 bytes (640.0 KiB) in use");
+  EXPECT_WORDS("allocating 655360 bytes (640.0 KiB) for blob 'b'",
+               "655360 bytes (640.0 KiB) in use");
   EXPECT(!dm_workspace_has_blob(ws, "b"), "the refused feed left blob b behind");
   /* a blob fed again at the same size keeps its storage: nothing more is counted */
   EXPECT(feed(ws, "a", 640 * KIB) == DM_OK, "feeding a again at its size failed");
@@ -178,7 +180,8 @@ static void temporaries_counted(void) {
   if (!mkdtemp(dir))
     exit(1);
   snprintf(db, sizeof db, "%s/ckpt", dir);
-  snprintf(save, sizeof save, "op { type: \"Save\" input: \"x\" arg { name: \"db\" s: \"%s\" } }", db);
+  snprintf(save, sizeof save,
+           "op { type: \"Save\" input: \"x\" arg { name: \"db\" s: \"%s\" } }", db);
   snprintf(load, sizeof load, "op { type: \"Load\" name: \"restore\" output: \"x\" "
            "arg { name: \"db\" s: \"%s\" } }", db);
   dm_workspace *ws = NULL;
@@ -195,7 +198,8 @@ static void temporaries_counted(void) {
   dm_status s = dm_net_run(net);
   EXPECT(s == DM_ERR_LIMIT, "loading 640 KiB beside 512 KiB under 1 MiB gave %s",
          dm_status_name(s));
-  EXPECT_WORDS("Load", "'restore'", "allocating 655360 bytes", "524288 bytes (512.0 KiB) in use",
+  EXPECT_WORDS("Load", "'restore'", "allocating 655360 bytes (640.0 KiB) for an op's temporary",
+               "524288 bytes (512.0 KiB) in use",
                "limit 1048576 bytes");
   EXPECT(in_use(ws) == 512 * KIB, "%zu bytes in use after the refused Load", in_use(ws));
   dm_workspace_set_memory_limit(ws, 2 * MIB);

@@ -26,7 +26,7 @@ expect 0 "$DM" run --net "$T/fill.pbtxt" && has out 'big: FLOAT 1024x1024'
 for size in 1M 1m 1MiB 1MB 1024K 1048576; do
   expect 1 "$DM" run --net "$T/fill.pbtxt" --memory-limit "$size" && {
     has err "op 1 (ConstantFill 'big_fill')"
-    has err "blob 'big'"
+    has err "for blob 'big' would exceed the workspace memory limit"
     has err 'allocating 4194304 bytes (4.0 MiB)'
     has err '6400 bytes (6.2 KiB) in use'
     has err 'limit 1048576 bytes (1.0 MiB)'
