@@ -91,7 +91,7 @@ void dm_mem_limit_release(dm_mem_limit *l) {
     free(l);
 }
 
-static uint64_t tensor_max(const dm_tensor *t) {
+uint64_t dm_tensor_max_bytes(const dm_tensor *t) {
   return t->limit ? atomic_load(&t->limit->tensor_max) : DM_DEFAULT_TENSOR_BYTES;
 }
 
@@ -309,7 +309,7 @@ dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dt
   int64_t numel;
   size_t nbytes;
   DM_TRY(dm_shape_numel(ndim, dims, &numel));
-  DM_TRY(dm_shape_nbytes(dtype, numel, tensor_max(t), &nbytes));
+  DM_TRY(dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &nbytes));
   /* Keep the storage if nobody else shares it and the bytes fit exactly; a shared
    * storage is kept too when the size matches, which is what in-place ops rely on. */
   int keep = t->storage && t->storage->nbytes == nbytes && t->storage->dtype != DM_STRING &&
@@ -342,7 +342,7 @@ dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim, const int6
   int64_t numel;
   size_t nbytes;
   DM_TRY(dm_shape_numel(ndim, dims, &numel));
-  DM_TRY(dm_shape_nbytes(dtype, numel, tensor_max(t), &nbytes));
+  DM_TRY(dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &nbytes));
   if (t->storage && (t->storage->nbytes != nbytes || dtype == DM_STRING)) {
     storage_release(t->storage);
     t->storage = NULL;

@@ -40,6 +40,8 @@ typedef struct dm_mem_limit {
 DM_HIDDEN dm_mem_limit *dm_mem_limit_new(uint64_t tensor_max);
 /* Drops a reference (NULL is fine); the last frees it. */
 DM_HIDDEN void dm_mem_limit_release(dm_mem_limit *l);
+/* The most bytes one tensor of t's may take (its workspace's tensor limit). */
+DM_HIDDEN uint64_t dm_tensor_max_bytes(const dm_tensor *t);
 
 typedef struct dm_storage {
   atomic_int refs;
