@@ -92,7 +92,7 @@ void dm_mem_limit_release(dm_mem_limit *l) {
 }
 
 uint64_t dm_tensor_max_bytes(const dm_tensor *t) {
-  return t->limit ? atomic_load(&t->limit->tensor_max) : DM_DEFAULT_TENSOR_BYTES;
+  return t->limit ? atomic_load(&t->limit->tensor_max) : DM_DEFAULT_TENSOR_LIMIT;
 }
 
 /* "1.5 GiB" beside a byte count, so that a limit error reads at a glance. */
@@ -261,12 +261,19 @@ static dm_status storage_alloc(const dm_tensor *t, dm_dtype dtype, int64_t count
   return DM_OK;
 }
 
-dm_tensor *dm_tensor_new(dm_mem_limit *limit) {
+dm_tensor *dm_tensor_new_in(dm_mem_limit *limit) {
   dm_tensor *t = calloc(1, sizeof *t);
   if (t && limit) {
     atomic_fetch_add(&limit->refs, 1);
     t->limit = limit;
   }
+  return t;
+}
+
+dm_tensor *dm_tensor_new_max(uint64_t max_bytes) {
+  dm_mem_limit *l = dm_mem_limit_new(max_bytes);
+  dm_tensor *t = l ? dm_tensor_new_in(l) : NULL;
+  dm_mem_limit_release(l); /* the tensor holds it now */
   return t;
 }
 

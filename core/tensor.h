@@ -16,7 +16,7 @@
 
 #define DM_ALIGN 64
 /* Default cap on one tensor's bytes; the workspace can change it. */
-#define DM_DEFAULT_TENSOR_BYTES ((uint64_t)8 << 30)
+#define DM_DEFAULT_TENSOR_LIMIT ((uint64_t)8 << 30)
 
 /* What a tensor allocates under: the cap on one tensor's bytes and its workspace's cap on
  * the host memory of all its tensors, with the count of what they hold. A workspace has
@@ -32,9 +32,6 @@ typedef struct dm_mem_limit {
   atomic_size_t cap;           /* bytes of host storage in all; 0: no cap */
   atomic_size_t in_use, peak;  /* counted as allocated (rounded up to DM_ALIGN) */
 } dm_mem_limit;
-
-/* For tensors outside any workspace: DM_DEFAULT_TENSOR_BYTES each, no cap, not counted. */
-#define DM_DEFAULT_TENSOR_LIMIT ((dm_mem_limit *)NULL)
 
 /* A new set of limits (one reference, no cap), or NULL when out of memory. */
 DM_HIDDEN dm_mem_limit *dm_mem_limit_new(uint64_t tensor_max);
@@ -88,8 +85,18 @@ DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel
 /* numel * size with overflow check against `limit`. */
 DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes);
 
-/* An empty tensor allocating under `limit` (it takes a reference; NULL: the defaults). */
-DM_HIDDEN dm_tensor *dm_tensor_new(dm_mem_limit *limit);
+/* An empty tensor allocating under `limit` (it takes a reference; NULL: at most
+ * DM_DEFAULT_TENSOR_LIMIT bytes, uncounted). */
+DM_HIDDEN dm_tensor *dm_tensor_new_in(dm_mem_limit *limit);
+/* An empty tensor outside any workspace, of at most max_bytes, uncounted: limits of its
+ * own (the temporaries made from it share them). */
+DM_HIDDEN dm_tensor *dm_tensor_new_max(uint64_t max_bytes);
+/* dm_tensor_new(t->limit), dm_tensor_new(ws->tensor_limit): a tensor under the same
+ * limits; dm_tensor_new(bytes), e.g. DM_DEFAULT_TENSOR_LIMIT: one outside any workspace
+ * (tests, fuzzers, tools). NULL when out of memory. */
+#define dm_tensor_new(x)                                                                 \
+  _Generic((x), dm_mem_limit *: dm_tensor_new_in, void *: dm_tensor_new_in,             \
+           default: dm_tensor_new_max)(x)
 DM_HIDDEN void dm_tensor_free(dm_tensor *t);
 /* Sets dtype and shape without allocating (shape inference); storage is dropped unless
  * its size still fits exactly. */

@@ -12,7 +12,7 @@ dm_status dm_workspace_new(dm_workspace **out) {
   dm_workspace *ws = calloc(1, sizeof *ws);
   if (!ws)
     return DM_NOMEM("a workspace");
-  if (!(ws->tensor_limit = dm_mem_limit_new(DM_DEFAULT_TENSOR_BYTES))) {
+  if (!(ws->tensor_limit = dm_mem_limit_new(DM_DEFAULT_TENSOR_LIMIT))) {
     free(ws);
     return DM_NOMEM("a workspace");
   }

@@ -185,13 +185,11 @@ static void test_missing_file(void **state) {
 
 static void test_tensor_limit(void **state) {
   image im = make_npy(1, 0, H("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }"), 48, 0);
-  dm_mem_limit *limit = dm_mem_limit_new(16);
-  dm_tensor *t = dm_tensor_new(limit);
+  dm_tensor *t = dm_tensor_new(16);
   assert_int_equal(dm_npy_parse(im.p, im.n, "big.npy", t), DM_ERR_LIMIT);
   assert_non_null(strstr(dm_last_error(), "big.npy"));
   assert_non_null(strstr(dm_last_error(), "exceeds the limit of 16 bytes"));
   dm_tensor_free(t);
-  dm_mem_limit_release(limit);
   free(im.p);
 }
 
