@@ -32,7 +32,7 @@
  * Misuse: a NULL pointer argument (other than those documented as optional) is refused
  * with DM_ERR_INVALID and a message naming the function and the argument; calls that
  * return a value instead answer a neutral one (0, NULL, "", DM_UNDEFINED) and set the
- * message. Blob names must be non-empty. A failed feed or net creation leaves the
+ * message. Blob names and paths must be non-empty. A failed feed or net creation leaves the
  * workspace as it was: the blob fed is unchanged (or still absent), and the blobs a
  * failed net would have created are removed again.
  */
@@ -135,6 +135,23 @@ DM_API dm_status dm_workspace_create(dm_workspace **out);
 DM_API void dm_workspace_destroy(dm_workspace *ws); /* NULL is fine */
 /* Refuse any single tensor larger than this many bytes (default 8 GiB). */
 DM_API void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes);
+/* Caps the host memory of all the workspace's tensors together at `bytes` (0: no cap,
+ * the default). An allocation that would pass it fails with DM_ERR_LIMIT, before any
+ * memory is taken: the op that allocates fails with a message naming the op (index,
+ * type, name), the blob, the bytes asked for, the bytes in use and the limit; a feed
+ * fails the same way and leaves the blob as it was. The workspace stays usable, and
+ * freeing blobs (a net's Free ops, a destroyed net's state, a removed blob) makes room.
+ * Counted: every host buffer its blobs, their views and the ops' temporary tensors hold,
+ * once however many blobs share it, rounded up to 64 bytes, for as long as it is
+ * allocated. Not counted: GPU memory (a device allocation that does not fit fails on
+ * its own, with DM_ERR_DEVICE), a STRING tensor's strings (its pointer array is), and
+ * memory an op keeps outside tensors. Setting a cap below what is held frees nothing;
+ * allocations fail until enough is freed. DM_ERR_INVALID for a NULL ws. */
+DM_API dm_status dm_workspace_set_memory_limit(dm_workspace *ws, size_t bytes);
+/* The host memory the workspace's tensors hold now, as the cap counts it, and the most
+ * held at once since the workspace was created (either pointer may be NULL). */
+DM_API dm_status dm_workspace_memory_usage(const dm_workspace *ws, size_t *in_use,
+                                           size_t *peak);
 
 /* Loads a NetDef (.pb binary or .pbtxt text, chosen by content), instantiates it and runs
  * it once (an init net). */

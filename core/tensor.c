@@ -1,4 +1,5 @@
-/* tensor.c: tensors with reference-counted, 64-byte aligned storage. */
+/* tensor.c: tensors with reference-counted, 64-byte aligned storage, and the count of
+ * each workspace's host storage against its memory cap (dm_mem_limit). */
 #include "tensor.h"
 
 #include "device.h"
@@ -76,6 +77,74 @@ void dm_memory_reset_peak(dm_device_type d) {
   atomic_store(&bytes_peak[i], atomic_load(&bytes_now[i]));
 }
 
+dm_mem_limit *dm_mem_limit_new(uint64_t tensor_max) {
+  dm_mem_limit *l = calloc(1, sizeof *l);
+  if (l) {
+    atomic_init(&l->refs, 1);
+    atomic_init(&l->tensor_max, tensor_max);
+  }
+  return l;
+}
+
+void dm_mem_limit_release(dm_mem_limit *l) {
+  if (l && atomic_fetch_sub(&l->refs, 1) == 1)
+    free(l);
+}
+
+uint64_t dm_tensor_max_bytes(const dm_tensor *t) {
+  return t->limit ? atomic_load(&t->limit->tensor_max) : DM_DEFAULT_TENSOR_LIMIT;
+}
+
+/* "1.5 GiB" beside a byte count, so that a limit error reads at a glance. */
+static const char *human(size_t n, char *buf, size_t cap) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = (double)n;
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, cap, u ? "%zu bytes (%.1f %s)" : "%zu bytes", n, v, unit[u]);
+  return buf;
+}
+
+/* Counts `bytes` of new host storage for t against its workspace's cap, before they are
+ * allocated (an 8 GiB fill over the cap never reaches malloc). The storage t holds now
+ * is freed right after when t holds it alone, so it is not counted against the new one:
+ * the cap bounds what stays allocated, and a tensor shrinking or resized in place of
+ * itself never fails for the moment both exist. */
+static dm_status charge(const dm_tensor *t, size_t bytes) {
+  dm_mem_limit *l = t->limit;
+  if (!l)
+    return DM_OK;
+  const dm_storage *old = t->storage;
+  size_t replaced = old && old->counted == l && atomic_load(&old->refs) == 1
+                        ? alloc_size(old->nbytes) : 0;
+  size_t cur = atomic_load(&l->in_use), after;
+  do {
+    size_t cap = atomic_load(&l->cap);
+    after = cur - (replaced < cur ? replaced : cur);
+    if (cap && (after > cap || bytes > cap - after)) {
+      char a[64], b[64], c[64];
+      return dm_error(DM_ERR_LIMIT,
+                      "allocating %s for %s%s%s would exceed the workspace memory limit: %s "
+                      "in use, limit %s (dm_workspace_set_memory_limit, --memory-limit)",
+                      human(bytes, a, sizeof a), t->blob ? "blob '" : "an op's temporary tensor",
+                      t->blob ? t->blob : "", t->blob ? "'" : "", human(after, b, sizeof b),
+                      human(cap, c, sizeof c));
+    }
+  } while (!atomic_compare_exchange_weak(&l->in_use, &cur, cur + bytes));
+  size_t held = after + bytes, peak = atomic_load(&l->peak);
+  while (held > peak && !atomic_compare_exchange_weak(&l->peak, &peak, held)) {
+  }
+  return DM_OK;
+}
+
+static void uncharge(dm_mem_limit *l, size_t bytes) {
+  if (l)
+    atomic_fetch_sub(&l->in_use, bytes);
+}
+
 /* Before the host writes (or frees) host storage: the end of its last asynchronous
  * upload. A failed wait means the device failed (its next call reports it); the DMA then
  * no longer runs, so the write may go ahead. */
@@ -90,6 +159,8 @@ static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
   atomic_fetch_sub(&bytes_now[s->device == DM_CPU ? 0 : 1], alloc_size(s->nbytes));
+  uncharge(s->counted, alloc_size(s->nbytes));
+  dm_mem_limit_release(s->counted);
   if (s->device != DM_CPU) {
     const dm_device_ops *ops = dm_device_ops_for(s->device);
     if (ops && s->data)
@@ -157,19 +228,26 @@ static size_t page_round(size_t n) {
   return (n + page - 1) / page * page;
 }
 
-static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_storage **out) {
-  dm_storage *s = calloc(1, sizeof *s);
-  if (!s)
-    return DM_NOMEM("tensor storage");
+/* Host storage for t (which it will replace), counted against t's workspace cap. */
+static dm_status storage_alloc(const dm_tensor *t, dm_dtype dtype, int64_t count,
+                               size_t nbytes, dm_storage **out) {
   /* aligned_alloc needs a size that is a multiple of the alignment. Buffers that may be
    * page-locked get whole pages of their own, since two locked ranges may not share a
    * page; they are still counted at the 64-byte rounding, as every buffer is. */
   size_t rounded = alloc_size(nbytes);
-  s->data = rounded >= DM_PIN_MIN ? aligned_alloc(page_size(), page_round(rounded))
-                                  : aligned_alloc(DM_ALIGN, rounded);
-  if (!s->data) {
+  DM_TRY(charge(t, rounded));
+  dm_storage *s = calloc(1, sizeof *s);
+  if (s)
+    s->data = rounded >= DM_PIN_MIN ? aligned_alloc(page_size(), page_round(rounded))
+                                    : aligned_alloc(DM_ALIGN, rounded);
+  if (!s || !s->data) {
+    uncharge(t->limit, rounded);
     free(s);
     return dm_error(DM_ERR_NOMEM, "out of memory allocating a tensor of %zu bytes", nbytes);
+  }
+  if (t->limit) {
+    atomic_fetch_add(&t->limit->refs, 1);
+    s->counted = t->limit;
   }
   if (dtype == DM_STRING)
     memset(s->data, 0, rounded); /* NULL strings until written */
@@ -183,10 +261,19 @@ static dm_status storage_alloc(dm_dtype dtype, int64_t count, size_t nbytes, dm_
   return DM_OK;
 }
 
-dm_tensor *dm_tensor_new(uint64_t limit) {
+dm_tensor *dm_tensor_new_in(dm_mem_limit *limit) {
   dm_tensor *t = calloc(1, sizeof *t);
-  if (t)
+  if (t && limit) {
+    atomic_fetch_add(&limit->refs, 1);
     t->limit = limit;
+  }
+  return t;
+}
+
+dm_tensor *dm_tensor_new_max(uint64_t max_bytes) {
+  dm_mem_limit *l = dm_mem_limit_new(max_bytes);
+  dm_tensor *t = l ? dm_tensor_new_in(l) : NULL;
+  dm_mem_limit_release(l); /* the tensor holds it now */
   return t;
 }
 
@@ -202,6 +289,7 @@ void dm_tensor_free(dm_tensor *t) {
   if (!t)
     return;
   dm_tensor_reset(t);
+  dm_mem_limit_release(t->limit);
   free(t);
 }
 
@@ -228,7 +316,7 @@ dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dt
   int64_t numel;
   size_t nbytes;
   DM_TRY(dm_shape_numel(ndim, dims, &numel));
-  DM_TRY(dm_shape_nbytes(dtype, numel, t->limit, &nbytes));
+  DM_TRY(dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &nbytes));
   /* Keep the storage if nobody else shares it and the bytes fit exactly; a shared
    * storage is kept too when the size matches, which is what in-place ops rely on. */
   int keep = t->storage && t->storage->nbytes == nbytes && t->storage->dtype != DM_STRING &&
@@ -237,7 +325,7 @@ dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dt
   if (!keep) {
     dm_storage *s = NULL;
     if (device == DM_CPU)
-      DM_TRY(storage_alloc(dtype, numel, nbytes, &s));
+      DM_TRY(storage_alloc(t, dtype, numel, nbytes, &s));
     else
       DM_TRY(device_storage_alloc(device, id, dtype, nbytes, &s));
     storage_release(t->storage);
@@ -261,7 +349,7 @@ dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim, const int6
   int64_t numel;
   size_t nbytes;
   DM_TRY(dm_shape_numel(ndim, dims, &numel));
-  DM_TRY(dm_shape_nbytes(dtype, numel, t->limit, &nbytes));
+  DM_TRY(dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &nbytes));
   if (t->storage && (t->storage->nbytes != nbytes || dtype == DM_STRING)) {
     storage_release(t->storage);
     t->storage = NULL;
@@ -330,6 +418,7 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
     dm_tensor *moved = dm_tensor_new(src->limit);
     if (!moved)
       return DM_NOMEM("a tensor");
+    moved->blob = src->blob;
     dm_status s = dm_tensor_copy_to(moved, device, id, src);
     if (s == DM_OK)
       dm_tensor_share(dst, moved);
@@ -396,6 +485,7 @@ dm_status dm_tensor_make_unique(dm_tensor *t) {
   dm_tensor *copy = dm_tensor_new(t->limit);
   if (!copy)
     return DM_NOMEM("a tensor");
+  copy->blob = t->blob;
   int64_t dims[DM_MAX_DIMS];
   memcpy(dims, t->dims, sizeof dims);
   int id;

@@ -18,6 +18,28 @@
 /* Default cap on one tensor's bytes; the workspace can change it. */
 #define DM_DEFAULT_TENSOR_LIMIT ((uint64_t)8 << 30)
 
+/* What a tensor allocates under: the cap on one tensor's bytes and its workspace's cap on
+ * the host memory of all its tensors, with the count of what they hold. A workspace has
+ * one, shared by its blobs' tensors, by the temporaries made from them
+ * (dm_tensor_new(t->limit)) and by every storage they allocated on the host, which is
+ * counted here until it is freed, whoever holds it by then: a storage shared by several
+ * tensors is counted once. Reference-counted (the workspace, each tensor, each counted
+ * storage), so a tensor or storage that outlives its workspace still finds it. Atomic:
+ * a DB input's prefetch thread allocates too. */
+typedef struct dm_mem_limit {
+  atomic_int refs;
+  _Atomic uint64_t tensor_max; /* bytes of one tensor */
+  atomic_size_t cap;           /* bytes of host storage in all; 0: no cap */
+  atomic_size_t in_use, peak;  /* counted as allocated (rounded up to DM_ALIGN) */
+} dm_mem_limit;
+
+/* A new set of limits (one reference, no cap), or NULL when out of memory. */
+DM_HIDDEN dm_mem_limit *dm_mem_limit_new(uint64_t tensor_max);
+/* Drops a reference (NULL is fine); the last frees it. */
+DM_HIDDEN void dm_mem_limit_release(dm_mem_limit *l);
+/* The most bytes one tensor of t's may take (its workspace's tensor limit). */
+DM_HIDDEN uint64_t dm_tensor_max_bytes(const dm_tensor *t);
+
 typedef struct dm_storage {
   atomic_int refs;
   dm_device_type device; /* CPU storage is host memory; other devices' is theirs */
@@ -37,6 +59,7 @@ typedef struct dm_storage {
   int upload_pending;
   int uploads;
   int pin_failed;
+  dm_mem_limit *counted; /* the workspace limits whose in_use holds this (a reference) */
 } dm_storage;
 
 struct dm_tensor {
@@ -44,8 +67,9 @@ struct dm_tensor {
   int ndim;
   int64_t dims[DM_MAX_DIMS];
   int64_t numel;
-  dm_storage *storage; /* NULL while empty */
-  uint64_t limit;      /* refuse larger allocations */
+  dm_storage *storage;  /* NULL while empty */
+  dm_mem_limit *limit;  /* what it allocates under (a reference; NULL: the defaults) */
+  const char *blob;     /* the blob's name, borrowed, for messages (NULL: a temporary) */
 };
 
 /* Bytes of tensor storage allocated now on a device type (DM_CPU, or DM_CUDA: all GPUs
@@ -61,7 +85,18 @@ DM_HIDDEN dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel
 /* numel * size with overflow check against `limit`. */
 DM_HIDDEN dm_status dm_shape_nbytes(dm_dtype dtype, int64_t numel, uint64_t limit, size_t *nbytes);
 
-DM_HIDDEN dm_tensor *dm_tensor_new(uint64_t limit);
+/* An empty tensor allocating under `limit` (it takes a reference; NULL: at most
+ * DM_DEFAULT_TENSOR_LIMIT bytes, uncounted). */
+DM_HIDDEN dm_tensor *dm_tensor_new_in(dm_mem_limit *limit);
+/* An empty tensor outside any workspace, of at most max_bytes, uncounted: limits of its
+ * own (the temporaries made from it share them). */
+DM_HIDDEN dm_tensor *dm_tensor_new_max(uint64_t max_bytes);
+/* dm_tensor_new(t->limit), dm_tensor_new(ws->tensor_limit): a tensor under the same
+ * limits; dm_tensor_new(bytes), e.g. DM_DEFAULT_TENSOR_LIMIT: one outside any workspace
+ * (tests, fuzzers, tools). NULL when out of memory. */
+#define dm_tensor_new(x)                                                                 \
+  _Generic((x), dm_mem_limit *: dm_tensor_new_in, void *: dm_tensor_new_in,             \
+           default: dm_tensor_new_max)(x)
 DM_HIDDEN void dm_tensor_free(dm_tensor *t);
 /* Sets dtype and shape without allocating (shape inference); storage is dropped unless
  * its size still fits exactly. */

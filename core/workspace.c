@@ -1,4 +1,5 @@
-/* workspace.c: named blobs (a uthash table) and the nets that live in a workspace. */
+/* workspace.c: named blobs (a uthash table), the nets that live in a workspace, and its
+ * limits on tensor memory (one tensor's bytes, and all its tensors' host memory). */
 #include "workspace.h"
 
 #include "device.h"
@@ -11,7 +12,10 @@ dm_status dm_workspace_new(dm_workspace **out) {
   dm_workspace *ws = calloc(1, sizeof *ws);
   if (!ws)
     return DM_NOMEM("a workspace");
-  ws->tensor_limit = DM_DEFAULT_TENSOR_LIMIT;
+  if (!(ws->tensor_limit = dm_mem_limit_new(DM_DEFAULT_TENSOR_LIMIT))) {
+    free(ws);
+    return DM_NOMEM("a workspace");
+  }
   *out = ws;
   return DM_OK;
 }
@@ -33,6 +37,7 @@ void dm_workspace_destroy(dm_workspace *ws) {
   dm_blob *b, *tmp;
   HASH_ITER(hh, ws->blobs, b, tmp) { remove_blob(ws, b); }
   free(ws->sorted_names);
+  dm_mem_limit_release(ws->tensor_limit); /* storages still shared elsewhere keep theirs */
   free(ws);
 }
 
@@ -41,9 +46,26 @@ void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes) {
     dm_error(DM_ERR_INVALID, "dm_workspace_set_tensor_limit: NULL ws");
     return;
   }
-  ws->tensor_limit = max_bytes;
-  dm_blob *b, *tmp;
-  HASH_ITER(hh, ws->blobs, b, tmp) { b->tensor->limit = max_bytes; }
+  atomic_store(&ws->tensor_limit->tensor_max, max_bytes); /* shared by all its tensors */
+}
+
+/* The cap is checked when host storage is allocated (core/tensor.c), so lowering it below
+ * what is held already frees nothing: allocations fail until enough is freed. */
+dm_status dm_workspace_set_memory_limit(dm_workspace *ws, size_t bytes) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_set_memory_limit: NULL ws");
+  atomic_store(&ws->tensor_limit->cap, bytes);
+  return DM_OK;
+}
+
+dm_status dm_workspace_memory_usage(const dm_workspace *ws, size_t *in_use, size_t *peak) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_memory_usage: NULL ws");
+  if (in_use)
+    *in_use = atomic_load(&ws->tensor_limit->in_use);
+  if (peak)
+    *peak = atomic_load(&ws->tensor_limit->peak);
+  return DM_OK;
 }
 
 dm_blob *dm_workspace_find(const dm_workspace *ws, const char *name) {
@@ -71,6 +93,7 @@ dm_status dm_workspace_get_or_create(dm_workspace *ws, const char *name, dm_blob
       free(b);
       return DM_NOMEM("a blob");
     }
+    b->tensor->blob = b->name; /* freed after the tensor (remove_blob) */
     b->serial = ws->next_serial++;
     HASH_ADD_KEYPTR(hh, ws->blobs, b->name, strlen(b->name), b);
     ws->names_stale = 1;
@@ -136,11 +159,10 @@ static dm_status check_feed(const dm_workspace *ws, const char *name, dm_dtype *
   if (!dm_dtype_is_valid(*dtype) || *dtype == DM_UNDEFINED)
     return dm_error(DM_ERR_TYPE, "dm_workspace_feed: feeding blob '%s': invalid data type %d", name,
                     (int)*dtype);
-  const dm_blob *b = dm_workspace_find(ws, name);
   size_t nbytes;
   dm_status s = dm_shape_numel(ndim, dims, numel);
   if (s == DM_OK)
-    s = dm_shape_nbytes(*dtype, *numel, b ? b->tensor->limit : ws->tensor_limit, &nbytes);
+    s = dm_shape_nbytes(*dtype, *numel, atomic_load(&ws->tensor_limit->tensor_max), &nbytes);
   if (s != DM_OK)
     return dm_error_prefix(s, "dm_workspace_feed: feeding blob '%s'", name);
   if (*numel > 0 && !data)

@@ -27,7 +27,10 @@ struct dm_workspace {
   dm_blob *blobs; /* uthash head */
   dm_owned *owned;
   size_t n_owned, cap_owned;
-  uint64_t tensor_limit;
+  /* What its tensors allocate under (core/tensor.h): the cap on one tensor and the memory
+   * cap with the count of their host storage; ops make temporaries with
+   * dm_tensor_new(ws->tensor_limit) so that those count too. */
+  dm_mem_limit *tensor_limit;
   char **sorted_names; /* cache for dm_workspace_blob_name; rebuilt when stale */
   size_t n_sorted;
   int names_stale;

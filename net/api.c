@@ -21,6 +21,8 @@ dm_status dm_workspace_create(dm_workspace **out) {
 dm_status dm_plugin_load(const char *path) {
   if (!path)
     return dm_error(DM_ERR_INVALID, "dm_plugin_load: NULL path");
+  if (!*path) /* dlopen("") would hand back the host program itself */
+    return dm_error(DM_ERR_INVALID, "dm_plugin_load: an empty path");
   /* Built-ins first, so that a plugin cannot take a built-in op's name. */
   DM_TRY(dm_init());
   return dm_plugin_load_registered(path);
@@ -59,6 +61,8 @@ dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_ne
     return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: NULL %s",
                     !ws ? "ws" : !path ? "path" : "out");
   *out = NULL;
+  if (!*path)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: an empty path");
   Caffe2__NetDef *def = NULL;
   DM_TRY(dm_netdef_read(path, &def));
   return dm_workspace_create_net(ws, def, path, out);
@@ -79,6 +83,8 @@ dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size
 dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path) {
   if (!ws || !path)
     return dm_error(DM_ERR_INVALID, "dm_workspace_run_net_file: NULL %s", ws ? "path" : "ws");
+  if (!*path)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_run_net_file: an empty path");
   dm_net *net = NULL;
   DM_TRY(dm_workspace_create_net_file(ws, path, &net));
   return dm_net_run(net);

@@ -83,6 +83,44 @@ int dm_cli_parse_long(const char *s, long lo, long hi, long *out) {
   return 1;
 }
 
+int dm_cli_parse_size(const char *s, size_t *out) {
+  static const char units[] = "KMGTPE";
+  if (!s || *s < '0' || *s > '9') /* no sign, no space: strtoull would take them */
+    return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s)
+    return 0;
+  int shift = 0;
+  if (*end) {
+    const char *u = strchr(units, end[0] & ~0x20); /* either case */
+    if (!end[0] || !u)
+      return 0;
+    shift = 10 * (int)(u - units + 1);
+    end++;
+    if ((end[0] == 'i' && (end[1] == 'B' || end[1] == 'b')))
+      end += 2;
+    else if (end[0] == 'B' || end[0] == 'b')
+      end++;
+    if (*end)
+      return 0;
+  }
+  if (shift && v > (SIZE_MAX >> shift))
+    return 0;
+  if (v > SIZE_MAX)
+    return 0;
+  *out = (size_t)v << shift;
+  return 1;
+}
+
+int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out) {
+  if (dm_cli_parse_size(arg, out))
+    return DM_EXIT_OK;
+  return dm_cli_usage_error(cmd, "--memory-limit wants a size such as 512M, 8G or a number "
+                                 "of bytes (0: no limit), got '%s'", arg);
+}
+
 /* One element as text; FP16/BF16 widened to float for printing. */
 static void print_value(FILE *f, const dm_tensor *t, int64_t i) {
   const void *d = dm_tensor_data(t);

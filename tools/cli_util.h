@@ -45,6 +45,23 @@ int dm_cli_split_binding(const char *arg, char **name, const char **path);
 /* A decimal integer in [lo, hi]; 0 if it is not one. */
 int dm_cli_parse_long(const char *s, long lo, long hi, long *out);
 
+/* A byte count: digits with an optional K, M, G, T, P or E (powers of 1024, either case,
+ * optionally followed by "B" or "iB": 512M, 8GiB, 100kb). 0 if it is not one or does not
+ * fit in size_t. */
+int dm_cli_parse_size(const char *s, size_t *out);
+
+/* --memory-limit SIZE, shared by `run` and `train`: the option-table entry, its help line
+ * and its parsing (a usage error, returned as the exit code, for a bad SIZE). The value
+ * goes to dm_workspace_set_memory_limit. */
+#define DM_MEMORY_LIMIT_FLAG 1300
+#define DM_MEMORY_LIMIT_OPTION {"memory-limit", required_argument, NULL, DM_MEMORY_LIMIT_FLAG}
+/* `pad`: the spaces after "SIZE" that reach the command's help column. */
+#define DM_MEMORY_LIMIT_HELP(pad)                                                        \
+  "      --memory-limit SIZE" pad "cap the host memory of all blobs together (512M, 8G\n"  \
+  "                         " pad "or bytes; 0: none): the op that would pass it fails,\n" \
+  "                         " pad "naming itself, the blob and the sizes\n"
+int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
+
 /* "name: FLOAT 1x10 [0.1, 0.2, ...]" with at most max_values values. */
 void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_values);
 

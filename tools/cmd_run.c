@@ -36,6 +36,7 @@ static void help(FILE *f) {
           "  -P, --precision P       fp32 (default) or fp16: after the init net and the\n"
           "                          inputs, every FLOAT blob becomes FLOAT16, so the net\n"
           "                          runs its FP16 kernels (FP32 accumulation inside)\n"
+          DM_MEMORY_LIMIT_HELP(" ")
           "  -h, --help              this text\n");
 }
 
@@ -45,6 +46,7 @@ typedef struct run_opts {
   dm_device_cli dev;
   dm_strlist inputs, outputs, plugins;
   long iters;
+  size_t memory_limit; /* --memory-limit; 0: none */
 } run_opts;
 
 static double now_ms(void) {
@@ -213,7 +215,8 @@ static dm_status run(const run_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   /* the main net first: its placement says which weights the init net puts on the GPU */
-  if ((s = read_main(o, &def, &gpu)) != DM_OK || (s = dm_workspace_create(&ws)) != DM_OK)
+  if ((s = read_main(o, &def, &gpu)) != DM_OK || (s = dm_workspace_create(&ws)) != DM_OK ||
+      (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK)
     goto cleanup;
   if (o->init && (s = run_init(ws, o, &gpu)) != DM_OK)
     goto cleanup;
@@ -257,6 +260,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
+      DM_MEMORY_LIMIT_OPTION,
       {NULL, 0, NULL, 0}};
   run_opts o = {.iters = 1};
   dm_device_cli_init(&o.dev);
@@ -292,6 +296,9 @@ int dm_cmd_run(int argc, char **argv) {
       if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "fp16") != 0)
         rc = dm_cli_usage_error("run", "--precision wants fp32 or fp16, got '%s'", optarg);
       o.fp16 = strcmp(optarg, "fp16") == 0;
+      break;
+    case DM_MEMORY_LIMIT_FLAG:
+      rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);

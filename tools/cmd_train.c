@@ -30,6 +30,7 @@ typedef struct train_opts {
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free;
+  size_t memory_limit; /* --memory-limit; 0: none */
   dm_optimizer_opts opt;
   dm_mp_cli mp;
   dm_device_cli dev;
@@ -77,7 +78,7 @@ static void help(FILE *f) {
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
-  fprintf(f, "  -h, --help               this text\n");
+  fprintf(f, DM_MEMORY_LIMIT_HELP("  ") "  -h, --help               this text\n");
 }
 
 static double now_s(void) {
@@ -236,6 +237,7 @@ static dm_status setup(train_state *st, train_opts *o) {
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   DM_TRY(dm_workspace_create(&st->ws));
+  DM_TRY(dm_workspace_set_memory_limit(st->ws, o->memory_limit));
   Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL, **inits = NULL;
   /* The nets are rewritten first: where the training net reads its state says where the
    * init nets must put it. The test net shares the weights, so its GPU state counts. */
@@ -497,7 +499,7 @@ int dm_cmd_train(int argc, char **argv) {
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
       {"no-free", no_argument, NULL, O_NO_FREE},
       {"save-net", required_argument, NULL, O_SAVE_NET},
-      {"save-init", required_argument, NULL, O_SAVE_INIT}};
+      {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -549,6 +551,9 @@ int dm_cmd_train(int argc, char **argv) {
     case O_NO_FREE: o.no_free = 1; break;
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
+    case DM_MEMORY_LIMIT_FLAG:
+      rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
+      break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");

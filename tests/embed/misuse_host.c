@@ -1,6 +1,6 @@
 /* misuse_host.c: a host that misuses the public API (<demitasse.h> only) the ways a
  * careless caller does: NULL for every pointer argument of every call, failed feeds,
- * failed net creations, empty blob names. The library must not crash, must say which
+ * failed net creations, empty blob names and paths. The library must not crash, must say which
  * function and argument, and a failed call must leave the workspace as it was. */
 #include <demitasse.h>
 
@@ -59,6 +59,10 @@ static void null_arguments(void) {
   float v[2] = {1, 2};
   dm_workspace_destroy(NULL);
   dm_workspace_set_tensor_limit(NULL, 1);
+  REFUSED(dm_workspace_set_memory_limit(NULL, 1), DM_ERR_INVALID,
+          "dm_workspace_set_memory_limit", "ws");
+  REFUSED(dm_workspace_memory_usage(NULL, NULL, NULL), DM_ERR_INVALID,
+          "dm_workspace_memory_usage", "ws");
   REFUSED(dm_plugin_load(NULL), DM_ERR_INVALID, "dm_plugin_load", "path");
   REFUSED(dm_workspace_run_net_file(NULL, "x.pbtxt"), DM_ERR_INVALID,
           "dm_workspace_run_net_file", "ws");
@@ -242,6 +246,14 @@ static void empty_names(void) {
   REFUSED(dm_workspace_fetch(ws, "", &t), DM_ERR_INVALID, "dm_workspace_fetch", "empty");
   EXPECT(dm_workspace_blob_count(ws) == 0, "an empty name made a blob");
   EXPECT(!dm_workspace_has_blob(ws, ""), "has_blob(\"\")");
+  /* An empty path names no file: dlopen("") would hand back the host program itself. */
+  dm_net *net = NULL;
+  REFUSED(dm_plugin_load(""), DM_ERR_INVALID, "dm_plugin_load", "empty path");
+  REFUSED(dm_workspace_run_net_file(ws, ""), DM_ERR_INVALID, "dm_workspace_run_net_file",
+          "empty path");
+  REFUSED(dm_workspace_create_net_file(ws, "", &net), DM_ERR_INVALID,
+          "dm_workspace_create_net_file", "empty path");
+  EXPECT(net == NULL, "a refused net creation set *out");
   dm_workspace_destroy(ws);
 }
 
