@@ -17,6 +17,9 @@
 #include "net/pipeline.h"
 #include "proto/caffe2.pb-c.h"
 
+/* The name of the init-net addition that casts the weights. */
+#define DM_INFER_INIT_NAME "weight_casts"
+
 typedef struct dm_infer_prep {
   dm_dtype precision;           /* DM_FLOAT (no painting), DM_FLOAT16 or DM_BFLOAT16 */
   const char *const *inputs;    /* fed from the host: not weights, homed on the CPU */

@@ -56,6 +56,16 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
     protobuf_c_message_free_unpacked(&(*init_add)->base, NULL);
     *init_add = NULL;
   }
+  if (*init_add) { /* it holds the casts, not an optimizer's state: say so */
+    char *name = strdup(DM_INFER_INIT_NAME);
+    if (!name) {
+      protobuf_c_message_free_unpacked(&(*init_add)->base, NULL);
+      *init_add = NULL;
+      return DM_NOMEM("a net name");
+    }
+    free((*init_add)->name);
+    (*init_add)->name = name;
+  }
   return s;
 }
 

@@ -110,6 +110,32 @@ sys.exit(0 if ok else 1)
 PY
 done
 
+# `rewrite --fp16` without --grad prints the net `run --precision fp16` runs: BN reads its
+# FP32 parameters, Conv and FC the copies cast once by the --init-out net; run as it is
+# (it is painted already), it gives run --precision fp16's outputs bit for bit.
+# ops(FILE): one line per op of a printed net, blanks squeezed
+ops() { awk '/^op \{/ { l = "" } { l = l " " $0 } /^}/ { print l }' "$1" | tr -s ' '; }
+if "$exe" rewrite --fp16 --data data "$tmp/bn_net.pbtxt" -o "$tmp/bn_fp16.pbtxt" \
+     --init-out "$tmp/bn_casts.pbtxt" 2> "$tmp/rw.err"; then
+  ops "$tmp/bn_fp16.pbtxt" > "$tmp/rw_ops.txt"
+  grep -q 'input: "conv" input: "s" input: "bias" input: "rm" input: "riv" output: "bn" type: "SpatialBN"' \
+    "$tmp/rw_ops.txt" || fail "rewrite --fp16: SpatialBN does not read its FP32 parameters"
+  grep -q 'input: "data_fp16" input: "w_fp16" input: "b_fp16" output: "conv" type: "Conv"' \
+    "$tmp/rw_ops.txt" || fail "rewrite --fp16: Conv does not read FP16 copies"
+  [ "$(ops "$tmp/bn_casts.pbtxt" | grep -c 'type: "FloatToHalf"')" = 4 ] \
+    || fail "rewrite --fp16: not 4 weight casts (w, b, w2, b2) in the init addition"
+  grep -q '"s_fp16"\|"bias_fp16"\|"rm_fp16"\|"riv_fp16"' "$tmp/bn_casts.pbtxt" "$tmp/bn_fp16.pbtxt" \
+    && fail "rewrite --fp16: a BN parameter was cast"
+  cat "$tmp/bn_init.pbtxt" "$tmp/bn_casts.pbtxt" > "$tmp/bn_init_casts.pbtxt"
+  "$exe" run --init "$tmp/bn_init_casts.pbtxt" --net "$tmp/bn_fp16.pbtxt" \
+    --input data="$tmp/bn_x.npy" --output prob="$tmp/rw_prob.npy" > "$tmp/rw_run.out" 2>&1 \
+    || { fail "running the rewritten net"; cat "$tmp/rw_run.out"; }
+  "$py" -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.dtype == b.dtype and (a == b).all() else 1)" \
+    "$tmp/rw_prob.npy" "$tmp/bn_prob_fp16.npy" || fail "rewritten net's prob differs from run --precision fp16"
+else
+  fail "rewrite --fp16 (inference)"; cat "$tmp/rw.err"
+fi
+
 # --device cuda is no longer refused with --precision (a machine without a GPU still
 # refuses it, for the GPU's sake).
 "$exe" run --net "$tmp/bn_net.pbtxt" --precision fp16 --device cuda > "$tmp/dev.out" 2>&1
