@@ -422,9 +422,9 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     ops[i] = NULL;
     const char *type = op->type ? op->type : "";
     const dm_op_schema *schema = dm_schema_lookup(type);
-    if (!schema) {
-      protobuf_c_message_free_unpacked(&op->base, NULL);
+    if (!schema) { /* the message first: `type` lives in op */
       s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i, type);
+      protobuf_c_message_free_unpacked(&op->base, NULL);
       break;
     }
     if (schema->role == DM_ROLE_OPTIMIZER) {
