@@ -43,7 +43,8 @@ static void help(FILE *f) {
           "                          statistics FP32; one cast per boundary. The init\n"
           "                          net's weights are cast to P once, before the runs;\n"
           "                          inputs are fed FP32, and the external outputs and\n"
-          "                          --output blobs are FP32. Works with --device cuda\n"
+          "                          --output blobs are FP32. Works with --device cuda.\n"
+          "                          `rewrite --fp16 NET` prints the painted net\n"
           "  -h, --help              this text\n");
 }
 
