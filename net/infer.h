@@ -35,6 +35,8 @@ typedef struct dm_infer_prep {
   Caffe2__NetDef **inits;       /* the caller's init nets, placed for the net's GPU state */
   size_t n_inits;
   FILE *report;                 /* the passes' summaries (NULL: none) */
+  int free_masters;             /* the addition then Frees the FP32 weights the net no
+                                   longer reads (net/mixed_precision.h) */
 } dm_infer_prep;
 
 /* Defaults: FP32, nothing fed, fetched or placed, no report. */

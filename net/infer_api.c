@@ -39,6 +39,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.mp.n_params = o->params ? o->n_params : 0;
   p.mp.fp32_outputs = o->fetch;
   p.mp.n_fp32_outputs = o->fetch ? o->n_fetch : 0;
+  p.mp.free_masters = o->free_masters;
   p.device = o->device;
   p.dev = o->dev;
   p.inits = o->inits;

@@ -400,6 +400,39 @@ void dm_mp_summary_free(dm_mp_summary *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* Whether an op of `net` reads or writes `blob`. */
+static int net_uses(const Caffe2__NetDef *net, const char *blob) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    for (size_t k = 0; k < op->n_input + op->n_output; k++)
+      if (strcmp(k < op->n_input ? op->input[k] : op->output[k - op->n_input], blob) == 0)
+        return 1;
+  }
+  return 0;
+}
+
+/* Inference: Free(w, ...) after the casts, for the cast weights that the painted net
+ * (p->out) neither reads nor writes and the caller does not fetch. */
+static int unused_master(const pass *p, const char *w) {
+  return !net_uses(p->out, w) && fetched(p, w) < 0;
+}
+
+static dm_status free_masters(pass *p, Caffe2__NetDef *init_add) {
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_param_casts; i++)
+    n += (size_t)unused_master(p, p->param_casts[i]);
+  if (!n)
+    return DM_OK;
+  dm_opb b;
+  dm_opb_start(&b, "Free");
+  for (size_t i = 0; i < p->n_param_casts; i++)
+    if (unused_master(p, p->param_casts[i])) {
+      dm_opb_input(&b, p->param_casts[i]);
+      dm_opb_output(&b, p->param_casts[i]);
+    }
+  return dm_opb_append(&b, init_add);
+}
+
 static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_params,
                           Caffe2__NetDef *init_add) {
   for (size_t i = 0; i < n_params; i++) {
@@ -488,6 +521,8 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     s = p->o->inference ? dm_opb_append(&b, init_add) : dm_opb_insert(&b, p->out, i);
     p->sum->casts++;
   }
+  if (s == DM_OK && p->o->inference && p->o->free_masters && p->n_param_casts)
+    s = free_masters(p, init_add);
   if (s == DM_OK) { /* hand the new op list to the net */
     net->op = p->out->op;
     net->n_op = p->out->n_op;

@@ -36,7 +36,9 @@
  *   - the net's external outputs and the `fp32_outputs` hold FP32 after the net: the op
  *     that writes such a blob X last, in the reduced precision, writes X_fp16 instead,
  *     and one cast X_fp16 -> X follows (or is X's first FP32 use, when a later op reads X
- *     in FP32, such as Softmax reading its FC's logits), so the caller fetches FLOAT.
+ *     in FP32, such as Softmax reading its FC's logits), so the caller fetches FLOAT;
+ *   - with free_masters, a Free op after the casts drops the FP32 weights nothing reads
+ *     any more, so the weights take their reduced size, not both sizes.
  */
 #ifndef DM_NET_MIXED_PRECISION_H
 #define DM_NET_MIXED_PRECISION_H
@@ -77,6 +79,8 @@ typedef struct dm_mp_opts {
   size_t n_params;
   const char *const *fp32_outputs; /* besides the external outputs: blobs fetched as FP32 */
   size_t n_fp32_outputs;
+  int free_masters; /* after the casts, Free the FP32 weights the painted net no longer
+                       reads (neither fetched): their reduced copies replace them */
 } dm_mp_opts;
 
 /* One line of the summary per op kept in FP32 (or forced), with the reason. */

@@ -116,6 +116,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.device = j->dev.cuda;
     ip.dev = j->dev.opts;
     ip.report = stderr;
+    ip.free_masters = 1; /* as run does */
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);

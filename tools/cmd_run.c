@@ -143,6 +143,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.inits = init;
   p.n_inits = *init ? 1 : 0;
   p.report = stderr;
+  p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);

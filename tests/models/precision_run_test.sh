@@ -124,6 +124,8 @@ if "$exe" rewrite --fp16 --data data "$tmp/bn_net.pbtxt" -o "$tmp/bn_fp16.pbtxt"
     "$tmp/rw_ops.txt" || fail "rewrite --fp16: Conv does not read FP16 copies"
   [ "$(ops "$tmp/bn_casts.pbtxt" | grep -c 'type: "FloatToHalf"')" = 4 ] \
     || fail "rewrite --fp16: not 4 weight casts (w, b, w2, b2) in the init addition"
+  ops "$tmp/bn_casts.pbtxt" | grep -q 'input: "w" input: "b" input: "w2" input: "b2" output: "w" output: "b" output: "w2" output: "b2" type: "Free"' \
+    || fail "rewrite --fp16: the FP32 weights Conv and FC no longer read are not freed"
   grep -q '"s_fp16"\|"bias_fp16"\|"rm_fp16"\|"riv_fp16"' "$tmp/bn_casts.pbtxt" "$tmp/bn_fp16.pbtxt" \
     && fail "rewrite --fp16: a BN parameter was cast"
   cat "$tmp/bn_init.pbtxt" "$tmp/bn_casts.pbtxt" > "$tmp/bn_init_casts.pbtxt"

@@ -77,6 +77,8 @@ static int teardown(void **state) {
 }
 
 /* Paints the predict net for `target` with the init net's blobs as the weights. */
+static int free_masters; /* what paint() asks for */
+
 static Caffe2__NetDef *paint(dm_dtype target, const char *const *fetch, size_t n_fetch,
                              Caffe2__NetDef **init_add) {
   static const char *const inputs[] = {"data"};
@@ -90,6 +92,7 @@ static Caffe2__NetDef *paint(dm_dtype target, const char *const *fetch, size_t n
   p.n_params = 8;
   p.fetch = fetch;
   p.n_fetch = n_fetch;
+  p.free_masters = free_masters;
   assert_ok(dm_infer_pipeline(net, &p, init_add, NULL));
   return net;
 }
@@ -128,6 +131,22 @@ static void test_painted_bf16(void **state) {
   const Caffe2__Argument *to = dm_opdef_find_arg(net->op[0], "to");
   assert_true(to && to->has_i && to->i == DM_BFLOAT16);
   expect_ops(add, "Cast(w)>w_bf16 Cast(b)>b_bf16 Cast(w2)>w2_bf16 Cast(b2)>b2_bf16");
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
+/* With free_masters (as `run` paints), the casts are followed by one Free of the FP32
+ * weights the net no longer reads: Conv's and FC's, never BN's (still read in FP32), nor
+ * a fetched one (b2 here). */
+static void test_free_masters(void **state) {
+  (void)state;
+  static const char *const fetch[] = {"b2"};
+  Caffe2__NetDef *add = NULL;
+  free_masters = 1;
+  Caffe2__NetDef *net = paint(DM_FLOAT16, fetch, 1, &add);
+  free_masters = 0;
+  expect_ops(add, "FloatToHalf(w)>w_fp16 FloatToHalf(b)>b_fp16 FloatToHalf(w2)>w2_fp16 "
+                  "FloatToHalf(b2)>b2_fp16 Free(w,b,w2)>w,b,w2");
   protobuf_c_message_free_unpacked(&net->base, NULL);
   protobuf_c_message_free_unpacked(&add->base, NULL);
 }
@@ -360,7 +379,8 @@ static void test_unknown_op(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_painted_fp16), cmocka_unit_test(test_painted_bf16),
-      cmocka_unit_test(test_fetched_fp32), cmocka_unit_test(test_run_fp32),
+      cmocka_unit_test(test_fetched_fp32), cmocka_unit_test(test_free_masters),
+      cmocka_unit_test(test_run_fp32),
       cmocka_unit_test(test_run_fp16),     cmocka_unit_test(test_run_bf16),
       cmocka_unit_test(test_options),      cmocka_unit_test(test_unknown_op),
   };
