@@ -288,6 +288,52 @@ DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net
 DM_API dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *o,
                                       const char *out_net_path, const char *out_init_path);
 
+/* Inference in reduced precision ------------------------------------------------ */
+
+/* An inference net painted for FP16 or BF16 by the mixed-precision pass (the training
+ * pass's painter, in its inference mode): Conv and FC compute in the reduced precision,
+ * softmax and losses in FP32, the rest follows its inputs; SpatialBN's scale, bias and
+ * statistics stay FP32; one cast per precision boundary. The weights' reduced copies
+ * (w_fp16 / w_bf16) are cast once, when the net is created, not on every run, and the
+ * FP32 weights stay in the workspace beside them. The net's external outputs and
+ * `outputs` hold FLOAT after each run; its other blobs may hold FLOAT16 / BFLOAT16.
+ * Options grow at the end, as dm_train_options's do.
+ *
+ *     dm_workspace_run_net_file(ws, "init_net.pb");      // the weights, first
+ *     dm_infer_options o;
+ *     dm_infer_options_init(&o);
+ *     o.precision = DM_PRECISION_FP16;
+ *     dm_net *net = NULL;
+ *     dm_workspace_create_infer_net(ws, "predict_net.pb", &o, &net);
+ *     dm_workspace_feed(ws, "data", DM_FLOAT, 4, dims, x);   // FP32 in
+ *     dm_net_run(net);                                      // "prob" FP32 out
+ */
+typedef struct dm_infer_options {
+  size_t struct_size;            /* sizeof(dm_infer_options), set by dm_infer_options_init */
+  dm_precision precision;        /* default FP32 (the net as it is) */
+  const char *const *data_blobs; /* blobs the caller feeds (default {"data"}): not weights,
+                                    even when they exist in the workspace already; borrowed */
+  size_t n_data_blobs;
+  const char *const *outputs;    /* blobs the caller fetches besides the external outputs:
+                                    FLOAT after each run (default none); borrowed */
+  size_t n_outputs;
+  const char *device;            /* "cpu" (default, NULL), "cuda" or "cuda:N" */
+  const char *const *cpu_ops;    /* with cuda: op types kept on the CPU; borrowed */
+  size_t n_cpu_ops;
+} dm_infer_options;
+
+/* Fills *o with the defaults and struct_size with the caller's sizeof (a macro, as
+ * dm_train_options_init). */
+#define dm_infer_options_init(o) dm_infer_options_init_sized((o), sizeof *(o))
+DM_API dm_status dm_infer_options_init_sized(dm_infer_options *o, size_t size);
+/* Reads the net at `net_path` (.pb or .pbtxt), paints it for o->precision (NULL options:
+ * FP32, the net unchanged), places it with device "cuda", casts the weights it reads in
+ * the reduced precision once (the blobs in `ws` now, less data_blobs, are the weights:
+ * run the init net first), and instantiates it. The workspace owns *out. On failure the
+ * blobs and nets this call created are removed again. */
+DM_API dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
+                                               const dm_infer_options *o, dm_net **out);
+
 /* Tensors (read side; see demitasse_plugin.h for the write side) ----------------- */
 /* A NULL tensor (e.g. from a failed fetch) reads as empty: DM_UNDEFINED, 0 dimensions,
  * NULL dims, 0 elements, 0 bytes, NULL data. */

@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,13 @@ typedef struct pass {
   size_t n_param_casts;
   char *report;
   size_t report_len;
+  /* Inference: the blobs fetched as FP32 after the net (external outputs, fp32_outputs)
+   * and the index of the op that writes each last (SIZE_MAX: none does); op_index is the
+   * op being rewritten (n_op once all are). */
+  char **outs;
+  size_t *out_last;
+  size_t n_outs;
+  size_t op_index;
 } pass;
 
 /* Slot rules come from the op's schema (fp32_*, nonfloat_* masks): bit i is slot i, and
@@ -126,6 +134,22 @@ static const char *reduced_suffix(const dm_mp_opts *o) {
   return o->target == DM_BFLOAT16 ? "_bf16" : "_fp16";
 }
 
+/* Inference: the index of `name` among the blobs fetched as FP32, or -1. */
+static long fetched(const pass *p, const char *name) {
+  for (size_t k = 0; k < p->n_outs; k++)
+    if (strcmp(p->outs[k], name) == 0)
+      return (long)k;
+  return -1;
+}
+
+/* Whether b is a fetched blob whose last write is done and went to its reduced-precision
+ * name: its FP32 copy is then the blob itself, under the name the caller fetches. */
+static int fetched_done(const pass *p, const blob_state *b) {
+  long k = fetched(p, b->name);
+  return k >= 0 && p->out_last[k] != SIZE_MAX && p->op_index > p->out_last[k] &&
+         strcmp(b->cur, b->name) != 0;
+}
+
 /* The name of b's current value in precision `want`, casting once if needed. */
 static dm_status value_in(pass *p, blob_state *b, color want, int grad, const char **out) {
   if (want == C_NONE || b->dtype == want || (want == C_F32 && b->dtype == C_NONE)) {
@@ -136,6 +160,8 @@ static dm_status value_in(pass *p, blob_state *b, color want, int grad, const ch
   if (!*copy) {
     char name[600];
     snprintf(name, sizeof name, "%s%s", b->name, want == C_F32 ? "_fp32" : reduced_suffix(p->o));
+    if (want == C_F32 && fetched_done(p, b))
+      snprintf(name, sizeof name, "%s", b->name);
     if (!set_str(copy, name))
       return DM_NOMEM("a blob name");
     if (b->param && want == C_F16) {
@@ -233,11 +259,23 @@ static dm_status rewrite_op(pass *p, const dm_op_schema *schema, Caffe2__Operato
         s = DM_NOMEM("a blob name");
         goto cleanup;
       }
+    b->dtype = slot_color(schema->fp32_outputs, schema->nonfloat_outputs, o, c);
+    b->param = 0; /* written: no longer the init net's value, whose copy is made once */
+    /* Inference: the last write of a fetched blob in the reduced precision goes to
+     * X_fp16, so that X itself can hold the FP32 value the caller fetches. */
+    long k = b->dtype == C_F16 ? fetched(p, b->name) : -1;
+    if (k >= 0 && p->out_last[k] == p->op_index && strcmp(op->output[o], b->name) == 0) {
+      char name[600];
+      snprintf(name, sizeof name, "%s%s", b->name, reduced_suffix(p->o));
+      if (!set_str(&op->output[o], name)) {
+        s = DM_NOMEM("a blob name");
+        goto cleanup;
+      }
+    }
     if (!set_str(&b->cur, op->output[o]) || !set_str(&b->f16, NULL) || !set_str(&b->f32, NULL)) {
       s = DM_NOMEM("a blob name");
       goto cleanup;
     }
-    b->dtype = slot_color(schema->fp32_outputs, schema->nonfloat_outputs, o, c);
   }
 cleanup:
   for (size_t i = 0; orig && i < op->n_input; i++)
@@ -362,6 +400,39 @@ void dm_mp_summary_free(dm_mp_summary *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* Whether an op of `net` reads or writes `blob`. */
+static int net_uses(const Caffe2__NetDef *net, const char *blob) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    for (size_t k = 0; k < op->n_input + op->n_output; k++)
+      if (strcmp(k < op->n_input ? op->input[k] : op->output[k - op->n_input], blob) == 0)
+        return 1;
+  }
+  return 0;
+}
+
+/* Inference: Free(w, ...) after the casts, for the cast weights that the painted net
+ * (p->out) neither reads nor writes and the caller does not fetch. */
+static int unused_master(const pass *p, const char *w) {
+  return !net_uses(p->out, w) && fetched(p, w) < 0;
+}
+
+static dm_status free_masters(pass *p, Caffe2__NetDef *init_add) {
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_param_casts; i++)
+    n += (size_t)unused_master(p, p->param_casts[i]);
+  if (!n)
+    return DM_OK;
+  dm_opb b;
+  dm_opb_start(&b, "Free");
+  for (size_t i = 0; i < p->n_param_casts; i++)
+    if (unused_master(p, p->param_casts[i])) {
+      dm_opb_input(&b, p->param_casts[i]);
+      dm_opb_output(&b, p->param_casts[i]);
+    }
+  return dm_opb_append(&b, init_add);
+}
+
 static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_params,
                           Caffe2__NetDef *init_add) {
   for (size_t i = 0; i < n_params; i++) {
@@ -377,15 +448,16 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
   net->op = NULL;
   net->n_op = 0;
   dm_status s = dm_netdef_new(NULL, &p->out);
-  int scaled = p->o->scaling != DM_LS_NONE, unscaled = 0;
+  int scaled = !p->o->inference && p->o->scaling != DM_LS_NONE, unscaled = 0;
   for (size_t i = 0; i < n && s == DM_OK; i++) {
     Caffe2__OperatorDef *op = ops[i];
+    p->op_index = i;
     ops[i] = NULL;
     const char *type = op->type ? op->type : "";
     const dm_op_schema *schema = dm_schema_lookup(type);
-    if (!schema) {
-      protobuf_c_message_free_unpacked(&op->base, NULL);
+    if (!schema) { /* the message first: `type` lives in op */
       s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i, type);
+      protobuf_c_message_free_unpacked(&op->base, NULL);
       break;
     }
     if (schema->role == DM_ROLE_OPTIMIZER) {
@@ -423,18 +495,34 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     if (ops[i])
       protobuf_c_message_free_unpacked(&ops[i]->base, NULL);
   free(ops);
+  /* Inference: each fetched blob left in the reduced precision is cast back under its
+   * own name, once, after the net (unless a later op's FP32 read made that cast). */
+  p->op_index = n;
+  for (size_t k = 0; k < p->n_outs && s == DM_OK; k++) {
+    blob_state *b = NULL;
+    HASH_FIND_STR(p->blobs, p->outs[k], b);
+    const char *name = NULL;
+    if (b && b->dtype == C_F16)
+      s = value_in(p, b, C_F32, 0, &name);
+  }
   if (s == DM_OK && scaled && !unscaled)
     s = dm_error(DM_ERR_INVALID, "loss scaling needs the optimizer's update ops (run the "
                                  "optimizer pass first, or use no loss scaling)");
-  /* The masters' FP16 copies, refreshed at the top of every step. */
+  /* The masters' FP16 copies: training refreshes them at the top of every step (the
+   * masters change); inference casts them once, in the init addition. */
+  if (s == DM_OK && p->o->inference && p->n_param_casts && !init_add)
+    s = dm_error(DM_ERR_INVALID, "inference painting needs an init-net addition for the "
+                                 "weights' casts");
   for (size_t i = 0; i < p->n_param_casts && s == DM_OK; i++) {
     char dst[600];
     snprintf(dst, sizeof dst, "%s%s", p->param_casts[i], reduced_suffix(p->o));
     dm_opb b;
     start_cast(&b, p->o, 1, p->param_casts[i], dst);
-    s = dm_opb_insert(&b, p->out, i);
+    s = p->o->inference ? dm_opb_append(&b, init_add) : dm_opb_insert(&b, p->out, i);
     p->sum->casts++;
   }
+  if (s == DM_OK && p->o->inference && p->o->free_masters && p->n_param_casts)
+    s = free_masters(p, init_add);
   if (s == DM_OK) { /* hand the new op list to the net */
     net->op = p->out->op;
     net->n_op = p->out->n_op;
@@ -454,6 +542,56 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
   return s;
 }
 
+/* Whether an op before `before` writes `blob`. */
+static int written_before(const Caffe2__NetDef *net, size_t before, const char *blob) {
+  for (size_t i = 0; i < before; i++)
+    for (size_t k = 0; k < net->op[i]->n_output; k++)
+      if (strcmp(net->op[i]->output[k], blob) == 0)
+        return 1;
+  return 0;
+}
+
+/* Inference: the state whose reduced copies are made once: o->params when given, else
+ * every blob an op reads before any op writes it, less o->exclude (the fed inputs). */
+static dm_status inference_params(const Caffe2__NetDef *net, const dm_mp_opts *o,
+                                  char ***params, size_t *n) {
+  if (o->params) {
+    for (size_t i = 0; i < o->n_params; i++)
+      if (!dm_str_in_list(o->params[i], (const char *const *)*params, *n))
+        DM_TRY(dm_strv_push(params, n, o->params[i]));
+    return DM_OK;
+  }
+  for (size_t i = 0; i < net->n_op; i++)
+    for (size_t j = 0; j < net->op[i]->n_input; j++) {
+      const char *in = net->op[i]->input[j];
+      if (!dm_str_in_list(in, o->exclude, o->n_exclude) &&
+          !dm_str_in_list(in, (const char *const *)*params, *n) && !written_before(net, i, in))
+        DM_TRY(dm_strv_push(params, n, in));
+    }
+  return DM_OK;
+}
+
+/* Inference: the blobs fetched as FP32 (external outputs, then o->fp32_outputs, once
+ * each) and the index of the last op that writes each. */
+static dm_status fetched_outputs(pass *p, const Caffe2__NetDef *net, const dm_mp_opts *o) {
+  for (size_t i = 0; i < net->n_external_output + o->n_fp32_outputs; i++) {
+    const char *name = i < net->n_external_output ? net->external_output[i]
+                                                  : o->fp32_outputs[i - net->n_external_output];
+    if (name && !dm_str_in_list(name, (const char *const *)p->outs, p->n_outs))
+      DM_TRY(dm_strv_push(&p->outs, &p->n_outs, name));
+  }
+  if (p->n_outs && !(p->out_last = malloc(p->n_outs * sizeof *p->out_last)))
+    return DM_NOMEM("the pass");
+  for (size_t k = 0; k < p->n_outs; k++) {
+    p->out_last[k] = SIZE_MAX;
+    for (size_t i = net->n_op; i-- > 0 && p->out_last[k] == SIZE_MAX;)
+      for (size_t j = 0; j < net->op[i]->n_output; j++)
+        if (strcmp(net->op[i]->output[j], p->outs[k]) == 0)
+          p->out_last[k] = i;
+  }
+  return DM_OK;
+}
+
 dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
                                   Caffe2__NetDef *init_add, dm_mp_summary *summary) {
   memset(summary, 0, sizeof *summary);
@@ -466,25 +604,37 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
   if (o->target != DM_FLOAT16 && o->target != DM_BFLOAT16)
     return dm_error(DM_ERR_INVALID, "the reduced precision must be FLOAT16 or BFLOAT16, not %s",
                     dm_dtype_name(o->target));
-  if (o->scaling != DM_LS_NONE &&
+  if (!o->inference && o->scaling != DM_LS_NONE &&
       !(o->init_scale > 0 && o->init_scale <= FLT_MAX && o->min_scale > 0 &&
         o->min_scale <= o->max_scale && o->max_scale <= FLT_MAX && o->backoff_factor > 0 &&
         o->backoff_factor < 1 && o->growth_factor > 1 && o->growth_interval >= 1))
     return dm_error(DM_ERR_INVALID, "loss scaling options out of range (need 0 < scale <= "
                                     "FLT_MAX, 0 < min <= max <= FLT_MAX, 0 < backoff < 1, "
                                     "growth > 1, interval >= 1)");
+  if (o->n_fp32_outputs && !o->fp32_outputs)
+    return dm_error(DM_ERR_INVALID, "mixed precision: %zu fp32 outputs but no list",
+                    o->n_fp32_outputs);
   char **params = NULL;
   size_t n_params = 0;
-  DM_TRY(dm_find_trainable_params(net, o->exclude, o->n_exclude, &params, &n_params));
-  summary->bf16 = o->target == DM_BFLOAT16;
   pass p = {.o = o, .sum = summary};
-  dm_status s = run_pass(&p, net, params, n_params, init_add);
+  dm_status s = o->inference ? inference_params(net, o, &params, &n_params)
+                             : dm_find_trainable_params(net, o->exclude, o->n_exclude, &params,
+                                                        &n_params);
+  summary->bf16 = o->target == DM_BFLOAT16;
+  if (s == DM_OK && o->inference)
+    s = fetched_outputs(&p, net, o);
+  if (s == DM_OK)
+    s = run_pass(&p, net, params, n_params, init_add);
   summary->report = p.report;
   if (p.out)
     protobuf_c_message_free_unpacked(&p.out->base, NULL);
   for (size_t i = 0; i < p.n_param_casts; i++)
     free(p.param_casts[i]);
   free(p.param_casts);
+  for (size_t i = 0; i < p.n_outs; i++)
+    free(p.outs[i]);
+  free(p.outs);
+  free(p.out_last);
   free_states(&p);
   dm_optimizer_free_names(params, n_params);
   return s;

@@ -25,6 +25,20 @@
  * The state (loss_scale, loss_scale_good_steps, loss_scale_skipped) is created by fills
  * appended to an init-net addition, so checkpoints carry it. The pass marks the net with
  * an argument `mixed_precision`; a marked net is returned unchanged (idempotence).
+ *
+ * Inference (opts.inference): the same painter on a forward net with no gradients, no
+ * optimizer and no loss scaling (`scaling` is ignored). Two things differ, because an
+ * inference net runs many times on weights that do not change:
+ *   - the state the init net made (weights, BN statistics: `params`, or when that is
+ *     NULL every blob read before written that is not on `exclude`) is cast once: the
+ *     FloatToHalf(w) -> w_fp16 casts go to `init_add`, run once after the caller's init
+ *     net, not at the top of every run;
+ *   - the net's external outputs and the `fp32_outputs` hold FP32 after the net: the op
+ *     that writes such a blob X last, in the reduced precision, writes X_fp16 instead,
+ *     and one cast X_fp16 -> X follows (or is X's first FP32 use, when a later op reads X
+ *     in FP32, such as Softmax reading its FC's logits), so the caller fetches FLOAT;
+ *   - with free_masters, a Free op after the casts drops the FP32 weights nothing reads
+ *     any more, so the weights take their reduced size, not both sizes.
  */
 #ifndef DM_NET_MIXED_PRECISION_H
 #define DM_NET_MIXED_PRECISION_H
@@ -59,6 +73,14 @@ typedef struct dm_mp_opts {
   size_t n_force_fp16;
   const char *const *exclude; /* net inputs that are not parameters (data, labels) */
   size_t n_exclude;
+  /* Inference mode (see above); all borrowed. */
+  int inference;
+  const char *const *params;       /* the init net's state; NULL: read-before-written */
+  size_t n_params;
+  const char *const *fp32_outputs; /* besides the external outputs: blobs fetched as FP32 */
+  size_t n_fp32_outputs;
+  int free_masters; /* after the casts, Free the FP32 weights the painted net no longer
+                       reads (neither fetched): their reduced copies replace them */
 } dm_mp_opts;
 
 /* One line of the summary per op kept in FP32 (or forced), with the reason. */
@@ -73,7 +95,8 @@ typedef struct dm_mp_summary {
 } dm_mp_summary;
 
 DM_HIDDEN void dm_mp_opts_init(dm_mp_opts *o);
-/* Rewrites `net` in place; state fills go to `init_add`. */
+/* Rewrites `net` in place; state fills (training) or the weights' casts (inference) go to
+ * `init_add`. */
 DM_HIDDEN dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
                                             Caffe2__NetDef *init_add, dm_mp_summary *summary);
 DM_HIDDEN void dm_mp_summary_free(dm_mp_summary *s);

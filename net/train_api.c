@@ -109,8 +109,8 @@ static dm_status check_names(const char *field, const char *const *v, size_t n) 
   return DM_OK;
 }
 
-/* "cpu", "cuda", "cuda:N" -> *cuda, *id. */
-static dm_status parse_device(const char *dev, int *cuda, int *id) {
+/* "cpu", "cuda", "cuda:N" -> *cuda, *id; `what` names the field in the message. */
+dm_status dm_api_parse_device(const char *what, const char *dev, int *cuda, int *id) {
   *cuda = 0;
   *id = 0;
   if (!dev || strcmp(dev, "cpu") == 0)
@@ -123,8 +123,8 @@ static dm_status parse_device(const char *dev, int *cuda, int *id) {
   long n = strncmp(dev, "cuda:", 5) == 0 && dev[5] >= '0' && dev[5] <= '9'
                ? strtol(dev + 5, &end, 10) : -1;
   if (n < 0 || n > 1023 || !end || *end)
-    return dm_error(DM_ERR_INVALID, "dm_train_options.device: wants \"cpu\", \"cuda\" or "
-                                    "\"cuda:N\", got '%s'", dev);
+    return dm_error(DM_ERR_INVALID, "%s: wants \"cpu\", \"cuda\" or \"cuda:N\", got '%s'",
+                    what, dev);
   *cuda = 1;
   *id = (int)n;
   return DM_OK;
@@ -198,7 +198,8 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->mp.n_force_fp32 = o->fp32_ops ? o->n_fp32_ops : 0;
   p->mp.force_fp16 = o->fp16_ops;
   p->mp.n_force_fp16 = o->fp16_ops ? o->n_fp16_ops : 0;
-  DM_TRY(parse_device(o->device, &p->device, &p->dev.device_id));
+  DM_TRY(dm_api_parse_device("dm_train_options.device", o->device, &p->device,
+                             &p->dev.device_id));
   p->dev.force_cpu = o->cpu_ops;
   p->dev.n_force_cpu = o->cpu_ops ? o->n_cpu_ops : 0;
   p->memory = o->memory != 0;
@@ -238,20 +239,20 @@ static dm_status read_net(const char *path, const dm_train_options *o, Caffe2__N
 /* The GPU state already in `ws` (the caller's init net ran on the host) goes to the GPU
  * in place, as dm_device_place_init's copies would have put it: one
  * CopyCPUToGPU(X) -> X per such blob. */
-static dm_status state_to_gpu(dm_workspace *ws, const dm_gpu_state *gpu, int id) {
+dm_status dm_api_state_to_gpu(dm_workspace *ws, char *const *names, size_t n, int id) {
   Caffe2__NetDef *def = NULL;
   DM_TRY(dm_netdef_new("state_to_gpu", &def));
   dm_status s = DM_OK;
-  for (size_t i = 0; s == DM_OK && i < gpu->n; i++) {
-    dm_blob *b = dm_workspace_find(ws, gpu->names[i]);
+  for (size_t i = 0; s == DM_OK && i < n; i++) {
+    dm_blob *b = dm_workspace_find(ws, names[i]);
     int at = 0;
     if (!b || !b->tensor->storage || dm_tensor_device(b->tensor, &at) != DM_CPU)
       continue;
     Caffe2__OperatorDef *op = NULL;
     if ((s = dm_opdef_new("CopyCPUToGPU", &op)) != DM_OK)
       break;
-    if ((s = dm_opdef_add_input(op, gpu->names[i])) == DM_OK &&
-        (s = dm_opdef_add_output(op, gpu->names[i])) == DM_OK &&
+    if ((s = dm_opdef_add_input(op, names[i])) == DM_OK &&
+        (s = dm_opdef_add_output(op, names[i])) == DM_OK &&
         !(op->device_option = malloc(sizeof *op->device_option)))
       s = DM_NOMEM("a device option");
     if (s == DM_OK) {
@@ -309,7 +310,7 @@ dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
   if (s == DM_OK)
     s = dm_pipeline_run(net, &p, &init_add, &r);
   if (s == DM_OK && p.device)
-    s = state_to_gpu(ws, &r.gpu, p.dev.device_id);
+    s = dm_api_state_to_gpu(ws, r.gpu.names, r.gpu.n, p.dev.device_id);
   dm_net *init = NULL;
   if (s == DM_OK && init_add) {
     s = dm_workspace_create_net(ws, init_add, "optimizer_init", &init); /* takes init_add */

@@ -7,7 +7,9 @@
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
  * --init-out, to run after the user's init net. The passes run through the one pipeline
  * (net/pipeline.h) that `train` and the C API use, so the same options print the net
- * they run.
+ * they run. Without --grad, --fp16/--bf16 paint an inference net instead, as `run
+ * --precision` does (net/infer.h): the net printed is the one `run` runs, and --init-out
+ * gets the weights' casts.
  */
 #include <getopt.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 
 #include "cli_util.h"
 #include "core/netio.h"
+#include "net/infer.h"
 #include "net/pipeline.h"
 #include "device_flags.h"
 #include "mp_flags.h"
@@ -25,7 +28,8 @@
 static void help(FILE *f) {
   fprintf(f,
           "usage: demitasse rewrite --grad --loss LOSS [options] NET [-o OUT]\n"
-          "       demitasse rewrite --device cuda [options] NET [-o OUT]\n\n"
+          "       demitasse rewrite --device cuda [options] NET [-o OUT]\n"
+          "       demitasse rewrite --fp16|--bf16 [--data NAME]... NET [-o OUT] (inference)\n\n"
           "Rewrites a forward net (.pb or .pbtxt) with the passes asked for and prints it\n"
           "as .pbtxt (or writes OUT: text or binary by its extension).\n\n"
           "  --grad               add the backward pass (the gradient of X is X_grad)\n"
@@ -49,7 +53,11 @@ static void help(FILE *f) {
           "  --keep BLOB          with --free: do not free BLOB either (repeatable)\n"
           "  --plugin LIB         load an operator plugin first (repeatable): the passes\n"
           "                       treat its ops as built-ins, from their schemas and kernels\n"
-          "  -h, --help           this text\n");
+          "  -h, --help           this text\n"
+          "Without --grad, --fp16 or --bf16 paints an inference net as `run --precision`\n"
+          "does: Conv/FC reduced, softmax FP32, BN parameters FP32, the outputs cast back\n"
+          "to FP32; the weights (read before written, less --data) are cast once by the\n"
+          "--init-out net, run after the model's init net.\n");
 }
 
 enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN };
@@ -98,7 +106,21 @@ static dm_status rewrite(rewrite_job *j) {
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
   p.report = stderr;
-  dm_status s = dm_pipeline_run(net, &p, &init, NULL);
+  dm_status s;
+  if (!j->grad && j->mp.enabled) { /* inference painting: run's pipeline */
+    dm_infer_prep ip;
+    dm_infer_prep_init(&ip);
+    ip.precision = j->mp.opts.target;
+    ip.inputs = j->opts.exclude;
+    ip.n_inputs = j->opts.n_exclude;
+    ip.device = j->dev.cuda;
+    ip.dev = j->dev.opts;
+    ip.report = stderr;
+    ip.free_masters = 1; /* as run does */
+    s = dm_infer_pipeline(net, &ip, &init, NULL);
+  } else {
+    s = dm_pipeline_run(net, &p, &init, NULL);
+  }
   if (s == DM_OK)
     s = write_net(net, j->out);
   if (s == DM_OK && init && j->init_out)
@@ -169,10 +191,14 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   if (rc == DM_EXIT_OK && argc - optind != 1)
     rc = dm_cli_usage_error("rewrite", "wants one net file (got %d)", argc - optind);
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda)
-    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda");
-  if (rc == DM_EXIT_OK && !j.grad && (j.optimize || j.mp.enabled))
-    rc = dm_cli_usage_error("rewrite", "--optimizer and --fp16 need --grad");
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled)
+    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda (or "
+                                       "--fp16 / --bf16 alone to paint an inference net)");
+  if (rc == DM_EXIT_OK && !j.grad && j.optimize)
+    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad");
+  if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled && j.free_memory)
+    rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
+                                       "memory pass)");
   if (rc == DM_EXIT_OK && j.grad && j.losses.n == 0)
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)

@@ -1,7 +1,10 @@
 /* cmd_run.c: `demitasse run`, the CLI's inference loop: plugins, init net, .npy inputs,
- * N timed runs of the net, outputs to .npy or a summary on stdout. With --device cuda
- * the device pass places the net (the --input blobs stay homed on the host, copied in
- * by the net) and the init net (the weights the net reads on the GPU go there). */
+ * N timed runs of the net, outputs to .npy or a summary on stdout. The nets go through
+ * the inference pipeline (net/infer.h) first: with --precision fp16|bf16 the
+ * mixed-precision pass paints the net by precision class (the init net's weights cast
+ * once, the outputs read back FP32); with --device cuda the device pass places the net
+ * (the --input blobs stay homed on the host, copied in by the net) and the init nets
+ * (the weights the net reads on the GPU go there). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +12,7 @@
 
 #include "cli_util.h"
 #include "net/api.h"
-#include "core/half.h"
+#include "net/infer.h"
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
@@ -19,7 +22,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: demitasse run --net NET [--init INIT] [--input NAME=FILE.npy]...\n"
           "                     [--output NAME=FILE.npy]... [--iters N] [--plugin LIB]...\n"
-          "                     [--device cpu|cuda|cuda:N] [--precision fp32|fp16]\n\n"
+          "                     [--device cpu|cuda|cuda:N] [--precision fp32|fp16|bf16]\n\n"
           "Runs INIT once (it fills the weights), feeds the inputs, then runs NET N times\n"
           "and prints the time per iteration. Nets are .pb (binary) or .pbtxt (text).\n"
           "Without --output, prints each external output of NET (shape, type, first values).\n\n"
@@ -33,16 +36,22 @@ static void help(FILE *f) {
           "                          every op with a CUDA kernel on GPU N, with copies\n"
           "                          where a blob crosses; the init net's weights follow\n"
           "      --cpu-ops T1,T2     with --device cuda: keep these op types on the CPU\n"
-          "  -P, --precision P       fp32 (default) or fp16: after the init net and the\n"
-          "                          inputs, every FLOAT blob becomes FLOAT16, so the net\n"
-          "                          runs its FP16 kernels (FP32 accumulation inside)\n"
+          "  -P, --precision P       fp32 (default), fp16 or bf16: the mixed-precision pass\n"
+          "                          paints the net as for training: Conv/FC in P (FP32\n"
+          "                          accumulation inside), softmax and losses in FP32,\n"
+          "                          others follow their inputs, BN's scale, bias and\n"
+          "                          statistics FP32; one cast per boundary. The init\n"
+          "                          net's weights are cast to P once, before the runs;\n"
+          "                          inputs are fed FP32, and the external outputs and\n"
+          "                          --output blobs are FP32. Works with --device cuda.\n"
+          "                          `rewrite --fp16 NET` prints the painted net\n"
           DM_MEMORY_LIMIT_HELP(" ")
           "  -h, --help              this text\n");
 }
 
 typedef struct run_opts {
   const char *net, *init;
-  int fp16;
+  dm_dtype precision; /* DM_FLOAT, DM_FLOAT16 or DM_BFLOAT16 */
   dm_device_cli dev;
   dm_strlist inputs, outputs, plugins;
   long iters;
@@ -68,41 +77,87 @@ static dm_status input_names(const dm_strlist *inputs, char ***names, size_t *n)
   return DM_OK;
 }
 
-/* Reads the main net and, with --device cuda, places it; *gpu gets its GPU state. */
-static dm_status read_main(const run_opts *o, Caffe2__NetDef **def, dm_gpu_state *gpu) {
-  DM_TRY(dm_netdef_read(o->net, def));
-  if (!o->dev.cuda)
-    return DM_OK;
-  char **host = NULL;
-  size_t n_host = 0;
-  dm_status s = input_names(&o->inputs, &host, &n_host);
-  dm_device_opts dev = o->dev.opts;
-  dev.host_blobs = (const char *const *)host;
-  dev.n_host_blobs = n_host;
-  if (s == DM_OK)
-    s = dm_device_place_net(*def, &dev, stderr, gpu);
-  for (size_t i = 0; i < n_host; i++)
-    free(host[i]);
-  free(host);
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&(*def)->base, NULL);
-    *def = NULL;
+static void free_names(char **names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+/* The blobs the run reads back: the --output names, else the net's external outputs (or
+ * its last op's outputs when it declares none), copied before the passes rename any. */
+static dm_status fetched_names(const run_opts *o, const Caffe2__NetDef *def, char ***names,
+                               size_t *n) {
+  for (size_t i = 0; i < o->outputs.n; i++) {
+    char *name = NULL;
+    const char *path = NULL;
+    dm_cli_split_binding(o->outputs.items[i], &name, &path); /* checked when parsing */
+    dm_status s = name ? dm_strv_push(names, n, name) : DM_NOMEM("an output name");
+    free(name);
+    DM_TRY(s);
   }
+  if (o->outputs.n)
+    return DM_OK;
+  char **list = def->external_output;
+  size_t k = def->n_external_output;
+  if (k == 0 && def->n_op) {
+    list = def->op[def->n_op - 1]->output;
+    k = def->op[def->n_op - 1]->n_output;
+  }
+  for (size_t i = 0; i < k; i++)
+    DM_TRY(dm_strv_push(names, n, list[i]));
+  return DM_OK;
+}
+
+/* The init net's outputs: the weights, whose reduced copies are cast once. */
+static dm_status init_outputs(const Caffe2__NetDef *init, char ***names, size_t *n) {
+  for (size_t i = 0; init && i < init->n_op; i++)
+    for (size_t k = 0; k < init->op[i]->n_output; k++)
+      if (!dm_str_in_list(init->op[i]->output[k], (const char *const *)*names, *n))
+        DM_TRY(dm_strv_push(names, n, init->op[i]->output[k]));
+  return DM_OK;
+}
+
+/* Reads the nets and passes them through the inference pipeline (net/infer.h): painted
+ * for --precision, placed for --device; summaries on stderr. *init_add (or NULL) gets
+ * the weights' casts, to run once after the init net. */
+static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
+                         Caffe2__NetDef *def, Caffe2__NetDef **init, Caffe2__NetDef **init_add) {
+  char **inputs = NULL, **params = NULL;
+  size_t n_inputs = 0, n_params = 0;
+  dm_status s = o->init ? dm_netdef_read(o->init, init) : DM_OK;
+  if (s == DM_OK)
+    s = input_names(&o->inputs, &inputs, &n_inputs);
+  if (s == DM_OK)
+    s = init_outputs(*init, &params, &n_params);
+  dm_infer_prep p;
+  dm_infer_prep_init(&p);
+  p.precision = o->precision;
+  p.inputs = (const char *const *)inputs;
+  p.n_inputs = n_inputs;
+  if (*init) { /* without one every weight is an --input, so read-before-written works */
+    p.params = (const char *const *)params;
+    p.n_params = n_params;
+  }
+  p.fetch = (const char *const *)fetch;
+  p.n_fetch = n_fetch;
+  p.device = o->dev.cuda;
+  p.dev = o->dev.opts;
+  p.inits = init;
+  p.n_inits = *init ? 1 : 0;
+  p.report = stderr;
+  p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
+  if (s == DM_OK)
+    s = dm_infer_pipeline(def, &p, init_add, NULL);
+  free_names(inputs, n_inputs);
+  free_names(params, n_params);
   return s;
 }
 
-/* Runs the init net once, placed for the main net's GPU state with --device cuda. */
-static dm_status run_init(dm_workspace *ws, const run_opts *o, const dm_gpu_state *gpu) {
-  Caffe2__NetDef *def = NULL;
-  DM_TRY(dm_netdef_read(o->init, &def));
-  dm_status s = o->dev.cuda ? dm_device_place_init_net(def, &o->dev.opts, gpu, stderr) : DM_OK;
-  if (s != DM_OK) {
-    protobuf_c_message_free_unpacked(&def->base, NULL);
-    return s;
-  }
-  dm_net *init = NULL;
-  DM_TRY(dm_workspace_create_net(ws, def, o->init, &init)); /* takes def */
-  return dm_net_run(init);
+/* Instantiates `def` (taken) in `ws` and runs it once: the init net and the casts. */
+static dm_status run_once(dm_workspace *ws, Caffe2__NetDef *def, const char *source) {
+  dm_net *net = NULL;
+  DM_TRY(dm_workspace_create_net(ws, def, source, &net));
+  return dm_net_run(net);
 }
 
 /* The blob's tensor as the host can read it: itself on the CPU, else a host copy in
@@ -163,36 +218,8 @@ static dm_status write_outputs(dm_workspace *ws, const dm_strlist *outputs) {
   return DM_OK;
 }
 
-/* Every FLOAT blob to FLOAT16 (rounded to nearest even), for --precision fp16. */
-static dm_status blobs_to_half(dm_workspace *ws) {
-  for (dm_blob *b = ws->blobs; b; b = b->hh.next) {
-    dm_tensor *t = b->tensor;
-    if (t->dtype != DM_FLOAT)
-      continue;
-    dm_tensor *h = dm_tensor_new(t->limit);
-    if (!h)
-      return dm_error(DM_ERR_NOMEM, "out of memory");
-    dm_status s = dm_tensor_resize(h, DM_FLOAT16, t->ndim, t->dims);
-    if (s == DM_OK) {
-      dm_float_to_half_array(dm_tensor_data(t), dm_tensor_mutable_data(h), (size_t)t->numel);
-      dm_tensor_share(t, h);
-    }
-    dm_tensor_free(h);
-    if (s != DM_OK)
-      return dm_error_prefix(s, "blob '%s' to FLOAT16", b->name);
-  }
-  return DM_OK;
-}
-
-/* The net's external outputs, or the last op's outputs when it declares none. */
-static void print_summary(dm_workspace *ws, const dm_net *net) {
-  const Caffe2__NetDef *def = net->def;
-  char **names = def->external_output;
-  size_t n = def->n_external_output;
-  if (n == 0 && def->n_op) {
-    names = def->op[def->n_op - 1]->output;
-    n = def->op[def->n_op - 1]->n_output;
-  }
+/* The fetched names (the net's external outputs, or its last op's outputs). */
+static void print_summary(dm_workspace *ws, char *const *names, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const dm_tensor *t = NULL;
     dm_tensor *tmp = NULL;
@@ -208,20 +235,27 @@ static dm_status run(const run_opts *o) {
   dm_status s;
   dm_workspace *ws = NULL;
   dm_net *net = NULL;
-  Caffe2__NetDef *def = NULL;
-  dm_gpu_state gpu = {0};
+  Caffe2__NetDef *def = NULL, *init = NULL, *init_add = NULL;
+  char **fetch = NULL;
+  size_t n_fetch = 0;
   DM_TRY(dm_device_cli_check(&o->dev)); /* before reading anything: no GPU, no run */
   DM_TRY(dm_init());
   for (size_t i = 0; i < o->plugins.n; i++)
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
-  /* the main net first: its placement says which weights the init net puts on the GPU */
-  if ((s = read_main(o, &def, &gpu)) != DM_OK || (s = dm_workspace_create(&ws)) != DM_OK ||
+  /* the main net is painted and placed first: that says which weights the init net and
+   * the casts put on the GPU */
+  if ((s = dm_netdef_read(o->net, &def)) != DM_OK ||
+      (s = fetched_names(o, def, &fetch, &n_fetch)) != DM_OK ||
+      (s = prepare(o, fetch, n_fetch, def, &init, &init_add)) != DM_OK ||
+      (s = dm_workspace_create(&ws)) != DM_OK ||
       (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK)
     goto cleanup;
-  if (o->init && (s = run_init(ws, o, &gpu)) != DM_OK)
-    goto cleanup;
-  if ((s = feed_inputs(ws, &o->inputs)) != DM_OK ||
-      (o->fp16 && (s = blobs_to_half(ws)) != DM_OK))
+  s = init ? run_once(ws, init, o->init) : DM_OK; /* takes init */
+  init = NULL;
+  if (s == DM_OK && init_add)
+    s = run_once(ws, init_add, "weight casts"); /* takes init_add */
+  init_add = NULL;
+  if (s != DM_OK || (s = feed_inputs(ws, &o->inputs)) != DM_OK)
     goto cleanup;
   s = dm_workspace_create_net(ws, def, o->net, &net); /* takes def */
   def = NULL;
@@ -243,11 +277,15 @@ static dm_status run(const run_opts *o) {
   if (o->outputs.n)
     s = write_outputs(ws, &o->outputs);
   else
-    print_summary(ws, net);
+    print_summary(ws, fetch, n_fetch);
 cleanup:
   if (def)
     protobuf_c_message_free_unpacked(&def->base, NULL);
-  dm_gpu_state_free(&gpu);
+  if (init)
+    protobuf_c_message_free_unpacked(&init->base, NULL);
+  if (init_add)
+    protobuf_c_message_free_unpacked(&init_add->base, NULL);
+  free_names(fetch, n_fetch);
   dm_workspace_destroy(ws);
   return s;
 }
@@ -262,7 +300,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       DM_MEMORY_LIMIT_OPTION,
       {NULL, 0, NULL, 0}};
-  run_opts o = {.iters = 1};
+  run_opts o = {.iters = 1, .precision = DM_FLOAT};
   dm_device_cli_init(&o.dev);
   int c, rc = DM_EXIT_OK;
   optind = 0;
@@ -293,9 +331,12 @@ int dm_cmd_run(int argc, char **argv) {
         rc = dm_cli_failf("out of memory");
       break;
     case 'P':
-      if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "fp16") != 0)
-        rc = dm_cli_usage_error("run", "--precision wants fp32 or fp16, got '%s'", optarg);
-      o.fp16 = strcmp(optarg, "fp16") == 0;
+      o.precision = strcmp(optarg, "fp32") == 0   ? DM_FLOAT
+                    : strcmp(optarg, "fp16") == 0 ? DM_FLOAT16
+                    : strcmp(optarg, "bf16") == 0 ? DM_BFLOAT16
+                                                  : DM_UNDEFINED;
+      if (o.precision == DM_UNDEFINED)
+        rc = dm_cli_usage_error("run", "--precision wants fp32, fp16 or bf16, got '%s'", optarg);
       break;
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
@@ -311,9 +352,6 @@ int dm_cmd_run(int argc, char **argv) {
                             argv[optind]);
   else if (!o.net)
     rc = dm_cli_usage_error("run", "--net is required");
-  else if (o.fp16 && o.dev.cuda)
-    rc = dm_cli_usage_error("run", "--precision fp16 converts the blobs on the host, so not "
-                                   "with --device cuda (use an FP16 net, from rewrite --fp16)");
   else if (run(&o) != DM_OK)
     rc = dm_cli_fail();
 done:

@@ -2,7 +2,9 @@
 # plugin_cuda_run_test.sh: the Swish plugin's CUDA kernels (tests/plugins/swish_cuda.cu,
 # launched on dm_op_cuda_stream) against its CPU kernels, on a GPU: a net with Swish and
 # SwishGradient run by `demitasse run --plugin` with --device cuda and with the CPU, in
-# FP32 and FP16 (--precision), outputs compared elementwise. Tolerances from the dtype:
+# FP32 and FP16 (--precision; Swish follows its inputs, so the ops are pinned to FP16 by
+# their `precision` argument, which only the precision painting reads), outputs (FLOAT,
+# cast back after the FP16 ops) compared elementwise. Tolerances from the dtype:
 # FP32 a few float roundings (the CUDA expf vs libm's), 8 ulp of |value| + 1e-6; FP16 the
 # output rounded once more than the reference, 2 FP16 ulp (2^-9 relative) + 1e-3.
 # Exit 77 (SKIP) without a GPU or without the plugin's CUDA kernels (no nvcc).
@@ -22,8 +24,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 cat > "$tmp/net.pbtxt" <<'NET'
 name: "swish_cuda"
-op { input: "x" output: "y" type: "Swish" }
-op { input: "x" input: "dy" output: "dx" type: "SwishGradient" }
+op { input: "x" output: "y" type: "Swish" arg { name: "precision" s: "fp16" } }
+op { input: "x" input: "dy" output: "dx" type: "SwishGradient" arg { name: "precision" s: "fp16" } }
 external_input: "x"
 external_input: "dy"
 NET

@@ -1,0 +1,51 @@
+/* infer.h: the inference pipeline (internal), shared by `demitasse run` and the public
+ * dm_workspace_create_infer_net, so the CLI and the C API paint and place an inference
+ * net the same way.
+ *
+ * It is the one pipeline (net/pipeline.h) with the gradient and optimizer passes off: the
+ * mixed-precision pass in its inference mode (net/mixed_precision.h: painted by precision
+ * class, the weights cast once in the init addition, the fetched outputs FP32), then the
+ * device pass for the net, the caller's init nets and the addition. */
+#ifndef DM_NET_INFER_H
+#define DM_NET_INFER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/status.h"
+#include "net/device_pass.h"
+#include "net/pipeline.h"
+#include "proto/caffe2.pb-c.h"
+
+/* The name of the init-net addition that casts the weights. */
+#define DM_INFER_INIT_NAME "weight_casts"
+
+typedef struct dm_infer_prep {
+  dm_dtype precision;           /* DM_FLOAT (no painting), DM_FLOAT16 or DM_BFLOAT16 */
+  const char *const *inputs;    /* fed from the host: not weights, homed on the CPU */
+  size_t n_inputs;
+  const char *const *params;    /* the state the init nets make (NULL: every blob read
+                                   before written, less `inputs`) */
+  size_t n_params;
+  const char *const *fetch;     /* read by the caller after a run, besides the external
+                                   outputs: FP32 at the end of the net */
+  size_t n_fetch;
+  int device;                   /* place on CUDA:dev.device_id */
+  dm_device_opts dev;
+  Caffe2__NetDef **inits;       /* the caller's init nets, placed for the net's GPU state */
+  size_t n_inits;
+  FILE *report;                 /* the passes' summaries (NULL: none) */
+  int free_masters;             /* the addition then Frees the FP32 weights the net no
+                                   longer reads (net/mixed_precision.h) */
+} dm_infer_prep;
+
+/* Defaults: FP32, nothing fed, fetched or placed, no report. */
+DM_HIDDEN void dm_infer_prep_init(dm_infer_prep *o);
+/* Rewrites `net` (and o->inits) in place; *init_add (NULL if none) gets the weights'
+ * casts, to run once after the caller's init nets; the caller frees it. With `device`,
+ * *gpu (may be NULL) gets the blobs the placed nets read on the GPU (free it with
+ * dm_gpu_state_free). */
+DM_HIDDEN dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
+                                      Caffe2__NetDef **init_add, dm_gpu_state *gpu);
+
+#endif

@@ -1,0 +1,221 @@
+/* infer_api.c: inference in reduced precision. dm_infer_pipeline (net/infer.h) is the one
+ * pipeline with the training passes off, which `demitasse run --precision` and the public
+ * dm_workspace_create_infer_net (demitasse.h) both call, so both make the same net. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demitasse.h"
+
+#include "api.h"
+#include "core/device.h"
+#include "core/workspace.h"
+#include "net/infer.h"
+#include "net/netdef_build.h"
+#include "net/pipeline.h"
+
+void dm_infer_prep_init(dm_infer_prep *o) {
+  memset(o, 0, sizeof *o);
+  o->precision = DM_FLOAT;
+  dm_device_opts_init(&o->dev);
+}
+
+dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
+                            Caffe2__NetDef **init_add, dm_gpu_state *gpu) {
+  *init_add = NULL;
+  if (o->precision != DM_FLOAT && o->precision != DM_FLOAT16 && o->precision != DM_BFLOAT16)
+    return dm_error(DM_ERR_INVALID, "inference precision must be FLOAT, FLOAT16 or BFLOAT16, "
+                                    "not %s", dm_dtype_name(o->precision));
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init(&p);
+  p.gradient = DM_PIPELINE_GRAD_OFF; /* no gradient, no optimizer: nothing trains */
+  p.optim.exclude = o->inputs;       /* the pipeline's list of fed blobs (host-homed) */
+  p.optim.n_exclude = o->inputs ? o->n_inputs : 0;
+  p.mixed_precision = o->precision != DM_FLOAT;
+  p.mp.target = o->precision == DM_BFLOAT16 ? DM_BFLOAT16 : DM_FLOAT16;
+  p.mp.scaling = DM_LS_NONE; /* no gradients to scale */
+  p.mp.inference = 1;
+  p.mp.params = o->params;
+  p.mp.n_params = o->params ? o->n_params : 0;
+  p.mp.fp32_outputs = o->fetch;
+  p.mp.n_fp32_outputs = o->fetch ? o->n_fetch : 0;
+  p.mp.free_masters = o->free_masters;
+  p.device = o->device;
+  p.dev = o->dev;
+  p.inits = o->inits;
+  p.n_inits = o->n_inits;
+  p.report = o->report;
+  dm_pipeline_result r;
+  dm_status s = dm_pipeline_run(net, &p, init_add, &r);
+  if (s == DM_OK && gpu) { /* handed over */
+    *gpu = r.gpu;
+    r.gpu = (dm_gpu_state){0};
+  }
+  dm_pipeline_result_free(&r);
+  /* The mixed-precision pass always makes an addition; an empty one is not handed back. */
+  if (*init_add && ((*init_add)->n_op == 0 || s != DM_OK)) {
+    protobuf_c_message_free_unpacked(&(*init_add)->base, NULL);
+    *init_add = NULL;
+  }
+  if (*init_add) { /* it holds the casts, not an optimizer's state: say so */
+    char *name = strdup(DM_INFER_INIT_NAME);
+    if (!name) {
+      protobuf_c_message_free_unpacked(&(*init_add)->base, NULL);
+      *init_add = NULL;
+      return DM_NOMEM("a net name");
+    }
+    free((*init_add)->name);
+    (*init_add)->name = name;
+  }
+  return s;
+}
+
+/* The public options ----------------------------------------------------------- */
+
+static const char *const default_data[] = {"data"};
+
+/* The first layout's size (nothing smaller is valid) and a bound past which a
+ * struct_size is garbage, as for dm_train_options. */
+#define FIRST_SIZE (offsetof(dm_infer_options, n_cpu_ops) + sizeof(size_t))
+#define MAX_SIZE 4096
+
+static void defaults(dm_infer_options *o) {
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->precision = DM_PRECISION_FP32;
+  o->data_blobs = default_data;
+  o->n_data_blobs = 1;
+}
+
+static dm_status check_size(size_t size) {
+  if (size < FIRST_SIZE || size > MAX_SIZE)
+    return dm_error(DM_ERR_VERSION,
+                    "dm_infer_options: struct_size %zu is not a layout of this struct (%zu to "
+                    "%d bytes); fill it with dm_infer_options_init",
+                    size, (size_t)FIRST_SIZE, MAX_SIZE);
+  return DM_OK;
+}
+
+dm_status dm_infer_options_init_sized(dm_infer_options *o, size_t size) {
+  if (!o)
+    return dm_error(DM_ERR_INVALID, "dm_infer_options_init: NULL options");
+  DM_TRY(check_size(size));
+  dm_infer_options d;
+  defaults(&d);
+  memset(o, 0, size);
+  memcpy(o, &d, size < sizeof d ? size : sizeof d);
+  o->struct_size = size;
+  return DM_OK;
+}
+
+/* The caller's options over the defaults; a newer (larger) struct only with the fields
+ * this library does not know left zero. */
+static dm_status take_options(const dm_infer_options *in, dm_infer_options *o) {
+  defaults(o);
+  if (!in)
+    return DM_OK;
+  DM_TRY(check_size(in->struct_size));
+  for (size_t i = sizeof *o; i < in->struct_size; i++)
+    if (((const unsigned char *)in)[i])
+      return dm_error(DM_ERR_VERSION,
+                      "dm_infer_options: fields past byte %zu are set, which this library "
+                      "(%zu bytes) does not know", sizeof *o, sizeof *o);
+  memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
+  o->struct_size = sizeof *o;
+  return DM_OK;
+}
+
+static dm_status check_names(const char *field, const char *const *v, size_t n) {
+  if (n && !v)
+    return dm_error(DM_ERR_INVALID, "dm_infer_options.%s: %zu names but no list", field, n);
+  for (size_t i = 0; i < n; i++)
+    if (!v[i] || !*v[i])
+      return dm_error(DM_ERR_INVALID, "dm_infer_options.%s[%zu]: %s name", field, i,
+                      v[i] ? "an empty" : "a NULL");
+  return DM_OK;
+}
+
+/* The internal options from the public ones (borrowing their lists). */
+static dm_status prep_opts(const dm_infer_options *o, dm_infer_prep *p) {
+  dm_infer_prep_init(p);
+  DM_TRY(check_names("data_blobs", o->data_blobs, o->n_data_blobs));
+  DM_TRY(check_names("outputs", o->outputs, o->n_outputs));
+  DM_TRY(check_names("cpu_ops", o->cpu_ops, o->n_cpu_ops));
+  switch (o->precision) {
+  case DM_PRECISION_FP32: p->precision = DM_FLOAT; break;
+  case DM_PRECISION_FP16: p->precision = DM_FLOAT16; break;
+  case DM_PRECISION_BF16: p->precision = DM_BFLOAT16; break;
+  default:
+    return dm_error(DM_ERR_INVALID, "dm_infer_options.precision: unknown value %d",
+                    (int)o->precision);
+  }
+  p->inputs = o->data_blobs;
+  p->n_inputs = o->data_blobs ? o->n_data_blobs : 0;
+  p->fetch = o->outputs;
+  p->n_fetch = o->outputs ? o->n_outputs : 0;
+  DM_TRY(dm_api_parse_device("dm_infer_options.device", o->device, &p->device,
+                             &p->dev.device_id));
+  p->dev.force_cpu = o->cpu_ops;
+  p->dev.n_force_cpu = o->cpu_ops ? o->n_cpu_ops : 0;
+  return DM_OK;
+}
+
+dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
+                                        const dm_infer_options *opts, dm_net **out) {
+  if (!ws || !net_path || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_infer_net: NULL %s",
+                    !ws ? "ws" : !net_path ? "net_path" : "out");
+  *out = NULL;
+  dm_infer_options o;
+  dm_infer_prep p;
+  DM_TRY(take_options(opts, &o));
+  DM_TRY(prep_opts(&o, &p));
+  if (p.device) { /* before anything else: no GPU, no net */
+    dm_status s = dm_device_check(DM_CUDA, p.dev.device_id);
+    if (s != DM_OK)
+      return dm_error_prefix(s, "dm_infer_options.device '%s'", o.device);
+  }
+  /* The weights: what the workspace holds now (the caller's init net ran), less the
+   * blobs the caller feeds. */
+  size_t n_ws = dm_workspace_blob_count(ws), n_params = 0;
+  const char **params = malloc((n_ws + 1) * sizeof *params);
+  if (!params)
+    return DM_NOMEM("the weights' names");
+  for (size_t i = 0; i < n_ws; i++) {
+    const char *name = dm_workspace_blob_name(ws, i);
+    if (!dm_str_in_list(name, p.inputs, p.n_inputs))
+      params[n_params++] = name;
+  }
+  p.params = params;
+  p.n_params = n_params;
+  dm_workspace_mark mark = dm_workspace_get_mark(ws);
+  Caffe2__NetDef *net = NULL, *init_add = NULL;
+  dm_gpu_state gpu = {0};
+  dm_status s = dm_netdef_read(net_path, &net);
+  if (s == DM_OK)
+    s = dm_infer_pipeline(net, &p, &init_add, &gpu);
+  /* The weights the placed net reads on the GPU go there (the addition, placed by the
+   * pipeline, puts its casts' copies there itself). */
+  if (s == DM_OK && p.device)
+    s = dm_api_state_to_gpu(ws, gpu.names, gpu.n, p.dev.device_id);
+  if (s == DM_OK && init_add) { /* the weights' reduced copies, once */
+    dm_net *init = NULL;
+    s = dm_workspace_create_net(ws, init_add, "infer_init", &init); /* takes init_add */
+    init_add = NULL;
+    if (s == DM_OK)
+      s = dm_net_run(init);
+  }
+  if (s == DM_OK) {
+    s = dm_workspace_create_net(ws, net, net_path, out); /* takes net */
+    net = NULL;
+  }
+  if (init_add)
+    protobuf_c_message_free_unpacked(&init_add->base, NULL);
+  if (net)
+    protobuf_c_message_free_unpacked(&net->base, NULL);
+  free(params);
+  dm_gpu_state_free(&gpu);
+  if (s != DM_OK)
+    dm_workspace_rollback(ws, mark);
+  return s;
+}
