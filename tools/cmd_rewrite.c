@@ -9,12 +9,14 @@
  * (net/pipeline.h) that `train` and the C API use, so the same options print the net
  * they run.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "core/fileio.h"
 #include "core/netio.h"
 #include "net/pipeline.h"
 #include "device_flags.h"
@@ -61,7 +63,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   size_t len = 0;
   DM_TRY(dm_text_print(&net->base, &text, &len));
   dm_status s = fwrite(text, 1, len, stdout) == len ? DM_OK
-                                                     : dm_error(DM_ERR_IO, "writing to stdout failed");
+                                                     : dm_error(DM_ERR_IO, "writing to standard output failed: %s", dm_errno_text(errno));
   free(text);
   return s;
 }
@@ -169,12 +171,20 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   if (rc == DM_EXIT_OK && argc - optind != 1)
     rc = dm_cli_usage_error("rewrite", "wants one net file (got %d)", argc - optind);
+  /* The passes that need a training net are named before the generic "no pass": a user
+   * who typed `rewrite --fp16 NET` asked for a pass, just not one that runs alone. */
+  if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled)
+    rc = dm_cli_usage_error("rewrite", "--fp16/--bf16 needs --grad --loss LOSS (the "
+                                       "mixed-precision pass rewrites a training net: "
+                                       "the forward net with its backward pass)");
+  if (rc == DM_EXIT_OK && !j.grad && j.optimize)
+    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
+                                       "read the weight gradients the gradient pass adds)");
   if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda)
-    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda");
-  if (rc == DM_EXIT_OK && !j.grad && (j.optimize || j.mp.enabled))
-    rc = dm_cli_usage_error("rewrite", "--optimizer and --fp16 need --grad");
+    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
+                                       "(--grad --loss LOSS, then --optimizer, --fp16, --free)");
   if (rc == DM_EXIT_OK && j.grad && j.losses.n == 0)
-    rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
+    rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free");
   if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)
