@@ -3,7 +3,7 @@
  * Kernels and shape inference write their messages with the slot names their schema's
  * doc uses ("X, W (M x C/group x kH x kW), [b (M)] -> Y": "W is 3-D; Conv takes a 4-D
  * filter"). A user knows the net by its blob names, and a net has many Convs, so the
- * first mention of each slot gets the blob's name beside it ("W 'conv2_w' is 3-D"). The
+ * message ends naming the blob of each slot it mentions ("(W is blob 'conv2_w')"). The
  * slot names are read from the doc once per message, so every op, a plugin's included,
  * gets this without editing its messages. A DOUBLE or integer blob where a float is
  * wanted also gets the NumPy conversion that fixes it, since a float64 .npy is the usual
@@ -95,9 +95,10 @@ static int doc_slots(const char *doc, slot *out, int cap) {
 
 /* The blob bound to a slot, or NULL where this op has no such slot. */
 static const dm_blob *slot_blob(const dm_op_ctx *ctx, const slot *s) {
+  /* an op still being instantiated may have its blob arrays partly filled */
   if (s->output)
-    return s->index < ctx->n_out ? ctx->out[s->index] : NULL;
-  return s->index < ctx->n_in ? ctx->in[s->index] : NULL;
+    return ctx->out && s->index < ctx->n_out ? ctx->out[s->index] : NULL;
+  return ctx->in && s->index < ctx->n_in ? ctx->in[s->index] : NULL;
 }
 
 /* Appends printf-style text to buf at *k, truncating at cap. */
@@ -116,39 +117,50 @@ static int is_quote(const char *msg, size_t i) {
   return msg[i] == '\'' && !(i > 0 && ident(msg[i - 1]) && ident(msg[i + 1]));
 }
 
+/* Copies msg, then names the blob of each slot it mentions, in the order of mention:
+ * "W is 2x3x3; ..." + " (W is blob 'conv1_filter')". Appended rather than inserted, so
+ * the kernel's own sentence stays as written (and as tests and users grep for it).
+ * Skipped: words inside quotes (blob names the kernel gave), slots already followed by
+ * their name ("X0 'a'"), and blobs named like their slot. */
 static void name_slots(const dm_op_ctx *ctx, const char *msg, char *out, size_t cap) {
   slot slots[MAX_SLOTS];
   int n = ctx->schema && ctx->schema->doc ? doc_slots(ctx->schema->doc, slots, MAX_SLOTS) : 0;
   unsigned long named = 0; /* bit i: slot i already named */
   size_t k = 0;
-  int quoted = 0;
+  int quoted = 0, listed = 0;
   out[0] = '\0';
+  put(out, cap, &k, msg, strlen(msg));
   for (size_t i = 0; msg[i];) {
     if (is_quote(msg, i))
       quoted = !quoted;
     if (quoted || !ident(msg[i]) || (i > 0 && ident(msg[i - 1]))) {
-      put(out, cap, &k, msg + i, 1);
       i++;
       continue;
     }
     size_t len = 0;
     while (ident(msg[i + len]))
       len++;
-    put(out, cap, &k, msg + i, len);
     int already = msg[i + len] == ' ' && msg[i + len + 1] == '\''; /* "X0 'a'" */
-    for (int s = 0; s < n && !already; s++) {
+    for (int s = 0; s < n; s++) {
       const dm_blob *b = slot_blob(ctx, &slots[s]);
       if ((named >> s & 1) || !b || strlen(slots[s].name) != len ||
           memcmp(slots[s].name, msg + i, len) != 0)
         continue;
       named |= 1ul << s;
-      put(out, cap, &k, " '", 2);
+      if (already || strcmp(b->name, slots[s].name) == 0)
+        break;
+      put(out, cap, &k, listed ? ", " : " (", 2);
+      put(out, cap, &k, slots[s].name, len);
+      put(out, cap, &k, " is blob '", 10);
       put(out, cap, &k, b->name, strlen(b->name));
       put(out, cap, &k, "'", 1);
+      listed = 1;
       break;
     }
     i += len;
   }
+  if (listed)
+    put(out, cap, &k, ")", 1);
 }
 
 /* The NumPy fix for a blob whose dtype a float op refuses: a float64 input anywhere, or
@@ -158,8 +170,10 @@ static void dtype_hint(const dm_op_ctx *ctx, dm_status s, const char *msg, char 
   size_t k = strlen(out);
   if (s != DM_ERR_TYPE)
     return;
-  for (int i = 0; i < ctx->n_in; i++) {
+  for (int i = 0; ctx->in && i < ctx->n_in; i++) {
     const dm_blob *b = ctx->in[i];
+    if (!b)
+      continue;
     dm_dtype t = b->tensor ? b->tensor->dtype : DM_UNDEFINED;
     int integer = t == DM_INT64 || t == DM_INT32 || t == DM_INT16 || t == DM_INT8 ||
                   t == DM_UINT8 || t == DM_UINT16;

@@ -4,9 +4,9 @@
 
 #include "net.h"
 
-/* Writes msg to out (cap bytes, always terminated) with the blob's name after the first
- * mention of each of the op's slots ("W" -> "W 'conv2_w'"), the slots read from the
- * schema's doc, and for a type error on a float64 or integer input the NumPy fix. */
+/* Writes msg to out (cap bytes, always terminated) followed by the blob of each of the
+ * op's slots it mentions ("... (W is blob 'conv2_w')"), the slots read from the schema's
+ * doc, and for a type error on a float64 or integer input the NumPy fix. */
 DM_HIDDEN void dm_op_message_annotate(const dm_op_ctx *ctx, dm_status s, const char *msg,
                                       char *out, size_t cap);
 

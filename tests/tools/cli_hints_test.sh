@@ -54,7 +54,7 @@ npy() { # npy FILE DESCR: a (1, 4) array of zeros with the given descr, 8-byte e
 npy "$T/x64.npy" '<f8'
 npy "$T/xi64.npy" '<i8'
 expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
-  --input "data=$T/x64.npy" && has err "X 'data'" && has err "x.astype(np.float32)" &&
+  --input "data=$T/x64.npy" && has err "(X is blob 'data'" && has err "x.astype(np.float32)" &&
   has err "float64"
 expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
   --input "data=$T/xi64.npy" && has err "blob 'data' is INT64" && has err "x.astype(np.float32)"
