@@ -12,6 +12,7 @@ set -u
 DM=$1
 SRC=$2
 case $DM in /*) ;; *) DM=$(pwd)/$DM ;; esac
+case $SRC in /*) ;; *) SRC=$(pwd)/$SRC ;; esac
 T=$(mktemp -d "${TMPDIR:-/tmp}/dm_readme_XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/cli_lib.sh"
