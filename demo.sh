@@ -3,21 +3,47 @@
 # train, last 2,000 validate) into LMDBs, and trains LeNet on it with `demitasse train`,
 # testing on the validation set as it goes. Extra arguments go to `demitasse train`
 # (e.g. --fp16 for mixed precision, --iters N).
+#
+# Each precision writes to its own folder (build/mnist/fp32, fp16 or bf16), so a
+# `--fp16` run keeps the FP32 run's files to compare with; the last lines say where the
+# CSV, the plot and the checkpoint went. DM_DEMO_BIN (a built demitasse: no setup, no
+# build) and DM_DEMO_OUT (instead of build/mnist) are for the test (tests/tools/demo_test.sh).
 set -eu
 cd "$(dirname "$0")"
-./setup.sh
-[ -d build ] || meson setup build >/dev/null
-ninja -C build >/dev/null
-out=build/mnist
+dm=${DM_DEMO_BIN:-}
+if [ -z "$dm" ]; then
+  ./setup.sh
+  [ -d build ] || meson setup build >/dev/null
+  ninja -C build >/dev/null
+  dm=./build/tools/demitasse
+fi
+out=${DM_DEMO_OUT:-build/mnist}
 mkdir -p "$out"
 if [ ! -e "$out/train_lmdb" ]; then
-  ./build/tools/demitasse make-db --images models/mnist/data/t10k-images-idx3-ubyte.gz \
+  "$dm" make-db --images models/mnist/data/t10k-images-idx3-ubyte.gz \
     --labels models/mnist/data/t10k-labels-idx1-ubyte.gz --train 8000 \
     --out-train "$out/train_lmdb" --out-val "$out/val_lmdb"
 fi
-rm -rf "$out/checkpoint" "$out"/checkpoint.v*
-exec ./build/tools/demitasse train --init models/mnist/lenet_init.pbtxt \
+precision=fp32 resume=0
+for a in "$@"; do
+  case $a in
+  --fp16) precision=fp16 ;;
+  --bf16) precision=bf16 ;;
+  --resume) resume=1 ;;
+  esac
+done
+run=$out/$precision
+mkdir -p "$run"
+[ "$resume" = 1 ] || rm -rf "$run/checkpoint" "$run"/checkpoint.v* # a fresh run starts over
+status=0
+"$dm" train --init models/mnist/lenet_init.pbtxt \
   --net models/mnist/lenet_train.pbtxt --test-net models/mnist/lenet_test.pbtxt \
   --train-db "$out/train_lmdb" --test-db "$out/val_lmdb" --test-iters 20 --test-every 500 \
   --iters 2000 --optimizer momentum --lr 0.01 --momentum 0.9 --weight-decay 5e-4 \
-  --csv "$out/metrics.csv" --checkpoint "$out/checkpoint" --checkpoint-every 500 "$@"
+  --csv "$run/metrics.csv" --checkpoint "$run/checkpoint" --checkpoint-every 500 "$@" ||
+  status=$?
+# where everything went, last, so it is what stays on the screen
+echo "demo ($precision): metrics CSV  $run/metrics.csv"
+echo "demo ($precision): plot         $run/metrics.svg"
+echo "demo ($precision): checkpoint   $run/checkpoint"
+exit $status

@@ -345,6 +345,12 @@ dm_status dm_message_read_file(const char *path, const ProtobufCMessageDescripto
     *out = NULL;
   if ((st = dm_read_file(path, &buf, &len)) != DM_OK)
     return st;
+  if (len == 0) {
+    /* protobuf reads 0 bytes as a valid empty message, so a net file that was never
+     * written (a failed download, a `>` that truncated it) would run as a net of no ops */
+    free(buf);
+    return dm_error(DM_ERR_PARSE, "%s: empty file (0 bytes): not a net", path);
+  }
   if (fmt == DM_FORMAT_AUTO)
     fmt = dm_format_guess(path, buf, len);
   st = dm_message_parse(buf, len, path, desc, fmt, out);

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "net.h"
+#include "op_message.h"
 
 int dm_op_num_inputs(const dm_op_ctx *ctx) { return ctx->n_in; }
 int dm_op_num_outputs(const dm_op_ctx *ctx) { return ctx->n_out; }
@@ -162,11 +163,15 @@ const char *dm_op_last_refusal(void) { return refusal; }
 void dm_op_clear_refusal(void) { refusal[0] = '\0'; }
 
 dm_status dm_op_error(dm_op_ctx *ctx, dm_status s, const char *fmt, ...) {
-  char msg[1024];
+  char msg[1024], named[1536];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  /* The executor prefixes net and op; the kernel only says what went wrong. */
-  return dm_error(s, "%s", msg);
+  /* The executor prefixes net and op; the kernel only says what went wrong, in its
+   * schema's slot names, to which the blobs' names are added here. */
+  if (!ctx)
+    return dm_error(s, "%s", msg);
+  dm_op_message_annotate(ctx, s, msg, named, sizeof named);
+  return dm_error(s, "%s", named);
 }

@@ -61,8 +61,13 @@ dm_status dm_infer_net_shapes(dm_workspace *ws, const Caffe2__NetDef *def, const
       s = infer_op(&net->ops[i], costs ? &costs[i] : NULL);
     if (s != DM_OK) {
       char what[256];
-      dm_error_prefix(s, "%s: %s", source,
-                      net->n_ops > i ? dm_op_describe(&net->ops[i], what, sizeof what) : "op");
+      if (net->n_ops > i)
+        dm_op_describe(&net->ops[i], what, sizeof what);
+      else if (op->name && *op->name) /* the hook failed before the op was resolved */
+        snprintf(what, sizeof what, "op %zu (%s '%s')", i, op->type ? op->type : "", op->name);
+      else
+        snprintf(what, sizeof what, "op %zu (%s)", i, op->type ? op->type : "");
+      dm_error_prefix(s, "%s: %s", source, what);
     }
   }
   for (size_t i = 0; i < n; i++)

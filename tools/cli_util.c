@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/half.h"
+#include "net/netdef_build.h"
 
 int dm_cli_fail(void) {
   const char *msg = dm_last_error();
@@ -73,6 +76,15 @@ int dm_cli_split_binding(const char *arg, char **name, const char **path) {
   return *name != NULL;
 }
 
+int dm_cli_binding_repeats(const dm_strlist *l, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+  for (size_t i = 0; i < l->n; i++)
+    if (strncmp(l->items[i], arg, n) == 0 && l->items[i][n] == '=')
+      return 1;
+  return 0;
+}
+
 int dm_cli_parse_long(const char *s, long lo, long hi, long *out) {
   char *end;
   errno = 0;
@@ -119,6 +131,26 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out) {
     return DM_EXIT_OK;
   return dm_cli_usage_error(cmd, "--memory-limit wants a size such as 512M, 8G or a number "
                                  "of bytes (0: no limit), got '%s'", arg);
+dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
+                                 const char *flag) {
+  for (size_t i = 0; i < def->n_op; i++) {
+    const Caffe2__OperatorDef *op = def->op[i];
+    if (!op->type || strcmp(op->type, "TensorProtosDBInput") != 0)
+      continue;
+    const Caffe2__Argument *a = dm_opdef_find_arg(op, "db");
+    if (!a || !a->has_s || !a->s.len)
+      continue; /* the op itself says it lacks a db */
+    char db[4096];
+    snprintf(db, sizeof db, "%.*s", (int)(a->s.len < 4095 ? a->s.len : 4095),
+             (const char *)a->s.data);
+    struct stat st;
+    if (stat(db, &st) != 0)
+      return dm_error(DM_ERR_NOT_FOUND,
+                      "%s: op %zu (TensorProtosDBInput) reads db '%s', which does not exist "
+                      "(%s): give %s DIR, an LMDB made by `demitasse make-db`",
+                      net_path, i, db, strerror(errno), flag);
+  }
+  return DM_OK;
 }
 
 /* One element as text; FP16/BF16 widened to float for printing. */

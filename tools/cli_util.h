@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "core/tensor.h"
+#include "proto/caffe2.pb-c.h"
 
 /* Exit codes of every subcommand. */
 enum { DM_EXIT_OK = 0, DM_EXIT_ERROR = 1, DM_EXIT_USAGE = 2 };
@@ -42,6 +43,9 @@ void dm_strlist_free(dm_strlist *l);
 
 /* Splits "name=path" at the first '='; *name is malloc'd. 0 if malformed. */
 int dm_cli_split_binding(const char *arg, char **name, const char **path);
+/* Nonzero when an earlier "name=..." item of l binds the same name as arg (an --input
+ * given twice for one blob, which would otherwise silently keep the last). */
+int dm_cli_binding_repeats(const dm_strlist *l, const char *arg);
 /* A decimal integer in [lo, hi]; 0 if it is not one. */
 int dm_cli_parse_long(const char *s, long lo, long hi, long *out);
 
@@ -61,6 +65,11 @@ int dm_cli_parse_size(const char *s, size_t *out);
   "                         " pad "or bytes; 0: none): the op that would pass it fails,\n" \
   "                         " pad "naming itself, the blob and the sizes\n"
 int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
+/* Checks that the `db` of each TensorProtosDBInput in def (read from net_path) exists,
+ * for a net run without `flag` (--train-db, --test-db) pointing it elsewhere: a missing
+ * DB is named with the flag that gives one and the command that makes one. */
+dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
+                                 const char *flag);
 
 /* "name: FLOAT 1x10 [0.1, 0.2, ...]" with at most max_values values. */
 void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_values);

@@ -4,12 +4,14 @@
  * taken from its extension unless forced. Binary output follows Caffe2's byte-exact
  * rules, so .pb -> .pbtxt -> .pb reproduces a zoo file byte for byte.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cli_util.h"
+#include "core/fileio.h"
 #include "core/netio.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -60,7 +62,7 @@ static dm_status convert(const char *in, const char *out, const ProtobufCMessage
     size_t len = 0;
     s = dm_message_serialize(msg, to == DM_FORMAT_AUTO ? DM_FORMAT_TEXT : to, &buf, &len);
     if (s == DM_OK && fwrite(buf, 1, len, stdout) != len)
-      s = dm_error(DM_ERR_IO, "writing to stdout failed");
+      s = dm_error(DM_ERR_IO, "writing to standard output failed: %s", dm_errno_text(errno));
     free(buf);
   } else {
     s = dm_message_write_file(out, msg, to);

@@ -11,12 +11,14 @@
  * --precision` does (net/infer.h): the net printed is the one `run` runs, and --init-out
  * gets the weights' casts.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "core/fileio.h"
 #include "core/netio.h"
 #include "net/infer.h"
 #include "net/pipeline.h"
@@ -69,7 +71,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   size_t len = 0;
   DM_TRY(dm_text_print(&net->base, &text, &len));
   dm_status s = fwrite(text, 1, len, stdout) == len ? DM_OK
-                                                     : dm_error(DM_ERR_IO, "writing to stdout failed");
+                                                     : dm_error(DM_ERR_IO, "writing to standard output failed: %s", dm_errno_text(errno));
   free(text);
   return s;
 }
@@ -192,15 +194,22 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && argc - optind != 1)
     rc = dm_cli_usage_error("rewrite", "wants one net file (got %d)", argc - optind);
   if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled)
-    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda (or "
-                                       "--fp16 / --bf16 alone to paint an inference net)");
+    rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
+                                       "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
+                                       "or --fp16 / --bf16 alone to paint an inference net)");
   if (rc == DM_EXIT_OK && !j.grad && j.optimize)
-    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad");
+    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
+                                       "read the weight gradients the gradient pass adds)");
   if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled && j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
                                        "memory pass)");
+  /* `rewrite --fp16 NET` is a valid request (the inference painting `run --precision`
+   * runs), but a user who meant the mixed-precision training net forgot --grad: say so. */
+  if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled)
+    fprintf(stderr, "rewrite: no --grad: painting an inference net, as run --precision does "
+                    "(for the mixed-precision training net add --grad --loss LOSS)\n");
   if (rc == DM_EXIT_OK && j.grad && j.losses.n == 0)
-    rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS");
+    rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free");
   if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)

@@ -318,6 +318,9 @@ int dm_cmd_run(int argc, char **argv) {
       if (!dm_cli_split_binding(optarg, &name, &path))
         rc = dm_cli_usage_error("run", "--%s wants NAME=FILE.npy, got '%s'",
                                 c == 'I' ? "input" : "output", optarg);
+      else if (c == 'I' && dm_cli_binding_repeats(&o.inputs, optarg))
+        rc = dm_cli_usage_error("run", "--input '%s' is given twice; feed each blob once",
+                                name);
       else if (!dm_strlist_push(c == 'I' ? &o.inputs : &o.outputs, optarg))
         rc = dm_cli_failf("out of memory");
       free(name);

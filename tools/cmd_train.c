@@ -128,9 +128,14 @@ static dm_status set_db(Caffe2__NetDef *def, const char *db) {
   return DM_OK;
 }
 
-static dm_status read_net(const char *path, const char *db, Caffe2__NetDef **out) {
+/* db_flag: the option that sets db, named when the net's own DB is missing (NULL: the
+ * DB is not read, as with --iters 0, so not checked). */
+static dm_status read_net(const char *path, const char *db, const char *db_flag,
+                          Caffe2__NetDef **out) {
   DM_TRY(dm_netdef_read(path, out));
-  dm_status s = set_db(*out, db);
+  dm_status s = db        ? set_db(*out, db)
+                : db_flag ? dm_cli_check_db_inputs(*out, path, db_flag)
+                          : DM_OK;
   if (s != DM_OK) {
     protobuf_c_message_free_unpacked(&(*out)->base, NULL);
     *out = NULL;
@@ -209,9 +214,9 @@ static void free_nets(Caffe2__NetDef **nets, size_t n) {
  * the training net and the init addition. */
 static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **test,
                             Caffe2__NetDef ***inits, Caffe2__NetDef **init_add) {
-  DM_TRY(read_net(o->net, o->train_db, def));
+  DM_TRY(read_net(o->net, o->train_db, o->iters > 0 ? "--train-db" : NULL, def));
   if (o->test_net)
-    DM_TRY(read_net(o->test_net, o->test_db, test));
+    DM_TRY(read_net(o->test_net, o->test_db, o->iters > 0 ? "--test-db" : NULL, test));
   if (!(*inits = calloc(o->inits.n + 1, sizeof **inits)))
     return DM_NOMEM("the init nets");
   for (size_t i = 0; i < o->inits.n; i++)

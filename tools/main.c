@@ -2,10 +2,12 @@
  *
  * Exit codes: 0 success, 1 an error (message on stderr as "demitasse: ..."), 2 bad usage.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "core/fileio.h"
 
 typedef struct dm_cli_cmd {
   const char *name;
@@ -36,6 +38,20 @@ static void usage(FILE *f) {
   fprintf(f, "\n'demitasse <command> --help' describes a command's options.\n");
 }
 
+/* What a command printed sits in stdio's buffer until exit, where a failed flush (stdout
+ * redirected to a full disk) would be lost and `rewrite NET > F` would exit 0 with F cut
+ * short: flush here and fail the command when the output did not all go out. */
+static int finish_stdout(int rc) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout))
+    return rc;
+  if (rc != DM_EXIT_OK)
+    return rc; /* the command has said why it failed (its own write to stdout, say) */
+  fprintf(stderr, "demitasse: writing to standard output failed: %s\n",
+          dm_errno_text(errno ? errno : EIO));
+  return DM_EXIT_ERROR;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -52,7 +68,7 @@ int main(int argc, char **argv) {
   }
   for (const dm_cli_cmd *c = commands; c->name; c++)
     if (strcmp(cmd, c->name) == 0)
-      return c->fn(argc - 1, argv + 1);
+      return finish_stdout(c->fn(argc - 1, argv + 1));
   fprintf(stderr, "demitasse: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return DM_EXIT_USAGE;

@@ -132,6 +132,12 @@ static dm_status channels_for(dm_param_table *t, dm_workspace *ws, const char *w
     return DM_OK;
   }
   dm_param_entry *e = lookup(t, w);
+  if (!e && (!t || !t->path))
+    /* shapes from --input alone: the weights' output channels are not in the net */
+    return dm_error(DM_ERR_NOT_FOUND, "weight '%s' has no known shape: shapes from --input "
+                    "also need the weights', from --init INIT (the init net that fills them) "
+                    "or --out-channels TABLE (lines 'blob count', each Conv/FC weight's "
+                    "output channels)", w);
   if (!e)
     return dm_error(DM_ERR_NOT_FOUND, "weight '%s' has no entry in the output-channels table%s%s",
                     w, t && t->path ? " " : "", t && t->path ? t->path : "");
@@ -213,6 +219,10 @@ dm_status dm_parse_input_shape(dm_workspace *ws, const char *spec) {
     char *end;
     errno = 0;
     long long d = strtoll(p, &end, 10);
+    if (end != p && !errno && (*end == 'x' || *end == 'X' || *end == '*'))
+      /* 1x3x227x227 is how shapes are printed (and how NumPy users say them) */
+      return dm_error(DM_ERR_INVALID, "'%s': separate the dimensions with commas, "
+                      "as in %s=1,3,227,227", spec, name);
     if (end == p || errno || d < 0 || (*end && *end != ',' && *end != ':'))
       return dm_error(DM_ERR_INVALID, "'%s': dimensions must be non-negative integers", spec);
     dims[ndim++] = d;
@@ -220,7 +230,12 @@ dm_status dm_parse_input_shape(dm_workspace *ws, const char *spec) {
   }
   if (*p == ':')
     DM_TRY(dm_dtype_from_name(p + 1, &dtype));
-  dm_blob *b;
+  dm_blob *b = dm_workspace_find(ws, name);
+  /* the inputs are parsed first, into a fresh workspace: a shape there is an earlier
+   * --input for the same blob, which would otherwise be silently replaced */
+  if (b && b->tensor->dtype != DM_UNDEFINED)
+    return dm_error(DM_ERR_INVALID, "--input '%s' is given twice; give each blob's shape once",
+                    name);
   DM_TRY(dm_workspace_get_or_create(ws, name, &b));
   return dm_tensor_set_shape(b->tensor, dtype, ndim, dims);
 }

@@ -40,7 +40,8 @@ DM_HIDDEN dm_status dm_param_shapes_hook(void *user, dm_workspace *ws,
 /* After inference: a table entry no op used is an error naming it. */
 DM_HIDDEN dm_status dm_param_table_check_used(const dm_param_table *t);
 
-/* Parses "name=1,3,227,227" or "name=1,3,227,227:float16" into a shape-only blob. */
+/* Parses "name=1,3,227,227" or "name=1,3,227,227:float16" into a shape-only blob. A blob
+ * that already has a shape in ws is refused (the same --input given twice). */
 DM_HIDDEN dm_status dm_parse_input_shape(dm_workspace *ws, const char *spec);
 
 #endif

@@ -214,16 +214,132 @@ dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total,
   return DM_OK;
 }
 
-/* One panel: the series of field `off` (train) and `test_off` over iterations. */
-static void panel(FILE *f, const dm_train_report *r, double x0, double y0, double w, double h,
-                  const char *title, size_t off, size_t test_off) {
+/* The plot. Training values are per batch and zigzag (a batch of 64 is right 60 or 70
+ * percent of the time by luck), so each panel draws their mean over a trailing window
+ * (SMOOTH_WINDOW points, fewer at the start), said so in the legend; the loss panel
+ * keeps the per-batch values as a faint line behind it. Both axes have ticks at 1, 2
+ * or 5 times a power of ten with labels, and a light grid. Tick labels are centred on
+ * their tick (text-anchor middle, dominant-baseline middle), so that a reader, or a test,
+ * can map the points back to values from them. */
+#define SMOOTH_WINDOW 20
+
+/* A tick step of 1, 2 or 5 times a power of ten that cuts span into about `target`. */
+static double nice_step(double span, int target) {
+  double raw = span / target;
+  double p = pow(10, floor(log10(raw)));
+  double m = raw / p;
+  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+/* Decimals that show a multiple of step exactly (0.25 -> 2, 5 -> 0). */
+static int step_decimals(double step) {
+  int d = 0;
+  while (d < 8 && fabs(step * pow(10, d) - round(step * pow(10, d))) > 1e-9 * pow(10, d))
+    d++;
+  return d;
+}
+
+static double field(const dm_train_point *p, size_t off) {
+  return *(const double *)((const char *)p + off);
+}
+
+/* out[i]: the mean of the last SMOOTH_WINDOW finite values of the field up to point i
+ * (NAN where point i has none). */
+static void smooth(const dm_train_report *r, size_t off, double *out) {
+  double ring[SMOOTH_WINDOW], sum = 0;
+  size_t have = 0, at = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    double v = field(&r->points[i], off);
+    out[i] = NAN;
+    if (!isfinite(v))
+      continue;
+    if (have == SMOOTH_WINDOW)
+      sum -= ring[at];
+    else
+      have++;
+    ring[at] = v;
+    at = (at + 1) % SMOOTH_WINDOW;
+    sum += v;
+    /* summed afresh now and then: a running sum drifts over a long run */
+    if (at == 0) {
+      sum = 0;
+      for (size_t k = 0; k < have; k++)
+        sum += ring[k];
+    }
+    out[i] = sum / (double)have;
+  }
+}
+
+typedef struct plot_box {
+  double x0, y0, w, h;   /* the panel's frame in pixels */
+  double lo, hi, xmax;   /* the values at its bottom and top, the iteration at its right */
+} plot_box;
+
+static double px(const plot_box *b, long iter) { return b->x0 + b->w * (double)iter / b->xmax; }
+static double py(const plot_box *b, double v) {
+  return b->y0 + b->h - b->h * (v - b->lo) / (b->hi - b->lo);
+}
+
+/* One series as a polyline of class `cls`: values[i] at points[i].iter, NANs skipped. */
+static void series(FILE *f, const dm_train_report *r, const plot_box *b, const double *values,
+                   const char *cls, const char *style) {
+  fprintf(f, "<polyline class='%s' fill='none' %s points='", cls, style);
+  for (size_t i = 0; i < r->n; i++)
+    if (isfinite(values[i]))
+      fprintf(f, "%.3f,%.3f ", px(b, r->points[i].iter), py(b, values[i]));
+  fprintf(f, "'/>\n");
+}
+
+static void axes(FILE *f, const plot_box *b, double ystep, double xstep) {
+  int yd = step_decimals(ystep);
+  for (int k = 0;; k++) {
+    double v = b->lo + k * ystep;
+    if (v > b->hi + ystep * 1e-6)
+      break;
+    double y = py(b, v);
+    fprintf(f, "<line x1='%.3f' y1='%.3f' x2='%.3f' y2='%.3f' stroke='#eee'/>\n", b->x0, y,
+            b->x0 + b->w, y);
+    fprintf(f, "<line x1='%.3f' y1='%.3f' x2='%.3f' y2='%.3f' stroke='#888'/>\n", b->x0 - 4, y,
+            b->x0, y);
+    fprintf(f, "<text class='ytick' x='%.3f' y='%.3f' font-size='10' text-anchor='end' "
+               "dominant-baseline='middle'>%.*f</text>\n", b->x0 - 6, y, yd, v);
+  }
+  for (int k = 0;; k++) {
+    double it = k * xstep;
+    if (it > b->xmax + xstep * 1e-6)
+      break;
+    double x = b->x0 + b->w * it / b->xmax;
+    fprintf(f, "<line x1='%.3f' y1='%.3f' x2='%.3f' y2='%.3f' stroke='#888'/>\n", x,
+            b->y0 + b->h, x, b->y0 + b->h + 4);
+    fprintf(f, "<text class='xtick' x='%.3f' y='%.3f' font-size='10' text-anchor='middle' "
+               "dominant-baseline='middle'>%.0f</text>\n", x, b->y0 + b->h + 12, it);
+  }
+  fprintf(f, "<text x='%.3f' y='%.3f' font-size='10' text-anchor='middle'>iteration</text>\n",
+          b->x0 + b->w / 2, b->y0 + b->h + 28);
+}
+
+/* One panel: the training series of field `off` smoothed (and per batch, faint, with
+ * show_raw) and the test series of `test_off`, over iterations. */
+static dm_status panel(FILE *f, const dm_train_report *r, double x0, double y0, double w,
+                       double h, const char *title, size_t off, size_t test_off, int show_raw) {
+  double *sm = malloc((r->n ? r->n : 1) * sizeof *sm);
+  double *raw = malloc((r->n ? r->n : 1) * sizeof *raw);
+  double *test = malloc((r->n ? r->n : 1) * sizeof *test);
+  if (!sm || !raw || !test) {
+    free(sm);
+    free(raw);
+    free(test);
+    return DM_NOMEM("the plot");
+  }
+  smooth(r, off, sm);
   double lo = INFINITY, hi = -INFINITY;
   long imax = 1;
   for (size_t i = 0; i < r->n; i++) {
-    const char *p = (const char *)&r->points[i];
-    double vals[2] = {*(const double *)(p + off), *(const double *)(p + test_off)};
-    for (int k = 0; k < 2; k++)
-      if (!isnan(vals[k]) && isfinite(vals[k])) {
+    raw[i] = field(&r->points[i], off);
+    test[i] = field(&r->points[i], test_off);
+    double vals[3] = {show_raw ? raw[i] : NAN, sm[i], test[i]};
+    for (int k = 0; k < 3; k++)
+      if (isfinite(vals[k])) {
         lo = fmin(lo, vals[k]);
         hi = fmax(hi, vals[k]);
       }
@@ -234,32 +350,29 @@ static void panel(FILE *f, const dm_train_report *r, double x0, double y0, doubl
     lo = isfinite(lo) ? lo - 1 : 0;
     hi = lo + 2;
   }
+  double ystep = nice_step(hi - lo, 5), xstep = nice_step((double)imax, 5);
+  if (xstep < 1)
+    xstep = 1;
+  plot_box b = {x0, y0, w, h, floor(lo / ystep) * ystep, ceil(hi / ystep) * ystep,
+                ceil((double)imax / xstep) * xstep};
+  if (!(b.lo < b.hi))
+    b.hi = b.lo + ystep;
   fprintf(f, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='#888'/>\n", x0, y0,
           w, h);
-  fprintf(f, "<text x='%g' y='%g' font-size='14'>%s</text>\n", x0, y0 - 6, title);
-  fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>%.4g</text>\n", x0 - 4,
-          y0 + 10, hi);
-  fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>%.4g</text>\n", x0 - 4,
-          y0 + h, lo);
-  fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>iteration %ld</text>\n",
-          x0 + w, y0 + h + 14, imax);
-  const char *colour[2] = {"#1f77b4", "#d62728"};
-  for (int k = 0; k < 2; k++) {
-    size_t o = k ? test_off : off;
-    fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.5' points='", colour[k]);
-    for (size_t i = 0; i < r->n; i++) {
-      double v = *(const double *)((const char *)&r->points[i] + o);
-      if (isnan(v) || !isfinite(v))
-        continue;
-      fprintf(f, "%.1f,%.1f ", x0 + w * (double)r->points[i].iter / (double)imax,
-              y0 + h - h * (v - lo) / (hi - lo));
-    }
-    fprintf(f, "'/>\n");
-  }
-  fprintf(f, "<text x='%g' y='%g' font-size='10' fill='%s'>train</text>\n", x0 + w - 70, y0 + 14,
-          colour[0]);
-  fprintf(f, "<text x='%g' y='%g' font-size='10' fill='%s'>test</text>\n", x0 + w - 30, y0 + 14,
-          colour[1]);
+  fprintf(f, "<text x='%g' y='%g' font-size='14'>%s</text>\n", x0, y0 - 8, title);
+  axes(f, &b, ystep, xstep);
+  if (show_raw)
+    series(f, r, &b, raw, "train-raw", "stroke='#1f77b4' stroke-opacity='0.3' stroke-width='1'");
+  series(f, r, &b, sm, "train-smoothed", "stroke='#1f77b4' stroke-width='1.8'");
+  series(f, r, &b, test, "test", "stroke='#d62728' stroke-width='1.8'");
+  fprintf(f, "<text class='legend' x='%g' y='%g' font-size='10' text-anchor='end'>"
+             "<tspan fill='#1f77b4'>train: mean of the last %d iterations%s</tspan>"
+             "<tspan fill='#d62728'>   test</tspan></text>\n",
+          x0 + w, y0 - 8, SMOOTH_WINDOW, show_raw ? " (faint: per batch)" : "");
+  free(sm);
+  free(raw);
+  free(test);
+  return DM_OK;
 }
 
 dm_status dm_report_write_svg(const dm_train_report *r) {
@@ -268,13 +381,18 @@ dm_status dm_report_write_svg(const dm_train_report *r) {
   dm_atomic_file af; /* replaced atomically: a failed write leaves the old plot */
   DM_TRY(dm_atomic_open(&af, r->svg_path));
   FILE *f = af.f;
-  fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='320' "
-             "font-family='sans-serif'>\n<rect width='900' height='320' fill='white'/>\n");
-  panel(f, r, 60, 30, 360, 250, "loss", offsetof(dm_train_point, loss),
-        offsetof(dm_train_point, test_loss));
-  panel(f, r, 510, 30, 360, 250, "accuracy", offsetof(dm_train_point, accuracy),
-        offsetof(dm_train_point, test_accuracy));
+  fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='960' height='350' "
+             "font-family='sans-serif'>\n<rect width='960' height='350' fill='white'/>\n");
+  dm_status s = panel(f, r, 60, 40, 380, 250, "loss", offsetof(dm_train_point, loss),
+                      offsetof(dm_train_point, test_loss), 1);
+  if (s == DM_OK)
+    s = panel(f, r, 550, 40, 380, 250, "accuracy", offsetof(dm_train_point, accuracy),
+              offsetof(dm_train_point, test_accuracy), 0);
   fprintf(f, "</svg>\n");
+  if (s != DM_OK) {
+    dm_atomic_abort(&af); /* removes the temporary file; the old plot stays */
+    return s;
+  }
   return dm_atomic_commit(&af);
 }
 

@@ -5,7 +5,8 @@
 # user namespaces; exit 77 without it) and must then fail with "disk full", leave the
 # old file byte-identical and leave no temporary file (*.tmp.*) behind:
 #   convert (a net), inspect --dot, run --output (.npy), train --csv (the CSV, then the
-#   SVG beside it, with room for the CSV but not the SVG), make-db (no half-written DB).
+#   SVG beside it, with room for the CSV but not the SVG), rewrite -o and --init-out,
+#   init-net -o, train --save-net/--save-init, make-db (no half-written DB).
 # A last case checks that the same writers still replace files when there is room.
 #
 # usage: atomic_write_test.sh DEMITASSE SQUEEZENET.pb IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
@@ -94,6 +95,28 @@ fill 1
 train
 check "train --csv (the SVG)" $? "$T/old.m.svg" "$M/m.svg"
 head -n 1 "$M/m.csv" | grep -q '^iter,loss,accuracy' || fail "train --csv: no new CSV header"
+
+# the other net writers: rewrite -o and --init-out, init-net -o, train --save-net/--save-init
+for f in rw.pbtxt rw_init.pbtxt in.pb sn.pbtxt si.pbtxt; do
+  printf 'name: "old"\n' >"$M/$f"
+  cp "$M/$f" "$T/old.$f"
+done
+fill
+"$DM" rewrite --grad --loss loss "$NET" -o "$M/rw.pbtxt" >/dev/null 2>"$T/err"
+check "rewrite -o" $? "$T/old.rw.pbtxt" "$M/rw.pbtxt"
+"$DM" rewrite --grad --loss loss --optimizer momentum "$NET" -o "$T/rw_room.pbtxt" \
+  --init-out "$M/rw_init.pbtxt" >/dev/null 2>"$T/err"
+check "rewrite --init-out" $? "$T/old.rw_init.pbtxt" "$M/rw_init.pbtxt"
+"$DM" init-net --for "$SQ" --input data=1,3,227,227 \
+  --out-channels "$(dirname "$SQ")/squeezenet_out_channels.txt" -o "$M/in.pb" >/dev/null 2>"$T/err"
+check "init-net -o" $? "$T/old.in.pb" "$M/in.pb"
+"$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters 0 \
+  --save-net "$M/sn.pbtxt" --save-init "$T/si_room.pbtxt" >/dev/null 2>"$T/err"
+check "train --save-net" $? "$T/old.sn.pbtxt" "$M/sn.pbtxt"
+"$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters 0 \
+  --save-net "$T/sn_room.pbtxt" --save-init "$M/si.pbtxt" >/dev/null 2>"$T/err"
+check "train --save-init" $? "$T/old.si.pbtxt" "$M/si.pbtxt"
+rm -f "$M/rw.pbtxt" "$M/rw_init.pbtxt" "$M/in.pb" "$M/sn.pbtxt" "$M/si.pbtxt"
 
 # make-db: no half-written DB, and none in the way of the next try
 fill
