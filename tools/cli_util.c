@@ -131,6 +131,8 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out) {
     return DM_EXIT_OK;
   return dm_cli_usage_error(cmd, "--memory-limit wants a size such as 512M, 8G or a number "
                                  "of bytes (0: no limit), got '%s'", arg);
+}
+
 dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
                                  const char *flag) {
   for (size_t i = 0; i < def->n_op; i++) {

@@ -193,13 +193,13 @@ int dm_cmd_rewrite(int argc, char **argv) {
   }
   if (rc == DM_EXIT_OK && argc - optind != 1)
     rc = dm_cli_usage_error("rewrite", "wants one net file (got %d)", argc - optind);
+  if (rc == DM_EXIT_OK && !j.grad && j.optimize)
+    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
+                                       "read the weight gradients the gradient pass adds)");
   if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
                                        "or --fp16 / --bf16 alone to paint an inference net)");
-  if (rc == DM_EXIT_OK && !j.grad && j.optimize)
-    rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
-                                       "read the weight gradients the gradient pass adds)");
   if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled && j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
                                        "memory pass)");
