@@ -13,6 +13,7 @@
 #include "net/infer.h"
 #include "net/netdef_build.h"
 #include "net/pipeline.h"
+#include "net/sized_options.h"
 
 void dm_infer_prep_init(dm_infer_prep *o) {
   memset(o, 0, sizeof *o);
@@ -74,10 +75,10 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
 
 static const char *const default_data[] = {"data"};
 
-/* The first layout's size (nothing smaller is valid) and a bound past which a
- * struct_size is garbage, as for dm_train_options. */
-#define FIRST_SIZE (offsetof(dm_infer_options, n_cpu_ops) + sizeof(size_t))
-#define MAX_SIZE 4096
+/* The first layout's size (nothing smaller is valid), as for dm_train_options. */
+static const dm_sized_layout layout = {
+    "dm_infer_options", offsetof(dm_infer_options, n_cpu_ops) + sizeof(size_t),
+    sizeof(dm_infer_options)};
 
 static void defaults(dm_infer_options *o) {
   memset(o, 0, sizeof *o);
@@ -87,52 +88,21 @@ static void defaults(dm_infer_options *o) {
   o->n_data_blobs = 1;
 }
 
-static dm_status check_size(size_t size) {
-  if (size < FIRST_SIZE || size > MAX_SIZE)
-    return dm_error(DM_ERR_VERSION,
-                    "dm_infer_options: struct_size %zu is not a layout of this struct (%zu to "
-                    "%d bytes); fill it with dm_infer_options_init",
-                    size, (size_t)FIRST_SIZE, MAX_SIZE);
-  return DM_OK;
-}
-
 dm_status dm_infer_options_init_sized(dm_infer_options *o, size_t size) {
-  if (!o)
-    return dm_error(DM_ERR_INVALID, "dm_infer_options_init: NULL options");
-  DM_TRY(check_size(size));
   dm_infer_options d;
   defaults(&d);
-  memset(o, 0, size);
-  memcpy(o, &d, size < sizeof d ? size : sizeof d);
-  o->struct_size = size;
-  return DM_OK;
+  return dm_sized_init(&layout, o, size, &d);
 }
 
 /* The caller's options over the defaults; a newer (larger) struct only with the fields
  * this library does not know left zero. */
 static dm_status take_options(const dm_infer_options *in, dm_infer_options *o) {
   defaults(o);
-  if (!in)
-    return DM_OK;
-  DM_TRY(check_size(in->struct_size));
-  for (size_t i = sizeof *o; i < in->struct_size; i++)
-    if (((const unsigned char *)in)[i])
-      return dm_error(DM_ERR_VERSION,
-                      "dm_infer_options: fields past byte %zu are set, which this library "
-                      "(%zu bytes) does not know", sizeof *o, sizeof *o);
-  memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
-  o->struct_size = sizeof *o;
-  return DM_OK;
+  return dm_sized_take(&layout, in, o);
 }
 
 static dm_status check_names(const char *field, const char *const *v, size_t n) {
-  if (n && !v)
-    return dm_error(DM_ERR_INVALID, "dm_infer_options.%s: %zu names but no list", field, n);
-  for (size_t i = 0; i < n; i++)
-    if (!v[i] || !*v[i])
-      return dm_error(DM_ERR_INVALID, "dm_infer_options.%s[%zu]: %s name", field, i,
-                      v[i] ? "an empty" : "a NULL");
-  return DM_OK;
+  return dm_sized_check_names(&layout, field, v, n);
 }
 
 /* The internal options from the public ones (borrowing their lists). */

@@ -14,6 +14,7 @@
 #include "core/workspace.h"
 #include "net/netdef_build.h"
 #include "net/pipeline.h"
+#include "net/sized_options.h"
 
 static const char *const default_losses[] = {"loss"};
 static const char *const default_data[] = {"data", "label"};
@@ -21,10 +22,9 @@ static const char *const default_keep[] = {"accuracy", "data"};
 
 /* The size of the first dm_train_options layout: nothing smaller is valid. Fields are
  * only appended after it (see "ABI growth" in demitasse.h). */
-#define FIRST_SIZE (offsetof(dm_train_options, n_keep) + sizeof(size_t))
-/* A struct_size beyond this is garbage, not a newer header: refused before any byte
- * past this library's struct is read. */
-#define MAX_SIZE 4096
+static const dm_sized_layout layout = {
+    "dm_train_options", offsetof(dm_train_options, n_keep) + sizeof(size_t),
+    sizeof(dm_train_options)};
 
 static void defaults(dm_train_options *o) {
   memset(o, 0, sizeof *o);
@@ -57,27 +57,12 @@ static void defaults(dm_train_options *o) {
   o->n_keep = 2;
 }
 
-static dm_status check_size(size_t size) {
-  if (size < FIRST_SIZE || size > MAX_SIZE)
-    return dm_error(DM_ERR_VERSION,
-                    "dm_train_options: struct_size %zu is not a layout of this struct (%zu to "
-                    "%d bytes); fill it with dm_train_options_init",
-                    size, (size_t)FIRST_SIZE, MAX_SIZE);
-  return DM_OK;
-}
-
 /* `size` is the caller's sizeof (the dm_train_options_init macro passes it): only that
  * many bytes are written, the defaults of the fields the caller's header has. */
 dm_status dm_train_options_init_sized(dm_train_options *o, size_t size) {
-  if (!o)
-    return dm_error(DM_ERR_INVALID, "dm_train_options_init: NULL options");
-  DM_TRY(check_size(size));
   dm_train_options d;
   defaults(&d);
-  memset(o, 0, size);
-  memcpy(o, &d, size < sizeof d ? size : sizeof d);
-  o->struct_size = size;
-  return DM_OK;
+  return dm_sized_init(&layout, o, size, &d);
 }
 
 /* The caller's options over the defaults: the fields its struct_size covers. A larger
@@ -85,28 +70,12 @@ dm_status dm_train_options_init_sized(dm_train_options *o, size_t size) {
  * zero, as plugin structs are (demitasse_plugin.h). */
 static dm_status take_options(const dm_train_options *in, dm_train_options *o) {
   defaults(o);
-  if (!in)
-    return DM_OK;
-  DM_TRY(check_size(in->struct_size));
-  for (size_t i = sizeof *o; i < in->struct_size; i++)
-    if (((const unsigned char *)in)[i])
-      return dm_error(DM_ERR_VERSION,
-                      "dm_train_options: fields past byte %zu are set, which this library "
-                      "(%zu bytes) does not know", sizeof *o, sizeof *o);
-  memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
-  o->struct_size = sizeof *o;
-  return DM_OK;
+  return dm_sized_take(&layout, in, o);
 }
 
 /* A borrowed list of names: each present and non-empty. */
 static dm_status check_names(const char *field, const char *const *v, size_t n) {
-  if (n && !v)
-    return dm_error(DM_ERR_INVALID, "dm_train_options.%s: %zu names but no list", field, n);
-  for (size_t i = 0; i < n; i++)
-    if (!v[i] || !*v[i])
-      return dm_error(DM_ERR_INVALID, "dm_train_options.%s[%zu]: %s name", field, i,
-                      v[i] ? "an empty" : "a NULL");
-  return DM_OK;
+  return dm_sized_check_names(&layout, field, v, n);
 }
 
 /* "cpu", "cuda", "cuda:N" -> *cuda, *id; `what` names the field in the message. */

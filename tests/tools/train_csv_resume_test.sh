@@ -41,7 +41,6 @@ cut -d, -f1 "$T/ref.csv" | tail -n +2 >"$T/ref_iters"
 seq 1 "$N" | cmp -s - "$T/ref_iters" || fail "the reference CSV is not iterations 1..$N once each"
 
 # killed and resumed
-rand_ms() { echo $(($(od -An -N2 -tu2 /dev/urandom) % $1)); }
 ck="$T/kill"
 csv="$T/kill.csv"
 k=1
@@ -52,22 +51,9 @@ while [ "$k" -le "$KILLS" ]; do
   # Kill when the CSV reaches a random row of this round's share of the N iterations
   # (progress, not time: the machine may be slow), plus up to 40 ms.
   seg=$((N / (KILLS + 1)))
-  target=$((k * seg + $(rand_ms "$seg")))
-  # exec: $! must be demitasse itself, not a subshell whose death leaves it running.
-  (exec "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
-    --checkpoint "$ck" --checkpoint-every "$K" --log-every 1 --csv "$csv" $resume \
-    >"$T/kill$k.log" 2>&1) &
-  pid=$!
-  i=0
-  while [ $(($(cat "$csv" 2>/dev/null | wc -l) - 1)) -lt "$target" ] && [ "$i" -lt 6000 ] &&
-    kill -0 "$pid" 2>/dev/null; do
-    sleep 0.01
-    i=$((i + 1))
-  done
-  ms=$(rand_ms 40)
-  sleep "$(printf '0.%03d' "$ms")"
-  kill -9 "$pid" 2>/dev/null || echo "note: round $k ended before its kill"
-  wait "$pid" 2>/dev/null
+  target=$((k * seg + $(rand "$seg")))
+  kill_train_at "$target" 40 "$T/kill$k.log" $resume ||
+    echo "note: round $k ended before its kill"
   it=$(ckpt_iter "$ck")
   rows=$(($(wc -l <"$csv") - 1))
   lastrow=$(tail -n 1 "$csv" | cut -d, -f1)
@@ -81,7 +67,7 @@ while [ "$k" -le "$KILLS" ]; do
     printf '%d,9.87' $((it + 1)) >>"$csv" && torn=$((torn + 1))
     how="appended half a row $((it + 1))"
   fi
-  echo "round $k: killed ${ms} ms after row $target; checkpoint at $it, CSV at $rows rows (last $lastrow); $how"
+  echo "round $k: killed ${kill_ms} ms after row $target; checkpoint at $it, CSV at $rows rows (last $lastrow); $how"
   k=$((k + 1))
 done
 "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \

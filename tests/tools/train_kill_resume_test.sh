@@ -49,7 +49,6 @@ csv_cols() { cut -d, -f1-5,7- "$1"; }
 train "$T/ref" "$T/ref.csv" "$T/ref.log" || { cat "$T/ref.log"; exit 1; }
 export_ckpt "$T/ref" "$T/ref_blobs" || exit 1
 
-rand() { echo $(($(od -An -N2 -tu2 /dev/urandom) % $1)); }
 ck="$T/kill" csv="$T/kill.csv"
 seg=$((N / (KILLS + 1)))
 [ "$seg" -ge 1 ] || seg=1
@@ -58,26 +57,12 @@ while [ "$k" -le "$KILLS" ]; do
   resume=
   [ -L "$ck" ] && resume=--resume
   target=$(((k - 1) * seg + $(rand "$seg") + 1))
-  # exec: $! must be demitasse itself, not a subshell whose death leaves it running.
-  (exec "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
-    --checkpoint "$ck" --checkpoint-every "$K" --log-every 1 --csv "$csv" $resume \
-    >"$T/kill$k.log" 2>&1) &
-  pid=$!
-  i=0
-  while [ $(($(cat "$csv" 2>/dev/null | wc -l) - 1)) -lt "$target" ] && [ "$i" -lt 6000 ] &&
-    kill -0 "$pid" 2>/dev/null; do
-    sleep 0.01
-    i=$((i + 1))
-  done
-  ms=$(rand 60)
-  sleep "$(printf '0.%03d' "$ms")"
-  if kill -9 "$pid" 2>/dev/null; then
-    echo "kill $k: at CSV row $target + $ms ms"
+  if kill_train_at "$target" 60 "$T/kill$k.log" $resume; then
+    echo "kill $k: at CSV row $target + $kill_ms ms"
   else
     early=$((early + 1))
     echo "kill $k: the run ended first"
   fi
-  wait "$pid" 2>/dev/null
   k=$((k + 1))
 done
 train "$ck" "$csv" "$T/final.log" --resume || { cat "$T/final.log"; exit 1; }

@@ -27,3 +27,30 @@ train_test_setup() {
   "$DM" make-db --images "$IMAGES" --labels "$LABELS" --train "$2" --out-train "$T/train_db" \
     --out-val "$T/val_db" >"$T/make_db.log" 2>&1 || { cat "$T/make_db.log"; exit 1; }
 }
+
+# A random integer in [0, $1).
+rand() { echo $(($(od -An -N2 -tu2 /dev/urandom) % $1)); }
+
+# kill_train_at ROW MAX_MS LOG [--resume]: starts `train` on $INIT/$NET with the training
+# DB, N iterations, the checkpoint $ck every $K and the CSV $csv, waits until the CSV has
+# ROW rows (progress, not time: the machine may be slow), then up to MAX_MS more, and
+# kills it with SIGKILL. Returns 1 when the run ended before the kill.
+kill_train_at() {
+  # exec: $! must be demitasse itself, not a subshell whose death leaves it running.
+  (exec "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
+    --checkpoint "$ck" --checkpoint-every "$K" --log-every 1 --csv "$csv" ${4:-} \
+    >"$3" 2>&1) &
+  kt_pid=$!
+  kt_i=0
+  while [ $(($(cat "$csv" 2>/dev/null | wc -l) - 1)) -lt "$1" ] && [ "$kt_i" -lt 6000 ] &&
+    kill -0 "$kt_pid" 2>/dev/null; do
+    sleep 0.01
+    kt_i=$((kt_i + 1))
+  done
+  kill_ms=$(rand "$2")
+  sleep "$(printf '0.%03d' "$kill_ms")"
+  kt_rc=0
+  kill -9 "$kt_pid" 2>/dev/null || kt_rc=1
+  wait "$kt_pid" 2>/dev/null
+  return $kt_rc
+}
