@@ -3,17 +3,20 @@
  * file I/O), instantiates it in a fresh workspace and runs it twice on the CPU. A clean
  * error status is fine; a crash, leak, sanitizer report or timeout is a bug.
  *
- * The net: 1-3 fills first (ConstantFill, the GivenTensor*Fill family, the random
- * fills) giving blobs of small shapes, so later ops see real tensors; then 1-8 ops
- * of any type, each with an input count in its schema's range (and sometimes outside
- * it), blob names from a pool of six, and each argument of its schema present or
- * not, with a value drawn from a table of edge cases (and now and then of the wrong
- * kind). Memory and time stay bounded by the workspace's per-tensor limit (64 KiB),
- * which every allocation of a tensor checks: an op that allocates past it without
- * asking is itself a finding.
+ * The net: an init net of 1-3 fills (ConstantFill, the GivenTensor*Fill family, the
+ * random fills) giving blobs of small shapes, so later ops see real tensors; then a net
+ * of 1-8 ops of any type, each with an input count in its schema's range (and
+ * sometimes outside it), blob names from a pool of six, and each argument of its
+ * schema present or not, with a value drawn from a table of edge cases (and now and
+ * then of the wrong kind). One input in four goes through the training pipeline first
+ * (gradient, optimizer, and maybe mixed precision and the memory pass), so gradient
+ * makers and the passes see the same nets. Memory and time stay bounded by the
+ * workspace's per-tensor limit (64 KiB), which every allocation of a tensor checks: an
+ * op that allocates past it without asking is itself a finding.
  *
  * The input is read by fuzz_input.h's cursor: every byte is one choice, so mutations
- * change the net locally. */
+ * change the net locally. FUZZ_NET_PRINT=1 prints the nets an input builds and the
+ * status they end with. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 #include "fuzz_input.h"
 #include "net/api.h"
 #include "net/netdef_build.h"
+#include "net/pipeline.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -223,33 +227,83 @@ static void add_op(fz_in *in, Caffe2__NetDef *net) {
   dm_opb_append(&b, net);
 }
 
+static void print_net(const Caffe2__NetDef *net) { /* FUZZ_NET_PRINT: what an input builds */
+  char *text = NULL;
+  size_t len = 0;
+  if (net && dm_text_print(&net->base, &text, &len) == DM_OK)
+    fprintf(stderr, "%s\n", text);
+  free(text);
+}
+
+/* The training passes on the forward net: gradient for the loss (output 0 of the last
+ * op), optimizer (the fills' blobs are the parameters), and by the mode byte mixed
+ * precision (FP16 or BF16, dynamic or no loss scaling) and the memory pass. */
+static dm_status train_passes(uint8_t mode, Caffe2__NetDef *net, Caffe2__NetDef **init_add) {
+  if (!net->n_op || !net->op[net->n_op - 1]->n_output)
+    return DM_ERR_INVALID;
+  /* A copy: the passes rename outputs in place, freeing the net's own string. */
+  char name[64];
+  snprintf(name, sizeof name, "%s", net->op[net->n_op - 1]->output[0]);
+  const char *loss = name;
+  dm_pipeline_opts o;
+  dm_pipeline_opts_init_training(&o, &loss, 1, NULL, 0);
+  o.mixed_precision = (mode >> 2) & 1;
+  o.mp.target = (mode >> 3) & 1 ? DM_BFLOAT16 : DM_FLOAT16;
+  o.mp.scaling = (mode >> 4) & 1 ? DM_LS_NONE : DM_LS_DYNAMIC;
+  o.memory = (mode >> 5) & 1;
+  dm_pipeline_result r = {0};
+  dm_status s = dm_pipeline_run(net, &o, init_add, &r);
+  dm_pipeline_result_free(&r);
+  return s;
+}
+
+/* Instantiates `def` (taken) in ws and runs it `runs` times. */
+static dm_status create_run(dm_workspace *ws, Caffe2__NetDef *def, int runs) {
+  if (getenv("FUZZ_NET_PRINT"))
+    print_net(def);
+  dm_net *n = NULL;
+  dm_status s = dm_workspace_create_net(ws, def, "fuzz", &n);
+  for (int r = 0; r < runs && s == DM_OK; r++)
+    s = dm_net_run(n);
+  return s;
+}
+
+/* Mode byte: bits 0-1 == 3: a training net through the pipeline (bits 2-5 choose its
+ * passes, see train_passes), else the forward net as built. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in in = {data, size};
-  Caffe2__NetDef *net = NULL;
-  if (dm_netdef_new("fuzz", &net) != DM_OK)
+  uint8_t mode = fz_u8(&in);
+  Caffe2__NetDef *init = NULL, *net = NULL, *init_add = NULL;
+  if (dm_netdef_new("fuzz_init", &init) != DM_OK || dm_netdef_new("fuzz", &net) != DM_OK)
     fail("dm_netdef_new");
   int n_fill = 1 + (int)fz_pick(&in, 3), n_op = 1 + (int)fz_pick(&in, MAX_OPS);
   for (int i = 0; i < n_fill; i++)
-    add_fill(&in, net);
+    add_fill(&in, init);
   for (int i = 0; i < n_op; i++)
     add_op(&in, net);
-
-  if (getenv("FUZZ_NET_PRINT")) { /* to read what a crashing input builds */
-    char *text = NULL;
-    size_t len = 0;
-    if (dm_text_print(&net->base, &text, &len) == DM_OK)
-      fprintf(stderr, "%s\n", text);
-    free(text);
-  }
 
   dm_workspace *ws = NULL;
   if (dm_workspace_create(&ws) != DM_OK)
     fail("dm_workspace_create");
   dm_workspace_set_tensor_limit(ws, LIMIT);
-  dm_net *n = NULL;
+  dm_status s = DM_OK;
+  if ((mode & 3) == 3)
+    s = train_passes(mode, net, &init_add);
+  if (s == DM_OK)
+    s = create_run(ws, init, 1);
+  else
+    protobuf_c_message_free_unpacked(&init->base, NULL);
+  if (s == DM_OK && init_add)
+    s = create_run(ws, init_add, 1);
+  else if (init_add)
+    protobuf_c_message_free_unpacked(&init_add->base, NULL);
   /* Twice: kernels keep state between runs (cached shapes, buffers reused). */
-  if (dm_workspace_create_net(ws, net, "fuzz", &n) == DM_OK && dm_net_run(n) == DM_OK)
-    dm_net_run(n);
+  if (s == DM_OK)
+    s = create_run(ws, net, 2);
+  else
+    protobuf_c_message_free_unpacked(&net->base, NULL);
+  if (getenv("FUZZ_NET_PRINT"))
+    fprintf(stderr, "status %s: %s\n", dm_status_name(s), s == DM_OK ? "" : dm_last_error());
   dm_workspace_destroy(ws);
   return 0;
 }
