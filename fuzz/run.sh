@@ -1,8 +1,10 @@
 #!/bin/sh
-# run.sh <builddir> <seconds>: runs each fuzz target for <seconds> on a scratch copy of
-# its seed corpus (the committed corpus is never modified) and exits non-zero if any
-# target finds a crash, leak, timeout or violated property. Crash inputs are kept in
-# <builddir>/fuzz/artifacts/<target>/.
+# run.sh <builddir> <seconds>: runs every fuzz target built in <builddir>/fuzz for
+# <seconds> each, on a scratch copy of its seed corpus fuzz/corpus/<kind>/ (the committed
+# corpus is never modified), with fuzz/<kind>.dict when there is one, and exits non-zero
+# if any target finds a crash, leak, timeout or violated property. Prints one line per
+# target, "PASS fuzz_<kind>" or "FAIL fuzz_<kind>" (test.sh counts them), with its
+# stats. Crash inputs are kept in <builddir>/fuzz/artifacts/<kind>/.
 set -u
 if [ $# -ne 2 ]; then
   echo "usage: $0 <builddir> <seconds>" >&2
@@ -12,28 +14,36 @@ build=$1
 secs=$2
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
-for kind in binary text; do
-  exe="$build/fuzz/fuzz_$kind"
-  if [ ! -x "$exe" ]; then
-    echo "$exe not found (configure with -Dfuzzers=true and CC=clang)" >&2
-    exit 2
-  fi
+found=0
+for exe in "$build"/fuzz/fuzz_*; do
+  [ -f "$exe" ] && [ -x "$exe" ] || continue   # skip meson's fuzz_*.p folders
+  found=$((found + 1))
+  kind=${exe##*/fuzz_}
   work=$(mktemp -d "${TMPDIR:-/tmp}/dm_fuzz_$kind.XXXXXX")
-  cp -R "$here/corpus/$kind/." "$work/"
+  [ -d "$here/corpus/$kind" ] && cp -R "$here/corpus/$kind/." "$work/"
   art="$build/fuzz/artifacts/$kind"
   mkdir -p "$art"
   dict=""
   [ -f "$here/$kind.dict" ] && dict="-dict=$here/$kind.dict"
+  # A net is a few hundred bytes of choices; longer inputs only slow the search down.
+  max_len=65536
+  [ "$kind" = net ] && max_len=1024
   echo "== fuzz_$kind for ${secs}s (corpus copy in $work)"
   # -timeout: one input taking seconds is a bug too; -rss_limit_mb: so is memory growth.
-  if ! "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-      -print_final_stats=1 -artifact_prefix="$art/" $dict "$work" 2>"$build/fuzz/fuzz_$kind.log"; then
-    echo "fuzz_$kind FAILED; see $build/fuzz/fuzz_$kind.log and $art/" >&2
-    tail -40 "$build/fuzz/fuzz_$kind.log" >&2
+  log="$build/fuzz/fuzz_$kind.log"
+  if ! "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len \
+      -print_final_stats=1 -artifact_prefix="$art/" $dict "$work" 2>"$log"; then
+    echo "FAIL fuzz_$kind: see $log and $art/"
+    tail -40 "$log" >&2
     status=1
   else
-    grep -E "stat::number_of_executed_units|stat::new_units_added" "$build/fuzz/fuzz_$kind.log"
+    echo "PASS fuzz_$kind"
+    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added" "$log"
   fi
   rm -rf "$work"
 done
+if [ $found -eq 0 ]; then
+  echo "no fuzz targets in $build/fuzz (configure with -Dfuzzers=true and CC=clang)" >&2
+  exit 2
+fi
 exit $status

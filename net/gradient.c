@@ -79,6 +79,8 @@ int dm_grad_input_needed(const dm_grad_ctx *g, int i) {
 dm_status dm_grad_set_input_grad(dm_grad_ctx *g, int i, const char *blob) {
   if (i < 0 || (size_t)i >= g->op->n_input)
     return dm_error(DM_ERR_INVALID, "gradient maker: input %d does not exist", i);
+  if (!blob) /* e.g. an output gradient that does not exist, passed on unchecked */
+    return dm_error(DM_ERR_INVALID, "gradient maker: NULL gradient name for input %d", i);
   char *copy = strdup(blob);
   if (!copy)
     return DM_NOMEM("a gradient name");
@@ -366,6 +368,19 @@ static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *loss
                    op->type);
     if (s != DM_OK || !schema->gradient)
       continue;
+    /* Makers index inputs and outputs as the schema declares them: an op of another
+     * arity (which instantiation would refuse too) must not reach its maker, where
+     * Add's, with no output, passed a NULL gradient name on (found by fuzz_net). */
+    int ni = (int)op->n_input, no = (int)op->n_output;
+    if (ni < schema->min_inputs || (schema->max_inputs >= 0 && ni > schema->max_inputs) ||
+        no < schema->min_outputs || (schema->max_outputs >= 0 && no > schema->max_outputs)) {
+      s = dm_error(DM_ERR_INVALID,
+                   "op %zu (%s) has %d inputs and %d outputs; its schema allows %d to %d "
+                   "inputs and %d to %d outputs (-1: any number)",
+                   i, op->type, ni, no, schema->min_inputs, schema->max_inputs,
+                   schema->min_outputs, schema->max_outputs);
+      continue;
+    }
     ps->on_path[i] = 1;
     for (size_t j = 0; j < op->n_input; j++) {
       long id = blob_id(ps, op->input[j], 0);

@@ -308,7 +308,8 @@ dm_status dm_reshape_dims(dm_op_ctx *ctx, int *ndim, int64_t *dims) {
                                               "argument or a second input");
     if (n > DM_MAX_DIMS)
       return dm_op_error(ctx, DM_ERR_SHAPE, "'shape' has %zu dims (at most %d)", n, DM_MAX_DIMS);
-    memcpy(req, arg, n * sizeof *req);
+    if (n) /* an empty 'shape' (a scalar) has no array: memcpy from NULL is undefined */
+      memcpy(req, arg, n * sizeof *req);
   }
   int infer_at = -1, any_zero = 0;
   int64_t known = 1; /* the product of the nonzero known dims */

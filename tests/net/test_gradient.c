@@ -1,7 +1,8 @@
 /* test_gradient.c: the gradient pass on nets of test ops whose gradient makers are
  * written here: naming (X_grad, the autogen seed), partial gradients summed where a
  * blob feeds several ops, in-place ops, no-gradient ops stopping the flow, ops whose
- * gradient must not be taken, and the numbers the backward net computes. */
+ * gradient must not be taken, ops of another arity than their schema's, and the numbers
+ * the backward net computes. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -181,6 +182,14 @@ static void test_forbidden_and_missing_loss(void **state) {
   const char *nope = "nope";
   assert_status_msg(dm_add_gradient_ops(net, &nope, 1), DM_ERR_NOT_FOUND, "'nope'");
   protobuf_c_message_free_unpacked(&net->base, NULL);
+  /* An op of another arity than its schema's never reaches its maker: Sub's, with the
+   * gradient reaching only a third output, passed a NULL name to strdup (fuzz_net). */
+  Caffe2__NetDef *odd = parse("op { input: 'x' input: 'y' input: 'z' output: 'l' output: 'm' "
+                              "output: 'n' type: 'Sub' }");
+  const char *n = "n";
+  assert_status_msg(dm_add_gradient_ops(odd, &n, 1), DM_ERR_INVALID, "op 0 (Sub) has 3 inputs",
+                    "allows 2 to 2 inputs");
+  protobuf_c_message_free_unpacked(&odd->base, NULL);
 }
 
 int main(void) {

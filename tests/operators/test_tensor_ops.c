@@ -188,6 +188,13 @@ static void test_reshape(void **state) {
                    NULL);
   reshape(ws, 2, b5, DM_ERR_SHAPE);
   opt_expect_error(DM_ERR_SHAPE, DM_ERR_SHAPE, "dim 0 is -2", NULL);
+  /* An empty 'shape' makes a scalar of one element (fuzz_net found it copied from the
+   * arg's NULL array: undefined behaviour, caught by the ASan+UBSan build). */
+  int64_t one = 1;
+  opt_feed(ws, "x", DM_FLOAT, 1, &one, x);
+  y = reshape(ws, 0, NULL, DM_OK);
+  assert_int_equal(dm_tensor_ndim(y), 0);
+  assert_int_equal(dm_tensor_numel(y), 1);
 }
 
 static void test_flatten(void **state) {
