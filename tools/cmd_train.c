@@ -66,7 +66,8 @@ static void help(FILE *f) {
           "                           (which stops the run), name the first op (index,\n"
           "                           type, name) whose output held inf/nan, and the blob\n"
           "                           (a run stopped without it names them by replaying\n"
-          "                           the steps from its last checkpoint, if it has one)\n"
+          "                           the steps from its last checkpoint, or from the\n"
+          "                           initial state)\n"
           "      --no-free            keep every blob a step writes (by default the memory\n"
           "                           pass frees each one after its last use, keeping the\n"
           "                           state, the loss, the accuracy and 'data')\n"
@@ -164,15 +165,47 @@ typedef struct train_state {
   size_t n_persistent;
   dm_train_report report;
   int have_checkpoint;          /* this run saved one, or resumed from one */
+  /* The init nets as run (placed by the pipeline), packed: a divergence before the first
+   * checkpoint is replayed from fresh copies of them (a second run of the same fill ops
+   * would draw new random values; new ops draw the first ones again). */
+  ProtobufCBinaryData *init_nets;
+  size_t n_init_nets;
   long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
   int warned_at_min;            /* this run of skips reached the minimum scale: said once */
 } train_state;
 
-/* Runs one init net (already placed by the pipeline); takes `def`. */
+/* Runs one init net (already placed by the pipeline); takes `def`. Keeps a packed copy
+ * for replay_divergence first. */
 static dm_status run_init(train_state *st, const char *source, Caffe2__NetDef *def) {
+  ProtobufCBinaryData *kept = realloc(st->init_nets, (st->n_init_nets + 1) * sizeof *kept);
+  size_t len = protobuf_c_message_get_packed_size(&def->base);
+  uint8_t *bytes = kept ? malloc(len ? len : 1) : NULL;
+  if (kept)
+    st->init_nets = kept;
+  if (!bytes) {
+    protobuf_c_message_free_unpacked(&def->base, NULL);
+    return DM_NOMEM("a copy of an init net");
+  }
+  protobuf_c_message_pack(&def->base, bytes);
+  st->init_nets[st->n_init_nets++] = (ProtobufCBinaryData){len, bytes};
   dm_net *net = NULL;
   DM_TRY(dm_workspace_create_net(st->ws, def, source, &net)); /* takes def */
   return dm_net_run(net);
+}
+
+/* The state the init nets made at the start of the run, made again by fresh copies of
+ * them (for a replay from iteration 0). */
+static dm_status rerun_inits(train_state *st) {
+  for (size_t i = 0; i < st->n_init_nets; i++) {
+    Caffe2__NetDef *def = caffe2__net_def__unpack(NULL, st->init_nets[i].len,
+                                                  st->init_nets[i].data);
+    dm_net *net = NULL;
+    if (!def)
+      return dm_error(DM_ERR_NOMEM, "unpacking a kept init net");
+    DM_TRY(dm_workspace_create_net(st->ws, def, "init net (replay)", &net)); /* takes def */
+    DM_TRY(dm_net_run(net));
+  }
+  return DM_OK;
 }
 
 /* The pipeline's options for this command (net/pipeline.h): gradient and optimizer
@@ -344,14 +377,17 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
 
 /* Which op first produced an inf/nan in the step of iteration `bad`, which diverged, when
  * --explain-overflow (whose scan of every output costs each step some 10%) was not on:
- * the state of the last checkpoint this run saved or resumed from is loaded again, the
- * steps from it to `bad` are replayed (bit-identically: the data input reads batch
- * number `optimizer_iteration`), the last with the scan on. Nothing is saved. 0 when it
- * cannot be told (no checkpoint, no iteration counter, or no divergence on replay). */
+ * the state of the last checkpoint this run saved or resumed from is loaded again (or,
+ * before any, the init nets' state is made again), the steps from it to `bad` are
+ * replayed (bit-identically: the data input reads batch number `optimizer_iteration`),
+ * the last with the scan on. Nothing is saved. 0 when it cannot be told (no iteration
+ * counter, or no divergence on replay: an op drawing random numbers in the training net,
+ * Dropout say, draws others the second time). */
 static int replay_divergence(train_state *st, const train_opts *o, long bad, long *from,
                              const dm_op_ctx **op, int *out) {
-  if (!st->have_checkpoint ||
-      dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent) != DM_OK)
+  if (st->have_checkpoint
+          ? dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent) != DM_OK
+          : rerun_inits(st) != DM_OK)
     return 0;
   double it = scalar(st->ws, DM_OPTIM_ITER_BLOB);
   if (isnan(it) || (long)it >= bad)
@@ -424,10 +460,10 @@ static dm_status train(train_opts *o) {
         s = dm_error(DM_ERR_INVALID,
                      "iteration %ld: the loss '%s' is non-finite (%g): the run diverged (lower "
                      "--lr?); first inf/nan in %s, output %d '%s' (found by replaying the "
-                     "steps from the checkpoint at iteration %ld); nothing saved for this "
-                     "iteration",
+                     "steps from %s at iteration %ld); nothing saved for this iteration",
                      prev + 1, o->loss, p.loss, dm_op_describe(op, what, sizeof what), out,
-                     dm_op_output_name(op, out), from);
+                     dm_op_output_name(op, out),
+                     st.have_checkpoint ? "the checkpoint" : "the initial state", from);
       else
         s = dm_error(DM_ERR_INVALID,
                      "iteration %ld: the loss '%s' is non-finite (%g): the run diverged (lower "
@@ -483,6 +519,9 @@ cleanup:
   for (size_t i = 0; i < st.n_persistent; i++)
     free(st.persistent[i]);
   free(st.persistent);
+  for (size_t i = 0; i < st.n_init_nets; i++)
+    free(st.init_nets[i].data);
+  free(st.init_nets);
   dm_workspace_destroy(st.ws);
   return s;
 }

@@ -3,8 +3,8 @@
 # its loss non-finite within a few iterations, in FP32, BF16 and FP16 without loss
 # scaling (--fp16 --loss-scale none) alike; `demitasse train` must exit non-zero with an
 # error naming the iteration and the first op that produced an inf/nan (without
-# --explain-overflow it finds it by replaying the steps from the last checkpoint; with
-# no checkpoint yet it points at --explain-overflow), and must not save over the last
+# --explain-overflow it finds it by replaying the steps from the last checkpoint, or
+# from the initial state when there is none yet), and must not save over the last
 # good checkpoint: a checkpoint written before the divergence (every iteration) keeps a
 # byte-identical data.mdb through a resumed run into the failing step, and no CSV row is
 # written for it.
@@ -71,13 +71,18 @@ diverge fp32
 diverge bf16 --bf16
 diverge fp16-no-scaling --fp16 --loss-scale none
 
-# No checkpoint to replay from: the error points at --explain-overflow, which names the op.
+# No checkpoint: the replay starts from the initial state (fresh copies of the init
+# nets), and names the same op as --explain-overflow does.
 train 20 "$T/plain.log"
-grep -q "non-finite.*explain-overflow" "$T/plain.log" ||
-  { fail "without a checkpoint the error does not point at --explain-overflow"; cat "$T/plain.log"; }
+clean_exit "$T/plain.log" "no checkpoint"
+grep -q "first inf/nan in op .*(found by replaying the steps from the initial state at iteration 0)" \
+  "$T/plain.log" || { fail "without a checkpoint the error does not name the op"; cat "$T/plain.log"; }
 train 20 "$T/explain.log" --explain-overflow
 grep -q "first inf/nan in" "$T/explain.log" ||
   { fail "--explain-overflow does not name the op"; cat "$T/explain.log"; }
+op_of() { sed -n "s/.*\(iteration [0-9]*\).*first inf\/nan in \(op [0-9]* ([^)]*)\).*/\1 \2/p" "$1"; }
+[ -n "$(op_of "$T/plain.log")" ] && [ "$(op_of "$T/plain.log")" = "$(op_of "$T/explain.log")" ] ||
+  fail "the replay from the initial state names '$(op_of "$T/plain.log")', --explain-overflow '$(op_of "$T/explain.log")'"
 
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"
