@@ -320,6 +320,12 @@ typedef struct dm_infer_options {
   const char *device;            /* "cpu" (default, NULL), "cuda" or "cuda:N" */
   const char *const *cpu_ops;    /* with cuda: op types kept on the CPU; borrowed */
   size_t n_cpu_ops;
+  /* Appended later (ABI growth: a program built with an older header gets 0). */
+  int fuse;                      /* nonzero: fold each test-mode SpatialBN into the Conv
+                                    before it (the fold runs once, here); default 0, so
+                                    the net and its blobs stay as the file has them (the
+                                    Conv's output before the BN is gone when fused, unless
+                                    it is in `outputs`). `demitasse run` fuses by default. */
 } dm_infer_options;
 
 /* Fills *o with the defaults and struct_size with the caller's sizeof (a macro, as

@@ -3,6 +3,7 @@
  * net the same way.
  *
  * It is the one pipeline (net/pipeline.h) with the gradient and optimizer passes off: the
+ * fusion pass when asked (BN folded into Conv, the folds in the init addition), the
  * mixed-precision pass in its inference mode (net/mixed_precision.h: painted by precision
  * class, the weights cast once in the init addition, the fetched outputs FP32), then the
  * device pass for the net, the caller's init nets and the addition. */
@@ -17,7 +18,7 @@
 #include "net/pipeline.h"
 #include "proto/caffe2.pb-c.h"
 
-/* The name of the init-net addition that casts the weights. */
+/* The name of the init-net addition that folds (FoldBN) and casts the weights. */
 #define DM_INFER_INIT_NAME "weight_casts"
 
 typedef struct dm_infer_prep {
@@ -37,9 +38,12 @@ typedef struct dm_infer_prep {
   FILE *report;                 /* the passes' summaries (NULL: none) */
   int free_masters;             /* the addition then Frees the FP32 weights the net no
                                    longer reads (net/mixed_precision.h) */
+  int fuse;                     /* the fusion pass first (net/fusion.h): test-mode
+                                   SpatialBN folded into its Conv, the folds in the
+                                   addition; `fetch` is never fused away */
 } dm_infer_prep;
 
-/* Defaults: FP32, nothing fed, fetched or placed, no report. */
+/* Defaults: FP32, nothing fed, fetched or placed, no fusion, no report. */
 DM_HIDDEN void dm_infer_prep_init(dm_infer_prep *o);
 /* Rewrites `net` (and o->inits) in place; *init_add (NULL if none) gets the weights'
  * casts, to run once after the caller's init nets; the caller frees it. With `device`,

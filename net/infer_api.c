@@ -41,6 +41,13 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.mp.fp32_outputs = o->fetch;
   p.mp.n_fp32_outputs = o->fetch ? o->n_fetch : 0;
   p.mp.free_masters = o->free_masters;
+  p.fuse = o->fuse;
+  p.fuse_opts.keep = o->fetch;
+  p.fuse_opts.n_keep = o->fetch ? o->n_fetch : 0;
+  p.fuse_opts.fed = o->inputs;
+  p.fuse_opts.n_fed = o->inputs ? o->n_inputs : 0;
+  p.fuse_opts.params = o->params;
+  p.fuse_opts.n_params = o->params ? o->n_params : 0;
   p.device = o->device;
   p.dev = o->dev;
   p.inits = o->inits;
@@ -125,6 +132,7 @@ static dm_status prep_opts(const dm_infer_options *o, dm_infer_prep *p) {
   p->n_fetch = o->outputs ? o->n_outputs : 0;
   DM_TRY(dm_api_parse_device("dm_infer_options.device", o->device, &p->device,
                              &p->dev.device_id));
+  p->fuse = o->fuse != 0;
   p->dev.force_cpu = o->cpu_ops;
   p->dev.n_force_cpu = o->cpu_ops ? o->n_cpu_ops : 0;
   return DM_OK;

@@ -45,6 +45,7 @@ void dm_gpu_state_free(dm_gpu_state *g) {
 void dm_pipeline_result_free(dm_pipeline_result *r) {
   if (!r)
     return;
+  dm_fusion_summary_free(&r->fusion);
   dm_mp_summary_free(&r->mp);
   dm_gpu_state_free(&r->gpu);
 }
@@ -98,6 +99,12 @@ static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
           s->ops_fp16, s->ops_total, s->bf16 ? "BF16" : "FP16", s->ops_fp32, s->casts);
   if (s->report)
     fprintf(f, "kept in FP32:\n%s", s->report);
+}
+
+static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
+  fprintf(f, "fusion: %zu of %zu SpatialBN folded into their Conv\n", s->folded, s->bn_total);
+  if (s->report)
+    fprintf(f, "not folded:\n%s", s->report);
 }
 
 /* The memory stage -------------------------------------------------------------- */
@@ -197,14 +204,34 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     r->optimizer = s == DM_OK;
   }
 
-  /* [fusion: to come here] */
+  /* fusion (inference only) */
+  if (s == DM_OK && o->fuse && r->gradient)
+    s = dm_error(DM_ERR_INVALID, "the fusion pass is for inference; it cannot follow the "
+                 "gradient pass");
+  if (s == DM_OK && o->fuse && (s = new_init_add(init_add)) == DM_OK) {
+    s = dm_fusion_pass(net, &o->fuse_opts, *init_add, &r->fusion);
+    if (s == DM_OK && o->report)
+      print_fusion_summary(o->report, &r->fusion);
+  }
 
   /* 3. mixed precision */
+  const char **params = NULL;
   if (s == DM_OK && o->mixed_precision && (s = new_init_add(init_add)) == DM_OK) {
     dm_mp_opts mp = o->mp;
     mp.exclude = o->optim.exclude;
     mp.n_exclude = o->optim.n_exclude;
-    s = dm_mixed_precision_pass(net, &mp, *init_add, &r->mp);
+    /* The folded weights are state too: the casts of a given params list include them. */
+    if (mp.params && r->fusion.n_new_params) {
+      size_t n = mp.n_params + r->fusion.n_new_params;
+      if (!(params = malloc(n * sizeof *params)))
+        s = DM_NOMEM("the weights' names");
+      for (size_t i = 0; s == DM_OK && i < n; i++)
+        params[i] = i < mp.n_params ? mp.params[i] : r->fusion.new_params[i - mp.n_params];
+      mp.params = params;
+      mp.n_params = n;
+    }
+    if (s == DM_OK)
+      s = dm_mixed_precision_pass(net, &mp, *init_add, &r->mp);
     if (s == DM_OK && o->report)
       print_mp_summary(o->report, &r->mp);
   }
@@ -238,6 +265,7 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   for (size_t i = 0; s == DM_OK && o->memory && i < o->n_shared; i++)
     s = plan_memory(o->shared[i], o, init_blobs, n_init_blobs);
   free(init_blobs);
+  free(params);
   dm_pipeline_result_free(&local);
   return s;
 }

@@ -8,8 +8,10 @@
  *
  *   1. gradient          dm_add_gradient_ops for `losses`
  *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition
- *      [fusion: to come here, on the FP32 net with its updates, before precision is
- *       painted, so fused ops get a precision class like any other]
+ *      fusion           dm_fusion_pass (inference only: refused after the gradient pass);
+ *                        the folds (FoldBN) go to the init addition, before the casts
+ *                        the mixed-precision pass appends, which then cast the folded
+ *                        weights (they join mp.params when that list is given)
  *   3. mixed precision   dm_mixed_precision_pass; loss-scale state to the init addition
  *      [layout: to come here, once every op's dtype is known and before placement, so
  *       the device pass sees the layout the engines run]
@@ -32,6 +34,7 @@
 
 #include "core/status.h"
 #include "net/device_pass.h"
+#include "net/fusion.h"
 #include "net/mixed_precision.h"
 #include "net/optimizer_pass.h"
 #include "proto/caffe2.pb-c.h"
@@ -56,7 +59,10 @@ typedef struct dm_pipeline_opts {
    * pass's exclude list and the device pass's host blobs. */
   int optimize;
   dm_optimizer_opts optim;
-  /* [fusion: its options go here] */
+  /* fusion (inference): fold test-mode SpatialBN into the Conv before it; fuse.keep
+   * are the blobs the caller fetches (never fused away). */
+  int fuse;
+  dm_fusion_opts fuse_opts;
   /* 3. mixed precision (mp.exclude is set from optim.exclude) */
   int mixed_precision;
   dm_mp_opts mp;
@@ -103,6 +109,7 @@ DM_HIDDEN void dm_gpu_state_free(dm_gpu_state *g);
 typedef struct dm_pipeline_result {
   int gradient;     /* the gradient pass ran (0: off, or AUTO found gradient ops) */
   int optimizer;    /* the optimizer pass ran */
+  dm_fusion_summary fusion; /* with fuse: the pass's summary */
   dm_mp_summary mp;  /* with mixed precision: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
 } dm_pipeline_result;

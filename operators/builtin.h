@@ -24,6 +24,7 @@ extern const dm_op_family dm_family_db_input;
 extern const dm_op_family dm_family_optimizer;
 extern const dm_op_family dm_family_loss_scale;
 extern const dm_op_family dm_family_free;
+extern const dm_op_family dm_family_fold_bn;
 extern const dm_op_family dm_family_device_copy;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in

@@ -49,6 +49,11 @@ static void help(FILE *f) {
   fprintf(f, "  the device pass, after those (the state fills of --init-out are placed too):\n");
   dm_device_help(f);
   fprintf(f,
+          "  --fuse               inference: fold each test-mode SpatialBN into the Conv\n"
+          "                       before it, as `run` does; --init-out gets the FoldBN ops\n"
+          "                       (the fold, run once after the model's init net); --keep\n"
+          "                       BLOB: a blob you fetch, never fused away\n");
+  fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
           "                       (state, net inputs and outputs and the losses are kept)\n"
@@ -62,7 +67,7 @@ static void help(FILE *f) {
           "--init-out net, run after the model's init net.\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -78,7 +83,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize, free_memory;
+  int grad, optimize, free_memory, fuse;
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -109,10 +114,13 @@ static dm_status rewrite(rewrite_job *j) {
   p.n_keep = j->keep.n;
   p.report = stderr;
   dm_status s;
-  if (!j->grad && j->mp.enabled) { /* inference painting: run's pipeline */
+  if (!j->grad && (j->mp.enabled || j->fuse)) { /* inference: run's pipeline */
     dm_infer_prep ip;
     dm_infer_prep_init(&ip);
-    ip.precision = j->mp.opts.target;
+    ip.precision = j->mp.enabled ? j->mp.opts.target : DM_FLOAT;
+    ip.fuse = j->fuse;
+    ip.fetch = j->keep.items; /* --keep: fetched by the user, never fused away */
+    ip.n_fetch = j->keep.n;
     ip.inputs = j->opts.exclude;
     ip.n_inputs = j->opts.n_exclude;
     ip.device = j->dev.cuda;
@@ -128,7 +136,7 @@ static dm_status rewrite(rewrite_job *j) {
   if (s == DM_OK && init && j->init_out)
     s = dm_netdef_write_atomic(init, j->init_out);
   if (s == DM_OK && init && !j->init_out)
-    fprintf(stderr, "demitasse rewrite: the optimizer's state fills (%zu ops) were not written: "
+    fprintf(stderr, "demitasse rewrite: the init-net addition (%zu ops) was not written: "
                     "use --init-out FILE\n", init->n_op);
   if (init)
     protobuf_c_message_free_unpacked(&init->base, NULL);
@@ -142,7 +150,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
-      {"plugin", required_argument, NULL, O_PLUGIN}};
+      {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -175,6 +183,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
       break;
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
+    case O_FUSE: j.fuse = 1; break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -196,11 +205,14 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && !j.grad && j.optimize)
     rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
                                        "read the weight gradients the gradient pass adds)");
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled)
+  if (rc == DM_EXIT_OK && j.grad && j.fuse)
+    rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
+                                       "--grad");
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
-                                       "or --fp16 / --bf16 alone to paint an inference net)");
-  if (rc == DM_EXIT_OK && !j.grad && j.mp.enabled && j.free_memory)
+                                       "or --fp16 / --bf16 / --fuse alone for an inference net)");
+  if (rc == DM_EXIT_OK && !j.grad && (j.mp.enabled || j.fuse) && j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
                                        "memory pass)");
   /* `rewrite --fp16 NET` is a valid request (the inference painting `run --precision`
@@ -210,10 +222,10 @@ int dm_cmd_rewrite(int argc, char **argv) {
                     "(for the mixed-precision training net add --grad --loss LOSS)\n");
   if (rc == DM_EXIT_OK && j.grad && j.losses.n == 0)
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
-  if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory)
-    rc = dm_cli_usage_error("rewrite", "--keep needs --free");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled)
-    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer or --fp16");
+  if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory && !j.fuse)
+    rc = dm_cli_usage_error("rewrite", "--keep needs --free or --fuse");
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse)
+    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16 or --fuse");
   dm_mp_cli_finish(&j.mp);
   static const char *const default_data[] = {"data", "label"};
   j.opts.exclude = data.n ? data.items : default_data;

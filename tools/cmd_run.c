@@ -45,6 +45,9 @@ static void help(FILE *f) {
           "                          inputs are fed FP32, and the external outputs and\n"
           "                          --output blobs are FP32. Works with --device cuda.\n"
           "                          `rewrite --fp16 NET` prints the painted net\n"
+          "      --no-fuse           keep each test-mode SpatialBN; by default it is folded\n"
+          "                          into the Conv before it, once, after the init net\n"
+          "                          (`rewrite --fuse NET` prints the fused net)\n"
           DM_MEMORY_LIMIT_HELP(" ")
           "  -h, --help              this text\n");
 }
@@ -56,6 +59,7 @@ typedef struct run_opts {
   dm_strlist inputs, outputs, plugins;
   long iters;
   size_t memory_limit; /* --memory-limit; 0: none */
+  int no_fuse;         /* --no-fuse: BN not folded into Conv */
 } run_opts;
 
 static double now_ms(void) {
@@ -146,6 +150,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.n_inits = *init ? 1 : 0;
   p.report = stderr;
   p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
+  p.fuse = !o->no_fuse;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);
@@ -298,6 +303,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
+      {"no-fuse", no_argument, NULL, 'F'},
       DM_MEMORY_LIMIT_OPTION,
       {NULL, 0, NULL, 0}};
   run_opts o = {.iters = 1, .precision = DM_FLOAT};
@@ -344,6 +350,7 @@ int dm_cmd_run(int argc, char **argv) {
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
+    case 'F': o.no_fuse = 1; break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);
     }

@@ -1,0 +1,216 @@
+/* fusion.c: the inference fusion pass (see fusion.h): test-mode SpatialBN folded into
+ * the Conv before it, the fold itself a FoldBN op in the init-net addition. */
+#include "fusion.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/netdef_build.h"
+
+void dm_fusion_summary_free(dm_fusion_summary *s) {
+  if (!s)
+    return;
+  for (size_t i = 0; i < s->n_new_params; i++)
+    free(s->new_params[i]);
+  free(s->new_params);
+  free(s->report);
+  memset(s, 0, sizeof *s);
+}
+
+static int reads(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_input; k++)
+    if (strcmp(op->input[k], name) == 0)
+      return 1;
+  return 0;
+}
+
+static int writes(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_output; k++)
+    if (strcmp(op->output[k], name) == 0)
+      return 1;
+  return 0;
+}
+
+static int written_by_net(const Caffe2__NetDef *net, const char *name) {
+  for (size_t i = 0; i < net->n_op; i++)
+    if (writes(net->op[i], name))
+      return 1;
+  return 0;
+}
+
+static int uses(const Caffe2__NetDef *net, const char *name) {
+  for (size_t i = 0; i < net->n_op; i++)
+    if (reads(net->op[i], name) || writes(net->op[i], name))
+      return 1;
+  return dm_str_in_list(name, (const char *const *)net->external_input, net->n_external_input) ||
+         dm_str_in_list(name, (const char *const *)net->external_output, net->n_external_output);
+}
+
+static int64_t arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(op, name);
+  return a && a->has_i ? a->i : dflt;
+}
+
+/* NCHW when the order argument says so or is absent; compares the bytes the argument
+ * holds (they need not end in a NUL). */
+static int is_nchw(const Caffe2__OperatorDef *op) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(op, "order");
+  return !a || !a->has_s || (a->s.len == 4 && memcmp(a->s.data, "NCHW", 4) == 0);
+}
+
+/* Why the BN at `i` cannot be folded (NULL: it can), with *conv its Conv's index. */
+static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
+                           size_t *conv) {
+  const Caffe2__OperatorDef *bn = net->op[i];
+  if (arg_int(bn, "is_test", 0) == 0 || bn->n_output != 1)
+    return "training mode (is_test=0): its statistics are computed per batch";
+  if (bn->n_input != 5)
+    return "it does not have the 5 inputs X, scale, bias, mean, var";
+  if (!is_nchw(bn))
+    return "NHWC: the fold is implemented for NCHW only";
+  const char *x = bn->input[0], *y = bn->output[0];
+  size_t j = i;
+  while (j > 0 && !writes(net->op[j - 1], x))
+    j--;
+  if (j == 0)
+    return "X is not written by an op of the net";
+  const Caffe2__OperatorDef *c = net->op[--j];
+  if (!c->type || strcmp(c->type, "Conv") != 0)
+    return "X is not a Conv's output";
+  if (c->n_output != 1 || c->n_input < 2 || c->n_input > 3)
+    return "its Conv does not have the form X, W, [b] -> Y";
+  if (!is_nchw(c))
+    return "its Conv is NHWC: the fold is implemented for NCHW only";
+  if (dm_str_in_list(x, (const char *const *)net->external_output, net->n_external_output) ||
+      dm_str_in_list(x, o->keep, o->keep ? o->n_keep : 0))
+    return "the Conv's output is fetched";
+  for (size_t k = 0; k < net->n_op; k++) {
+    if (k == i || k == j)
+      continue;
+    if (reads(net->op[k], x) || writes(net->op[k], x))
+      return "the Conv's output has another reader or writer";
+    if (k > j && k < i && (reads(net->op[k], y) || writes(net->op[k], y)))
+      return "an op between the Conv and the BN reads or writes the BN's output";
+  }
+  for (size_t k = 1; k < c->n_input + 4; k++) {
+    const char *w = k < c->n_input ? c->input[k] : bn->input[k - c->n_input + 1];
+    if (written_by_net(net, w))
+      return "a weight (the Conv's W, b or the BN's parameters) is computed by the net";
+    if (dm_str_in_list(w, o->fed, o->fed ? o->n_fed : 0))
+      return "a weight (the Conv's W, b or the BN's parameters) is fed at each run";
+    if (o->params && !dm_str_in_list(w, o->params, o->n_params))
+      return "a weight (the Conv's W, b or the BN's parameters) is not made by the init net";
+  }
+  *conv = j;
+  return NULL;
+}
+
+/* `base` + `suffix`, made unique among the blobs of the net and the addition. */
+static dm_status fresh_name(const Caffe2__NetDef *net, const Caffe2__NetDef *add,
+                            const char *base, const char *suffix, char **out) {
+  size_t len = strlen(base) + strlen(suffix) + 24;
+  char *name = malloc(len);
+  if (!name)
+    return DM_NOMEM("a blob name");
+  snprintf(name, len, "%s%s", base, suffix);
+  for (unsigned n = 1; uses(net, name) || uses(add, name); n++)
+    snprintf(name, len, "%s%s_%u", base, suffix, n);
+  *out = name;
+  return DM_OK;
+}
+
+static dm_status set_string(char **slot, const char *v) {
+  char *c = strdup(v);
+  if (!c)
+    return DM_NOMEM("a blob name");
+  free(*slot);
+  *slot = c;
+  return DM_OK;
+}
+
+/* Folds the BN at `i` into the Conv at `j`: FoldBN into `add`, the Conv rewired, the BN
+ * removed. */
+static dm_status fold(Caffe2__NetDef *net, size_t i, size_t j, Caffe2__NetDef *add,
+                      dm_fusion_summary *sum) {
+  Caffe2__OperatorDef *bn = net->op[i], *c = net->op[j];
+  char *wf = NULL, *bf = NULL;
+  dm_status s = fresh_name(net, add, bn->output[0], "_folded_w", &wf);
+  if (s == DM_OK)
+    s = fresh_name(net, add, bn->output[0], "_folded_b", &bf);
+  if (s == DM_OK) {
+    dm_opb b;
+    dm_opb_start(&b, "FoldBN");
+    dm_opb_input(&b, c->input[1]);
+    dm_opb_inputs(&b, (const char *const *)bn->input + 1, 4);
+    if (c->n_input == 3)
+      dm_opb_input(&b, c->input[2]);
+    dm_opb_output(&b, wf);
+    dm_opb_output(&b, bf);
+    const Caffe2__Argument *eps = dm_opdef_find_arg(bn, "epsilon");
+    if (eps)
+      dm_opb_copy_arg(&b, eps);
+    s = dm_opb_append(&b, add);
+  }
+  if (s == DM_OK && c->n_input == 2) { /* the fused Conv gets a bias */
+    char **grown = realloc(c->input, 3 * sizeof *grown);
+    if (!grown)
+      s = DM_NOMEM("a Conv's inputs");
+    else {
+      c->input = grown;
+      c->input[c->n_input++] = NULL;
+    }
+  }
+  if (s == DM_OK)
+    s = set_string(&c->input[1], wf);
+  if (s == DM_OK)
+    s = set_string(&c->input[2], bf);
+  if (s == DM_OK)
+    s = set_string(&c->output[0], bn->output[0]);
+  if (s == DM_OK)
+    s = dm_strv_push(&sum->new_params, &sum->n_new_params, wf);
+  if (s == DM_OK)
+    s = dm_strv_push(&sum->new_params, &sum->n_new_params, bf);
+  free(wf);
+  free(bf);
+  if (s != DM_OK)
+    return s;
+  protobuf_c_message_free_unpacked(&bn->base, NULL);
+  memmove(net->op + i, net->op + i + 1, (net->n_op - i - 1) * sizeof *net->op);
+  net->n_op--;
+  sum->folded++;
+  return DM_OK;
+}
+
+dm_status dm_fusion_pass(Caffe2__NetDef *net, const dm_fusion_opts *o,
+                         Caffe2__NetDef *init_add, dm_fusion_summary *sum) {
+  static const dm_fusion_opts none = {0};
+  memset(sum, 0, sizeof *sum);
+  if (!net || !init_add)
+    return dm_error(DM_ERR_INVALID, "dm_fusion_pass: NULL argument");
+  if (!o)
+    o = &none;
+  for (size_t i = 0; i < net->n_op; i++)
+    if (net->op[i]->is_gradient_op)
+      return dm_error(DM_ERR_INVALID, "the fusion pass is for inference nets, and op %zu "
+                      "('%s') is a gradient op", i, net->op[i]->type ? net->op[i]->type : "");
+  size_t len = 0;
+  for (size_t i = 0; i < net->n_op;) {
+    const Caffe2__OperatorDef *bn = net->op[i];
+    if (!bn->type || strcmp(bn->type, "SpatialBN") != 0) {
+      i++;
+      continue;
+    }
+    sum->bn_total++;
+    size_t j = 0;
+    const char *why = refusal(net, i, o, &j);
+    if (why) {
+      dm_text_appendf(&sum->report, &len, "  op %zu SpatialBN '%s' (%s): not folded: %s\n", i,
+                      bn->name ? bn->name : "", bn->n_output ? bn->output[0] : "", why);
+      i++;
+      continue;
+    }
+    DM_TRY(fold(net, i, j, init_add, sum)); /* removes op i: the next op is at i */
+  }
+  return DM_OK;
+}
