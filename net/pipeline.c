@@ -101,7 +101,10 @@ static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
     fprintf(f, "kept in FP32:\n%s", s->report);
 }
 
+/* Silent for a net without SpatialBN (SqueezeNet, LeNet): nothing to report. */
 static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
+  if (s->bn_total == 0)
+    return;
   fprintf(f, "fusion: %zu of %zu SpatialBN folded into their Conv\n", s->folded, s->bn_total);
   if (s->report)
     fprintf(f, "not folded:\n%s", s->report);

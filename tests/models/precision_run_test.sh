@@ -4,7 +4,7 @@
 # FLOAT16"): a small Conv -> SpatialBN(is_test) -> Relu -> FC -> Softmax net with random
 # weights, and ResNet-50 (models/resnet50, made an inference net here: SpatialBN is_test
 # with one output, Softmax instead of the loss) at 64x64. Each runs in FP32, FP16 and
-# BF16; the outputs come back FLOAT; the pass's summary shows the net painted (only
+# BF16 (run folds the BN into the Conv first, as by default); the outputs come back FLOAT; the pass's summary shows the net painted (only
 # Softmax kept FP32, the BN parameters never cast); the logits agree with FP32 within
 # 2 sqrt(L) u max|z| (u the dtype's unit roundoff, L the roundings on the path: each at
 # most u relative, independent ones add in quadrature), the probabilities within what
@@ -128,12 +128,17 @@ if "$exe" rewrite --fp16 --data data "$tmp/bn_net.pbtxt" -o "$tmp/bn_fp16.pbtxt"
     || fail "rewrite --fp16: the FP32 weights Conv and FC no longer read are not freed"
   grep -q '"s_fp16"\|"bias_fp16"\|"rm_fp16"\|"riv_fp16"' "$tmp/bn_casts.pbtxt" "$tmp/bn_fp16.pbtxt" \
     && fail "rewrite --fp16: a BN parameter was cast"
+  # (without --fuse on either side: `rewrite --fuse --fp16` is the net run's default
+  # folding then paints, checked in fusion_run_test.sh)
   cat "$tmp/bn_init.pbtxt" "$tmp/bn_casts.pbtxt" > "$tmp/bn_init_casts.pbtxt"
-  "$exe" run --init "$tmp/bn_init_casts.pbtxt" --net "$tmp/bn_fp16.pbtxt" \
+  "$exe" run --no-fuse --init "$tmp/bn_init_casts.pbtxt" --net "$tmp/bn_fp16.pbtxt" \
     --input data="$tmp/bn_x.npy" --output prob="$tmp/rw_prob.npy" > "$tmp/rw_run.out" 2>&1 \
     || { fail "running the rewritten net"; cat "$tmp/rw_run.out"; }
+  "$exe" run --no-fuse --init "$tmp/bn_init.pbtxt" --net "$tmp/bn_net.pbtxt" --precision fp16 \
+    --input data="$tmp/bn_x.npy" --output prob="$tmp/nf_prob.npy" > "$tmp/nf_run.out" 2>&1 \
+    || { fail "run --precision fp16 --no-fuse"; cat "$tmp/nf_run.out"; }
   "$py" -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.dtype == b.dtype and (a == b).all() else 1)" \
-    "$tmp/rw_prob.npy" "$tmp/bn_prob_fp16.npy" || fail "rewritten net's prob differs from run --precision fp16"
+    "$tmp/rw_prob.npy" "$tmp/nf_prob.npy" || fail "rewritten net's prob differs from run --precision fp16 --no-fuse"
 else
   fail "rewrite --fp16 (inference)"; cat "$tmp/rw.err"
 fi
