@@ -63,8 +63,10 @@ static int is_nchw(const Caffe2__OperatorDef *op) {
 static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
                            size_t *conv) {
   const Caffe2__OperatorDef *bn = net->op[i];
-  if (arg_int(bn, "is_test", 0) == 0 || bn->n_output != 1)
+  if (arg_int(bn, "is_test", 0) == 0)
     return "training mode (is_test=0): its statistics are computed per batch";
+  if (bn->n_output != 1)
+    return "is_test=1 with more than one output";
   if (bn->n_input != 5)
     return "it does not have the 5 inputs X, scale, bias, mean, var";
   if (!is_nchw(bn))
@@ -106,38 +108,33 @@ static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_
   return NULL;
 }
 
-/* `base` + `suffix`, made unique among the blobs of the net and the addition. */
+/* `base` + `suffix`, made unique among the blobs of the net, the addition and the known
+ * weights (a workspace blob of that name would be overwritten). */
 static dm_status fresh_name(const Caffe2__NetDef *net, const Caffe2__NetDef *add,
-                            const char *base, const char *suffix, char **out) {
+                            const dm_fusion_opts *o, const char *base, const char *suffix,
+                            char **out) {
   size_t len = strlen(base) + strlen(suffix) + 24;
   char *name = malloc(len);
   if (!name)
     return DM_NOMEM("a blob name");
   snprintf(name, len, "%s%s", base, suffix);
-  for (unsigned n = 1; uses(net, name) || uses(add, name); n++)
+  for (unsigned n = 1; uses(net, name) || uses(add, name) ||
+                      dm_str_in_list(name, o->params, o->params ? o->n_params : 0);
+       n++)
     snprintf(name, len, "%s%s_%u", base, suffix, n);
   *out = name;
-  return DM_OK;
-}
-
-static dm_status set_string(char **slot, const char *v) {
-  char *c = strdup(v);
-  if (!c)
-    return DM_NOMEM("a blob name");
-  free(*slot);
-  *slot = c;
   return DM_OK;
 }
 
 /* Folds the BN at `i` into the Conv at `j`: FoldBN into `add`, the Conv rewired, the BN
  * removed. */
 static dm_status fold(Caffe2__NetDef *net, size_t i, size_t j, Caffe2__NetDef *add,
-                      dm_fusion_summary *sum) {
+                      const dm_fusion_opts *o, dm_fusion_summary *sum) {
   Caffe2__OperatorDef *bn = net->op[i], *c = net->op[j];
   char *wf = NULL, *bf = NULL;
-  dm_status s = fresh_name(net, add, bn->output[0], "_folded_w", &wf);
+  dm_status s = fresh_name(net, add, o, bn->output[0], "_folded_w", &wf);
   if (s == DM_OK)
-    s = fresh_name(net, add, bn->output[0], "_folded_b", &bf);
+    s = fresh_name(net, add, o, bn->output[0], "_folded_b", &bf);
   if (s == DM_OK) {
     dm_opb b;
     dm_opb_start(&b, "FoldBN");
@@ -152,6 +149,10 @@ static dm_status fold(Caffe2__NetDef *net, size_t i, size_t j, Caffe2__NetDef *a
       dm_opb_copy_arg(&b, eps);
     s = dm_opb_append(&b, add);
   }
+  /* The Conv's new names are copied first, so it is rewired whole or not at all. */
+  char *wc = NULL, *bc = NULL, *yc = NULL;
+  if (s == DM_OK && !((wc = strdup(wf)) && (bc = strdup(bf)) && (yc = strdup(bn->output[0]))))
+    s = DM_NOMEM("a blob name");
   if (s == DM_OK && c->n_input == 2) { /* the fused Conv gets a bias */
     char **grown = realloc(c->input, 3 * sizeof *grown);
     if (!grown)
@@ -161,16 +162,21 @@ static dm_status fold(Caffe2__NetDef *net, size_t i, size_t j, Caffe2__NetDef *a
       c->input[c->n_input++] = NULL;
     }
   }
-  if (s == DM_OK)
-    s = set_string(&c->input[1], wf);
-  if (s == DM_OK)
-    s = set_string(&c->input[2], bf);
-  if (s == DM_OK)
-    s = set_string(&c->output[0], bn->output[0]);
-  if (s == DM_OK)
+  if (s == DM_OK) {
+    free(c->input[1]);
+    c->input[1] = wc;
+    free(c->input[2]);
+    c->input[2] = bc;
+    free(c->output[0]);
+    c->output[0] = yc;
+    wc = bc = yc = NULL;
     s = dm_strv_push(&sum->new_params, &sum->n_new_params, wf);
+  }
   if (s == DM_OK)
     s = dm_strv_push(&sum->new_params, &sum->n_new_params, bf);
+  free(wc);
+  free(bc);
+  free(yc);
   free(wf);
   free(bf);
   if (s != DM_OK)
@@ -210,7 +216,7 @@ dm_status dm_fusion_pass(Caffe2__NetDef *net, const dm_fusion_opts *o,
       i++;
       continue;
     }
-    DM_TRY(fold(net, i, j, init_add, sum)); /* removes op i: the next op is at i */
+    DM_TRY(fold(net, i, j, init_add, o, sum)); /* removes op i: the next op is at i */
   }
   return DM_OK;
 }
