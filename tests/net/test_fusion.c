@@ -11,9 +11,11 @@
  *     outputs both within a bound derived from FP32's unit roundoff and the reduction
  *     length of a double-precision reference computed here; the fold runs once (a
  *     second run gives the same bits, the addition's FoldBN is not in the net);
+ *   - ABI growth: a dm_infer_options from a header before `fuse` is never fused;
  *   - FoldBN refuses mismatched shapes with a message instead of reading past a buffer.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -316,6 +318,34 @@ static void test_numerics_group(void **state) {
   dm_workspace_destroy(wsu);
 }
 
+/* ABI growth: a program built before `fuse` existed passes a struct that ends before it;
+ * whatever lies past its struct_size is not read, so its net is not fused. */
+static void test_old_struct(void **state) {
+  (void)state;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/dm_fusion_XXXXXX.pbtxt");
+  int fd = mkstemps(path, 6);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+  assert_non_null(f);
+  fputs(predict_text, f);
+  assert_int_equal(fclose(f), 0);
+  for (int old = 0; old < 2; old++) {
+    dm_workspace *ws = NULL;
+    assert_ok(dm_workspace_create(&ws));
+    assert_ok(run_text(ws, init_text));
+    dm_infer_options o;
+    assert_ok(dm_infer_options_init_sized(&o, old ? offsetof(dm_infer_options, fuse)
+                                                   : sizeof o));
+    o.fuse = 1; /* past an old struct's end: not read */
+    dm_net *net = NULL;
+    assert_ok(dm_workspace_create_infer_net(ws, path, &o, &net));
+    const dm_tensor *t = NULL;
+    assert_int_equal(dm_workspace_fetch(ws, "bn_folded_w", &t) == DM_OK, !old);
+    dm_workspace_destroy(ws);
+  }
+  unlink(path);
+}
+
 /* FoldBN with a scale of the wrong length fails with the slot named, reading nothing. */
 static void test_foldbn_shapes(void **state) {
   (void)state;
@@ -340,7 +370,7 @@ int main(void) {
       cmocka_unit_test(test_folded),         cmocka_unit_test(test_no_bias),
       cmocka_unit_test(test_then_fp16),      cmocka_unit_test(test_not_fused),
       cmocka_unit_test(test_gradient_refused), cmocka_unit_test(test_numerics_group),
-      cmocka_unit_test(test_foldbn_shapes),
+      cmocka_unit_test(test_old_struct),     cmocka_unit_test(test_foldbn_shapes),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
