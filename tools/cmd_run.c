@@ -46,6 +46,7 @@ static void help(FILE *f) {
           "                          --output blobs are FP32. Works with --device cuda.\n"
           "                          `rewrite --fp16 NET` prints the painted net\n"
           DM_MEMORY_LIMIT_HELP(" ")
+          DM_THREADS_HELP("")
           "  -h, --help              this text\n");
 }
 
@@ -299,6 +300,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       DM_MEMORY_LIMIT_OPTION,
+      DM_THREADS_OPTION,
       {NULL, 0, NULL, 0}};
   run_opts o = {.iters = 1, .precision = DM_FLOAT};
   dm_device_cli_init(&o.dev);
@@ -344,6 +346,7 @@ int dm_cmd_run(int argc, char **argv) {
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
+    case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);
     }
