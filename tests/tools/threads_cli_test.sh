@@ -37,9 +37,11 @@ expect 0 "$DM" train --threads 2 --help && has out '--threads N'
 expect 0 "$DM" run --help && has out '--threads N'
 expect 0 "$DM" info --help && has out '--threads N'
 
-for n in 0 -1 abc 1.5 '' ' 2' 2x 4097 99999999999999999999; do
+for n in 0 -1 abc 1.5 '' 2x 4097 99999999999999999999; do
   for cmd in run train info; do
-    expect 2 "$DM" $cmd --net "$T/fill.pbtxt" --threads "$n" && {
+    net="--net=$T/fill.pbtxt"
+    [ "$cmd" = info ] && net=--no-selftest
+    expect 2 "$DM" $cmd "$net" --threads "$n" && {
       has err "demitasse $cmd: --threads wants a whole number of threads from 1 to 4096"
       has err "got '$n'"
     }
