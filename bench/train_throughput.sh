@@ -36,7 +36,8 @@ trap 'rm -rf "$tmp"' EXIT
 "$dm" make-db --images $data/t10k-images-idx3-ubyte.gz --labels $data/t10k-labels-idx1-ubyte.gz \
   --train 10000 --out-train "$tmp/train_db" >/dev/null
 "$dm" train --init models/mnist/lenet_init.pbtxt --net models/mnist/lenet_train.pbtxt \
-  --train-db "$tmp/train_db" --iters "$iters" --log-every "$warmup" >"$tmp/ours.log"
+  --train-db "$tmp/train_db" --iters "$iters" --log-every "$warmup" --threads "$threads" \
+  >"$tmp/ours.log"
 # "iter 100/300  loss ...  123 img/s  ETA ..": the time of each interval after the first
 # is warmup * batch / rate; the overall rate is images over the summed time.
 ours=$(awk -v w="$warmup" -v b="$batch" '

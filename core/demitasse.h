@@ -119,6 +119,20 @@ DM_API const char *dm_status_name(dm_status s);
 DM_API const char *dm_dtype_name(dm_dtype t);
 /* Bytes per element (0 for STRING and UNDEFINED). */
 DM_API size_t dm_dtype_size(dm_dtype t);
+/* CPU threads --------------------------------------------------------------------- */
+
+#define DM_MAX_THREADS 4096
+/* Sets the threads the CPU kernels use, for OpenMP, OpenBLAS and oneDNN at once. 1..
+ * DM_MAX_THREADS, else DM_ERR_INVALID and nothing changes. OpenMP keeps the count per
+ * calling thread (its nthreads ICV): call it from the thread that runs the nets; a
+ * build without OpenMP runs one thread whatever the count. Without a call, the
+ * libraries' own defaults apply (usually every core of the machine). */
+DM_API dm_status dm_set_num_threads(int n);
+/* The threads the next run from this thread would use (OpenMP's max; 1 without it). */
+DM_API int dm_get_num_threads(void);
+/* The cores this process may run on (its affinity mask), the CLI's default --threads. */
+DM_API int dm_num_threads_default(void);
+
 /* Registers the built-in operators. Called by dm_workspace_create; safe to call from
  * several threads and more than once. */
 DM_API dm_status dm_init(void);

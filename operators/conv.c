@@ -3,8 +3,8 @@
  * Method: im2col unfolds the input patches into a column matrix and sgemm with the
  * filter gives the output (1x1 stride-1 unpadded convolutions use the image itself as
  * the column matrix). The columns of a chunk of images sit side by side, so there is one
- * large sgemm per group and chunk rather than one small one per image, and the BLAS's
- * own threads do the parallel work. No OpenMP here on purpose: calling a pthreads
+ * large sgemm per group and chunk rather than one small one per image, and the GEMM's
+ * own threads do the parallel work (dm_sgemm: oneDNN where built in, else CBLAS). No OpenMP here on purpose: calling a pthreads
  * OpenBLAS from OpenMP threads made both thread pools spin against each other (a LeNet
  * step took 936 ms instead of 52), and even OpenMP-parallel im2col beside the BLAS
  * threads cost 3x on a busy 2-core machine; im2col is a few per cent of the time.
@@ -19,7 +19,6 @@
  */
 #include "dm_config.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +36,7 @@
 #include "common.h"
 #include "conv_args.h"
 #include "core/half.h"
+#include "math/gemm.h"
 #include "math/im2col.h"
 
 /* Images go through in chunks whose column block fits in about this many bytes (tests
@@ -238,7 +238,7 @@ static int64_t chunk_images(const conv_plan *p, int fp16, int grad) {
 /* Conv on nb images in FP32. x: their images; y: their outputs (Y's layout; for FP16 a
  * scratch block); col: (K, nb*HW) NCHW or (nb*HW, K) NHWC; ybig: (M, nb*HW) for NCHW.
  * y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded once. */
-static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
+static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
                        const float *b, float *y, dm_dtype yt, uint16_t *y16, float *col,
                        float *ybig) {
   const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
@@ -253,8 +253,8 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
           dm_im2col_nhwc(&p->cs, C, x + i * xs + grp * p->Cg, col + i * HW * K);
         src = col, ld = K;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, Mg, K, 1.0f, src, ld, wg, K,
-                  0.0f, y + grp * p->Mg, M);
+      DM_TRY(dm_sgemm(0, 1, (int)L, Mg, K, 1.0f, src, ld, wg, K,
+                  0.0f, y + grp * p->Mg, M));
     } else {
       const float *src = col; /* (K, L) */
       if (p->one_by_one && nb == 1) {
@@ -265,8 +265,8 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
         for (int64_t i = 0; i < nb; i++)
           dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Mg, (int)L, K, 1.0f, wg, K, src,
-                  (int)L, 0.0f, ybig + grp * p->Mg * L, (int)L);
+      DM_TRY(dm_sgemm(0, 0, Mg, (int)L, K, 1.0f, wg, K, src,
+                  (int)L, 0.0f, ybig + grp * p->Mg * L, (int)L));
     }
   }
   /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), then FP16's rounding. */
@@ -291,6 +291,7 @@ static void conv_chunk(const conv_plan *p, int64_t nb, const float *x, const flo
         dm_narrow(yt, yi, y16 + i * ys, (size_t)ys);
     }
   }
+  return DM_OK;
 }
 
 static dm_status conv_run(dm_op_ctx *ctx) {
@@ -324,12 +325,13 @@ static dm_status conv_run(dm_op_ctx *ctx) {
   for (int64_t n0 = 0; n0 < N; n0 += B) {
     int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
-      conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb,
-                 (float *)dm_tensor_mutable_data(y) + n0 * ys, DM_FLOAT, NULL, col, ybig);
+      DM_TRY(conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb,
+                        (float *)dm_tensor_mutable_data(y) + n0 * ys, DM_FLOAT, NULL, col,
+                        ybig));
     } else {
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
-      conv_chunk(&p, nb, xf, pw, pb, ybig, y->dtype,
-                 (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col, ybig);
+      DM_TRY(conv_chunk(&p, nb, xf, pw, pb, ybig, y->dtype,
+                        (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col, ybig));
     }
   }
   return DM_OK;
@@ -337,7 +339,7 @@ static dm_status conv_run(dm_op_ctx *ctx) {
 
 /* ConvGradient on nb images in FP32: dw (M, K) and db (M) accumulate; dx (their images,
  * or NULL) is overwritten. col as in conv_chunk; dybig (M, nb*HW) for NCHW. */
-static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
+static dm_status conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
                             const float *dy, float *dw, float *db, float *dx, float *col,
                             float *dybig) {
   const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
@@ -364,16 +366,16 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
           dm_im2col_nhwc(&p->cs, C, x + i * xs + grp * p->Cg, col + i * HW * K);
         src = col, ld = K;
       }
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Mg, K, (int)L, 1.0f, dyg, M, src, ld,
-                  1.0f, dwg, K);
+      DM_TRY(dm_sgemm(1, 0, Mg, K, (int)L, 1.0f, dyg, M, src, ld,
+                  1.0f, dwg, K));
       if (!dx)
         continue;
       if (direct) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, Cg, Mg, 1.0f, dyg, M, wg,
-                    K, 0.0f, dx + grp * p->Cg, C);
+        DM_TRY(dm_sgemm(0, 0, (int)L, Cg, Mg, 1.0f, dyg, M, wg,
+                    K, 0.0f, dx + grp * p->Cg, C));
       } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, K, Mg, 1.0f, dyg, M, wg,
-                    K, 0.0f, col, K);
+        DM_TRY(dm_sgemm(0, 0, (int)L, K, Mg, 1.0f, dyg, M, wg,
+                    K, 0.0f, col, K));
         for (int64_t i = 0; i < nb; i++)
           dm_col2im_nhwc(&p->cs, C, col + i * HW * K, dx + i * xs + grp * p->Cg);
       }
@@ -388,16 +390,16 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
         for (int64_t i = 0; i < nb; i++)
           dm_im2col_nchw(&p->cs, x + i * xs + grp * p->Cg * p->HWin, L, col + i * HW);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, K, (int)L, 1.0f, dyg, (int)L, src,
-                  (int)L, 1.0f, dwg, K);
+      DM_TRY(dm_sgemm(0, 1, Mg, K, (int)L, 1.0f, dyg, (int)L, src,
+                  (int)L, 1.0f, dwg, K));
       if (!dx)
         continue;
       if (direct) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Cg, (int)HW, Mg, 1.0f, wg, K, dyg,
-                    (int)HW, 0.0f, dx + grp * p->Cg * p->HWin, (int)p->HWin);
+        DM_TRY(dm_sgemm(1, 0, Cg, (int)HW, Mg, 1.0f, wg, K, dyg,
+                    (int)HW, 0.0f, dx + grp * p->Cg * p->HWin, (int)p->HWin));
       } else {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, (int)L, Mg, 1.0f, wg, K, dyg,
-                    (int)L, 0.0f, col, (int)L);
+        DM_TRY(dm_sgemm(1, 0, K, (int)L, Mg, 1.0f, wg, K, dyg,
+                    (int)L, 0.0f, col, (int)L));
         DM_OMP_FOR_IMAGES(nb) /* each image's dX is its own */
         for (int64_t i = 0; i < nb; i++)
           dm_col2im_nchw(&p->cs, col + i * HW, L, dx + i * xs + grp * p->Cg * p->HWin);
@@ -405,7 +407,7 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
     }
   }
   if (!db)
-    return;
+    return DM_OK;
   if (!p->a.nhwc) {
     for (int64_t m = 0; m < p->M; m++) {
       float s = 0.0f;
@@ -418,6 +420,7 @@ static void conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x, cons
       for (int64_t m = 0; m < p->M; m++)
         db[m] += dy[j * p->M + m];
   }
+  return DM_OK;
 }
 
 static dm_status conv_grad_run(dm_op_ctx *ctx) {
@@ -449,14 +452,16 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   for (int64_t n0 = 0; n0 < N; n0 += B) {
     int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
-      conv_grad_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw,
-                      (const float *)dm_tensor_data(dy) + n0 * ys, sum, has_db ? sum + n_w : NULL,
-                      dx ? (float *)dm_tensor_mutable_data(dx) + n0 * xs : NULL, col, dybig);
+      DM_TRY(conv_grad_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw,
+                             (const float *)dm_tensor_data(dy) + n0 * ys, sum,
+                             has_db ? sum + n_w : NULL,
+                             dx ? (float *)dm_tensor_mutable_data(dx) + n0 * xs : NULL, col,
+                             dybig));
     } else {
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(dy) + n0 * ys, dyf, (size_t)(nb * ys));
-      conv_grad_chunk(&p, nb, xf, pw, dyf, sum, has_db ? sum + n_w : NULL, dx ? dxf : NULL, col,
-                      dybig);
+      DM_TRY(conv_grad_chunk(&p, nb, xf, pw, dyf, sum, has_db ? sum + n_w : NULL,
+                             dx ? dxf : NULL, col, dybig));
       if (dx)
         dm_narrow(x->dtype, dxf, (uint16_t *)dm_tensor_mutable_data(dx) + n0 * xs,
                   (size_t)(nb * xs));

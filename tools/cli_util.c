@@ -133,6 +133,14 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out) {
                                  "of bytes (0: no limit), got '%s'", arg);
 }
 
+int dm_cli_threads_flag(const char *cmd, const char *arg) {
+  long n;
+  if (!dm_cli_parse_long(arg, 1, DM_MAX_THREADS, &n))
+    return dm_cli_usage_error(cmd, "--threads wants a whole number of threads from 1 to %d, "
+                                   "got '%s'", DM_MAX_THREADS, arg);
+  return dm_set_num_threads((int)n) == DM_OK ? DM_EXIT_OK : dm_cli_fail();
+}
+
 dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
                                  const char *flag) {
   for (size_t i = 0; i < def->n_op; i++) {

@@ -65,6 +65,17 @@ int dm_cli_parse_size(const char *s, size_t *out);
   "                         " pad "or bytes; 0: none): the op that would pass it fails,\n" \
   "                         " pad "naming itself, the blob and the sizes\n"
 int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
+/* --threads N, shared by `run`, `train` and `info`: the option-table entry, its help
+ * line and its handling. The CLI starts at the cores this process may run on (main.c
+ * calls dm_set_num_threads(dm_num_threads_default()) before any command); the flag sets
+ * N for OpenMP, OpenBLAS and oneDNN at once, or returns a usage error for a bad N. */
+#define DM_THREADS_FLAG 1301
+#define DM_THREADS_OPTION {"threads", required_argument, NULL, DM_THREADS_FLAG}
+#define DM_THREADS_HELP(pad)                                                               \
+  "      --threads N     " pad "    CPU threads for the kernels, OpenMP, OpenBLAS and\n"    \
+  "                      " pad "    oneDNN alike (default: the cores this process may\n"  \
+  "                      " pad "    run on; `demitasse info` prints the count)\n"
+int dm_cli_threads_flag(const char *cmd, const char *arg);
 /* Checks that the `db` of each TensorProtosDBInput in def (read from net_path) exists,
  * for a net run without `flag` (--train-db, --test-db) pointing it elsewhere: a missing
  * DB is named with the flag that gives one and the command that makes one. */

@@ -1,5 +1,7 @@
 /* cmd_info.c: `demitasse info`, what this build and this machine offer: version, CPU
- * features, BLAS and OpenMP threads, CUDA libraries and GPUs (or why none is usable). */
+ * features, the GEMM engine (oneDNN's version and ISA), BLAS and OpenMP threads, a
+ * warning when the BLAS runs a kernel older than the CPU, CUDA libraries and GPUs (or
+ * why none is usable). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include "core/half.h"
 #include "dm_config.h"
 #include "gpu/device_info.h"
+#include "operators/math/gemm.h"
 
 #if DM_HAVE_OPENMP
 #include <omp.h>
@@ -20,12 +23,15 @@ int openblas_get_num_threads(void);
 #endif
 
 static void help(FILE *f) {
-  fprintf(f, "usage: demitasse info [--no-selftest]\n\n"
-             "Prints the version; CPU features; the BLAS library and its threads; OpenMP\n"
-             "threads; CUDA runtime, driver, cuDNN, cuBLAS and NCCL versions; the GPUs, or\n"
-             "why none is usable. With a GPU, also converts a few floats to FP16 on it and\n"
-             "compares the bits with the CPU conversion.\n\n"
+  fprintf(f, "usage: demitasse info [--no-selftest] [--threads N]\n\n"
+             "Prints the version; CPU features; the GEMM engine (oneDNN's version and the\n"
+             "ISA it runs, or CBLAS); the BLAS library and its threads, with a warning when\n"
+             "it runs a kernel older than the CPU; the CPU threads the kernels use; CUDA\n"
+             "runtime, driver, cuDNN, cuBLAS and NCCL versions; the GPUs, or why none is\n"
+             "usable. With a GPU, also converts a few floats to FP16 on it and compares the\n"
+             "bits with the CPU conversion.\n\n"
              "  -n, --no-selftest  skip the GPU self-test\n"
+             "      --threads N    report as `run --threads N` would set them\n"
              "  -h, --help         this text\n");
 }
 
@@ -47,6 +53,22 @@ static void print_cpu(void) {
 #endif
   printf("FP16 conversion: %s\n", dm_half_simd_available() ? "F16C" : "portable");
 }
+
+#ifdef DM_CLI_HAVE_OPENBLAS
+/* On the running CPU; the decision itself is dm_blas_generic_warning's (tested apart). */
+static void print_blas_warning(const char *config) {
+  int avx2 = 0, avx512 = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  avx512 = __builtin_cpu_supports("avx512f");
+#endif
+  char msg[512];
+  if (dm_blas_generic_warning(config, avx2, avx512, DM_HAVE_DNNL, msg, sizeof msg)) {
+    printf("%s\n", msg);
+  }
+}
+#endif
 
 /* Converts awkward values (ties, subnormals, overflow, inf, nan) on GPU 0 and on the CPU. */
 static int gpu_selftest(void) {
@@ -73,6 +95,7 @@ static int gpu_selftest(void) {
 int dm_cmd_info(int argc, char **argv) {
   static const struct option opts[] = {{"no-selftest", no_argument, NULL, 'n'},
                                        {"help", no_argument, NULL, 'h'},
+                                       DM_THREADS_OPTION,
                                        {NULL, 0, NULL, 0}};
   int selftest = 1, c;
   optind = 0;
@@ -81,6 +104,12 @@ int dm_cmd_info(int argc, char **argv) {
     switch (c) {
     case 'n': selftest = 0; break;
     case 'h': help(stdout); return DM_EXIT_OK;
+    case DM_THREADS_FLAG: {
+      int rc = dm_cli_threads_flag("info", optarg);
+      if (rc != DM_EXIT_OK)
+        return rc;
+      break;
+    }
     default: return dm_cli_bad_option("info", argv);
     }
   }
@@ -89,8 +118,12 @@ int dm_cmd_info(int argc, char **argv) {
 
   printf("demitasse %s\n", dm_version_string());
   print_cpu();
+  char line[512];
+  dm_gemm_engine_describe(line, sizeof line);
+  printf("GEMM: %s; %s\n", dm_gemm_engine(), line);
 #ifdef DM_CLI_HAVE_OPENBLAS
   printf("BLAS: %s, %d threads\n", openblas_get_config(), openblas_get_num_threads());
+  print_blas_warning(openblas_get_config());
 #else
   printf("BLAS: a CBLAS other than OpenBLAS (no configuration query)\n");
 #endif
@@ -99,6 +132,8 @@ int dm_cmd_info(int argc, char **argv) {
 #else
   printf("OpenMP: not built in\n");
 #endif
+  printf("CPU threads: %d (default: the %d cores this process may run on)\n",
+         dm_get_num_threads(), dm_num_threads_default());
   dm_cuda_info *info = malloc(sizeof *info);
   if (!info)
     return dm_cli_failf("out of memory");

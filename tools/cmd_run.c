@@ -49,6 +49,7 @@ static void help(FILE *f) {
           "                          into the Conv before it, once, after the init net\n"
           "                          (`rewrite --fuse NET` prints the fused net)\n"
           DM_MEMORY_LIMIT_HELP(" ")
+          DM_THREADS_HELP("")
           "  -h, --help              this text\n");
 }
 
@@ -305,6 +306,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       {"no-fuse", no_argument, NULL, 'F'},
       DM_MEMORY_LIMIT_OPTION,
+      DM_THREADS_OPTION,
       {NULL, 0, NULL, 0}};
   run_opts o = {.iters = 1, .precision = DM_FLOAT};
   dm_device_cli_init(&o.dev);
@@ -351,6 +353,7 @@ int dm_cmd_run(int argc, char **argv) {
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
     case 'F': o.no_fuse = 1; break;
+    case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);
     }

@@ -79,7 +79,7 @@ static void help(FILE *f) {
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
-  fprintf(f, DM_MEMORY_LIMIT_HELP("  ") "  -h, --help               this text\n");
+  fprintf(f, DM_MEMORY_LIMIT_HELP("  ") DM_THREADS_HELP(" ") "  -h, --help               this text\n");
 }
 
 static double now_s(void) {
@@ -543,7 +543,8 @@ int dm_cmd_train(int argc, char **argv) {
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
       {"no-free", no_argument, NULL, O_NO_FREE},
       {"save-net", required_argument, NULL, O_SAVE_NET},
-      {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION};
+      {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
+      DM_THREADS_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -598,6 +599,7 @@ int dm_cmd_train(int argc, char **argv) {
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
       break;
+    case DM_THREADS_FLAG: rc = dm_cli_threads_flag("train", optarg); break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");

@@ -66,6 +66,10 @@ int main(int argc, char **argv) {
     printf("demitasse %s\n", dm_version_string());
     return DM_EXIT_OK;
   }
+  /* Every command starts at the cores this process may run on (a container's or
+   * taskset's mask, not the machine's), for OpenMP, OpenBLAS and oneDNN alike; --threads
+   * changes it. dm_num_threads_default is within dm_set_num_threads' range. */
+  (void)dm_set_num_threads(dm_num_threads_default());
   for (const dm_cli_cmd *c = commands; c->name; c++)
     if (strcmp(cmd, c->name) == 0)
       return finish_stdout(c->fn(argc - 1, argv + 1));

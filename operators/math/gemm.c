@@ -1,13 +1,30 @@
-/* gemm.c: FP32 GEMM through CBLAS, and the FP16/BF16 (FP32-accumulate) GEMM built on it. */
+/* gemm.c: the one FP32 GEMM every CPU kernel calls, and the FP16/BF16 (FP32-accumulate)
+ * GEMM built on it.
+ *
+ * With oneDNN (DM_HAVE_DNNL) the product runs in dnnl_sgemm, which picks its kernel from
+ * the CPU's features at run time (AVX-512 on a Sapphire Rapids). Without it, CBLAS. Why
+ * not always CBLAS: Debian's OpenBLAS 0.3.21 picks its kernels from a table of known
+ * CPUs and runs its SSE3 "Prescott" kernels on CPUs newer than the table, 10x slower at
+ * 2048^3 (bench/README.md). Both libraries are row-major here and see the same checked
+ * arguments, so the two builds differ only in rounding order.
+ */
 #include "gemm.h"
 
 #include <cblas.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dm_config.h"
 #include "operators/common.h"
 
+#if DM_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* The same limit with and without oneDNN (dnnl_sgemm takes int64, CBLAS int), so a net
+ * that runs in one build runs in the other. */
 static dm_status check_dims(int64_t M, int64_t N, int64_t K) {
   if (M < 0 || N < 0 || K < 0 || M > INT_MAX || N > INT_MAX || K > INT_MAX)
     return dm_error(DM_ERR_LIMIT, "GEMM of %lld x %lld x %lld exceeds the BLAS index range",
@@ -15,21 +32,49 @@ static dm_status check_dims(int64_t M, int64_t N, int64_t K) {
   return DM_OK;
 }
 
-dm_status dm_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                      const float *A, const float *B, float beta, float *C) {
+static dm_status check_ld(const char *name, int64_t ld, int64_t cols) {
+  if (ld < (cols > 1 ? cols : 1) || ld > INT_MAX)
+    return dm_error(DM_ERR_INVALID, "GEMM leading dimension %s = %lld, needs %lld..%d", name,
+                    (long long)ld, (long long)(cols > 1 ? cols : 1), INT_MAX);
+  return DM_OK;
+}
+
+dm_status dm_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                   float *C, int64_t ldc) {
   DM_TRY(check_dims(M, N, K));
+  DM_TRY(check_ld("lda", lda, trans_a ? M : K));
+  DM_TRY(check_ld("ldb", ldb, trans_b ? K : N));
+  DM_TRY(check_ld("ldc", ldc, N));
   if (M == 0 || N == 0)
     return DM_OK;
-  if (K == 0) { /* empty sum: C = beta * C (beta 0 clears, even NaN) */
-    for (int64_t i = 0; i < M * N; i++)
-      C[i] = beta == 0.0f ? 0.0f : beta * C[i];
+  if (K == 0 || alpha == 0.0f) { /* no product: C = beta * C (beta 0 clears, even NaN) */
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return DM_OK;
   }
-  int lda = (int)(trans_a ? M : K), ldb = (int)(trans_b ? K : N);
+#if DM_HAVE_DNNL
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                lda, B, ldb, beta, C, ldc);
+  if (st != dnnl_success)
+    return dm_error(st == dnnl_out_of_memory ? DM_ERR_NOMEM : DM_ERR_INVALID,
+                    "dnnl_sgemm(%c%c, %lld x %lld x %lld) failed with oneDNN status %d",
+                    trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', (long long)M, (long long)N,
+                    (long long)K, (int)st);
+#else
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, lda, B,
-              ldb, beta, C, (int)N);
+              trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
+              B, (int)ldb, beta, C, (int)ldc);
+#endif
   return DM_OK;
+}
+
+dm_status dm_gemm_f32(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, const float *B, float beta, float *C) {
+  int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  return dm_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda > 1 ? lda : 1, B,
+                  ldb > 1 ? ldb : 1, beta, C, N > 1 ? N : 1);
 }
 
 dm_status dm_gemm_r16(dm_dtype t, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -57,4 +102,45 @@ dm_status dm_gemm_r16(dm_dtype t, int trans_a, int trans_b, int64_t M, int64_t N
     dm_narrow(t, c, C, nc);
   free(buf);
   return s;
+}
+
+const char *dm_gemm_engine(void) {
+#if DM_HAVE_DNNL
+  return "oneDNN dnnl_sgemm";
+#else
+  return "CBLAS cblas_sgemm";
+#endif
+}
+
+#if DM_HAVE_DNNL
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+  case dnnl_cpu_isa_sse41: return "sse41";
+  case dnnl_cpu_isa_avx: return "avx";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  case dnnl_cpu_isa_all: return "all (no limit set)";
+  default: return "unknown";
+  }
+}
+#endif
+
+void dm_gemm_engine_describe(char *buf, size_t n) {
+#if DM_HAVE_DNNL
+  const dnnl_version_t *v = dnnl_version();
+  snprintf(buf, n, "oneDNN %d.%d.%d (%s), ISA %s (0x%x), CPU runtime %s", v->major, v->minor,
+           v->patch, v->hash ? v->hash : "?", isa_name(dnnl_get_effective_cpu_isa()),
+           (unsigned)dnnl_get_effective_cpu_isa(),
+           v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+           : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                                                : "other");
+#else
+  snprintf(buf, n, "no oneDNN in this build (GEMMs through CBLAS)");
+#endif
 }
