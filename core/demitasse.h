@@ -162,6 +162,16 @@ DM_API void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes);
  * memory an op keeps outside tensors. Setting a cap below what is held frees nothing;
  * allocations fail until enough is freed. DM_ERR_INVALID for a NULL ws. */
 DM_API dm_status dm_workspace_set_memory_limit(dm_workspace *ws, size_t bytes);
+/* The engine the workspace's nets run ops on that name no engine of their own (an
+ * OperatorDef's `engine` field), as a comma-separated preference list: "REFERENCE" for
+ * the reference kernels (the FP16 path faithful to tensor cores, and the oracle the
+ * engines are tested against), "DNNL" for oneDNN's, NULL or "" for the default (DNNL on
+ * the CPU where the library was built with oneDNN, CUDNN on GPUs). An engine without a
+ * kernel for an op falls back to the default, then to the reference kernel. Applies to
+ * nets created afterwards. DM_ERR_INVALID for a NULL ws or a name over 63 characters. */
+DM_API dm_status dm_workspace_set_engine(dm_workspace *ws, const char *engine);
+/* Whether the library was built with the oneDNN engine (and it can run on this CPU). */
+DM_API int dm_have_dnnl(void);
 /* The host memory the workspace's tensors hold now, as the cap counts it, and the most
  * held at once since the workspace was created (either pointer may be NULL). */
 DM_API dm_status dm_workspace_memory_usage(const dm_workspace *ws, size_t *in_use,

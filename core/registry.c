@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uthash.h>
 
 #include "dm_config.h"
@@ -307,9 +308,10 @@ int dm_kernel_exists(const char *type, dm_device_type device, const char *engine
 
 dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
                            const dm_op_ctx *ctx, const dm_kernel_def **out) {
-  static const char *const device_defaults[] = {[DM_CPU] = "", [DM_CUDA] = "CUDNN"};
+  static const char *const device_defaults[] = {[DM_CPU] = DM_ENGINE_DNNL, [DM_CUDA] = "CUDNN"};
   const dm_kernel_def *cand[MAX_CANDIDATES];
   size_t n = 0;
+  int reference = 0;
   /* The existing kernels in the order they are preferred, found under the lock; entries
    * are never freed while the process uses them, so their supports hooks are asked
    * after it is released (a hook may itself look things up in the registry). */
@@ -320,13 +322,15 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
     while (len && *p == ' ')
       p++, len--;
     const dm_kernel_def *k = len ? find_kernel(type, device, p, len) : NULL;
+    if (len == strlen(DM_ENGINE_REFERENCE) && strncasecmp(p, DM_ENGINE_REFERENCE, len) == 0)
+      reference = 1;
     if (k)
       cand[n++] = k;
     p += len + (comma ? 1 : 0);
     if (!comma)
       break;
   }
-  if ((unsigned)device <= DM_CUDA && *device_defaults[device]) {
+  if ((unsigned)device <= DM_CUDA && !reference) {
     const dm_kernel_def *k =
         find_kernel(type, device, device_defaults[device], strlen(device_defaults[device]));
     if (k)
@@ -357,6 +361,10 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
   }
   *out = k;
   return DM_OK;
+}
+
+int dm_kernel_keeps_layouts(const dm_kernel_def *k) {
+  return k && k->engine && strcmp(k->engine, DM_ENGINE_DNNL) == 0;
 }
 
 static int cmp_schema(const void *a, const void *b) {

@@ -13,9 +13,18 @@
 #include "demitasse_plugin.h"
 #include "status.h"
 
+/* Engine names with a meaning to the registry. "DNNL": the oneDNN engine
+ * (operators/dnnl/), the CPU's default where it is built; its kernels alone read and
+ * write blocked layouts (core/tensor.h). "REFERENCE", in an op's engine list: the plain
+ * kernel, never the device's default engine (no kernel is registered under it). */
+#define DM_ENGINE_DNNL "DNNL"
+#define DM_ENGINE_REFERENCE "REFERENCE"
+/* Whether k is one of the layout-aware engine's kernels. */
+DM_HIDDEN int dm_kernel_keeps_layouts(const dm_kernel_def *k);
+
 /* Finds the kernel for `type` on `device`, trying each engine of the comma-separated
- * `engines` list in order, then the device's defaults (CUDA: "CUDNN"), then the plain
- * implementation; with `ctx` (may be NULL), skipping kernels whose supports(ctx) says
+ * `engines` list in order, then the device's default engine (CPU: "DNNL", CUDA: "CUDNN")
+ * unless the list names "REFERENCE", then the plain implementation; with `ctx` (may be NULL), skipping kernels whose supports(ctx) says
  * no (DM_ERR_UNSUPPORTED when every existing kernel does). */
 DM_HIDDEN dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *engines,
                                      const dm_op_ctx *ctx, const dm_kernel_def **out);

@@ -155,11 +155,20 @@ static void storage_await_uploads(dm_storage *s) {
   }
 }
 
+static void storage_clear_layout(dm_storage *s) {
+  if (s->layout)
+    s->layout->free_desc(s->layout_desc);
+  s->layout = NULL;
+  s->layout_desc = NULL;
+}
+
 static void storage_release(dm_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
     return;
   atomic_fetch_sub(&bytes_now[s->device == DM_CPU ? 0 : 1], alloc_size(s->nbytes));
   uncharge(s->counted, alloc_size(s->nbytes));
+  if (s->layout)
+    s->layout->free_desc(s->layout_desc);
   dm_mem_limit_release(s->counted);
   if (s->device != DM_CPU) {
     const dm_device_ops *ops = dm_device_ops_for(s->device);
@@ -322,6 +331,13 @@ dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dt
   int keep = t->storage && t->storage->nbytes == nbytes && t->storage->dtype != DM_STRING &&
              dtype != DM_STRING && t->storage->device == device &&
              t->storage->device_id == id;
+  /* A blocked buffer of the same size is reused for plain data only when it is t's
+   * alone: another tensor sharing it still reads it in its layout. */
+  if (keep && t->storage->layout) {
+    keep = atomic_load(&t->storage->refs) == 1;
+    if (keep)
+      storage_clear_layout(t->storage);
+  }
   if (!keep) {
     dm_storage *s = NULL;
     if (device == DM_CPU)
@@ -350,7 +366,7 @@ dm_status dm_tensor_set_shape(dm_tensor *t, dm_dtype dtype, int ndim, const int6
   size_t nbytes;
   DM_TRY(dm_shape_numel(ndim, dims, &numel));
   DM_TRY(dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &nbytes));
-  if (t->storage && (t->storage->nbytes != nbytes || dtype == DM_STRING)) {
+  if (t->storage && (t->storage->nbytes != nbytes || dtype == DM_STRING || t->storage->layout)) {
     storage_release(t->storage);
     t->storage = NULL;
   }
@@ -429,6 +445,10 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
     dm_tensor_reset(dst);
     return DM_OK;
   }
+  /* Copies are plain: a blocked source is converted where it is first (the conversion
+   * changes its bytes, not its value, so a const source may be). */
+  if (!dm_tensor_is_plain(src))
+    DM_TRY(dm_tensor_make_plain((dm_tensor *)src));
   if (dst->storage && src->storage && dst->storage == src->storage && src->storage->device == device &&
       src->storage->device_id == id) {
     dm_tensor_share(dst, src);
@@ -468,7 +488,7 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
 
 int dm_tensor_swap_storage(dm_tensor *a, dm_tensor *b) {
   dm_storage *x = a->storage, *y = b->storage;
-  if (!x || !y || x == y || x->device != DM_CPU || y->device != DM_CPU ||
+  if (!x || !y || x == y || x->device != DM_CPU || y->device != DM_CPU || x->layout || y->layout ||
       x->dtype == DM_STRING || y->dtype == DM_STRING || x->nbytes != y->nbytes ||
       atomic_load(&x->refs) != 1 || atomic_load(&y->refs) != 1)
     return 0;
@@ -482,6 +502,8 @@ int dm_tensor_swap_storage(dm_tensor *a, dm_tensor *b) {
 dm_status dm_tensor_make_unique(dm_tensor *t) {
   if (!t->storage || atomic_load(&t->storage->refs) == 1)
     return DM_OK;
+  if (t->storage->layout)
+    return dm_tensor_make_plain(t); /* new storage, t's alone */
   dm_tensor *copy = dm_tensor_new(t->limit);
   if (!copy)
     return DM_NOMEM("a tensor");
@@ -525,14 +547,86 @@ dm_dtype dm_tensor_dtype(const dm_tensor *t) { return t ? t->dtype : DM_UNDEFINE
 int dm_tensor_ndim(const dm_tensor *t) { return t ? t->ndim : 0; }
 const int64_t *dm_tensor_dims(const dm_tensor *t) { return t ? t->dims : NULL; }
 int64_t dm_tensor_numel(const dm_tensor *t) { return t ? t->numel : 0; }
-size_t dm_tensor_nbytes(const dm_tensor *t) { return t && t->storage ? t->storage->nbytes : 0; }
+/* A blocked tensor answers for the plain data its first access converts to. */
+size_t dm_tensor_nbytes(const dm_tensor *t) {
+  if (!t || !t->storage)
+    return 0;
+  return t->storage->layout ? (size_t)t->numel * dm_dtype_size(t->dtype) : t->storage->nbytes;
+}
+/* Readers outside the layout-aware kernels get plain data (converted on first access:
+ * the bytes change, not the value, so a const tensor may be); NULL when the conversion
+ * fails (out of memory), with the error set. */
 const void *dm_tensor_data(const dm_tensor *t) {
-  return t && t->storage ? t->storage->data : NULL;
+  if (!t || !t->storage)
+    return NULL;
+  if (t->storage->layout && dm_tensor_make_plain((dm_tensor *)t) != DM_OK)
+    return NULL;
+  return t->storage->data;
 }
 /* The host may be about to write: wait for an upload still reading the storage. */
 void *dm_tensor_mutable_data(dm_tensor *t) {
   if (!t || !t->storage)
     return NULL;
+  if (t->storage->layout && dm_tensor_make_plain(t) != DM_OK)
+    return NULL;
   storage_await_uploads(t->storage);
   return t->storage->data;
+}
+
+void *dm_tensor_raw_data(const dm_tensor *t) { return t && t->storage ? t->storage->data : NULL; }
+
+int dm_tensor_is_plain(const dm_tensor *t) { return !t->storage || !t->storage->layout; }
+
+dm_status dm_tensor_make_plain(dm_tensor *t) {
+  if (dm_tensor_is_plain(t))
+    return DM_OK;
+  size_t nbytes = (size_t)t->numel * dm_dtype_size(t->dtype);
+  dm_storage *s = NULL;
+  DM_TRY(storage_alloc(t, t->dtype, t->numel, nbytes, &s));
+  dm_status st = t->storage->layout->to_plain(t, s->data);
+  if (st != DM_OK) {
+    storage_release(s);
+    return st;
+  }
+  storage_release(t->storage);
+  t->storage = s;
+  return DM_OK;
+}
+
+dm_status dm_tensor_resize_layout(dm_tensor *t, dm_dtype dtype, int ndim, const int64_t *dims,
+                                  size_t nbytes, const dm_layout_ops *layout, void *desc) {
+  int64_t numel;
+  size_t plain;
+  dm_status st = dm_shape_numel(ndim, dims, &numel);
+  if (st == DM_OK)
+    st = dm_shape_nbytes(dtype, numel, dm_tensor_max_bytes(t), &plain);
+  if (st == DM_OK && dtype == DM_STRING)
+    st = dm_error(DM_ERR_TYPE, "STRING tensors have no layouts");
+  dm_storage *old = t->storage;
+  int keep = st == DM_OK && old && old->device == DM_CPU && old->nbytes == nbytes &&
+             old->dtype != DM_STRING && atomic_load(&old->refs) == 1;
+  if (st == DM_OK && !keep) {
+    dm_storage *s = NULL;
+    st = storage_alloc(t, dtype, numel, nbytes, &s);
+    if (st == DM_OK) {
+      storage_release(t->storage);
+      t->storage = s;
+    }
+  }
+  if (st != DM_OK) {
+    if (layout && desc)
+      layout->free_desc(desc);
+    return st;
+  }
+  storage_await_uploads(t->storage);
+  storage_clear_layout(t->storage);
+  t->storage->layout = layout;
+  t->storage->layout_desc = layout ? desc : NULL;
+  t->storage->dtype = dtype;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++)
+    t->dims[i] = dims[i];
+  t->numel = numel;
+  return DM_OK;
 }

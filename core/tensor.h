@@ -40,6 +40,21 @@ DM_HIDDEN void dm_mem_limit_release(dm_mem_limit *l);
 /* The most bytes one tensor of t's may take (its workspace's tensor limit). */
 DM_HIDDEN uint64_t dm_tensor_max_bytes(const dm_tensor *t);
 
+/* A storage's data in a layout other than the plain row-major one of its tensor's dims:
+ * oneDNN's blocked formats, written by the DNNL engine's kernels (operators/dnnl/), which
+ * pass them on to each other so consecutive ops do not convert back and forth. Everyone
+ * else sees plain data: dm_tensor_data and dm_tensor_mutable_data convert on first
+ * access, and the executor converts the inputs of every other kernel before it runs
+ * (net/net.c), so no reference kernel, plugin, fetch, save or device copy ever reads a
+ * blocked buffer. See "Layouts" in DESIGN-level notes of operators/dnnl/dnnl_common.h. */
+typedef struct dm_layout_ops {
+  const char *name;
+  /* Writes src's data (in src->storage's layout) to dst as the plain row-major array of
+   * src's dims and dtype. */
+  dm_status (*to_plain)(const dm_tensor *src, void *dst);
+  void (*free_desc)(void *desc);
+} dm_layout_ops;
+
 typedef struct dm_storage {
   atomic_int refs;
   dm_device_type device; /* CPU storage is host memory; other devices' is theirs */
@@ -60,6 +75,10 @@ typedef struct dm_storage {
   int uploads;
   int pin_failed;
   dm_mem_limit *counted; /* the workspace limits whose in_use holds this (a reference) */
+  /* NULL: plain. Otherwise the data's layout and its description (owned); nbytes is then
+   * the layout's size, which may exceed the plain one (channel blocks are padded). */
+  const dm_layout_ops *layout;
+  void *layout_desc;
 } dm_storage;
 
 struct dm_tensor {
@@ -112,6 +131,19 @@ DM_HIDDEN dm_device_type dm_tensor_device(const dm_tensor *t, int *id);
  * copies go through the device backend). */
 DM_HIDDEN dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id,
                                       const dm_tensor *src);
+/* Whether t's data is plain row-major (or t has none). */
+DM_HIDDEN int dm_tensor_is_plain(const dm_tensor *t);
+/* Converts t's data to plain row-major in new storage of its own (no-op when plain). */
+DM_HIDDEN dm_status dm_tensor_make_plain(dm_tensor *t);
+/* Resizes t on the CPU to dtype and dims with `nbytes` of storage in `layout` (NULL:
+ * plain), described by `desc`, which it takes over (freed with layout->free_desc, also
+ * on failure). The storage is t's own afterwards: one shared with another tensor is not
+ * reused. The data is left unwritten. */
+DM_HIDDEN dm_status dm_tensor_resize_layout(dm_tensor *t, dm_dtype dtype, int ndim,
+                                            const int64_t *dims, size_t nbytes,
+                                            const dm_layout_ops *layout, void *desc);
+/* The storage's bytes in whatever layout they are (kernels that read layouts). */
+DM_HIDDEN void *dm_tensor_raw_data(const dm_tensor *t);
 /* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */

@@ -4,6 +4,7 @@
 
 #include "device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,18 @@ void dm_workspace_destroy(dm_workspace *ws) {
   free(ws->sorted_names);
   dm_mem_limit_release(ws->tensor_limit); /* storages still shared elsewhere keep theirs */
   free(ws);
+}
+
+dm_status dm_workspace_set_engine(dm_workspace *ws, const char *engine) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_set_engine: NULL ws");
+  if (!engine)
+    engine = "";
+  if (strlen(engine) >= sizeof ws->engine)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_set_engine: engine list '%.40s...' is over %zu characters",
+                    engine, sizeof ws->engine - 1);
+  snprintf(ws->engine, sizeof ws->engine, "%s", engine);
+  return DM_OK;
 }
 
 void dm_workspace_set_tensor_limit(dm_workspace *ws, uint64_t max_bytes) {

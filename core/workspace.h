@@ -35,6 +35,7 @@ struct dm_workspace {
   size_t n_sorted;
   int names_stale;
   uint64_t next_serial; /* the serial the next new blob gets */
+  char engine[64];      /* the engine list of ops that name none ("": the registry's choice) */
 };
 
 /* A new, empty workspace. The public dm_workspace_create (net/api.c) calls dm_init

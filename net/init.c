@@ -17,6 +17,11 @@
 #if DM_HAVE_CUDA
 #include "gpu/register.h"
 #endif
+#if DM_HAVE_DNNL
+#include "operators/dnnl/dnnl_common.h"
+#else
+int dm_have_dnnl(void) { return 0; }
+#endif
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static dm_status init_status = DM_OK;
@@ -24,6 +29,9 @@ static char init_message[512];
 
 static dm_status register_builtins(void) {
   DM_TRY(dm_register_builtin_ops());
+#if DM_HAVE_DNNL
+  DM_TRY(dm_register_dnnl_ops());
+#endif
 #if DM_HAVE_CUDA
   DM_TRY(dm_register_cuda_ops());
 #endif

@@ -193,9 +193,11 @@ static dm_status bind_op(dm_op_ctx *op, dm_workspace *ws, const Caffe2__Operator
 
 /* The registry's lookup for op on `device`, its message ending with a supports hook's
  * reason (dm_op_refuse) when kernels exist but refuse. */
-static dm_status lookup_kernel(dm_op_ctx *op, dm_device_type device, const dm_kernel_def **out) {
+static dm_status lookup_kernel(dm_op_ctx *op, const dm_workspace *ws, dm_device_type device,
+                               const dm_kernel_def **out) {
   dm_op_clear_refusal();
-  dm_status s = dm_kernel_lookup(op->def->type, device, op->def->engine, op, out);
+  const char *engine = op->def->engine && *op->def->engine ? op->def->engine : ws->engine;
+  dm_status s = dm_kernel_lookup(op->def->type, device, engine, op, out);
   if (s == DM_ERR_UNSUPPORTED && *dm_op_last_refusal()) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", dm_last_error());
@@ -204,16 +206,49 @@ static dm_status lookup_kernel(dm_op_ctx *op, dm_device_type device, const dm_ke
   return s;
 }
 
-static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
-  op->net = net;
-  op->index = index;
-  DM_TRY(bind_op(op, net->ws, net->def->op[index], net->def->device_option));
-  DM_TRY(lookup_kernel(op, op->device, &op->kernel));
+/* The input dtypes as one number, to notice when they change between runs. */
+static uint64_t input_dtypes(const dm_op_ctx *op) {
+  uint64_t sig = 1469598103934665603u;
+  for (int i = 0; i < op->n_in; i++)
+    sig = (sig ^ (uint64_t)op->in[i]->tensor->dtype) * 1099511628211u;
+  return sig;
+}
+
+/* Chooses op's kernel and makes its state. */
+static dm_status bind_kernel(dm_op_ctx *op, dm_workspace *ws) {
+  DM_TRY(lookup_kernel(op, ws, op->device, &op->kernel));
+  op->keeps_layouts = dm_kernel_keeps_layouts(op->kernel);
+  op->dtypes_seen = input_dtypes(op);
   if (op->device != DM_CPU)
     DM_TRY(dm_device_check(op->device, op->device_id));
   if (op->kernel->init)
     DM_TRY(op->kernel->init(op, &op->state));
   return DM_OK;
+}
+
+/* A kernel is chosen when the net is made, when some inputs' dtypes may not be known yet
+ * (activations): its supports hook answered for what was known. Once they are, and
+ * whenever they change, it is asked again, and a kernel that refuses gives way to the
+ * next the registry offers (an engine that runs FLOAT but not FLOAT16, say). */
+static dm_status recheck_kernel(dm_op_ctx *op) {
+  uint64_t sig = input_dtypes(op);
+  if (sig == op->dtypes_seen)
+    return DM_OK;
+  op->dtypes_seen = sig;
+  dm_op_clear_refusal();
+  if (op->kernel->supports(op))
+    return DM_OK;
+  if (op->kernel->fini && op->state)
+    op->kernel->fini(op->state);
+  op->state = NULL;
+  return bind_kernel(op, op->net->ws);
+}
+
+static dm_status create_op(dm_net *net, int index, dm_op_ctx *op) {
+  op->net = net;
+  op->index = index;
+  DM_TRY(bind_op(op, net->ws, net->def->op[index], net->def->device_option));
+  return bind_kernel(op, net->ws);
 }
 
 static void free_op(dm_op_ctx *op) {
@@ -238,7 +273,7 @@ dm_status dm_op_probe_kernel(dm_workspace *ws, const Caffe2__OperatorDef *def,
   op.device = device;
   op.device_id = device_id;
   if (s == DM_OK)
-    s = lookup_kernel(&op, device, out);
+    s = lookup_kernel(&op, ws, device, out);
   free_op(&op);
   return s;
 }
@@ -342,15 +377,31 @@ static dm_status check_input_devices(const dm_op_ctx *op) {
   return DM_OK;
 }
 
+/* Kernels other than the layout-aware engine's see plain data: blocked inputs are
+ * converted in their blobs (so the next plain reader finds them converted), and a blocked
+ * output that is not also an input is dropped, since the kernel writes it afresh. */
+static dm_status plain_layouts(dm_op_ctx *op) {
+  for (int i = 0; i < op->n_in; i++)
+    DM_TRY(dm_tensor_make_plain(op->in[i]->tensor));
+  for (int o = 0; o < op->n_out; o++)
+    if (!dm_tensor_is_plain(op->out[o]->tensor))
+      dm_tensor_reset(op->out[o]->tensor); /* an input too would have been converted */
+  return DM_OK;
+}
+
 static dm_status run_op(dm_op_ctx *op) {
   for (int i = 0; i < op->n_in; i++)
     if (op->in[i]->tensor->dtype == DM_UNDEFINED)
       return dm_error(DM_ERR_NOT_FOUND,
                       "input %d '%s' has no data: no earlier op wrote it and it was not fed", i,
                       op->in[i]->name);
+  if (op->kernel->supports && op->net)
+    DM_TRY(recheck_kernel(op));
   if (!op->kernel->cross_device)
     DM_TRY(check_input_devices(op));
   DM_TRY(detach_outputs(op));
+  if (!op->keeps_layouts)
+    DM_TRY(plain_layouts(op));
   return op->kernel->run(op);
 }
 
@@ -365,13 +416,16 @@ int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output)
 }
 
 static int has_nonfinite(const dm_tensor *t) {
+  const void *data = dm_tensor_data(t); /* plain, converted if blocked */
+  if (!data)
+    return 0;
   if (t->dtype == DM_FLOAT) {
-    const float *p = t->storage->data;
+    const float *p = data;
     for (int64_t i = 0; i < t->numel; i++)
       if (!isfinite(p[i]))
         return 1;
   } else if (t->dtype == DM_FLOAT16) {
-    const uint16_t *p = t->storage->data; /* exponent all ones: inf or nan */
+    const uint16_t *p = data; /* exponent all ones: inf or nan */
     for (int64_t i = 0; i < t->numel; i++)
       if ((p[i] & 0x7c00) == 0x7c00)
         return 1;

@@ -35,6 +35,8 @@ struct dm_op_ctx {
   int has_seed;
   uint32_t seed;
   int shape_only; /* set while inferring shapes */
+  int keeps_layouts; /* the kernel reads and writes blocked layouts (core/tensor.h) */
+  uint64_t dtypes_seen; /* the input dtypes the kernel's supports hook last accepted */
 };
 
 struct dm_net {

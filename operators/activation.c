@@ -7,8 +7,9 @@
  */
 #include "dm_config.h"
 
-#include "common.h"
+#include "activation.h"
 #include "builtin.h"
+#include "common.h"
 
 static const dm_inplace_pair relu_inplace[] = {{0, 0}, {-1, -1}};
 static const dm_inplace_pair relu_grad_inplace[] = {{1, 0}, {-1, -1}};
@@ -47,23 +48,19 @@ static const dm_op_schema relu_schema = {
     .gradient = relu_gradient,
 };
 
-static dm_status relu_run(dm_op_ctx *ctx) {
-  DM_TRY(relu_infer(ctx));
-  const dm_tensor *x = dm_op_input(ctx, 0);
-  dm_tensor *y = dm_op_output(ctx, 0);
-  int64_t n = x->numel;
-  if (x->dtype == DM_FLOAT) {
-    const float *px = dm_tensor_data(x); /* (n) */
-    float *py = dm_tensor_mutable_data(y);
+void dm_relu_buffer(dm_dtype t, const void *x, void *y, int64_t n) {
+  if (t == DM_FLOAT) {
+    const float *px = x;
+    float *py = y;
 #if DM_HAVE_OPENMP
 #pragma omp parallel for simd if (n > (1 << 16))
 #endif
     for (int64_t i = 0; i < n; i++)
       py[i] = px[i] > 0.0f || px[i] != px[i] ? px[i] : 0.0f;
   } else {
-    const uint16_t *px = dm_tensor_data(x); /* (n) FP16 or BF16 bit patterns */
-    uint16_t *py = dm_tensor_mutable_data(y);
-    const unsigned inf = x->dtype == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
+    const uint16_t *px = x; /* FP16 or BF16 bit patterns */
+    uint16_t *py = y;
+    const unsigned inf = t == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
     /* On the bits: a set sign with a magnitude up to inf is a negative number (or -0);
      * above that it is a NaN, which passes through. */
 #if DM_HAVE_OPENMP
@@ -72,6 +69,13 @@ static dm_status relu_run(dm_op_ctx *ctx) {
     for (int64_t i = 0; i < n; i++)
       py[i] = (px[i] & 0x8000u) && (px[i] & 0x7fffu) <= inf ? 0 : px[i];
   }
+}
+
+static dm_status relu_run(dm_op_ctx *ctx) {
+  DM_TRY(relu_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  dm_relu_buffer(x->dtype, dm_tensor_data(x), dm_tensor_mutable_data(y), x->numel);
   return DM_OK;
 }
 
@@ -92,22 +96,19 @@ static dm_status relu_grad_infer(dm_op_ctx *ctx) {
   return dm_op_set_output(ctx, 0, y->dtype, y->ndim, y->dims);
 }
 
-static dm_status relu_grad_run(dm_op_ctx *ctx) {
-  DM_TRY(relu_grad_infer(ctx));
-  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
-  int64_t n = y->numel;
-  if (y->dtype == DM_FLOAT) {
-    const float *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) */
-    float *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+void dm_relu_grad_buffer(dm_dtype t, const void *y, const void *dy, void *dx, int64_t n) {
+  if (t == DM_FLOAT) {
+    const float *py = y, *pdy = dy;
+    float *pdx = dx;
 #if DM_HAVE_OPENMP
 #pragma omp parallel for simd if (n > (1 << 16))
 #endif
     for (int64_t i = 0; i < n; i++)
       pdx[i] = py[i] > 0.0f ? pdy[i] : 0.0f;
   } else {
-    const uint16_t *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (n) 16-bit floats */
-    uint16_t *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-    const unsigned inf = y->dtype == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
+    const uint16_t *py = y, *pdy = dy; /* 16-bit floats */
+    uint16_t *pdx = dx;
+    const unsigned inf = t == DM_BFLOAT16 ? 0x7f80u : 0x7c00u;
     /* Y > 0 on the bits: sign clear, nonzero, not NaN (magnitude at most inf). */
 #if DM_HAVE_OPENMP
 #pragma omp parallel for simd if (n > (1 << 16))
@@ -115,6 +116,13 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
     for (int64_t i = 0; i < n; i++)
       pdx[i] = !(py[i] & 0x8000u) && py[i] != 0 && py[i] <= inf ? pdy[i] : 0;
   }
+}
+
+static dm_status relu_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(relu_grad_infer(ctx));
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  dm_relu_grad_buffer(y->dtype, dm_tensor_data(y), dm_tensor_data(dy),
+                      dm_tensor_mutable_data(dm_op_output(ctx, 0)), y->numel);
   return DM_OK;
 }
 

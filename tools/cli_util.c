@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sys/stat.h>
 
@@ -139,6 +140,21 @@ int dm_cli_threads_flag(const char *cmd, const char *arg) {
     return dm_cli_usage_error(cmd, "--threads wants a whole number of threads from 1 to %d, "
                                    "got '%s'", DM_MAX_THREADS, arg);
   return dm_set_num_threads((int)n) == DM_OK ? DM_EXIT_OK : dm_cli_fail();
+}
+
+int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out) {
+  if (strcasecmp(arg, "reference") == 0) {
+    *out = "REFERENCE";
+    return DM_EXIT_OK;
+  }
+  if (strcasecmp(arg, "dnnl") == 0 || strcasecmp(arg, "onednn") == 0) {
+    if (!dm_have_dnnl())
+      return dm_cli_usage_error(cmd, "--engine dnnl: this build has no oneDNN engine (built "
+                                     "without libdnnl, or oneDNN cannot run on this CPU)");
+    *out = "DNNL";
+    return DM_EXIT_OK;
+  }
+  return dm_cli_usage_error(cmd, "--engine wants dnnl or reference, got '%s'", arg);
 }
 
 dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,

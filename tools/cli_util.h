@@ -76,6 +76,16 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
   "                      " pad "    oneDNN alike (default: the cores this process may\n"  \
   "                      " pad "    run on; `demitasse info` prints the count)\n"
 int dm_cli_threads_flag(const char *cmd, const char *arg);
+/* --engine NAME, shared by `run` and `train`: the CPU engine for ops whose net names
+ * none (dm_workspace_set_engine): "dnnl" (the default where built) or "reference". Sets
+ * *out to the registry's name ("DNNL", "REFERENCE"), or returns a usage error. */
+#define DM_ENGINE_FLAG 1302
+#define DM_ENGINE_OPTION {"engine", required_argument, NULL, DM_ENGINE_FLAG}
+#define DM_ENGINE_HELP(pad)                                                                \
+  "      --engine NAME   " pad "    CPU kernels for ops that name no engine: dnnl\n"       \
+  "                      " pad "    (oneDNN, the default where built) or reference\n"    \
+  "                      " pad "    (the reference kernels)\n"
+int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out);
 /* Checks that the `db` of each TensorProtosDBInput in def (read from net_path) exists,
  * for a net run without `flag` (--train-db, --test-db) pointing it elsewhere: a missing
  * DB is named with the flag that gives one and the command that makes one. */

@@ -121,6 +121,9 @@ int dm_cmd_info(int argc, char **argv) {
   char line[512];
   dm_gemm_engine_describe(line, sizeof line);
   printf("GEMM: %s; %s\n", dm_gemm_engine(), line);
+  printf("CPU engine: %s\n", dm_have_dnnl() ? "oneDNN (DNNL) for FLOAT and BFLOAT16 ops, reference "
+                                             "kernels for the rest (--engine reference: all)"
+                                           : "reference kernels (built without oneDNN)");
 #ifdef DM_CLI_HAVE_OPENBLAS
   printf("BLAS: %s, %d threads\n", openblas_get_config(), openblas_get_num_threads());
   print_blas_warning(openblas_get_config());

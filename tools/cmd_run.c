@@ -50,6 +50,7 @@ static void help(FILE *f) {
           "                          (`rewrite --fuse NET` prints the fused net)\n"
           DM_MEMORY_LIMIT_HELP(" ")
           DM_THREADS_HELP("")
+          DM_ENGINE_HELP("")
           "  -h, --help              this text\n");
 }
 
@@ -60,6 +61,7 @@ typedef struct run_opts {
   dm_strlist inputs, outputs, plugins;
   long iters;
   size_t memory_limit; /* --memory-limit; 0: none */
+  const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
 } run_opts;
 
@@ -254,7 +256,8 @@ static dm_status run(const run_opts *o) {
       (s = fetched_names(o, def, &fetch, &n_fetch)) != DM_OK ||
       (s = prepare(o, fetch, n_fetch, def, &init, &init_add)) != DM_OK ||
       (s = dm_workspace_create(&ws)) != DM_OK ||
-      (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK)
+      (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK ||
+      (s = dm_workspace_set_engine(ws, o->engine)) != DM_OK)
     goto cleanup;
   s = init ? run_once(ws, init, o->init) : DM_OK; /* takes init */
   init = NULL;
@@ -307,6 +310,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"no-fuse", no_argument, NULL, 'F'},
       DM_MEMORY_LIMIT_OPTION,
       DM_THREADS_OPTION,
+      DM_ENGINE_OPTION,
       {NULL, 0, NULL, 0}};
   run_opts o = {.iters = 1, .precision = DM_FLOAT};
   dm_device_cli_init(&o.dev);
@@ -354,6 +358,7 @@ int dm_cmd_run(int argc, char **argv) {
       break;
     case 'F': o.no_fuse = 1; break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
+    case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("run", optarg, &o.engine); break;
     case 'h': help(stdout); goto done;
     default: rc = dm_cli_bad_option("run", argv);
     }

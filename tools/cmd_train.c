@@ -31,6 +31,7 @@ typedef struct train_opts {
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free;
   size_t memory_limit; /* --memory-limit; 0: none */
+  const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
   dm_mp_cli mp;
   dm_device_cli dev;
@@ -79,7 +80,7 @@ static void help(FILE *f) {
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
-  fprintf(f, DM_MEMORY_LIMIT_HELP("  ") DM_THREADS_HELP(" ") "  -h, --help               this text\n");
+  fprintf(f, DM_MEMORY_LIMIT_HELP("  ") DM_THREADS_HELP(" ") DM_ENGINE_HELP(" ") "  -h, --help               this text\n");
 }
 
 static double now_s(void) {
@@ -276,6 +277,7 @@ static dm_status setup(train_state *st, train_opts *o) {
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   DM_TRY(dm_workspace_create(&st->ws));
   DM_TRY(dm_workspace_set_memory_limit(st->ws, o->memory_limit));
+  DM_TRY(dm_workspace_set_engine(st->ws, o->engine));
   Caffe2__NetDef *def = NULL, *init_add = NULL, *test = NULL, **inits = NULL;
   /* The nets are rewritten first: where the training net reads its state says where the
    * init nets must put it. The test net shares the weights, so its GPU state counts. */
@@ -544,7 +546,7 @@ int dm_cmd_train(int argc, char **argv) {
       {"no-free", no_argument, NULL, O_NO_FREE},
       {"save-net", required_argument, NULL, O_SAVE_NET},
       {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
-      DM_THREADS_OPTION};
+      DM_THREADS_OPTION, DM_ENGINE_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -600,6 +602,7 @@ int dm_cmd_train(int argc, char **argv) {
       rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
       break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("train", optarg); break;
+    case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("train", optarg, &o.engine); break;
     case 'p':
       if (!dm_strlist_push(&o.plugins, optarg))
         rc = dm_cli_failf("out of memory");

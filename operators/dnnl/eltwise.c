@@ -1,0 +1,103 @@
+/* eltwise.c: the oneDNN engine's Relu and ReluGradient (FLOAT, BFLOAT16).
+ *
+ * An elementwise op does not care how its buffer is laid out, so these run the
+ * reference kernels' loops (operators/activation.h) over the bytes as they arrive and
+ * write Y in X's layout: a Relu between two blocked convolutions keeps their format,
+ * with no conversion either side. oneDNN's own eltwise primitives are not used: their
+ * relu maps NaN to 0 (and ReluGradient passes dY where Y is NaN), which would hide an
+ * overflow from mixed precision's check; the loops keep the reference's rules exactly.
+ * Padding in a blocked buffer is zeros, and stays zeros through both.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnl_common.h"
+#include "kernels.h"
+#include "operators/activation.h"
+
+/* FLOAT and BFLOAT16 (or not known yet: the executor asks again once it is). */
+static int float_or_bf16(const dm_op_ctx *ctx, int input) {
+  dm_dtype t = dm_op_input_dtype(ctx, input);
+  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
+    return 1;
+  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s", dm_dtype_name(t));
+}
+
+static int relu_supports(const dm_op_ctx *ctx) { return float_or_bf16(ctx, 0); }
+
+static int relu_grad_supports(const dm_op_ctx *ctx) {
+  return float_or_bf16(ctx, 0) && float_or_bf16(ctx, 1);
+}
+
+/* Elements in a buffer of layout md, padding included. */
+static int64_t buffer_elems(const dnnl_memory_desc_t *md, dm_dtype t) {
+  return (int64_t)(dnnl_memory_desc_get_size(md) / dm_dtype_size(t));
+}
+
+static dm_status relu_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  dnnl_memory_desc_t md;
+  DM_TRY(dm_dnnl_md_of(x, &md));
+  void *src = dm_tensor_raw_data(x), *dst;
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims); /* y may be x */
+  DM_TRY(dm_dnnl_output(y, x->dtype, x->ndim, dims, &md, &dst));
+  if (y == x)
+    src = dst; /* in place: the resize kept the buffer */
+  dm_relu_buffer(x->dtype, src, dst, buffer_elems(&md, x->dtype));
+  return DM_OK;
+}
+
+typedef struct grad_state {
+  dm_dnnl_buf scratch; /* dY reordered to Y's layout */
+} grad_state;
+
+static dm_status grad_init(dm_op_ctx *ctx, void **state) {
+  (void)ctx;
+  *state = calloc(1, sizeof(grad_state));
+  return *state ? DM_OK : DM_NOMEM("a oneDNN op state");
+}
+
+static void grad_fini(void *state) {
+  grad_state *s = state;
+  dm_dnnl_buf_free(&s->scratch);
+  free(s);
+}
+
+static dm_status relu_grad_run(dm_op_ctx *ctx) {
+  grad_state *s = dm_op_state(ctx);
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  dm_tensor *dx = dm_op_output(ctx, 0);
+  if (!dm_tensor_same_shape(y, dy) || y->dtype != dy->dtype) {
+    char a[64], b[64];
+    return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s %s but dY is %s %s", dm_dtype_name(y->dtype),
+                       dm_shape_str(y, a, sizeof a), dm_dtype_name(dy->dtype),
+                       dm_shape_str(dy, b, sizeof b));
+  }
+  if (dx == y)
+    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not Y's");
+  dnnl_memory_desc_t md;
+  DM_TRY(dm_dnnl_md_of(y, &md));
+  /* dY in Y's layout: a copy when it comes in another. dX (which may be dY's blob) is
+   * written in Y's. */
+  void *ydata = dm_tensor_raw_data(y), *dydata, *dxdata;
+  DM_TRY(dm_dnnl_input(dy, &md, &s->scratch, &dydata));
+  int dx_is_dy = dx == dy && dydata == dm_tensor_raw_data(dy);
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, y->dims, sizeof dims);
+  DM_TRY(dm_dnnl_output(dx, y->dtype, y->ndim, dims, &md, &dxdata));
+  if (dx_is_dy)
+    dydata = dxdata; /* in place: the same buffer, kept by the resize */
+  dm_relu_grad_buffer(y->dtype, ydata, dydata, dxdata, buffer_elems(&md, y->dtype));
+  return DM_OK;
+}
+
+const dm_kernel_def dm_dnnl_eltwise_kernels[] = {
+    {.struct_size = sizeof(dm_kernel_def), .type = "Relu", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .run = relu_run, .supports = relu_supports},
+    {.struct_size = sizeof(dm_kernel_def), .type = "ReluGradient", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .init = grad_init, .run = relu_grad_run, .fini = grad_fini,
+     .supports = relu_grad_supports},
+    {0},
+};

@@ -1,0 +1,26 @@
+/* register.c: registers the oneDNN engine's kernels (engine "DNNL", see dnnl_common.h),
+ * one table per family, when oneDNN can run on this CPU. */
+#include "dnnl_common.h"
+#include "kernels.h"
+
+static const struct {
+  const char *family;
+  const dm_kernel_def *kernels;
+} tables[] = {
+    {"eltwise", dm_dnnl_eltwise_kernels},
+    {NULL, NULL},
+};
+
+dm_status dm_register_dnnl_ops(void) {
+  /* No engine (a CPU oneDNN does not run on): the reference kernels serve every op. */
+  if (!dm_dnnl_engine())
+    return DM_OK;
+  for (int t = 0; tables[t].family; t++) {
+    dm_status s = dm_register_kernel_table(tables[t].kernels);
+    if (s != DM_OK)
+      return dm_error_prefix(s, "registering the oneDNN %s kernels", tables[t].family);
+  }
+  return DM_OK;
+}
+
+int dm_have_dnnl(void) { return dm_dnnl_engine() != NULL; }
