@@ -3,7 +3,9 @@
 # compiled and linked where nvcc exists) and its suite; the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer; and a short libFuzzer run of each fuzz
 # target (every loader, and random nets), one test each. Ends with one line:
-# "N passed, N failed, N skipped".
+# "N passed, N failed, N skipped". The oneDNN engine (the default where libdnnl is
+# found) is on in the plain and sanitizer builds, and off in a second plain build that
+# runs the same suite on the reference kernels.
 #   ./test.sh            everything (what CI runs)
 #   ./test.sh --quick    the plain suite only
 # FUZZ_SECONDS (default 60) sets the length of each fuzzing run.
@@ -34,6 +36,11 @@ cuda=auto
 command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || cuda=disabled
 suite "build (-Werror, cuda=$cuda)" build-ci -Dwerror=true -Dcuda=$cuda
 if [ $quick -eq 0 ]; then
+  # The same suite on the reference kernels alone: a build without oneDNN, as on a
+  # machine without libdnnl (where the oneDNN engine is the default, every op that names
+  # no engine runs on it in the build above).
+  suite "build without oneDNN (reference engine)" build-ref -Dwerror=true -Dcuda=disabled \
+    -Ddnnl=disabled
   # CUDA stays out of the sanitizer build: ASan and the CUDA runtime's memory mappings
   # do not mix, and there is no GPU to exercise here anyway.
   # Sanitized code runs several times slower: stretch the per-test timeouts.
