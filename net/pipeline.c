@@ -103,11 +103,17 @@ static void print_mp_summary(FILE *f, const dm_mp_summary *s) {
 
 /* Silent for a net without SpatialBN (SqueezeNet, LeNet): nothing to report. */
 static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
-  if (s->bn_total == 0)
+  if (s->bn_total == 0 && s->post_total == 0)
     return;
-  fprintf(f, "fusion: %zu of %zu SpatialBN folded into their Conv\n", s->folded, s->bn_total);
+  if (s->bn_total)
+    fprintf(f, "fusion: %zu of %zu SpatialBN folded into their Conv\n", s->folded, s->bn_total);
+  if (s->post_total)
+    fprintf(f,
+            "fusion: of %zu Relu/Sum/Add, %zu Conv+Relu, %zu Conv+Sum, %zu Conv+Sum+Relu and "
+            "%zu FC+Relu fused\n",
+            s->post_total, s->conv_relu, s->conv_sum, s->conv_sum_relu, s->fc_relu);
   if (s->report)
-    fprintf(f, "not folded:\n%s", s->report);
+    fprintf(f, "not fused:\n%s", s->report);
 }
 
 /* The memory stage -------------------------------------------------------------- */

@@ -45,8 +45,10 @@ static void help(FILE *f) {
           "                          inputs are fed FP32, and the external outputs and\n"
           "                          --output blobs are FP32. Works with --device cuda.\n"
           "                          `rewrite --fp16 NET` prints the painted net\n"
-          "      --no-fuse           keep each test-mode SpatialBN; by default it is folded\n"
-          "                          into the Conv before it, once, after the init net\n"
+          "      --no-fuse           run the net as written; by default each test-mode\n"
+          "                          SpatialBN is folded into the Conv before it (once,\n"
+          "                          after the init net) and, on the CPU, Conv (+ Sum/Add)\n"
+          "                          + Relu and FC + Relu become ConvFusion/FCFusion ops\n"
           "                          (`rewrite --fuse NET` prints the fused net)\n"
           DM_MEMORY_LIMIT_HELP(" ")
           DM_THREADS_HELP("")
@@ -154,6 +156,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.report = stderr;
   p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
   p.fuse = !o->no_fuse;
+  p.post_ops = p.fuse && !o->dev.cuda; /* ConvFusion/FCFusion have CPU kernels only */
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);
