@@ -63,14 +63,9 @@ typedef struct chan_layout {
 /* l for md (of X's dims), or 0 when md's layout is not of that form. */
 static int chan_layout_of(const dnnl_memory_desc_t *md, chan_layout *l) {
   const int nd = md->ndims;
-  if (md->format_kind != dnnl_blocked || nd < 2)
+  if (!(l->blk = dm_dnnl_channel_block(md)))
     return 0;
   const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
-  l->blk = 1;
-  if (b->inner_nblks == 1 && b->inner_idxs[0] == 1)
-    l->blk = b->inner_blks[0];
-  else if (b->inner_nblks != 0)
-    return 0;
   l->off0 = md->offset0;
   l->s0 = b->strides[0];
   l->s1 = b->strides[1];

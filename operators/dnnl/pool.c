@@ -33,7 +33,6 @@
 #include "dm_config.h"
 #include "dnnl_common.h"
 #include "kernels.h"
-#include "net/net.h"
 #include "operators/common.h"
 #include "operators/conv_args.h"
 
@@ -53,12 +52,8 @@ dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) {
     else
       dm_tensor_share(kept[i], t);
   }
-  if (st == DM_OK) {
-    int was = ctx->shape_only;
-    ctx->shape_only = 1;
+  if (st == DM_OK) /* its resizes give a shared or blocked output new storage, undone below */
     st = dm_op_run_infer(ctx);
-    ctx->shape_only = was;
-  }
   for (int i = 0; i < n; i++)
     if (kept[i]) {
       dm_tensor_share(dm_op_output(ctx, i), kept[i]);
@@ -266,18 +261,21 @@ typedef struct flat4 {
   int64_t off0, s[4], blk;
 } flat4;
 
-static int flat4_of(const dnnl_memory_desc_t *md, flat4 *f) {
-  if (md->ndims != 4 || md->format_kind != dnnl_blocked)
+int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md) {
+  if (md->format_kind != dnnl_blocked || md->ndims < 2)
     return 0;
   const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
-  f->blk = 1;
-  if (b->inner_nblks == 1 && b->inner_idxs[0] == 1)
-    f->blk = b->inner_blks[0];
-  else if (b->inner_nblks != 0)
+  if (b->inner_nblks == 0)
+    return 1;
+  return b->inner_nblks == 1 && b->inner_idxs[0] == 1 ? b->inner_blks[0] : 0;
+}
+
+static int flat4_of(const dnnl_memory_desc_t *md, flat4 *f) {
+  if (md->ndims != 4 || !(f->blk = dm_dnnl_channel_block(md)))
     return 0;
   f->off0 = md->offset0;
   for (int i = 0; i < 4; i++)
-    f->s[i] = b->strides[i];
+    f->s[i] = md->format_desc.blocking.strides[i];
   return 1;
 }
 
