@@ -1,10 +1,29 @@
 /* kernels.h: the oneDNN engine's kernel tables, one per family (operators/dnnl/<family>.c),
- * each ending in an entry whose type is NULL; register.c registers them (internal). */
+ * each ending in an entry whose type is NULL; register.c registers them (internal). Also
+ * the few checks the families share. */
 #ifndef DM_OPERATORS_DNNL_KERNELS_H
 #define DM_OPERATORS_DNNL_KERNELS_H
 
 #include "core/registry.h"
+#include "dnnl_common.h"
 
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_eltwise_kernels[];
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_pool_kernels[];
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_bn_kernels[];
+
+/* Runs the op's schema shape inference for its checks and messages only (every
+ * output's storage and shape put back afterwards: an output may be an input, in place,
+ * in a blocked layout that the inference's plain resize would replace), so that an engine kernel reports the reference's
+ * errors in the reference's words (defined in pool.c). At most DM_DNNL_MAX_OUTPUTS. */
+#define DM_DNNL_MAX_OUTPUTS 8
+DM_HIDDEN dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx);
+/* Supports hooks' pieces: input i is FLOAT or BFLOAT16 (or not known yet); the op's
+ * order argument is NCHW. Each refuses with a reason otherwise. */
+DM_HIDDEN int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input);
+DM_HIDDEN int dm_dnnl_nchw_order(const dm_op_ctx *ctx);
+/* The channel block of a layout whose only inner block is on dim 1 (16 for nChw16c), 1
+ * for one with none (nchw, nhwc), 0 for any other (the kernels that address elements
+ * themselves reorder those to plain first). */
+DM_HIDDEN int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md);
 
 #endif

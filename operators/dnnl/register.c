@@ -8,6 +8,8 @@ static const struct {
   const dm_kernel_def *kernels;
 } tables[] = {
     {"eltwise", dm_dnnl_eltwise_kernels},
+    {"pool", dm_dnnl_pool_kernels},
+    {"bn", dm_dnnl_bn_kernels},
     {NULL, NULL},
 };
 
