@@ -117,8 +117,8 @@ while read -r m net init image tv onnx of tf iters warmup; do
       m, i, w, o / 1e9, tv, t / 1e9, (o == t ? ", the same" : sprintf(" (ours/theirs %.3f)", o / t)) }'
 done <$tmp/models.txt
 
-# one SIDE MODEL BATCH ROUND: one fresh process, its median ms per batch appended to
-# $tmp/runs.txt as "model batch side ms". Its stdin is not the loop's list of models.
+# one SIDE MODEL BATCH: one fresh process, its median ms per batch appended to
+# $tmp/runs.txt as "model batch side ms round R". Its stdin is not the loop's list of models.
 one() {
   side=$1 m=$2 b=$3
   case $side in
@@ -129,7 +129,7 @@ one() {
   esac
   ms=$(echo "$out" | awk '{ for (i = 1; i < NF; i++) if ($i == "median_ms") print $(i + 1) }')
   [ -n "$ms" ] || { echo "no median from $side $m batch $b: $out"; exit 1; }
-  echo "$m $b $side $ms" >>$tmp/runs.txt
+  echo "$m $b $side $ms round $r" >>$tmp/runs.txt
 }
 
 sides="ours ort torch"
@@ -152,7 +152,7 @@ echo
 printf "%-10s %5s %12s %12s %12s %9s %9s  %s\n" model batch "ours ms/img" "ORT ms/img" \
   "torch ms/img" "ours/ORT" "ours/torch" note
 for m in $models; do
-  read -r _ _ _ _ _ _ of tf iters _ <<EOF
+  read -r _ _ _ _ _ _ of tf _ <<EOF
 $(grep "^$m " $tmp/models.txt)
 EOF
   for b in $batches; do
@@ -169,7 +169,9 @@ EOF
         o / x * k, o / t * k, (of == tf ? "" : "ratios per FLOP (FLOPs differ)") }'
   done
 done
+cp $tmp/runs.txt $cache/cpu_infer_runs.txt
 echo
 echo "ms/img: median over $rounds rounds of each process's median of ITERS runs, divided by the batch."
 echo "ours/ORT, ours/torch: below 1.00 is faster for us."
+echo "Every process's median (ms per batch, by round): $cache/cpu_infer_runs.txt"
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}: left as the environment has it (this script sets nothing)."
