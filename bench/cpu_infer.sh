@@ -33,31 +33,30 @@ export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 sys_py=/usr/bin/python3 # Debian's: python3-torch is installed for it
 venv=bench/.venv
 cache=bench/.cache
-zoo=/work/shared/data/caffe2-zoo/squeezenet
-[ -d "$zoo" ] || zoo=tests/data # the same predict net, vendored for the tests
-zoo_net=$zoo/predict_net.pb
-[ -f "$zoo_net" ] || zoo_net=tests/data/squeezenet_predict_net.pb
-zoo_table=$zoo/out_channels.txt
-[ -f "$zoo_table" ] || zoo_table=tests/data/squeezenet_out_channels.txt
+zoo=/work/shared/data/caffe2-zoo/squeezenet # the Caffe2 zoo's SqueezeNet predict net
+zoo_net=$zoo/predict_net.pb zoo_table=$zoo/out_channels.txt
+# Without shared/, the same two files as the tests vendor them.
+[ -f "$zoo_net" ] || zoo_net=tests/data/squeezenet_predict_net.pb \
+  zoo_table=tests/data/squeezenet_out_channels.txt
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dm_cpu_infer_XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p $cache
 
 # Dependencies: PyTorch and torchvision from Debian, ONNX Runtime and onnx from PyPI in a
 # venv that sees the system's packages (so torch and numpy are Debian's).
 if ! $sys_py -c 'import torch, torchvision, numpy, venv, ensurepip' 2>/dev/null; then
   echo "installing python3-torch python3-torchvision python3-numpy python3-venv (apt-get)"
-  apt-get install -y python3-torch python3-torchvision python3-numpy python3-venv >/dev/null ||
-    { echo "apt-get install failed: install those four packages and rerun"; exit 1; }
+  { apt-get update && apt-get install -y python3-torch python3-torchvision python3-numpy \
+      python3-venv; } >$tmp/apt.log 2>&1 ||
+    { tail -n 20 $tmp/apt.log; echo "apt-get failed: install those four packages and rerun"; exit 1; }
 fi
 [ -x $venv/bin/python ] || $sys_py -m venv --system-site-packages $venv
 py=$venv/bin/python
 # numpy<2: Debian's torch 1.13 is built against NumPy 1.x; keep pip from bringing 2.x.
 $py -c 'import onnxruntime, onnx' 2>/dev/null || $py -m pip install -q onnxruntime onnx 'numpy<2'
-ninja -C "$build" bench/infer_net tools/demitasse >/dev/null
+ninja -C "$build" bench/infer_net tools/demitasse >$tmp/ninja.log 2>&1 || { cat $tmp/ninja.log; exit 1; }
 dm=$build/tools/demitasse
 infer=$build/bench/infer_net
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dm_cpu_infer_XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p $cache
 
 # prepare MODEL: sets net, init, image (C,H,W), tv (the torch model), onnx, the runs
 # per process (iters, warmup) and the FLOPs of one image on each side (ours_flops,
