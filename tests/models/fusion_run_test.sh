@@ -2,9 +2,9 @@
 # fusion_run_test.sh: the inference fusion pass through the CLI (net/fusion.h): `run`
 # folds each test-mode SpatialBN into its Conv unless --no-fuse, and the outputs agree
 # with the unfused net's within FP32's tolerance, on a small Conv -> SpatialBN -> Relu ->
-# FC -> Softmax net and on ResNet-50 (models/resnet50 made an inference net, as
-# precision_run_test.sh does, at 64x64, with random BN scale, bias, mean and variance in
-# place of the init net's 1, 0, 0, 1, so the fold is not the identity); the summary says
+# FC -> Softmax net and on ResNet-50 (the inference net models/resnet50/make_infer.py
+# writes, at 64x64, with --random-bn: random BN scale, bias, mean and variance in place
+# of the init net's 1, 0, 0, 1, so the fold is not the identity); the summary says
 # how many BN were folded; `rewrite --fuse` prints a net with no SpatialBN whose
 # --init-out holds one FoldBN per BN.
 # Post-op fusions (rewrite --fuse asks for them; `run` does not yet): the rewritten
@@ -41,41 +41,16 @@ op { input: "bn" input: "w2" input: "b2" output: "fc" type: "FC" }
 op { input: "fc" output: "prob" type: "Softmax" }
 external_output: "prob"
 NET
-"$py" - "$tmp" "$r50" <<'PY' || { echo "FAIL: writing the inputs"; exit 1; }
-import re, sys
+"$py" - "$tmp" <<'PY' || { echo "FAIL: writing the inputs"; exit 1; }
+import sys
 import numpy as np
-d, r50 = sys.argv[1], sys.argv[2]
+d = sys.argv[1]
 r = np.random.default_rng(7)
 np.save(d + "/bn_x.npy", r.uniform(-1, 1, (6, 3, 8, 8)).astype(np.float32))
 np.save(d + "/r50_x.npy", r.uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32))
-s = open(r50 + "/resnet50_train.pbtxt").read()
-s = re.sub(r'(type: "SpatialBN"\n\s*arg \{ name: "is_test" i: )0', r"\g<1>1", s)
-def one_output(m):  # is_test: Y only
-    line = m.group(0)
-    for o in re.findall(r'output: "[^"]*"', line)[1:]:
-        line = line.replace(" " + o, "")
-    return line
-s = re.sub(r'op \{[^\n]*type: "SpatialBN"', one_output, s)
-s = s.replace('input: "label" output: "softmax" output: "loss" type: "SoftmaxWithLoss"',
-              'output: "softmax" type: "Softmax"')
-assert s.count("is_test\" i: 1") == 53 and "SoftmaxWithLoss" not in s
-open(d + "/r50_net.pbtxt", "w").write(s)
-# BN parameters and statistics drawn at random (each its own seed), not 1, 0, 0, 1.
-ranges = {"s": (0.5, 1.5), "b": (-0.2, 0.2), "rm": (-0.2, 0.2), "riv": (0.5, 2.0)}
-seed = [100]
-def randomise(m):
-    name, kind, shape = m.group(1), m.group(2), m.group(3)
-    lo, hi = ranges[kind]
-    seed[0] += 1
-    return (f'op {{ output: "{name}" type: "UniformFill" arg {{ name: "shape" ints: [{shape}] }} '
-            f'arg {{ name: "min" f: {lo} }} arg {{ name: "max" f: {hi} }} '
-            f'device_option {{ random_seed: {seed[0]} }} }}')
-init, n = re.subn(r'op \{ output: "([^"]*_bn_(s|b|rm|riv))" type: "ConstantFill" '
-                  r'arg \{ name: "shape" ints: \[(\d+)\] \}[^\n]*\}', randomise,
-                  open(r50 + "/resnet50_init.pbtxt").read())
-assert n == 4 * 53, n
-open(d + "/r50_init.pbtxt", "w").write(init)
 PY
+"$py" "$r50/make_infer.py" "$r50" "$tmp/r50_net.pbtxt" --init-out "$tmp/r50_init.pbtxt" --random-bn \
+  || { echo "FAIL: making the ResNet-50 inference net"; exit 1; }
 
 # run MODEL NET X PROB LOGITS BNS: default (fused) and --no-fuse
 run() {

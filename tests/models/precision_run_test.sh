@@ -2,8 +2,8 @@
 # precision_run_test.sh: `demitasse run --precision fp16|bf16` on nets with batch norm
 # (which a run that turned every FLOAT blob into FLOAT16 stopped at: "SpatialBN: scale is
 # FLOAT16"): a small Conv -> SpatialBN(is_test) -> Relu -> FC -> Softmax net with random
-# weights, and ResNet-50 (models/resnet50, made an inference net here: SpatialBN is_test
-# with one output, Softmax instead of the loss) at 64x64. Each runs in FP32, FP16 and
+# weights, and ResNet-50 (models/resnet50/make_infer.py's inference net: SpatialBN
+# is_test with one output, Softmax instead of the loss) at 64x64. Each runs in FP32, FP16 and
 # BF16 (run folds the BN into the Conv first, as by default); the outputs come back FLOAT; the pass's summary shows the net painted (only
 # Softmax kept FP32, the BN parameters never cast); the logits agree with FP32 within
 # 2 sqrt(L) u max|z| (u the dtype's unit roundoff, L the roundings on the path: each at
@@ -38,26 +38,16 @@ op { input: "bn" input: "w2" input: "b2" output: "fc" type: "FC" }
 op { input: "fc" output: "prob" type: "Softmax" }
 external_output: "prob"
 NET
-"$py" - "$tmp" "$r50" <<'PY' || { echo "FAIL: writing the inputs"; exit 1; }
-import re, sys
+"$py" - "$tmp" <<'PY' || { echo "FAIL: writing the inputs"; exit 1; }
+import sys
 import numpy as np
-d, r50 = sys.argv[1], sys.argv[2]
+d = sys.argv[1]
 r = np.random.default_rng(5)
 np.save(d + "/bn_x.npy", r.uniform(-1, 1, (6, 3, 8, 8)).astype(np.float32))
 np.save(d + "/r50_x.npy", r.uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32))
-s = open(r50 + "/resnet50_train.pbtxt").read()
-s = re.sub(r'(type: "SpatialBN"\n\s*arg \{ name: "is_test" i: )0', r"\g<1>1", s)
-def one_output(m):  # is_test: Y only
-    line = m.group(0)
-    for o in re.findall(r'output: "[^"]*"', line)[1:]:
-        line = line.replace(" " + o, "")
-    return line
-s = re.sub(r'op \{[^\n]*type: "SpatialBN"', one_output, s)
-s = s.replace('input: "label" output: "softmax" output: "loss" type: "SoftmaxWithLoss"',
-              'output: "softmax" type: "Softmax"')
-assert s.count("is_test\" i: 1") == 53 and "SoftmaxWithLoss" not in s
-open(d + "/r50_net.pbtxt", "w").write(s)
 PY
+"$py" "$r50/make_infer.py" "$r50" "$tmp/r50_net.pbtxt" \
+  || { echo "FAIL: making the ResNet-50 inference net"; exit 1; }
 
 # run MODEL INIT NET X PROB LOGITS: the three precisions; outputs $tmp/MODEL_{prob,z}_P.npy
 run() {
