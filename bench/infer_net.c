@@ -46,7 +46,7 @@ static void usage(FILE *f) {
           "  -N, --iters N       timed runs (default 20)\n"
           "  -w, --warmup N      untimed runs before them (default 3)\n"
           "  -t, --threads T     CPU threads (default: the cores this process may use)\n"
-          "  -e, --engine NAME   the engine to prefer (accepted; not wired yet)\n"
+          "  -e, --engine NAME   DNNL or REFERENCE (dm_workspace_set_engine; default DNNL)\n"
           "  -h, --help          this text\n");
 }
 
@@ -162,14 +162,11 @@ int main(int argc, char **argv) {
   what = "dm_set_num_threads";
   if ((s = dm_set_num_threads(threads)) != DM_OK)
     goto cleanup;
-  /* TODO(engine): select o.engine here once the public API has an engine preference
-   * (dm_infer_options or the workspace); until then --engine is accepted and ignored. */
-  if (o.engine)
-    fprintf(stderr, "infer_net: --engine %s: no engine selection in the API yet; ignored\n",
-            o.engine);
-
   what = "dm_workspace_create";
   if ((s = dm_workspace_create(&ws)) != DM_OK)
+    goto cleanup;
+  what = "dm_workspace_set_engine"; /* --engine dnnl|reference; NULL: the default */
+  if ((s = dm_workspace_set_engine(ws, o.engine)) != DM_OK)
     goto cleanup;
   if (o.init) {
     what = o.init;
