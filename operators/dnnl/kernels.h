@@ -6,5 +6,9 @@
 #include "core/registry.h"
 
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_eltwise_kernels[];
+/* Conv, ConvGradient (conv.c). */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_kernels[];
+/* ConvFusion (conv.c), registered where its schema (operators/conv_fusion.c) is built. */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_fusion_kernels[];
 
 #endif

@@ -8,6 +8,8 @@ static const struct {
   const dm_kernel_def *kernels;
 } tables[] = {
     {"eltwise", dm_dnnl_eltwise_kernels},
+    {"conv", dm_dnnl_conv_kernels},
+    {"conv fusion", dm_dnnl_conv_fusion_kernels},
     {NULL, NULL},
 };
 
