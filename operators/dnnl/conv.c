@@ -13,8 +13,7 @@
  * Arguments, shape checks and their messages are the reference's (operators/conv.c,
  * conv_fusion.c), through conv_args.h; arities and fusion types the reference rejects
  * are refused here, so the reference kernel reports them. NHWC is refused (the
- * reference runs it). Convolutions of nothing (N = 0 or C = 0) are done here by plain
- * loops: Y is b (+ S, relu), dW is 0, db sums dY.
+ * reference runs it). A batch of no images gives an empty Y and dX, and zero dW and db.
  *
  * ConvFusion (inference, operators/conv_fusion.c) is Conv with oneDNN post-ops: a sum
  * (Y's buffer holds S in Y's layout before the primitive runs and is accumulated onto)
@@ -249,35 +248,6 @@ static int fwd_supports(const dm_op_ctx *ctx) {
   return nchw_ok(ctx);
 }
 
-/* Y = b (+ S), relu'd, for a convolution over no input channels (plain loops). */
-static dm_status fwd_nothing(dm_op_ctx *ctx, const conv_geo *p, const dm_tensor *b,
-                             const dm_tensor *sv, int relu) {
-  dm_tensor *y = dm_op_output(ctx, 0);
-  const int64_t hw = p->ydims[2] * p->ydims[3], n = p->ydims[0] * p->M * hw;
-  float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
-  if (!f)
-    return DM_NOMEM("a conv output");
-  dm_status st = DM_OK;
-  if (sv)
-    dm_load_f32(sv->dtype, dm_tensor_data(sv), 0, n, f); /* read before Y (maybe S) */
-  else
-    memset(f, 0, (size_t)n * sizeof *f);
-  float bm = 0.0f;
-  for (int64_t i = 0; i < n; i++) {
-    if (b && i % hw == 0)
-      dm_load_f32(b->dtype, dm_tensor_data(b), (i / hw) % p->M, 1, &bm);
-    f[i] += bm;
-    if (relu && !(f[i] > 0.0f))
-      f[i] = f[i] != f[i] ? f[i] : 0.0f;
-  }
-  /* Y (maybe S) declared only now that S is read */
-  st = dm_op_set_output(ctx, 0, dm_op_input(ctx, 0)->dtype, 4, p->ydims);
-  if (st == DM_OK)
-    dm_store_f32(y->dtype, dm_tensor_mutable_data(y), 0, n, f);
-  free(f);
-  return st;
-}
-
 static dm_status fwd_run(dm_op_ctx *ctx) {
   fwd_state *s = dm_op_state(ctx);
   const int fusion = fusion_of(ctx);
@@ -324,9 +294,8 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
     for (int i = 0; i < n_in; i++)
       if (i != i_sum && dm_tensors_alias(y, dm_op_input(ctx, i)))
         return dm_op_error(ctx, DM_ERR_INVALID, "Y is S's blob and shares storage with input %d", i);
-  int64_t numel_y = p.ydims[0] * p.ydims[1] * p.ydims[2] * p.ydims[3];
-  if (numel_y == 0 || p.g.C == 0)
-    return fwd_nothing(ctx, &p, b, sv, relu);
+  if (p.g.N == 0) /* (dm_conv_geometry refuses C = 0 and empty images) */
+    return dm_op_set_output(ctx, 0, x->dtype, 4, p.ydims);
 
   dnnl_memory_desc_t key[3];
   DM_TRY(plain_of(x, &key[0]));
@@ -425,31 +394,17 @@ static int grad_supports(const dm_op_ctx *ctx) {
   return nchw_ok(ctx);
 }
 
-/* dW = 0, db = the sums of dY, dX = 0, for a convolution of nothing (N or C is 0). */
+/* dW = 0, db = 0 and an empty dX, for a batch of no images. */
 static dm_status grad_nothing(dm_op_ctx *ctx, const conv_geo *p, dm_tensor *dw, dm_tensor *db,
                               dm_tensor *dx) {
-  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  const int64_t hw = p->ydims[2] * p->ydims[3], n = p->ydims[0] * p->M * hw;
-  float *f = calloc((size_t)(p->M + w->numel + x->numel + 1), sizeof *f); /* db, dW, dX */
-  if (!f)
-    return DM_NOMEM("conv gradients");
-  const void *pdy = dm_tensor_data(dy);
-  for (int64_t i = 0; i < n; i++) {
-    float v;
-    dm_load_f32(dy->dtype, pdy, i, 1, &v);
-    f[(i / hw) % p->M] += v;
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  DM_TRY(dm_op_set_output(ctx, 0, x->dtype, 4, w->dims));
+  memset(dm_tensor_mutable_data(dw), 0, (size_t)w->numel * dm_dtype_size(x->dtype));
+  if (db) {
+    DM_TRY(dm_op_set_output(ctx, 1, x->dtype, 1, &p->M));
+    memset(dm_tensor_mutable_data(db), 0, (size_t)p->M * dm_dtype_size(x->dtype));
   }
-  dm_dtype dt = x->dtype;
-  dm_status st = dm_op_set_output(ctx, 0, dt, 4, w->dims);
-  if (st == DM_OK)
-    dm_store_f32(dt, dm_tensor_mutable_data(dw), 0, w->numel, f + p->M);
-  if (st == DM_OK && db && (st = dm_op_set_output(ctx, 1, dt, 1, &p->M)) == DM_OK)
-    dm_store_f32(dt, dm_tensor_mutable_data(db), 0, p->M, f);
-  if (st == DM_OK && dx &&
-      (st = dm_op_set_output(ctx, dm_op_num_outputs(ctx) - 1, dt, 4, x->dims)) == DM_OK)
-    dm_store_f32(dt, dm_tensor_mutable_data(dx), 0, x->numel, f + p->M + w->numel);
-  free(f);
-  return st;
+  return dx ? dm_op_set_output(ctx, dm_op_num_outputs(ctx) - 1, x->dtype, 4, x->dims) : DM_OK;
 }
 
 static dm_status grad_build(grad_state *s, const conv_geo *p, dm_dtype dtype, int has_db,
@@ -525,7 +480,7 @@ static dm_status grad_run(dm_op_ctx *ctx) {
         return dm_op_error(ctx, DM_ERR_INVALID, "output %d is input %d too", o, i);
   dm_tensor *dw = dm_op_output(ctx, 0), *db = has_db ? dm_op_output(ctx, 1) : NULL;
   dm_tensor *dx = has_dx ? dm_op_output(ctx, n_out - 1) : NULL;
-  if (p.g.N == 0 || p.g.C == 0)
+  if (p.g.N == 0)
     return grad_nothing(ctx, &p, dw, db, dx);
 
   dnnl_memory_desc_t key[3];
