@@ -207,21 +207,29 @@ typedef struct fwd_state {
   dm_dnnl_buf xbuf, wbuf, wbuf2, bbuf, sbuf;
 } fwd_state;
 
-static dm_status fwd_init(dm_op_ctx *ctx, void **state) {
-  dm_conv_args a; /* argument errors at instantiation, as the reference */
+/* An op state of `size` zeroed bytes, once the arguments parse (argument errors at
+ * instantiation, as the reference reports them). */
+static dm_status state_new(dm_op_ctx *ctx, size_t size, void **state) {
+  dm_conv_args a;
   DM_TRY(dm_conv_args_parse(ctx, 0, &a));
-  *state = calloc(1, sizeof(fwd_state));
+  *state = calloc(1, size);
   return *state ? DM_OK : DM_NOMEM("a oneDNN op state");
+}
+
+static void bufs_free(dm_dnnl_buf *const *bufs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dm_dnnl_buf_free(bufs[i]);
+}
+
+static dm_status fwd_init(dm_op_ctx *ctx, void **state) {
+  return state_new(ctx, sizeof(fwd_state), state);
 }
 
 static void fwd_fini(void *state) {
   fwd_state *s = state;
   dm_dnnl_prim_reset(&s->p);
-  dm_dnnl_buf_free(&s->xbuf);
-  dm_dnnl_buf_free(&s->wbuf);
-  dm_dnnl_buf_free(&s->wbuf2);
-  dm_dnnl_buf_free(&s->bbuf);
-  dm_dnnl_buf_free(&s->sbuf);
+  dm_dnnl_buf *const bufs[] = {&s->xbuf, &s->wbuf, &s->wbuf2, &s->bbuf, &s->sbuf};
+  bufs_free(bufs, sizeof bufs / sizeof *bufs);
   free(s);
 }
 
@@ -367,19 +375,15 @@ typedef struct grad_state {
 } grad_state;
 
 static dm_status grad_init(dm_op_ctx *ctx, void **state) {
-  dm_conv_args a;
-  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
-  *state = calloc(1, sizeof(grad_state));
-  return *state ? DM_OK : DM_NOMEM("a oneDNN op state");
+  return state_new(ctx, sizeof(grad_state), state);
 }
 
 static void grad_fini(void *state) {
   grad_state *s = state;
   dm_dnnl_prim_reset(&s->bwd_w);
   dm_dnnl_prim_reset(&s->bwd_d);
-  dm_dnnl_buf *bufs[] = {&s->xbuf, &s->dybuf, &s->dybuf2, &s->wbuf, &s->wbuf2, &s->dwbuf};
-  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-    dm_dnnl_buf_free(bufs[i]);
+  dm_dnnl_buf *const bufs[] = {&s->xbuf, &s->dybuf, &s->dybuf2, &s->wbuf, &s->wbuf2, &s->dwbuf};
+  bufs_free(bufs, sizeof bufs / sizeof *bufs);
   free(s);
 }
 

@@ -58,6 +58,16 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
   return (in + p0 + p1 - (d * (k - 1) + 1)) / s + 1;
 }
 
+/* X's, W's and Y's dims for case c. */
+static void case_dims(const conv_case *c, int64_t xd[4], int64_t wd[4], int64_t yd[4]) {
+  const int64_t x[4] = {c->N, c->C, c->H, c->W}, w[4] = {c->M, c->C / c->group, c->kh, c->kw};
+  const int64_t y[4] = {c->N, c->M, out_size(c->H, c->kh, c->sh, c->dh, c->pads[0], c->pads[2]),
+                        out_size(c->W, c->kw, c->sw, c->dw, c->pads[1], c->pads[3])};
+  memcpy(xd, x, sizeof x);
+  memcpy(wd, w, sizeof w);
+  memcpy(yd, y, sizeof y);
+}
+
 /* Feeds n uniform values in [-1, 1) of dtype t (BF16: rounded, as both engines see). */
 static void feed_rand(dm_workspace *ws, const char *name, dm_dtype t, int ndim,
                       const int64_t *dims, uint64_t *seed) {
@@ -187,10 +197,8 @@ static void test_conv_forward(void **state) {
       const conv_case *c = &cases[ci];
       dm_workspace *ws;
       assert_int_equal(dm_workspace_create(&ws), DM_OK);
-      int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->M, c->C / c->group, c->kh, c->kw};
-      int64_t oh = out_size(c->H, c->kh, c->sh, c->dh, c->pads[0], c->pads[2]);
-      int64_t ow = out_size(c->W, c->kw, c->sw, c->dw, c->pads[1], c->pads[3]);
-      int64_t yd[4] = {c->N, c->M, oh, ow};
+      int64_t xd[4], wd[4], yd[4];
+      case_dims(c, xd, wd, yd);
       feed_rand(ws, "X", dt, 4, xd, &seed);
       feed_rand(ws, "W", dt, 4, wd, &seed);
       /* BF16: b alternates between BF16 and FLOAT, both of which the reference takes */
@@ -261,10 +269,9 @@ static void test_conv_gradient(void **state) {
       const conv_case *c = &cases[ci];
       dm_workspace *ws;
       assert_int_equal(dm_workspace_create(&ws), DM_OK);
-      int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->M, c->C / c->group, c->kh, c->kw};
-      int64_t oh = out_size(c->H, c->kh, c->sh, c->dh, c->pads[0], c->pads[2]);
-      int64_t ow = out_size(c->W, c->kw, c->sw, c->dw, c->pads[1], c->pads[3]);
-      int64_t yd[4] = {c->N, c->M, oh, ow};
+      int64_t xd[4], wd[4], yd[4];
+      case_dims(c, xd, wd, yd);
+      const int64_t oh = yd[2], ow = yd[3];
       feed_rand(ws, "X", dt, 4, xd, &seed);
       feed_rand(ws, "W", dt, 4, wd, &seed);
       feed_rand(ws, "dY", dt, 4, yd, &seed);
