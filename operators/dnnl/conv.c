@@ -27,9 +27,9 @@
  * backward-data primitive, never in its blob: the forward pass wants W in its own
  * layout, and moving the blob back and forth would cost two reorders a step instead of
  * one. dW is written in the layout the backward-weights primitive chooses ("any": its
- * blocked OIhw16i16o-like format, the one its fast JIT kernels write; asking for plain
- * OIHW makes oneDNN 2.6 fall back to a slower kernel or a reorder of its own). The
- * optimizer (a reference kernel) reads dW plain, which converts it once; a user's fetch
+ * blocked ABcd16b16a, the one its JIT kernel writes). Asking for plain OIHW instead makes
+ * oneDNN 2.6 pick its GEMM-based kernel, with X and dY in plain NCHW too: 2.4 times slower
+ * on a 4x64x28x28 3x3 layer here (2.0 ms against 0.83). The optimizer (a reference kernel) reads dW plain, which converts it once; a user's fetch
  * does the same. db and dX: db plain, dX in the chosen layout (blocked, for the
  * previous layer's engine ops).
  */
