@@ -266,7 +266,8 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
   const int relu = fusion == FUSE_RELU || fusion == FUSE_SUM_RELU;
   const int n_in = dm_op_num_inputs(ctx), i_sum = has_sum ? n_in - 1 : -1;
   const int has_b = n_in - has_sum > 2;
-  dm_tensor *x = (dm_tensor *)dm_op_input(ctx, 0), *w = (dm_tensor *)dm_op_input(ctx, 1);
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
   const dm_tensor *b = has_b ? dm_op_input(ctx, 2) : NULL;
   const dm_tensor *sv = has_sum ? dm_op_input(ctx, i_sum) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
@@ -457,7 +458,8 @@ static dm_status grad_build(grad_state *s, const conv_geo *p, dm_dtype dtype, in
 
 static dm_status grad_run(dm_op_ctx *ctx) {
   grad_state *s = dm_op_state(ctx);
-  dm_tensor *x = (dm_tensor *)dm_op_input(ctx, 0), *w = (dm_tensor *)dm_op_input(ctx, 1);
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
   const dm_tensor *dy = dm_op_input(ctx, 2);
   if (x->dtype != DM_FLOAT && x->dtype != DM_BFLOAT16)
     return dm_op_error(ctx, DM_ERR_TYPE, "the oneDNN engine runs FLOAT and BFLOAT16, not %s",
