@@ -25,5 +25,9 @@ DM_HIDDEN int dm_dnnl_nchw_order(const dm_op_ctx *ctx);
  * for one with none (nchw, nhwc), 0 for any other (the kernels that address elements
  * themselves reorder those to plain first). */
 DM_HIDDEN int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md);
+/* Conv, ConvGradient (conv.c). */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_kernels[];
+/* ConvFusion (conv.c), registered where its schema (operators/conv_fusion.c) is built. */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_fusion_kernels[];
 
 #endif

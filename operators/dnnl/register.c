@@ -10,6 +10,8 @@ static const struct {
     {"eltwise", dm_dnnl_eltwise_kernels},
     {"pool", dm_dnnl_pool_kernels},
     {"bn", dm_dnnl_bn_kernels},
+    {"conv", dm_dnnl_conv_kernels},
+    {"conv fusion", dm_dnnl_conv_fusion_kernels},
     {NULL, NULL},
 };
 

@@ -44,6 +44,11 @@ void opt_out(opt_op *op, const char *blob) {
   op->out[op->def.n_output++] = strdup(blob);
 }
 
+void opt_engine(opt_op *op, const char *engine) {
+  free(op->def.engine);
+  op->def.engine = strdup(engine);
+}
+
 static Caffe2__Argument *new_arg(opt_op *op, const char *name) {
   assert_true(op->def.n_arg < MAX_ARGS);
   Caffe2__Argument init = CAFFE2__ARGUMENT__INIT;
@@ -115,6 +120,7 @@ static void free_op(opt_op *op) {
     free(a->strings);
   }
   free(op->def.type);
+  free(op->def.engine);
   free(op);
 }
 

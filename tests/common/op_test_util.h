@@ -23,6 +23,8 @@ typedef struct opt_op opt_op;
 opt_op *opt_new(const char *type);
 void opt_in(opt_op *op, const char *blob);
 void opt_out(opt_op *op, const char *blob);
+/* The OperatorDef's engine ("DNNL", "REFERENCE", ...; default: none, the workspace's). */
+void opt_engine(opt_op *op, const char *engine);
 void opt_arg_int(opt_op *op, const char *name, int64_t v);
 void opt_arg_float(opt_op *op, const char *name, float v);
 void opt_arg_string(opt_op *op, const char *name, const char *v);

@@ -1,0 +1,560 @@
+/* conv.c: the oneDNN engine's Conv, ConvFusion and ConvGradient (2-D, NCHW, groups,
+ * dilation, every Caffe2 pad form; FLOAT and BFLOAT16).
+ *
+ * Layouts: X and Y are described to the primitives as "any", so oneDNN picks its fast
+ * blocked formats (nChw16c); X is fed as it arrives when it already has the chosen
+ * layout (the previous engine op wrote it so), and Y is written in the chosen one. W is
+ * reordered into the primitive's weights layout once, in its blob (dm_dnnl_relayout); a
+ * grouped W has 5-D weights (G, M/G, C/G, kH, kW) in oneDNN, recorded on the 4-D blob
+ * as the same bytes viewed 4-D when oneDNN can describe them so (else W is reordered
+ * into scratch every run). b is plain; with BFLOAT16 X and W, b is BFLOAT16 or FLOAT,
+ * as the reference accepts, and oneDNN takes either.
+ *
+ * Arguments, shape checks and their messages are the reference's (operators/conv.c,
+ * conv_fusion.c), through conv_args.h; arities and fusion types the reference rejects
+ * are refused here, so the reference kernel reports them. NHWC is refused (the
+ * reference runs it). A batch of no images gives an empty Y and dX, and zero dW and db.
+ *
+ * ConvFusion (inference, operators/conv_fusion.c) is Conv with oneDNN post-ops: a sum
+ * (Y's buffer holds S in Y's layout before the primitive runs and is accumulated onto)
+ * and then an eltwise relu. One difference from the reference: oneDNN's relu maps NaN to
+ * 0, where the reference's passes NaN through (as Relu does; see eltwise.c). A fused
+ * inference op is where that is acceptable: an overflow there is not checked by mixed
+ * precision's loss scaling, which only watches training. The tests use finite inputs.
+ *
+ * ConvGradient: backward-data (dX) and backward-weights (dW, db) primitives, made with
+ * the forward-training descriptor as their hint. W is reordered into scratch for the
+ * backward-data primitive, never in its blob: the forward pass wants W in its own
+ * layout, and moving the blob back and forth would cost two reorders a step instead of
+ * one. dW is written in the layout the backward-weights primitive chooses ("any": its
+ * blocked ABcd16b16a, the one its JIT kernel writes). Asking for plain OIHW instead makes
+ * oneDNN 2.6 pick its GEMM-based kernel, with X and dY in plain NCHW too: 2.4 times slower
+ * on a 4x64x28x28 3x3 layer here (2.0 ms against 0.83). The optimizer (a reference kernel) reads dW plain, which converts it once; a user's fetch
+ * does the same. db and dX: db plain, dX in the chosen layout (blocked, for the
+ * previous layer's engine ops).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "operators/conv_args.h"
+#include "dnnl_common.h"
+#include "kernels.h"
+
+/* ConvFusion's fusion_type (Caffe2's IDEEP numbering, see operators/conv_fusion.c); 0 is
+ * Conv itself. */
+enum { FUSE_NONE = 0, FUSE_RELU = 1, FUSE_SUM = 2, FUSE_SUM_RELU = 3 };
+
+/* ---- shared checks ---------------------------------------------------------------- */
+
+/* A scratch buffer of n bytes in b (kept between runs). */
+static dm_status scratch(dm_dnnl_buf *b, size_t n, void **out) {
+  if (b->cap < n || !b->data) {
+    size_t rounded = (n + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+    void *p = aligned_alloc(DM_ALIGN, rounded ? rounded : DM_ALIGN);
+    if (!p)
+      return dm_error(DM_ERR_NOMEM, "out of memory for a %zu-byte oneDNN conv buffer", n);
+    free(b->data);
+    b->data = p;
+    b->cap = rounded;
+  }
+  *out = b->data;
+  return DM_OK;
+}
+
+static int dtype_ok(const dm_op_ctx *ctx, int i) {
+  dm_dtype t = dm_op_input_dtype(ctx, i);
+  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
+    return 1;
+  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s (input %d)",
+                      dm_dtype_name(t), i);
+}
+
+static int nchw_ok(const dm_op_ctx *ctx) {
+  const char *order = dm_op_arg_string(ctx, "order", "NCHW");
+  if (order && strcasecmp(order, "NCHW") == 0)
+    return 1;
+  return dm_op_refuse(ctx, "the oneDNN engine's convolutions run NCHW, not order %s",
+                      order ? order : "?");
+}
+
+/* The geometry of one convolution, checked as the reference checks it. */
+typedef struct conv_geo {
+  dm_conv_args a;
+  dm_conv_geom g;
+  int64_t M, Cg, Mg;
+  int64_t ydims[4]; /* N, M, outH, outW */
+} conv_geo;
+
+static dm_status geo_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_geo *p) {
+  DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
+  DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
+  const dm_conv_geom *g = &p->g;
+  char xs[96], ws[96];
+  if (w->ndim != 4)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s; Conv takes a 4-D filter (%s)",
+                       dm_shape_str(w, ws, sizeof ws), "M, C/group, kH, kW");
+  int64_t grp = p->a.group;
+  p->M = w->dims[0];
+  if (g->C % grp != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "group %lld does not divide the %lld input channels of X (%s)",
+                       (long long)grp, (long long)g->C, dm_shape_str(x, xs, sizeof xs));
+  if (p->M % grp != 0 || p->M == 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "group %lld does not divide the %lld output channels of W (%s)",
+                       (long long)grp, (long long)p->M, dm_shape_str(w, ws, sizeof ws));
+  p->Cg = g->C / grp;
+  p->Mg = p->M / grp;
+  if (w->dims[1] != p->Cg)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "W is %s (NCHW), but X (%s) has %lld channels in %lld group(s): W's "
+                       "C/group must be %lld, not %lld",
+                       dm_shape_str(w, ws, sizeof ws), dm_shape_str(x, xs, sizeof xs),
+                       (long long)g->C, (long long)grp, (long long)p->Cg,
+                       (long long)w->dims[1]);
+  if (w->dims[2] != g->kernel[0] || w->dims[3] != g->kernel[1])
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (NCHW), but the kernel is %lldx%lld",
+                       dm_shape_str(w, ws, sizeof ws), (long long)g->kernel[0],
+                       (long long)g->kernel[1]);
+  dm_conv_out_dims(&p->a, &p->g, p->M, p->ydims);
+  return DM_OK;
+}
+
+/* oneDNN's convolution descriptors for p: strides, dilations (oneDNN counts 0 for
+ * none), paddings; X, W, Y descriptions in format "any" (W 5-D when grouped). */
+typedef struct conv_descs {
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+  dnnl_memory_desc_t src, wei, dst;
+} conv_descs;
+
+static dm_status descs_make(const conv_geo *p, dnnl_data_type_t dt, conv_descs *d) {
+  const dm_conv_geom *g = &p->g;
+  for (int i = 0; i < 2; i++) {
+    d->strides[i] = g->stride[i];
+    d->dilates[i] = g->dilation[i] - 1;
+  }
+  d->pad_l[0] = g->pads[0], d->pad_l[1] = g->pads[1];
+  d->pad_r[0] = g->pads[2], d->pad_r[1] = g->pads[3];
+  dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd, wd;
+  for (int i = 0; i < 4; i++)
+    yd[i] = p->ydims[i];
+  int grouped = p->a.group > 1, wn = grouped ? 5 : 4;
+  if (grouped) {
+    wd[0] = p->a.group, wd[1] = p->Mg, wd[2] = p->Cg, wd[3] = g->kernel[0], wd[4] = g->kernel[1];
+  } else {
+    wd[0] = p->M, wd[1] = p->Cg, wd[2] = g->kernel[0], wd[3] = g->kernel[1];
+  }
+  DM_DNNL_TRY(dnnl_memory_desc_init_by_tag(&d->src, 4, xd, dt, dnnl_format_tag_any), "describing X");
+  DM_DNNL_TRY(dnnl_memory_desc_init_by_tag(&d->dst, 4, yd, dt, dnnl_format_tag_any), "describing Y");
+  DM_DNNL_TRY(dnnl_memory_desc_init_by_tag(&d->wei, wn, wd, dt, dnnl_format_tag_any), "describing W");
+  return DM_OK;
+}
+
+/* The 4-D description of a 5-D grouped weights layout `five` (same bytes), for W's blob;
+ * 0 when oneDNN cannot express it 4-D. A 4-D `five` is returned as it is. */
+static int weights_as_4d(const dnnl_memory_desc_t *five, const int64_t *wdims,
+                         dnnl_memory_desc_t *four) {
+  if (five->ndims == 4) {
+    *four = *five;
+    return 1;
+  }
+  dnnl_dims_t d = {wdims[0], wdims[1], wdims[2], wdims[3]};
+  return dnnl_memory_desc_reshape(four, five, 4, d) == dnnl_success;
+}
+
+/* W's data in the primitive's weights layout `want` (4-D, or 5-D when grouped): in W's
+ * blob (relayout: later runs read it as it is) when `in_place` and oneDNN can describe
+ * the layout 4-D, else reordered into scratch (through plain when W's own layout has no
+ * 5-D view). */
+static dm_status weights_in(dm_tensor *w, const dnnl_memory_desc_t *want, int in_place,
+                            dm_dnnl_buf *buf, dm_dnnl_buf *buf2, void **data) {
+  dnnl_memory_desc_t four, have, plain, view;
+  if (weights_as_4d(want, w->dims, &four)) {
+    if (in_place) {
+      DM_TRY(dm_dnnl_relayout(w, &four));
+      *data = dm_tensor_raw_data(w);
+      return DM_OK;
+    }
+    return dm_dnnl_input(w, &four, buf, data);
+  }
+  DM_TRY(dm_dnnl_md_of(w, &have));
+  const void *src = dm_tensor_raw_data(w);
+  if (!dm_dnnl_md_is_plain(&have)) {
+    void *p;
+    DM_TRY(dm_dnnl_plain_md(4, w->dims, w->dtype, &plain));
+    DM_TRY(scratch(buf2, dnnl_memory_desc_get_size(&plain), &p));
+    DM_TRY(dm_dnnl_reorder(&have, src, &plain, p));
+    have = plain;
+    src = p;
+  }
+  DM_DNNL_TRY(dnnl_memory_desc_reshape(&view, &have, want->ndims, want->dims),
+              "viewing W by groups");
+  DM_TRY(scratch(buf, dnnl_memory_desc_get_size(want), data));
+  return dm_dnnl_reorder(&view, src, want, *data);
+}
+
+/* The plain description of t's dims and dtype (a key: independent of t's layout). */
+static dm_status plain_of(const dm_tensor *t, dnnl_memory_desc_t *md) {
+  return dm_dnnl_plain_md(t->ndim, t->dims, t->dtype, md);
+}
+
+/* ---- Conv and ConvFusion ---------------------------------------------------------- */
+
+typedef struct fwd_state {
+  dm_dnnl_prim p;
+  dnnl_memory_desc_t src, wei, bias, dst; /* as the primitive wants them */
+  dm_dnnl_buf xbuf, wbuf, wbuf2, bbuf, sbuf;
+} fwd_state;
+
+/* An op state of `size` zeroed bytes, once the arguments parse (argument errors at
+ * instantiation, as the reference reports them). */
+static dm_status state_new(dm_op_ctx *ctx, size_t size, void **state) {
+  dm_conv_args a;
+  DM_TRY(dm_conv_args_parse(ctx, 0, &a));
+  *state = calloc(1, size);
+  return *state ? DM_OK : DM_NOMEM("a oneDNN op state");
+}
+
+static void bufs_free(dm_dnnl_buf *const *bufs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dm_dnnl_buf_free(bufs[i]);
+}
+
+static dm_status fwd_init(dm_op_ctx *ctx, void **state) {
+  return state_new(ctx, sizeof(fwd_state), state);
+}
+
+static void fwd_fini(void *state) {
+  fwd_state *s = state;
+  dm_dnnl_prim_reset(&s->p);
+  dm_dnnl_buf *const bufs[] = {&s->xbuf, &s->wbuf, &s->wbuf2, &s->bbuf, &s->sbuf};
+  bufs_free(bufs, sizeof bufs / sizeof *bufs);
+  free(s);
+}
+
+/* The fusion of a ConvFusion op with n inputs (FUSE_NONE for Conv), or -1 for a form the
+ * reference rejects (it reports it). */
+static int fusion_of(const dm_op_ctx *ctx) {
+  if (strcmp(dm_op_type(ctx), "ConvFusion") != 0)
+    return FUSE_NONE;
+  int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
+  int n = dm_op_num_inputs(ctx);
+  if (t == FUSE_RELU)
+    return n <= 3 ? FUSE_RELU : -1;
+  if (t == FUSE_SUM || t == FUSE_SUM_RELU)
+    return n >= 3 ? (int)t : -1;
+  return -1;
+}
+
+static int fwd_supports(const dm_op_ctx *ctx) {
+  if (fusion_of(ctx) < 0)
+    return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
+  for (int i = 0; i < dm_op_num_inputs(ctx); i++)
+    if (!dtype_ok(ctx, i))
+      return 0;
+  return nchw_ok(ctx);
+}
+
+static dm_status fwd_run(dm_op_ctx *ctx) {
+  fwd_state *s = dm_op_state(ctx);
+  const int fusion = fusion_of(ctx);
+  if (fusion < 0)
+    return dm_op_error(ctx, DM_ERR_INVALID, "ConvFusion: a fusion_type and input count it "
+                                            "does not take (the engine refused it)");
+  const int has_sum = fusion == FUSE_SUM || fusion == FUSE_SUM_RELU;
+  const int relu = fusion == FUSE_RELU || fusion == FUSE_SUM_RELU;
+  const int n_in = dm_op_num_inputs(ctx), i_sum = has_sum ? n_in - 1 : -1;
+  const int has_b = n_in - has_sum > 2;
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
+  const dm_tensor *b = has_b ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *sv = has_sum ? dm_op_input(ctx, i_sum) : NULL;
+  dm_tensor *y = dm_op_output(ctx, 0);
+  int r16 = x->dtype == DM_BFLOAT16;
+  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
+      (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 (BFLOAT16) X and "
+                       "W with a b of the same dtype or FLOAT",
+                       b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
+                       b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
+  conv_geo p;
+  DM_TRY(geo_make(ctx, x, w, &p));
+  char bs[96], ws[96];
+  if (b && (b->ndim != 1 || b->dims[0] != p.M))
+    return dm_op_error(ctx, DM_ERR_SHAPE, "b is %s, but W is %s: b must hold M = %lld values",
+                       dm_shape_str(b, bs, sizeof bs), dm_shape_str(w, ws, sizeof ws),
+                       (long long)p.M);
+  if (sv && (sv->dtype != x->dtype || sv->ndim != 4 ||
+             memcmp(sv->dims, p.ydims, sizeof p.ydims) != 0))
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "S is %s %s, but the convolution gives %s %lldx%lldx%lldx%lld: S "
+                       "must have Y's shape and dtype",
+                       dm_dtype_name(sv->dtype), dm_shape_str(sv, bs, sizeof bs),
+                       dm_dtype_name(x->dtype), (long long)p.ydims[0], (long long)p.ydims[1],
+                       (long long)p.ydims[2], (long long)p.ydims[3]);
+  /* Y may be S itself (the sum reads Y's buffer); no other input. */
+  for (int i = 0; i < n_in; i++)
+    if (i != i_sum && dm_op_input(ctx, i) == y)
+      return dm_op_error(ctx, DM_ERR_INVALID, "Y is input %d too; only S (input %d) may be Y's blob",
+                         i, i_sum);
+  if (sv && y == sv)
+    for (int i = 0; i < n_in; i++)
+      if (i != i_sum && dm_tensors_alias(y, dm_op_input(ctx, i)))
+        return dm_op_error(ctx, DM_ERR_INVALID, "Y is S's blob and shares storage with input %d", i);
+  if (p.g.N == 0) /* (dm_conv_geometry refuses C = 0 and empty images) */
+    return dm_op_set_output(ctx, 0, x->dtype, 4, p.ydims);
+
+  dnnl_memory_desc_t key[3];
+  DM_TRY(plain_of(x, &key[0]));
+  DM_TRY(plain_of(w, &key[1]));
+  if (b)
+    DM_TRY(plain_of(b, &key[2]));
+  if (!dm_dnnl_prim_matches(&s->p, b ? 3 : 2, key)) {
+    dnnl_data_type_t dt;
+    dm_dnnl_dtype(x->dtype, &dt);
+    conv_descs d;
+    DM_TRY(descs_make(&p, dt, &d));
+    dnnl_convolution_desc_t cd;
+    DM_DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+                    &cd, dnnl_forward_training, dnnl_convolution_direct, &d.src, &d.wei,
+                    b ? &key[2] : NULL, &d.dst, d.strides, d.dilates, d.pad_l, d.pad_r),
+                "describing a convolution");
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dm_status st = DM_OK;
+    if (fusion != FUSE_NONE) {
+      st = dm_dnnl_status(dnnl_primitive_attr_create(&attr), "creating attributes");
+      if (st == DM_OK)
+        st = dm_dnnl_status(dnnl_post_ops_create(&po), "creating post-ops");
+      if (st == DM_OK && has_sum)
+        st = dm_dnnl_status(dnnl_post_ops_append_sum(po, 1.0f), "adding the sum post-op");
+      if (st == DM_OK && relu)
+        st = dm_dnnl_status(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
+                            "adding the relu post-op");
+      if (st == DM_OK)
+        st = dm_dnnl_status(dnnl_primitive_attr_set_post_ops(attr, po), "setting post-ops");
+    }
+    if (st == DM_OK)
+      st = dm_dnnl_prim_make(&s->p, &cd, attr, NULL, b ? 3 : 2, key);
+    if (po)
+      dnnl_post_ops_destroy(po);
+    if (attr)
+      dnnl_primitive_attr_destroy(attr);
+    DM_TRY(st);
+    DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_src_md, 0, &s->src));
+    DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_weights_md, 0, &s->wei));
+    DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_dst_md, 0, &s->dst));
+    if (b)
+      DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_weights_md, 1, &s->bias));
+  }
+  /* Every input read (reordered where needed) before Y is resized, since Y may share
+   * storage with one of them. */
+  void *xd, *wd, *bd = NULL, *sd = NULL, *yd;
+  DM_TRY(dm_dnnl_input(x, &s->src, &s->xbuf, &xd));
+  DM_TRY(weights_in(w, &s->wei, 1, &s->wbuf, &s->wbuf2, &wd));
+  if (b)
+    DM_TRY(dm_dnnl_input(b, &s->bias, &s->bbuf, &bd));
+  if (sv)
+    DM_TRY(dm_dnnl_input(sv, &s->dst, &s->sbuf, &sd));
+  DM_TRY(dm_dnnl_output(y, x->dtype, 4, p.ydims, &s->dst, &yd));
+  if (sd && sd != yd) /* the sum post-op accumulates onto Y's buffer: S there first */
+    memcpy(yd, sd, dnnl_memory_desc_get_size(&s->dst));
+  dm_dnnl_arg args[4] = {{DNNL_ARG_SRC, &s->src, xd}, {DNNL_ARG_WEIGHTS, &s->wei, wd},
+                         {DNNL_ARG_DST, &s->dst, yd}, {DNNL_ARG_BIAS, &s->bias, bd}};
+  return dm_dnnl_execute(s->p.prim, b ? 4 : 3, args);
+}
+
+/* ---- ConvGradient ----------------------------------------------------------------- */
+
+typedef struct grad_state {
+  dm_dnnl_prim bwd_w, bwd_d;           /* dW (and db); dX (unless not wanted) */
+  dnnl_memory_desc_t w_src, w_ddst, w_dwei, w_dbias; /* backward-weights layouts */
+  dnnl_memory_desc_t d_wei, d_ddst, d_dsrc;          /* backward-data layouts */
+  dm_dnnl_buf xbuf, dybuf, dybuf2, wbuf, wbuf2, dwbuf;
+} grad_state;
+
+static dm_status grad_init(dm_op_ctx *ctx, void **state) {
+  return state_new(ctx, sizeof(grad_state), state);
+}
+
+static void grad_fini(void *state) {
+  grad_state *s = state;
+  dm_dnnl_prim_reset(&s->bwd_w);
+  dm_dnnl_prim_reset(&s->bwd_d);
+  dm_dnnl_buf *const bufs[] = {&s->xbuf, &s->dybuf, &s->dybuf2, &s->wbuf, &s->wbuf2, &s->dwbuf};
+  bufs_free(bufs, sizeof bufs / sizeof *bufs);
+  free(s);
+}
+
+/* The arities the reference rejects are refused, so that it reports them. */
+static int grad_supports(const dm_op_ctx *ctx) {
+  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
+  if ((no_bias && n_out == 3) || (!no_bias && n_out == 1))
+    return dm_op_refuse(ctx, "outputs that do not match no_bias");
+  for (int i = 0; i < 3; i++)
+    if (!dtype_ok(ctx, i))
+      return 0;
+  return nchw_ok(ctx);
+}
+
+/* dW = 0, db = 0 and an empty dX, for a batch of no images. */
+static dm_status grad_nothing(dm_op_ctx *ctx, const conv_geo *p, dm_tensor *dw, dm_tensor *db,
+                              dm_tensor *dx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  DM_TRY(dm_op_set_output(ctx, 0, x->dtype, 4, w->dims));
+  memset(dm_tensor_mutable_data(dw), 0, (size_t)w->numel * dm_dtype_size(x->dtype));
+  if (db) {
+    DM_TRY(dm_op_set_output(ctx, 1, x->dtype, 1, &p->M));
+    memset(dm_tensor_mutable_data(db), 0, (size_t)p->M * dm_dtype_size(x->dtype));
+  }
+  return dx ? dm_op_set_output(ctx, dm_op_num_outputs(ctx) - 1, x->dtype, 4, x->dims) : DM_OK;
+}
+
+static dm_status grad_build(grad_state *s, const conv_geo *p, dm_dtype dtype, int has_db,
+                            int has_dx, const dnnl_memory_desc_t *key) {
+  dnnl_data_type_t dt;
+  dm_dnnl_dtype(dtype, &dt);
+  conv_descs d;
+  DM_TRY(descs_make(p, dt, &d));
+  dnnl_memory_desc_t bias;
+  DM_TRY(dm_dnnl_plain_md(1, &p->M, dtype, &bias));
+  dnnl_convolution_desc_t fd, wd, dd;
+  DM_DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
+                  &fd, dnnl_forward_training, dnnl_convolution_direct, &d.src, &d.wei,
+                  has_db ? &bias : NULL, &d.dst, d.strides, d.dilates, d.pad_l, d.pad_r),
+              "describing a convolution");
+  DM_DNNL_TRY(dnnl_dilated_convolution_backward_weights_desc_init(
+                  &wd, dnnl_convolution_direct, &d.src, &d.wei, has_db ? &bias : NULL, &d.dst,
+                  d.strides, d.dilates, d.pad_l, d.pad_r),
+              "describing a convolution's backward weights");
+  DM_DNNL_TRY(dnnl_dilated_convolution_backward_data_desc_init(
+                  &dd, dnnl_convolution_direct, &d.src, &d.wei, &d.dst, d.strides, d.dilates,
+                  d.pad_l, d.pad_r),
+              "describing a convolution's backward data");
+  dnnl_primitive_desc_t hint = NULL;
+  dnnl_engine_t e = dm_dnnl_engine();
+  if (!e)
+    return dm_error(DM_ERR_UNSUPPORTED, "oneDNN: no CPU engine on this machine");
+  DM_DNNL_TRY(dnnl_primitive_desc_create(&hint, &fd, NULL, e, NULL), "creating a convolution");
+  dm_status st = dm_dnnl_prim_make(&s->bwd_w, &wd, NULL, hint, 3, key);
+  if (st == DM_OK && has_dx)
+    st = dm_dnnl_prim_make(&s->bwd_d, &dd, NULL, hint, 3, key);
+  dnnl_primitive_desc_destroy(hint);
+  DM_TRY(st);
+  DM_TRY(dm_dnnl_query_md(s->bwd_w.pd, dnnl_query_src_md, 0, &s->w_src));
+  DM_TRY(dm_dnnl_query_md(s->bwd_w.pd, dnnl_query_diff_dst_md, 0, &s->w_ddst));
+  DM_TRY(dm_dnnl_query_md(s->bwd_w.pd, dnnl_query_diff_weights_md, 0, &s->w_dwei));
+  if (has_db)
+    DM_TRY(dm_dnnl_query_md(s->bwd_w.pd, dnnl_query_diff_weights_md, 1, &s->w_dbias));
+  if (has_dx) {
+    DM_TRY(dm_dnnl_query_md(s->bwd_d.pd, dnnl_query_weights_md, 0, &s->d_wei));
+    DM_TRY(dm_dnnl_query_md(s->bwd_d.pd, dnnl_query_diff_dst_md, 0, &s->d_ddst));
+    DM_TRY(dm_dnnl_query_md(s->bwd_d.pd, dnnl_query_diff_src_md, 0, &s->d_dsrc));
+  }
+  return DM_OK;
+}
+
+static dm_status grad_run(dm_op_ctx *ctx) {
+  grad_state *s = dm_op_state(ctx);
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
+  const dm_tensor *dy = dm_op_input(ctx, 2);
+  if (x->dtype != DM_FLOAT && x->dtype != DM_BFLOAT16)
+    return dm_op_error(ctx, DM_ERR_TYPE, "the oneDNN engine runs FLOAT and BFLOAT16, not %s",
+                       dm_dtype_name(x->dtype));
+  if (w->dtype != x->dtype || dy->dtype != x->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
+                       "BFLOAT16",
+                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
+  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
+  if ((no_bias && n_out == 3) || (!no_bias && n_out == 1))
+    return dm_op_error(ctx, DM_ERR_INVALID, "no_bias and the output count disagree");
+  const int has_db = !no_bias, has_dx = n_out == (no_bias ? 2 : 3);
+  conv_geo p;
+  DM_TRY(geo_make(ctx, x, w, &p));
+  char ds[96];
+  if (dy->ndim != 4 || memcmp(dy->dims, p.ydims, sizeof p.ydims) != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s, but Conv's Y is %lldx%lldx%lldx%lld",
+                       dm_shape_str(dy, ds, sizeof ds), (long long)p.ydims[0],
+                       (long long)p.ydims[1], (long long)p.ydims[2], (long long)p.ydims[3]);
+  for (int o = 0; o < n_out; o++)
+    for (int i = 0; i < 3; i++)
+      if (dm_op_output(ctx, o) == dm_op_input(ctx, i))
+        return dm_op_error(ctx, DM_ERR_INVALID, "output %d is input %d too", o, i);
+  dm_tensor *dw = dm_op_output(ctx, 0), *db = has_db ? dm_op_output(ctx, 1) : NULL;
+  dm_tensor *dx = has_dx ? dm_op_output(ctx, n_out - 1) : NULL;
+  if (p.g.N == 0)
+    return grad_nothing(ctx, &p, dw, db, dx);
+
+  dnnl_memory_desc_t key[3];
+  DM_TRY(plain_of(x, &key[0]));
+  DM_TRY(plain_of(w, &key[1]));
+  DM_TRY(plain_of(dy, &key[2]));
+  if (!dm_dnnl_prim_matches(&s->bwd_w, 3, key) ||
+      (has_dx && !dm_dnnl_prim_matches(&s->bwd_d, 3, key)))
+    DM_TRY(grad_build(s, &p, x->dtype, has_db, has_dx, key));
+  /* Inputs first (outputs may share storage with them), each in the layout its primitive
+   * wants: dY once per distinct layout. */
+  void *xd, *dyw, *dyd = NULL, *wd = NULL, *dwd, *dbd = NULL, *dxd = NULL;
+  DM_TRY(dm_dnnl_input(x, &s->w_src, &s->xbuf, &xd));
+  DM_TRY(dm_dnnl_input(dy, &s->w_ddst, &s->dybuf, &dyw));
+  if (has_dx) {
+    if (dnnl_memory_desc_equal(&s->d_ddst, &s->w_ddst))
+      dyd = dyw;
+    else
+      DM_TRY(dm_dnnl_input(dy, &s->d_ddst, &s->dybuf2, &dyd));
+    DM_TRY(weights_in(w, &s->d_wei, 0, &s->wbuf, &s->wbuf2, &wd));
+  }
+  /* dW in the chosen layout, viewed 4-D; a grouped layout oneDNN cannot view so goes
+   * through scratch into plain dW. */
+  dnnl_memory_desc_t dw4, plain4, plain5;
+  int direct = weights_as_4d(&s->w_dwei, w->dims, &dw4);
+  if (direct) {
+    DM_TRY(dm_dnnl_output(dw, w->dtype, 4, w->dims, &dw4, &dwd));
+  } else {
+    DM_TRY(scratch(&s->dwbuf, dnnl_memory_desc_get_size(&s->w_dwei), &dwd));
+  }
+  if (db)
+    DM_TRY(dm_dnnl_output(db, dy->dtype, 1, &p.M, &s->w_dbias, &dbd));
+  dm_dnnl_arg wargs[5] = {{DNNL_ARG_SRC, &s->w_src, xd},
+                          {DNNL_ARG_DIFF_DST, &s->w_ddst, dyw},
+                          {DNNL_ARG_DIFF_WEIGHTS, &s->w_dwei, dwd},
+                          {DNNL_ARG_DIFF_BIAS, &s->w_dbias, dbd}};
+  DM_TRY(dm_dnnl_execute(s->bwd_w.prim, db ? 4 : 3, wargs));
+  if (!direct) {
+    void *out;
+    DM_TRY(dm_dnnl_plain_md(4, w->dims, w->dtype, &plain4));
+    DM_DNNL_TRY(dnnl_memory_desc_reshape(&plain5, &plain4, s->w_dwei.ndims, s->w_dwei.dims),
+                "viewing dW by groups");
+    DM_TRY(dm_dnnl_output(dw, w->dtype, 4, w->dims, &plain4, &out));
+    DM_TRY(dm_dnnl_reorder(&s->w_dwei, dwd, &plain5, out));
+  }
+  if (!dx)
+    return DM_OK;
+  DM_TRY(dm_dnnl_output(dx, x->dtype, 4, x->dims, &s->d_dsrc, &dxd));
+  dm_dnnl_arg dargs[3] = {{DNNL_ARG_DIFF_DST, &s->d_ddst, dyd},
+                          {DNNL_ARG_WEIGHTS, &s->d_wei, wd},
+                          {DNNL_ARG_DIFF_SRC, &s->d_dsrc, dxd}};
+  return dm_dnnl_execute(s->bwd_d.prim, 3, dargs);
+}
+
+const dm_kernel_def dm_dnnl_conv_kernels[] = {
+    {.struct_size = sizeof(dm_kernel_def), .type = "Conv", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .init = fwd_init, .run = fwd_run, .fini = fwd_fini,
+     .supports = fwd_supports},
+    {.struct_size = sizeof(dm_kernel_def), .type = "ConvGradient", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .init = grad_init, .run = grad_run, .fini = grad_fini,
+     .supports = grad_supports},
+    {0},
+};
+
+/* Registered only where the ConvFusion schema exists (register.c). */
+const dm_kernel_def dm_dnnl_conv_fusion_kernels[] = {
+    {.struct_size = sizeof(dm_kernel_def), .type = "ConvFusion", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .init = fwd_init, .run = fwd_run, .fini = fwd_fini,
+     .supports = fwd_supports},
+    {0},
+};
