@@ -483,6 +483,7 @@ static dm_status run_op_timed(dm_net *net, size_t i) {
 
 typedef struct type_total {
   const char *type;
+  const char *engine; /* the kernel's ("" for the plain kernel) */
   double seconds;
   long ops;
 } type_total;
@@ -502,21 +503,25 @@ void dm_net_print_profile(const dm_net *net, FILE *f) {
   double all = 0;
   for (size_t i = 0; i < net->n_ops; i++) {
     const char *type = net->ops[i].def->type;
+    const char *engine = net->ops[i].kernel->engine ? net->ops[i].kernel->engine : "";
     size_t k = 0;
-    while (k < n && strcmp(t[k].type, type) != 0)
+    while (k < n && (strcmp(t[k].type, type) != 0 || strcmp(t[k].engine, engine) != 0))
       k++;
-    if (k == n)
-      t[n++].type = type;
+    if (k == n) {
+      t[n].type = type;
+      t[n++].engine = engine;
+    }
     t[k].seconds += net->op_seconds[i];
     t[k].ops++;
     all += net->op_seconds[i];
   }
   qsort(t, n, sizeof *t, by_seconds_desc);
   double runs = (double)net->profiled_runs;
-  fprintf(f, "# profile of %ld runs: %.3f ms per run\n# %-26s %5s %10s %6s\n", net->profiled_runs,
-          1e3 * all / runs, "op type", "ops", "ms/run", "share");
+  fprintf(f, "# profile of %ld runs: %.3f ms per run\n# %-26s %-10s %5s %10s %6s\n",
+          net->profiled_runs, 1e3 * all / runs, "op type", "engine", "ops", "ms/run", "share");
   for (size_t k = 0; k < n; k++)
-    fprintf(f, "# %-26s %5ld %10.3f %5.1f%%\n", t[k].type, t[k].ops, 1e3 * t[k].seconds / runs,
+    fprintf(f, "# %-26s %-10s %5ld %10.3f %5.1f%%\n", t[k].type,
+            *t[k].engine ? t[k].engine : "reference", t[k].ops, 1e3 * t[k].seconds / runs,
             all > 0 ? 100 * t[k].seconds / all : 0);
   free(t);
 }

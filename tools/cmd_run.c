@@ -16,6 +16,7 @@
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
+#include "net/net.h"
 #include "net/netdef_build.h"
 
 static void help(FILE *f) {
@@ -31,6 +32,8 @@ static void help(FILE *f) {
           "  -I, --input NAME=FILE   feed blob NAME from a .npy file (repeatable)\n"
           "  -o, --output NAME=FILE  write blob NAME to a .npy file after the last run\n"
           "  -N, --iters N           run the net N times (default 1)\n"
+          "      --profile           print the time of each op type to stderr (over the\n"
+          "                          runs after the first, which sets up the kernels)\n"
           "  -p, --plugin LIB        load an operator plugin (repeatable)\n"
           "  -d, --device DEV        cpu (default), cuda or cuda:N: the device pass puts\n"
           "                          every op with a CUDA kernel on GPU N, with copies\n"
@@ -62,6 +65,7 @@ typedef struct run_opts {
   dm_device_cli dev;
   dm_strlist inputs, outputs, plugins;
   long iters;
+  int profile; /* --profile: time per op type, after the first run */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
@@ -275,6 +279,9 @@ static dm_status run(const run_opts *o) {
     goto cleanup;
   double total = 0, best = 0;
   for (long it = 0; it < o->iters; it++) {
+    /* The first run makes primitives and lays out weights: profile the others. */
+    if (o->profile && it == (o->iters > 1 ? 1 : 0) && (s = dm_net_set_profile(net, 1)) != DM_OK)
+      goto cleanup;
     double t0 = now_ms();
     if ((s = dm_net_run(net)) != DM_OK)
       goto cleanup;
@@ -286,6 +293,8 @@ static dm_status run(const run_opts *o) {
   printf("ran '%s' %ld time%s: %.3f ms/iter (min %.3f ms)\n",
          *dm_net_name(net) ? dm_net_name(net) : o->net, o->iters, o->iters == 1 ? "" : "s",
          total / (double)o->iters, best);
+  if (o->profile)
+    dm_net_print_profile(net, stderr);
   if (o->outputs.n)
     s = write_outputs(ws, &o->outputs);
   else
@@ -306,7 +315,7 @@ int dm_cmd_run(int argc, char **argv) {
   static const struct option opts[] = {
       {"net", required_argument, NULL, 'n'},    {"init", required_argument, NULL, 'i'},
       {"input", required_argument, NULL, 'I'},  {"output", required_argument, NULL, 'o'},
-      {"iters", required_argument, NULL, 'N'},  {"plugin", required_argument, NULL, 'p'},
+      {"iters", required_argument, NULL, 'N'},  {"profile", no_argument, NULL, 1303},  {"plugin", required_argument, NULL, 'p'},
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
@@ -340,6 +349,7 @@ int dm_cmd_run(int argc, char **argv) {
         rc = dm_cli_failf("out of memory");
       free(name);
       break;
+    case 1303: o.profile = 1; break;
     case 'N':
       if (!dm_cli_parse_long(optarg, 1, 1000000000L, &o.iters))
         rc = dm_cli_usage_error("run", "--iters wants a positive integer, got '%s'", optarg);
