@@ -349,7 +349,10 @@ typedef struct dm_infer_options {
                                     before it (the fold runs once, here); default 0, so
                                     the net and its blobs stay as the file has them (the
                                     Conv's output before the BN is gone when fused, unless
-                                    it is in `outputs`). `demitasse run` fuses by default. */
+                                    it is in `outputs`). `demitasse run` fuses by default.
+                                    On the CPU also Conv + Sum/Add + Relu into ConvFusion
+                                    and FC + Relu into FCFusion (blobs between them are
+                                    gone likewise). */
 } dm_infer_options;
 
 /* Fills *o with the defaults and struct_size with the caller's sizeof (a macro, as

@@ -1,5 +1,7 @@
 /* fusion.c: the inference fusion pass (see fusion.h): test-mode SpatialBN folded into
- * the Conv before it, the fold itself a FoldBN op in the init-net addition. */
+ * the Conv before it, the fold itself a FoldBN op in the init-net addition; then, with
+ * post_ops, Conv + Sum/Add, Conv (+ Sum) + Relu and FC + Relu made ConvFusion and
+ * FCFusion ops (operators/conv_fusion.c). */
 #include "fusion.h"
 
 #include <stdio.h>
@@ -45,6 +47,18 @@ static int uses(const Caffe2__NetDef *net, const char *name) {
       return 1;
   return dm_str_in_list(name, (const char *const *)net->external_input, net->n_external_input) ||
          dm_str_in_list(name, (const char *const *)net->external_output, net->n_external_output);
+}
+
+static int is_type(const Caffe2__OperatorDef *op, const char *type) {
+  return op->type && strcmp(op->type, type) == 0;
+}
+
+/* Index of the last op before `i` writing `name`, or i when there is none. */
+static size_t last_writer(const Caffe2__NetDef *net, size_t i, const char *name) {
+  for (size_t j = i; j > 0; j--)
+    if (writes(net->op[j - 1], name))
+      return j - 1;
+  return i;
 }
 
 static int64_t arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt) {
@@ -188,6 +202,194 @@ static dm_status fold(Caffe2__NetDef *net, size_t i, size_t j, Caffe2__NetDef *a
   return DM_OK;
 }
 
+/* Post-ops ------------------------------------------------------------------------ */
+
+enum { FUSION_CONV_RELU = 1, FUSION_CONV_SUM = 2, FUSION_CONV_SUM_RELU = 3 };
+
+/* Why op j (a Conv, FC or ConvFusion writing t, its one output) cannot move to i, the
+ * pattern's last op, which reads t and writes y, so that the fused op computes y there
+ * (NULL: it can). `s_in`: the input of j allowed to be y (a ConvFusion's S; -1: none). */
+static const char *move_refusal(const Caffe2__NetDef *net, size_t j, size_t i, const char *y,
+                                int s_in, const dm_fusion_opts *o) {
+  const Caffe2__OperatorDef *p = net->op[j], *last = net->op[i];
+  const char *t = p->output[0];
+  int in_place = strcmp(t, y) == 0;
+  size_t n_reads = 0;
+  for (size_t k = 0; k < last->n_input; k++)
+    n_reads += strcmp(last->input[k], t) == 0;
+  if (n_reads != 1)
+    return "the intermediate blob is more than one of the op's operands";
+  if (dm_str_in_list(t, o->fed, o->fed ? o->n_fed : 0))
+    return "the intermediate blob is fed at each run";
+  if (!in_place &&
+      (dm_str_in_list(t, (const char *const *)net->external_output, net->n_external_output) ||
+       dm_str_in_list(t, o->keep, o->keep ? o->n_keep : 0)))
+    return "the intermediate blob is fetched (an external output or kept)";
+  for (size_t k = 0; k < net->n_op; k++) {
+    if (k == i || k == j || (in_place && (k < j || k > i)))
+      continue;
+    if (reads(net->op[k], t) || writes(net->op[k], t))
+      return in_place ? "an op between them reads or writes the intermediate blob"
+                      : "the intermediate blob has another reader or writer";
+  }
+  for (size_t k = 0; k < p->n_input; k++) {
+    if (strcmp(p->input[k], y) == 0 && (int)k != s_in)
+      return "the fused op's output would be one of its inputs";
+    for (size_t m = j + 1; m < i; m++)
+      if (writes(net->op[m], p->input[k]))
+        return "an op between them writes an input of the first (it would read it later)";
+  }
+  return NULL;
+}
+
+/* Why op j cannot be the Conv of a fusion (NULL: it can). */
+static const char *conv_refusal(const Caffe2__OperatorDef *c) {
+  if (c->n_output != 1 || c->n_input < 2 || c->n_input > 3)
+    return "its Conv does not have the form X, W, [b] -> Y";
+  return NULL;
+}
+
+/* Makes op j `type` with fusion_type `ft` writing y (and reading S last, when not NULL),
+ * moves it to i and removes op i. The op is rewritten on a copy, so on failure the net is
+ * unchanged. */
+static dm_status fuse_into(Caffe2__NetDef *net, size_t j, size_t i, const char *type,
+                           int64_t ft, const char *y, const char *sv) {
+  ProtobufCMessage *copy = NULL;
+  DM_TRY(dm_pb_clone(&net->op[j]->base, &copy));
+  Caffe2__OperatorDef *f = (Caffe2__OperatorDef *)copy;
+  char *nt = strdup(type), *ny = strdup(y);
+  dm_status s = nt && ny ? DM_OK : DM_NOMEM("a fused op");
+  if (s == DM_OK)
+    s = dm_opdef_set_arg_int(f, "fusion_type", ft);
+  if (s == DM_OK && sv)
+    s = dm_opdef_add_input(f, sv);
+  if (s != DM_OK) {
+    free(nt);
+    free(ny);
+    protobuf_c_message_free_unpacked(copy, NULL);
+    return s;
+  }
+  free(f->type);
+  f->type = nt;
+  free(f->output[0]);
+  f->output[0] = ny;
+  protobuf_c_message_free_unpacked(&net->op[j]->base, NULL);
+  protobuf_c_message_free_unpacked(&net->op[i]->base, NULL);
+  memmove(net->op + j, net->op + j + 1, (i - j - 1) * sizeof *net->op);
+  net->op[i - 1] = f;
+  memmove(net->op + i, net->op + i + 1, (net->n_op - i - 1) * sizeof *net->op);
+  net->n_op--;
+  return DM_OK;
+}
+
+static void report_post(dm_fusion_summary *sum, size_t *len, size_t i,
+                        const Caffe2__OperatorDef *op, const char *why) {
+  dm_text_appendf(&sum->report, len, "  op %zu %s '%s' (%s): not fused: %s\n", i, op->type,
+                  op->name ? op->name : "", op->n_output ? op->output[0] : "", why);
+}
+
+/* The Conv (and S) a Sum or Add at i can take in (NULL: one, at *conv with S at *sv). */
+static const char *sum_refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
+                               size_t *conv, const char **sv) {
+  const Caffe2__OperatorDef *a = net->op[i];
+  if (a->n_input != 2 || a->n_output != 1)
+    return "it does not have two operands and one output";
+  if (is_type(a, "Add") && arg_int(a, "broadcast", 0) != 0)
+    return "a broadcast Add (only same-shape operands are fused)";
+  const char *why = NULL;
+  for (int k = 0; k < 2; k++) {
+    size_t j = last_writer(net, i, a->input[k]);
+    if (j == i || !is_type(net->op[j], "Conv"))
+      continue;
+    const char *w = conv_refusal(net->op[j]);
+    if (!w)
+      w = move_refusal(net, j, i, a->output[0], -1, o);
+    if (!w) {
+      *conv = j;
+      *sv = a->input[1 - k];
+      return NULL;
+    }
+    if (!why)
+      why = w;
+  }
+  return why ? why : "neither operand is a Conv's output";
+}
+
+/* The op a Relu at i can take in (NULL: one, at *prod, made *type with fusion_type *ft). */
+static const char *relu_refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
+                                size_t *prod, const char **type, int64_t *ft) {
+  const Caffe2__OperatorDef *r = net->op[i];
+  if (r->n_input != 1 || r->n_output != 1)
+    return "it does not have the form X -> Y";
+  size_t j = last_writer(net, i, r->input[0]);
+  if (j == i)
+    return "X is not written by an op of the net";
+  const Caffe2__OperatorDef *p = net->op[j];
+  const char *why = NULL;
+  int s_in = -1;
+  if (is_type(p, "Conv")) {
+    why = conv_refusal(p);
+    *type = "ConvFusion", *ft = FUSION_CONV_RELU;
+  } else if (is_type(p, "FC")) {
+    if (p->n_input != 3 || p->n_output != 1)
+      why = "its FC does not have the form X, W, b -> Y";
+    *type = "FCFusion", *ft = FUSION_CONV_RELU;
+  } else if (is_type(p, "ConvFusion") && arg_int(p, "fusion_type", 0) == FUSION_CONV_SUM) {
+    if (p->n_output != 1 || p->n_input < 3 || p->n_input > 4)
+      why = "its ConvFusion does not have the form X, W, [b], S -> Y";
+    *type = "ConvFusion", *ft = FUSION_CONV_SUM_RELU, s_in = (int)p->n_input - 1;
+  } else {
+    return "X is not the output of a Conv, an FC or a Conv + Sum";
+  }
+  if (!why)
+    why = move_refusal(net, j, i, r->output[0], s_in, o);
+  *prod = j;
+  return why;
+}
+
+/* Conv + Sum/Add first (so that a Relu after the sum joins it), then the Relus. */
+static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion_summary *sum,
+                          size_t *len) {
+  for (size_t i = 0; i < net->n_op;) {
+    const Caffe2__OperatorDef *a = net->op[i];
+    if (!is_type(a, "Sum") && !is_type(a, "Add")) {
+      i++;
+      continue;
+    }
+    sum->post_total++;
+    size_t j = 0;
+    const char *sv = NULL, *why = sum_refusal(net, i, o, &j, &sv);
+    if (why) {
+      report_post(sum, len, i, a, why);
+      i++;
+      continue;
+    }
+    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_SUM, a->output[0], sv));
+    sum->conv_sum++; /* op i is gone: the next op is at i */
+  }
+  for (size_t i = 0; i < net->n_op;) {
+    const Caffe2__OperatorDef *r = net->op[i];
+    if (!is_type(r, "Relu")) {
+      i++;
+      continue;
+    }
+    sum->post_total++;
+    size_t j = 0;
+    const char *type = NULL;
+    int64_t ft = 0;
+    const char *why = relu_refusal(net, i, o, &j, &type, &ft);
+    if (why) {
+      report_post(sum, len, i, r, why);
+      i++;
+      continue;
+    }
+    DM_TRY(fuse_into(net, j, i, type, ft, r->output[0], NULL));
+    *(ft == FUSION_CONV_SUM_RELU ? &sum->conv_sum_relu
+      : strcmp(type, "FCFusion") == 0 ? &sum->fc_relu : &sum->conv_relu) += 1;
+  }
+  return DM_OK;
+}
+
 dm_status dm_fusion_pass(Caffe2__NetDef *net, const dm_fusion_opts *o,
                          Caffe2__NetDef *init_add, dm_fusion_summary *sum) {
   static const dm_fusion_opts none = {0};
@@ -218,5 +420,5 @@ dm_status dm_fusion_pass(Caffe2__NetDef *net, const dm_fusion_opts *o,
     }
     DM_TRY(fold(net, i, j, init_add, o, sum)); /* removes op i: the next op is at i */
   }
-  return DM_OK;
+  return o->post_ops ? post_ops(net, o, sum, &len) : DM_OK;
 }

@@ -20,6 +20,25 @@
  * Grouped Convs fold like the others: W's first dim is still the output channel.
  * Each BN left unfolded is named in the summary's report with the reason.
  *
+ * With post_ops, oneDNN-style post-op fusions follow, on the net the folds left (so
+ * Conv + SpatialBN + Relu becomes one op), into the ops of operators/conv_fusion.c, with
+ * the argument names and numbering of Caffe2's IDEEP backend:
+ *   - Conv + Sum/Add: Sum(t, S) or Add(t, S) (two operands, Add without broadcast),
+ *     either operand t a Conv's output, becomes ConvFusion(X, W, [b], S) fusion_type 2;
+ *   - Relu after a Conv, after such a ConvFusion (then fusion_type 3), or after an FC
+ *     (FCFusion(X, W, b) fusion_type 1) joins it; ConvFusion fusion_type 1 for a Conv.
+ * The fused op takes the first op's arguments unchanged (NCHW or NHWC) and sits where
+ * the pattern's last op was, writing its output (which may be S: the residual sum in
+ * place). It is made only when it computes the blobs the caller can see: the
+ * intermediate blob t (the first op's output) is not fed, is read by the last op once
+ * and by no other op (unless t is the last op's output too, in place: then no op between
+ * them reads or writes it), and is not fetched (external output or `keep`) unless in
+ * place; no op between them writes an input of the first (it now reads them later); the
+ * output is not one of the first op's inputs (S aside). Each Relu, Sum and Add not fused
+ * is named in the report with the reason.
+ * ConvFusion and FCFusion have CPU kernels only: a caller that places the net on CUDA
+ * should leave post_ops 0.
+ *
  * The fused net is for inference: a net with gradient ops is refused.
  */
 #ifndef DM_NET_FUSION_H
@@ -39,6 +58,7 @@ typedef struct dm_fusion_opts {
   const char *const *params; /* the weights the init nets make (NULL: not known): when
                                 given, W, b and the BN's parameters must be among them */
   size_t n_params;
+  int post_ops; /* nonzero: the post-op fusions after the folds; 0: the folds only */
 } dm_fusion_opts;
 
 typedef struct dm_fusion_summary {
@@ -46,7 +66,14 @@ typedef struct dm_fusion_summary {
   size_t folded;     /* of which folded into their Conv */
   char **new_params; /* the folded weights and biases the addition makes (owned) */
   size_t n_new_params;
-  char *report;      /* one line per BN not folded, with the reason (owned; NULL: none) */
+  char *report;      /* one line per BN not folded (and with post_ops, per Relu, Sum or Add
+                        not fused), with the reason (owned; NULL: none) */
+  /* with post_ops: */
+  size_t post_total;    /* Relu, Sum and Add ops seen */
+  size_t conv_sum;      /* Sum/Add fused with a Conv (ConvFusion fusion_type 2) */
+  size_t conv_relu;     /* Relu fused into a Conv (ConvFusion fusion_type 1) */
+  size_t conv_sum_relu; /* Relu fused into a Conv + Sum (fusion_type 2 made 3) */
+  size_t fc_relu;       /* Relu fused into an FC (FCFusion fusion_type 1) */
 } dm_fusion_summary;
 
 /* Rewrites `net` in place and appends the FoldBN ops to `init_add`. On failure the net

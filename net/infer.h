@@ -41,6 +41,8 @@ typedef struct dm_infer_prep {
   int fuse;                     /* the fusion pass first (net/fusion.h): test-mode
                                    SpatialBN folded into its Conv, the folds in the
                                    addition; `fetch` is never fused away */
+  int post_ops;                 /* with fuse: the post-op fusions too (Conv + Sum + Relu,
+                                   FC + Relu: CPU kernels only, so not with `device`) */
 } dm_infer_prep;
 
 /* Defaults: FP32, nothing fed, fetched or placed, no fusion, no report. */

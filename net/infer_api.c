@@ -48,6 +48,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.fuse_opts.n_fed = o->inputs ? o->n_inputs : 0;
   p.fuse_opts.params = o->params;
   p.fuse_opts.n_params = o->params ? o->n_params : 0;
+  p.fuse_opts.post_ops = o->post_ops;
   p.device = o->device;
   p.dev = o->dev;
   p.inits = o->inits;
@@ -133,6 +134,7 @@ static dm_status prep_opts(const dm_infer_options *o, dm_infer_prep *p) {
   DM_TRY(dm_api_parse_device("dm_infer_options.device", o->device, &p->device,
                              &p->dev.device_id));
   p->fuse = o->fuse != 0;
+  p->post_ops = p->fuse && !p->device; /* the fused ops have CPU kernels only */
   p->dev.force_cpu = o->cpu_ops;
   p->dev.n_force_cpu = o->cpu_ops ? o->n_cpu_ops : 0;
   return DM_OK;

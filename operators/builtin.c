@@ -10,6 +10,7 @@ static const dm_op_family *const families[] = {
     &dm_family_elementwise,
     &dm_family_cast,
     &dm_family_conv,
+    &dm_family_conv_fusion,
     &dm_family_pool,
     &dm_family_random_fill,
     &dm_family_tensor_ops,

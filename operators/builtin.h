@@ -12,6 +12,7 @@ extern const dm_op_family dm_family_softmax;
 extern const dm_op_family dm_family_elementwise;
 extern const dm_op_family dm_family_cast;
 extern const dm_op_family dm_family_conv;
+extern const dm_op_family dm_family_conv_fusion;
 extern const dm_op_family dm_family_pool;
 extern const dm_op_family dm_family_random_fill;
 extern const dm_op_family dm_family_tensor_ops;

@@ -115,10 +115,12 @@ static void unalias(dm_op_ctx *ctx, int out) {
       dm_tensor_reset(y);
 }
 
-/* Conv: X, W, [b] -> Y. */
-static dm_status conv_prepare(dm_op_ctx *ctx, conv_plan *p) {
+/* Conv: X, W, [b] -> Y; with the epilogue's S (ConvFusion) also S, of Y's shape. */
+static dm_status conv_prepare(dm_op_ctx *ctx, const dm_conv_epilogue *e, conv_plan *p) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
-  const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *b = e->has_bias ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *sv = e->sum >= 0 ? dm_op_input(ctx, e->sum) : NULL;
+  dm_tensor *y = dm_op_output(ctx, 0);
   int r16 = dm_is_reduced_float(x->dtype);
   if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
       (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
@@ -135,13 +137,40 @@ static dm_status conv_prepare(dm_op_ctx *ctx, conv_plan *p) {
                        (long long)p->M);
   int64_t dims[4];
   dm_conv_out_dims(&p->a, &p->g, p->M, dims);
-  unalias(ctx, 0);
+  if (sv) {
+    if (sv->dtype != x->dtype || sv->ndim != 4 || memcmp(sv->dims, dims, sizeof dims) != 0)
+      return dm_op_error(ctx, DM_ERR_SHAPE,
+                         "S is %s %s, but the convolution gives %s %lldx%lldx%lldx%lld: S "
+                         "must have Y's shape and dtype",
+                         dm_dtype_name(sv->dtype), dm_shape_str(sv, bs, sizeof bs),
+                         dm_dtype_name(x->dtype), (long long)dims[0], (long long)dims[1],
+                         (long long)dims[2], (long long)dims[3]);
+    /* Y may be S itself (read before written, element by element); no other input. */
+    for (int i = 0; i < dm_op_num_inputs(ctx); i++)
+      if (i != e->sum && dm_op_input(ctx, i) == y)
+        return dm_op_error(ctx, DM_ERR_INVALID,
+                           "Y is input %d too; only S (input %d) may be Y's blob", i, e->sum);
+    if (y != sv)
+      unalias(ctx, 0);
+    else
+      for (int i = 0; i < dm_op_num_inputs(ctx); i++)
+        if (i != e->sum && dm_tensors_alias(y, dm_op_input(ctx, i)))
+          return dm_op_error(ctx, DM_ERR_INVALID,
+                             "Y is S's blob and shares storage with input %d", i);
+  } else {
+    unalias(ctx, 0);
+  }
   return dm_op_set_output(ctx, 0, x->dtype, 4, dims);
 }
 
-static dm_status conv_infer(dm_op_ctx *ctx) {
+dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
   conv_plan p;
-  return conv_prepare(ctx, &p);
+  return conv_prepare(ctx, e, &p);
+}
+
+static dm_status conv_infer(dm_op_ctx *ctx) {
+  const dm_conv_epilogue e = {dm_op_num_inputs(ctx) > 2, -1, 0};
+  return dm_conv_forward_infer(ctx, &e);
 }
 
 /* ConvGradient: X, W, dY -> dW, [db], [dX]. Which outputs exist follows Caffe2: with a
@@ -187,7 +216,7 @@ static dm_status conv_grad_infer(dm_op_ctx *ctx) {
 }
 
 /* FLOPs = 2 * (outputs) * K, K = C/group*kH*kW = numel(W) / M. */
-static void conv_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+void dm_conv_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_cost_io(ctx, c);
   const dm_tensor *w = dm_op_input(ctx, 1), *y = dm_op_output(ctx, 0);
   if (w->ndim == 4 && w->dims[0] > 0)
@@ -235,14 +264,25 @@ static int64_t chunk_images(const conv_plan *p, int fp16, int grad) {
   return b < 1 ? 1 : b > p->g.N ? p->g.N : b;
 }
 
+void dm_relu_f32(float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = y[i] > 0.0f || y[i] != y[i] ? y[i] : 0.0f;
+}
+
 /* Conv on nb images in FP32. x: their images; y: their outputs (Y's layout; for FP16 a
  * scratch block); col: (K, nb*HW) NCHW or (nb*HW, K) NHWC; ybig: (M, nb*HW) for NCHW.
- * y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded once. */
+ * sv: their S (Y's layout, FP32; may be y itself) or NULL, added after the bias; relu:
+ * max(., 0) last. y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded
+ * once. */
 static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
-                       const float *b, float *y, dm_dtype yt, uint16_t *y16, float *col,
-                       float *ybig) {
+                       const float *b, const float *sv, int relu, float *y, dm_dtype yt,
+                       uint16_t *y16, float *col, float *ybig) {
   const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
   const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, C = (int)p->g.C;
+  /* NHWC: the GEMM writes Y in place, so S is put there first and accumulated onto */
+  if (p->a.nhwc && sv && sv != y)
+    memcpy(y, sv, (size_t)(nb * ys) * sizeof *y);
+  const float beta = p->a.nhwc && sv ? 1.0f : 0.0f;
   for (int64_t grp = 0; grp < p->a.group; grp++) {
     const float *wg = w + grp * p->Mg * p->K; /* (Mg, K) */
     if (p->a.nhwc) {
@@ -254,7 +294,7 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
         src = col, ld = K;
       }
       DM_TRY(dm_sgemm(0, 1, (int)L, Mg, K, 1.0f, src, ld, wg, K,
-                  0.0f, y + grp * p->Mg, M));
+                  beta, y + grp * p->Mg, M));
     } else {
       const float *src = col; /* (K, L) */
       if (p->one_by_one && nb == 1) {
@@ -269,15 +309,24 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
                   (int)L, 0.0f, ybig + grp * p->Mg * L, (int)L));
     }
   }
-  /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), then FP16's rounding. */
+  /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), S and the relu, then
+   * FP16's rounding. */
   for (int64_t i = 0; i < nb; i++) {
     if (!p->a.nhwc) {
       for (int64_t m = 0; m < p->M; m++) {
         float *r = ybig + m * L + i * HW; /* FP16: add the bias in place, then round */
         float *d = y16 ? r : y + i * ys + m * HW;
         float bm = b ? b[m] : 0.0f;
-        for (int64_t j = 0; j < HW; j++)
-          d[j] = r[j] + bm;
+        if (sv) {
+          const float *sm = sv + i * ys + m * HW; /* read before d (maybe sm) is written */
+          for (int64_t j = 0; j < HW; j++)
+            d[j] = r[j] + bm + sm[j];
+        } else {
+          for (int64_t j = 0; j < HW; j++)
+            d[j] = r[j] + bm;
+        }
+        if (relu)
+          dm_relu_f32(d, HW);
         if (y16)
           dm_narrow(yt, d, y16 + i * ys + m * HW, (size_t)HW);
       }
@@ -287,6 +336,8 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
         for (int64_t j = 0; j < HW; j++)
           for (int64_t m = 0; m < p->M; m++)
             yi[j * p->M + m] += b[m];
+      if (relu)
+        dm_relu_f32(yi, ys);
       if (y16)
         dm_narrow(yt, yi, y16 + i * ys, (size_t)ys);
     }
@@ -294,25 +345,29 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
   return DM_OK;
 }
 
-static dm_status conv_run(dm_op_ctx *ctx) {
+dm_status dm_conv_forward_run(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
   conv_plan p;
-  DM_TRY(conv_prepare(ctx, &p));
+  DM_TRY(conv_prepare(ctx, e, &p));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
-  const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *b = e->has_bias ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *sv = e->sum >= 0 ? dm_op_input(ctx, e->sum) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
   const int64_t N = p.g.N, xs = p.g.C * p.HWin, ys = p.M * p.HWout; /* per image */
   if (N == 0)
     return DM_OK;
   const int fp16 = dm_is_reduced_float(x->dtype); /* FP16 or BF16 */
   const int64_t B = chunk_images(&p, fp16, 0);
-  /* Scratch: col (K, B*HW); ybig (M, B*HW) (NCHW, or FP16's FP32 Y); FP16: X, W, b. */
+  /* Scratch: col (K, B*HW); ybig (M, B*HW) (NCHW, or FP16's FP32 Y); FP16: X, W, b, S. */
   size_t n_col = (size_t)(B * p.K * p.HWout), n_big = (size_t)(B * ys);
   size_t n_x = fp16 ? (size_t)(B * xs) : 0, n_w = fp16 ? (size_t)w->numel : 0;
   size_t n_b = b && dm_is_reduced_float(b->dtype) ? (size_t)p.M : 0;
+  size_t n_s = fp16 && sv ? (size_t)(B * ys) : 0;
   float *buf = NULL;
-  DM_TRY(dm_scratch_get(dm_op_state(ctx), (n_col + n_big + n_x + n_w + n_b + 1) * sizeof(float),
+  DM_TRY(dm_scratch_get(dm_op_state(ctx),
+                        (n_col + n_big + n_x + n_w + n_b + n_s + 1) * sizeof(float),
                         (void **)&buf));
   float *col = buf, *ybig = col + n_col, *xf = ybig + n_big, *wf = xf + n_x, *bf = wf + n_w;
+  float *sf = bf + n_b;
   const float *pw = dm_tensor_data(w), *pb = b ? dm_tensor_data(b) : NULL;
   if (fp16) { /* widened once (exact) */
     dm_widen(x->dtype, dm_tensor_data(w), wf, n_w);
@@ -325,16 +380,25 @@ static dm_status conv_run(dm_op_ctx *ctx) {
   for (int64_t n0 = 0; n0 < N; n0 += B) {
     int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
-      DM_TRY(conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb,
-                        (float *)dm_tensor_mutable_data(y) + n0 * ys, DM_FLOAT, NULL, col,
-                        ybig));
+      float *py = (float *)dm_tensor_mutable_data(y) + n0 * ys;
+      const float *ps = sv ? (const float *)dm_tensor_data(sv) + n0 * ys : NULL;
+      DM_TRY(conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb, ps,
+                        e->relu, py, DM_FLOAT, NULL, col, ybig));
     } else {
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
-      DM_TRY(conv_chunk(&p, nb, xf, pw, pb, ybig, y->dtype,
+      if (sv) /* this chunk of S is read before its chunk of Y (maybe S) is written */
+        dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(sv) + n0 * ys, sf,
+                 (size_t)(nb * ys));
+      DM_TRY(conv_chunk(&p, nb, xf, pw, pb, sv ? sf : NULL, e->relu, ybig, y->dtype,
                         (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col, ybig));
     }
   }
   return DM_OK;
+}
+
+static dm_status conv_run(dm_op_ctx *ctx) {
+  const dm_conv_epilogue e = {dm_op_num_inputs(ctx) > 2, -1, 0};
+  return dm_conv_forward_run(ctx, &e);
 }
 
 /* ConvGradient on nb images in FP32: dw (M, K) and db (M) accumulate; dx (their images,
@@ -476,28 +540,14 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
 
 /* Schemas ------------------------------------------------------------------------ */
 
-#define CONV_ARGS                                                                         \
-  DM_CONV_POOL_ARG_SPECS, {"dilation", DM_ARG_INT, 0, "dilation (default 1)"},            \
-      {"dilation_h", DM_ARG_INT, 0, "dilation height"},                                   \
-      {"dilation_w", DM_ARG_INT, 0, "dilation width"},                                    \
-      {"dilations", DM_ARG_INTS, 0, "dilations [h, w]"},                                  \
-      {"group", DM_ARG_INT, 0, "channel groups (default 1; C for depthwise)"},            \
-      {"no_bias", DM_ARG_INT, 0, "ConvGradient: there is no bias, so no db"},             \
-      {"exhaustive_search", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},              \
-      {"ws_nbytes_limit", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                \
-      {"enable_tensor_core", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},             \
-      {"float16_compute", DM_ARG_ANY, 0, "GPU hint; the CPU always accumulates in FP32"}, \
-      {"shared_buffer", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                  \
-      {"deterministic", DM_ARG_ANY, 0, "GPU hint (the CPU is deterministic)"}
-
-static const dm_arg_spec conv_args[] = {CONV_ARGS, {NULL, 0, 0, NULL}};
+static const dm_arg_spec conv_args[] = {DM_CONV_ARG_SPECS, {NULL, 0, 0, NULL}};
 static const dm_arg_spec conv_grad_args[] = {
-    CONV_ARGS,
+    DM_CONV_ARG_SPECS,
     {"no_gradient_to_input", DM_ARG_INT, 0, "set by the gradient maker when dX is not needed"},
     {NULL, 0, 0, NULL},
 };
 
-static dm_status conv_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_conv_init(dm_op_ctx *ctx, void **state) {
   dm_conv_args a; /* argument errors at instantiation, not at the first run */
   DM_TRY(dm_conv_args_parse(ctx, 0, &a));
   return dm_scratch_init(ctx, state); /* column buffers kept between runs */
@@ -513,7 +563,7 @@ static const dm_op_schema conv_schema = {
     .precision = DM_PREC_FP16,
     .doc = "X, W (M x C/group x kH x kW; NHWC: M x kH x kW x C/group), [b (M)] -> Y.",
     .infer = conv_infer,
-    .cost = conv_cost,
+    .cost = dm_conv_cost,
     .gradient = conv_gradient,
 };
 
@@ -533,8 +583,8 @@ static const dm_op_schema conv_grad_schema = {
 static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
-    { .type = "Conv", .device = DM_CPU, .init = conv_init, .run = conv_run, .fini = dm_scratch_fini},
-    { .type = "ConvGradient", .device = DM_CPU, .init = conv_init, .run = conv_grad_run, .fini = dm_scratch_fini},
+    { .type = "Conv", .device = DM_CPU, .init = dm_conv_init, .run = conv_run, .fini = dm_scratch_fini},
+    { .type = "ConvGradient", .device = DM_CPU, .init = dm_conv_init, .run = conv_grad_run, .fini = dm_scratch_fini},
     {0},
 };
 const dm_op_family dm_family_conv = {schemas, kernels};

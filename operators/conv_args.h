@@ -74,6 +74,44 @@ DM_HIDDEN dm_status dm_conv_args_parse(dm_op_ctx *ctx, int is_pool, dm_conv_args
 DM_HIDDEN dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, const dm_tensor *x,
                                      int is_pool, dm_conv_geom *g);
 
+/* Conv's argument specs (Conv, ConvGradient, ConvFusion; append a schema's own, then
+ * {NULL}). */
+#define DM_CONV_ARG_SPECS                                                                   \
+  DM_CONV_POOL_ARG_SPECS, {"dilation", DM_ARG_INT, 0, "dilation (default 1)"},            \
+      {"dilation_h", DM_ARG_INT, 0, "dilation height"},                                   \
+      {"dilation_w", DM_ARG_INT, 0, "dilation width"},                                    \
+      {"dilations", DM_ARG_INTS, 0, "dilations [h, w]"},                                  \
+      {"group", DM_ARG_INT, 0, "channel groups (default 1; C for depthwise)"},            \
+      {"no_bias", DM_ARG_INT, 0, "ConvGradient: there is no bias, so no db"},             \
+      {"exhaustive_search", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},              \
+      {"ws_nbytes_limit", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                \
+      {"enable_tensor_core", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},             \
+      {"float16_compute", DM_ARG_ANY, 0, "GPU hint; the CPU always accumulates in FP32"}, \
+      {"shared_buffer", DM_ARG_ANY, 0, "GPU hint (ignored on the CPU)"},                  \
+      {"deterministic", DM_ARG_ANY, 0, "GPU hint (the CPU is deterministic)"}
+
+
+/* Conv's forward pass with an epilogue: Conv is {has_bias, -1, 0}; ConvFusion
+ * (operators/conv_fusion.c) adds S and a relu in the same FP32 pass, before the one
+ * rounding of a FLOAT16 or BFLOAT16 Y. Defined in conv.c. */
+typedef struct dm_conv_epilogue {
+  int has_bias; /* input 2 is b (M) */
+  int sum;      /* input index of S (Y's shape and dtype; Y may be S), added after the
+                   bias; -1: none */
+  int relu;     /* then Y = max(Y, 0), NaN passed through as Relu does */
+} dm_conv_epilogue;
+
+/* Checks the inputs (b and S included) and sets Y's shape and dtype. */
+DM_HIDDEN dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e);
+/* Computes Y; the kernel's state is dm_conv_init's. */
+DM_HIDDEN dm_status dm_conv_forward_run(dm_op_ctx *ctx, const dm_conv_epilogue *e);
+/* Kernel init (arguments checked at instantiation, scratch kept between runs; fini is
+ * dm_scratch_fini) and the cost (2 * numel(Y) * C/group*kH*kW FLOPs). */
+DM_HIDDEN dm_status dm_conv_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN void dm_conv_cost(dm_op_ctx *ctx, dm_op_cost *c);
+/* y[i] = max(y[i], 0), NaN passed through and -0 made +0, as Relu (operators/activation.c). */
+DM_HIDDEN void dm_relu_f32(float *y, int64_t n);
+
 /* Conv's scratch per chunk of images, in bytes (defined in conv.c; tests lower it). */
 extern DM_HIDDEN size_t dm_conv_chunk_bytes;
 

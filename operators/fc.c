@@ -16,12 +16,7 @@
 #include "builtin.h"
 #include "fc.h"
 
-static const dm_arg_spec fc_args[] = {
-    {"axis", DM_ARG_INT, 0, "flatten X to 2-D at this axis (default 1)"},
-    {"axis_w", DM_ARG_INT, 0, "flatten W to 2-D at this axis (default 1)"},
-    {"float16_compute", DM_ARG_INT, 0, "GPU hint; the CPU always accumulates in FP32"},
-    {NULL, 0, 0, NULL},
-};
+static const dm_arg_spec fc_args[] = {DM_FC_ARG_SPECS, {NULL, 0, 0, NULL}};
 
 dm_status dm_fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
                          dm_fc_dims *d) {
@@ -45,7 +40,7 @@ dm_status dm_fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
 
 /* ---- FC ------------------------------------------------------------------------- */
 
-static dm_status fc_infer(dm_op_ctx *ctx) {
+dm_status dm_fc_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
   dm_fc_dims d;
   DM_TRY(dm_fc_geometry(ctx, x, w, &d));
@@ -67,7 +62,7 @@ static dm_status fc_infer(dm_op_ctx *ctx) {
   return dm_op_set_output(ctx, 0, x->dtype, d.axis + 1, dims);
 }
 
-static void fc_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+void dm_fc_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   const dm_tensor *x = dm_op_input(ctx, 0), *y = dm_op_output(ctx, 0);
   int64_t n = y->ndim ? y->dims[y->ndim - 1] : 1, m = n ? y->numel / n : 0;
   int64_t k = m ? x->numel / m : 0;
@@ -92,17 +87,17 @@ static const dm_op_schema fc_schema = {
     .args = fc_args,
     .precision = DM_PREC_FP16,
     .doc = "X, W (N x K), b (N) -> Y = X W^T + b; X flattened to M x K at `axis`.",
-    .infer = fc_infer,
-    .cost = fc_cost,
+    .infer = dm_fc_infer,
+    .cost = dm_fc_cost,
     .gradient = fc_gradient,
 };
 
-static dm_status fc_run(dm_op_ctx *ctx) {
+dm_status dm_fc_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
   dm_tensor *y = dm_op_output(ctx, 0);
   if (dm_tensors_alias(y, x) || dm_tensors_alias(y, w) || dm_tensors_alias(y, b))
     dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
-  DM_TRY(fc_infer(ctx));
+  DM_TRY(dm_fc_infer(ctx));
   dm_fc_dims d;
   DM_TRY(dm_fc_geometry(ctx, x, w, &d));
   int64_t M = d.M, N = d.N, K = d.K;
@@ -218,7 +213,7 @@ static const dm_op_schema fc_grad_schema = {
 static const dm_op_schema *const schemas[] = {&fc_schema, &fc_grad_schema, NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
-    {.type = "FC", .device = DM_CPU, .run = fc_run},
+    {.type = "FC", .device = DM_CPU, .run = dm_fc_run},
     {.type = "FCGradient", .device = DM_CPU, .run = fc_grad_run},
     {0},
 };

@@ -52,7 +52,9 @@ static void help(FILE *f) {
           "  --fuse               inference: fold each test-mode SpatialBN into the Conv\n"
           "                       before it, as `run` does; --init-out gets the FoldBN ops\n"
           "                       (the fold, run once after the model's init net); --keep\n"
-          "                       BLOB: a blob you fetch, never fused away\n");
+          "                       BLOB: a blob you fetch, never fused away. Without --cuda\n"
+          "                       also Conv + Sum/Add + Relu -> ConvFusion and FC + Relu ->\n"
+          "                       FCFusion (CPU kernels)\n");
   fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
@@ -119,6 +121,7 @@ static dm_status rewrite(rewrite_job *j) {
     dm_infer_prep_init(&ip);
     ip.precision = j->mp.enabled ? j->mp.opts.target : DM_FLOAT;
     ip.fuse = j->fuse;
+    ip.post_ops = j->fuse && !j->dev.cuda; /* ConvFusion/FCFusion: CPU kernels only */
     ip.fetch = j->keep.items; /* --keep: fetched by the user, never fused away */
     ip.n_fetch = j->keep.n;
     ip.inputs = j->opts.exclude;

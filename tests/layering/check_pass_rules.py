@@ -28,11 +28,15 @@ EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast"
            "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "Iter"}
 # Ops a pass matches by type because the rule is about that op by design, per file: a
 # fusion is a rewrite of one pattern of ops (Conv then a test-mode SpatialBN folded into
-# it, net/fusion.c), which no schema field can say for a pair; the arguments it needs
-# (is_test, order, epsilon) it reads from the ops. Nowhere else may these be named.
-MATCHED = {"fusion.c": {"Conv", "SpatialBN"}}
+# it; Conv + Sum/Add, Conv (+ Sum) + Relu and FC + Relu made the ConvFusion and FCFusion
+# it emits, net/fusion.c), which no schema field can say for a pair; the arguments it
+# needs (is_test, order, epsilon, broadcast, fusion_type) it reads from the ops. Nowhere
+# else may these be named.
+MATCHED = {"fusion.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC", "ConvFusion",
+                        "FCFusion"}}
 # An UpperCamel literal with a lower-case letter: an op type, not a dtype name ("INT64").
-COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')
+# is_type(op, "T") is net/fusion.c's comparison helper.
+COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp|is_type)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')
 
 
 def check(root):
@@ -60,7 +64,7 @@ def self_test():
                     'int b(const char *t) { return strcmp(t, "SpatialBN") == 0; }\n')
         with open(os.path.join(d, "net", "fusion.c"), "w") as f:  # matched there only
             f.write('int c(const char *t) { return strcmp(t, "SpatialBN") == 0; }\n'
-                    'int d(const char *t) { return strcmp(t, "Relu") == 0; }\n')
+                    'int d(const char *t) { return is_type(t, "Softmax"); }\n')
         problems, files = check(d)
         ok = (files == 2 and len(problems) == 2 and problems[0].startswith("net/fusion.c:2:")
               and problems[1].startswith("net/p.c:2:"))

@@ -6,11 +6,16 @@
 # precision_run_test.sh does, at 64x64, with random BN scale, bias, mean and variance in
 # place of the init net's 1, 0, 0, 1, so the fold is not the identity); the summary says
 # how many BN were folded; `rewrite --fuse` prints a net with no SpatialBN whose
-# --init-out holds one FoldBN per BN, and that net, run after the init net and the
-# addition, gives the default run's outputs bit for bit (it is the net `run` runs).
-# usage: fusion_run_test.sh demitasse models/resnet50 python3
+# --init-out holds one FoldBN per BN.
+# Post-op fusions (rewrite --fuse asks for them; `run` does not yet): the rewritten
+# ResNet-50 has no Relu or Sum left (33 ConvFusion conv + relu, 16 conv + sum + relu,
+# the 4 projection shortcuts plain Conv) and the rewritten SqueezeNet (predict net of the
+# Caffe2 zoo, weights from init-net) 26 ConvFusion and no Relu; each, run with --no-fuse,
+# gives the unfused net's outputs within FP32's tolerance.
+# usage: fusion_run_test.sh demitasse models/resnet50 python3 squeezenet_predict_net.pb
+#        squeezenet_out_channels.txt
 set -u
-exe=$1 r50=$2 py=$3
+exe=$1 r50=$2 py=$3 sq=$4 sqt=$5
 "$py" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for $py"; exit 77; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -118,24 +123,72 @@ sys.exit(0 if ok else 1)
 PY
 done
 
-# `rewrite --fuse` prints the net `run` runs: no SpatialBN, every Conv with a bias, the
-# folds in --init-out; run after the init net and the addition, it gives the default
-# run's outputs bit for bit.
+# `rewrite --fuse`: no SpatialBN, the folds in --init-out, and the post-op fusions; run
+# after the init net and the addition, it is compared with the unfused net below.
 if "$exe" rewrite --fuse "$tmp/r50_net.pbtxt" -o "$tmp/r50_fused.pbtxt" \
      --init-out "$tmp/r50_folds.pbtxt" 2> "$tmp/rw.err"; then
   grep -q '"SpatialBN"' "$tmp/r50_fused.pbtxt" && fail "rewrite --fuse: a SpatialBN is left"
   [ "$(grep -c 'type: "FoldBN"' "$tmp/r50_folds.pbtxt")" = 53 ] \
     || fail "rewrite --fuse: not 53 FoldBN ops in the init addition"
   grep -q "fusion: 53 of 53" "$tmp/rw.err" || fail "rewrite --fuse: summary"
+  grep -q "not fused" "$tmp/rw.err" && { fail "rewrite --fuse: a post-op left"; cat "$tmp/rw.err"; }
+  for t in Relu:0 Sum:0 Conv:4 ConvFusion:49; do
+    n=$(grep -c "type: \"${t%%:*}\"" "$tmp/r50_fused.pbtxt")
+    [ "$n" = "${t##*:}" ] || fail "rewrite --fuse: $n ${t%%:*} ops, not ${t##*:}"
+  done
+  [ "$(grep -A1 'name: "fusion_type"' "$tmp/r50_fused.pbtxt" | grep -c 'i: 3$')" = 16 ] \
+    || fail "rewrite --fuse: not 16 ConvFusion conv + sum + relu"
   cat "$tmp/r50_init.pbtxt" "$tmp/r50_folds.pbtxt" | grep -v '^name:' > "$tmp/r50_init_folds.pbtxt"
   "$exe" run --no-fuse --init "$tmp/r50_init_folds.pbtxt" --net "$tmp/r50_fused.pbtxt" \
-    --input data="$tmp/r50_x.npy" --output softmax="$tmp/rw_prob.npy" > "$tmp/rw_run.out" 2>&1 \
+    --input data="$tmp/r50_x.npy" --output softmax="$tmp/r50_prob_post.npy" \
+    --output pred="$tmp/r50_z_post.npy" > "$tmp/rw_run.out" 2>&1 \
     || { fail "running the rewritten net"; cat "$tmp/rw_run.out"; }
-  "$py" -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if a.dtype == b.dtype and (a == b).all() else 1)" \
-    "$tmp/rw_prob.npy" "$tmp/r50_prob_fused.npy" || fail "rewritten net's softmax differs from run's"
 else
   fail "rewrite --fuse"; cat "$tmp/rw.err"
 fi
+
+# SqueezeNet: Conv + Relu throughout, no BN.
+"$exe" init-net --for "$sq" --input data=1,3,227,227 --out-channels "$sqt" -o "$tmp/sq_init.pb" \
+  > "$tmp/sq_init.out" 2>&1 || { fail "squeezenet: init-net"; cat "$tmp/sq_init.out"; }
+"$py" -c "import numpy as np; np.save('$tmp/sq_x.npy', np.random.default_rng(9).uniform(-1, 1, (1, 3, 227, 227)).astype(np.float32))"
+if "$exe" rewrite --fuse "$sq" -o "$tmp/sq_fused.pbtxt" 2> "$tmp/sq_rw.err"; then
+  [ "$(grep -c 'type: "ConvFusion"' "$tmp/sq_fused.pbtxt")" = 26 ] \
+    || fail "squeezenet: rewrite --fuse: not 26 ConvFusion"
+  grep -q 'type: "Relu"' "$tmp/sq_fused.pbtxt" && fail "squeezenet: rewrite --fuse: a Relu is left"
+  for f in post:"$tmp/sq_fused.pbtxt" unfused:"$sq"; do
+    "$exe" run --no-fuse --init "$tmp/sq_init.pb" --net "${f#*:}" --input data="$tmp/sq_x.npy" \
+      --output softmaxout="$tmp/sq_prob_${f%%:*}.npy" --output pool10="$tmp/sq_z_${f%%:*}.npy" \
+      > "$tmp/sq_run.out" 2>&1 || { fail "squeezenet: run ${f%%:*}"; cat "$tmp/sq_run.out"; }
+  done
+else
+  fail "squeezenet: rewrite --fuse"; cat "$tmp/sq_rw.err"
+fi
+
+# The post-op nets against the unfused ones: the fused op does the Conv's arithmetic and
+# then the sum and the relu in FP32, as the separate ops do, so at most the bound above
+# (ResNet-50: L as for the folds; SqueezeNet: L = 4 per Conv, 26 of them).
+for m in r50:212 sq:104; do
+  "$py" - "$tmp" "${m%%:*}" "${m##*:}" <<'PY' || fail "${m%%:*}: post-op fused against unfused"
+import sys
+import numpy as np
+d, m, L = sys.argv[1], sys.argv[2], int(sys.argv[3])
+zu = np.load(f"{d}/{m}_z_unfused.npy").astype(np.float64)
+zu = zu.reshape(zu.shape[0], -1)
+pu = np.load(f"{d}/{m}_prob_unfused.npy").astype(np.float64).reshape(zu.shape)
+zf = np.load(f"{d}/{m}_z_post.npy").astype(np.float64).reshape(zu.shape)
+pf = np.load(f"{d}/{m}_prob_post.npy").astype(np.float64).reshape(zu.shape)
+u = 2.0**-24
+tol_z = 4 * np.sqrt(L) * u * np.abs(zu).max()
+err_z = np.abs(zf - zu).max()
+tol_p = pu * np.expm1(2 * tol_z) + 8 * u
+err_p = np.abs(pf - pu).max()
+print(f"{m} post-ops: max |z| {np.abs(zu).max():.3g}, max |dz| {err_z:.3g} (tol {tol_z:.3g}), "
+      f"max |dp| {err_p:.3g}")
+ok = err_z <= tol_z and (np.abs(pf - pu) <= tol_p).all() and np.abs(zu).max() > 0
+sys.exit(0 if ok else 1)
+PY
+done
+
 "$exe" rewrite --fuse --grad --loss loss "$tmp/bn_net.pbtxt" > "$tmp/g.out" 2>&1 \
   && fail "rewrite --fuse --grad accepted"
 grep -q "cannot be used with --grad" "$tmp/g.out" || fail "rewrite --fuse --grad: message"

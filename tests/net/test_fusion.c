@@ -12,7 +12,16 @@
  *     length of a double-precision reference computed here; the fold runs once (a
  *     second run gives the same bits, the addition's FoldBN is not in the net);
  *   - ABI growth: a dm_infer_options from a header before `fuse` is never fused;
- *   - FoldBN refuses mismatched shapes with a message instead of reading past a buffer.
+ *   - FoldBN refuses mismatched shapes with a message instead of reading past a buffer;
+ *   - post_ops: Conv + Relu, Conv + SpatialBN + Relu, the ResNet block Conv + Sum + Relu
+ *     (projection and identity shortcuts, the sum in place over S), Conv + Add and
+ *     FC + Relu become ConvFusion / FCFusion with the exact inputs, outputs, positions
+ *     and fusion_type, the Conv's arguments carried; the cases left alone, each with its
+ *     reason in the report (the intermediate read by another op, fetched, an external
+ *     output, fed, read between in place; a Conv input written between the Conv and the
+ *     Sum; a broadcast Add; a Sum of three; the output one of the Conv's inputs; a Relu
+ *     after a pool); the summary's counts. (Numerics: test_numerics_group runs through
+ *     the C API, which asks for post_ops, so its Conv + BN + Relu runs as ConvFusion.)
  */
 #include <math.h>
 #include <stddef.h>
@@ -360,6 +369,147 @@ static void test_foldbn_shapes(void **state) {
   dm_workspace_destroy(ws);
 }
 
+/* Post-ops --------------------------------------------------------------------------- */
+
+/* dm_fusion_pass with post_ops on `text` (params: every blob read before written); the
+ * net's ops must read `want`, and the report hold `reason` (NULL: no report). */
+static void expect_post(const char *text, const char *const *keep, size_t n_keep,
+                        const char *want, const char *reason, dm_fusion_summary *out) {
+  Caffe2__NetDef *net = parse(text), *add = NULL;
+  assert_ok(dm_netdef_new("add", &add));
+  dm_fusion_opts o = {0};
+  static const char *const fed[] = {"data", "x"};
+  o.keep = keep, o.n_keep = n_keep, o.fed = fed, o.n_fed = 2, o.post_ops = 1;
+  dm_fusion_summary sum;
+  assert_ok(dm_fusion_pass(net, &o, add, &sum));
+  expect_ops(net, want);
+  if (reason && (!sum.report || !strstr(sum.report, reason)))
+    fail_msg("report\n%s\nlacks '%s'", sum.report ? sum.report : "(none)", reason);
+  if (!reason && sum.report)
+    fail_msg("unexpected report\n%s", sum.report);
+  if (out) {
+    *out = sum;
+    out->report = NULL, out->new_params = NULL, out->n_new_params = 0;
+  }
+  dm_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
+static int64_t fusion_type_of(const char *text, size_t op) {
+  Caffe2__NetDef *net = parse(text), *add = NULL;
+  assert_ok(dm_netdef_new("add", &add));
+  dm_fusion_opts o = {0};
+  o.post_ops = 1;
+  dm_fusion_summary sum;
+  assert_ok(dm_fusion_pass(net, &o, add, &sum));
+  assert_true(op < net->n_op);
+  const Caffe2__Argument *a = dm_opdef_find_arg(net->op[op], "fusion_type");
+  int64_t t = a && a->has_i ? a->i : -1;
+  const Caffe2__Argument *k = dm_opdef_find_arg(net->op[op], "kernel");
+  if (strcmp(net->op[op]->type, "ConvFusion") == 0) /* the Conv's arguments carried */
+    assert_true(k && k->has_i && k->i == 3);
+  dm_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+  return t;
+}
+
+#define CONV(x, w, y) \
+  "op { input: ['" x "', '" w "'] output: '" y "' type: 'Conv' arg { name: 'kernel' i: 3 }" \
+  " arg { name: 'pad' i: 1 } }"
+#define OP1(type, x, y) "op { input: '" x "' output: '" y "' type: '" type "' }"
+#define OP2(type, a, b, y) "op { input: ['" a "', '" b "'] output: '" y "' type: '" type "' }"
+
+static void test_post_fused(void **state) {
+  (void)state;
+  dm_fusion_summary sum;
+  /* Conv + Relu; the Conv's bias stays; NHWC is carried over */
+  const char *conv_relu =
+      "op { input: ['data', 'w', 'b'] output: 'c' type: 'Conv' arg { name: 'kernel' i: 3 }"
+      " arg { name: 'order' s: 'NHWC' } }" OP1("Relu", "c", "y") "external_output: 'y'";
+  expect_post(conv_relu, NULL, 0, "ConvFusion(data,w,b)>y", NULL, &sum);
+  assert_int_equal(sum.conv_relu, 1);
+  assert_int_equal(fusion_type_of(conv_relu, 0), 1);
+  /* Conv + SpatialBN + Relu: one op, reading the folded weights */
+  expect_post(CONV_BN("", "") "external_output: 'bn'", NULL, 0,
+              "ConvFusion(data,bn_folded_w,bn_folded_b)>bn", NULL, &sum);
+  assert_int_equal(sum.folded, 1);
+  assert_int_equal(sum.conv_relu, 1);
+  /* ResNet block, projection shortcut: both operands are Conv outputs; the first is
+   * taken, moved to the Sum's place (after the shortcut's Conv), the Relu joins it */
+  const char *projection = CONV("x", "w1", "a") CONV("x", "w2", "short")
+      OP2("Sum", "a", "short", "sum") OP1("Relu", "sum", "sum") "external_output: 'sum'";
+  expect_post(projection, NULL, 0, "Conv(x,w2)>short ConvFusion(x,w1,short)>sum", NULL, &sum);
+  assert_int_equal(sum.conv_sum, 1);
+  assert_int_equal(sum.conv_sum_relu, 1);
+  assert_int_equal(sum.post_total, 2);
+  assert_int_equal(fusion_type_of(projection, 1), 3);
+  /* identity shortcut, the sum written over S in place, with an op between the Conv and
+   * the Sum that writes S (S is read where the Sum was) */
+  const char *identity = CONV("x", "w1", "a") OP1("Softmax", "x", "s")
+      OP2("Sum", "a", "s", "s") OP1("Relu", "s", "s") "external_output: 's'";
+  expect_post(identity, NULL, 0, "Softmax(x)>s ConvFusion(x,w1,s)>s", NULL, NULL);
+  assert_int_equal(fusion_type_of(identity, 1), 3);
+  /* Conv + Add (no broadcast), S the first operand; no Relu: fusion_type 2 */
+  const char *add = CONV("x", "w1", "a") OP2("Add", "s0", "a", "y") OP1("Softmax", "y", "p");
+  expect_post(add, NULL, 0, "ConvFusion(x,w1,s0)>y Softmax(y)>p", NULL, &sum);
+  assert_int_equal(fusion_type_of(add, 0), 2);
+  /* FC + Relu, in place, axis carried */
+  const char *fc = "op { input: ['x', 'w', 'b'] output: 'f' type: 'FC' arg { name: 'axis' i: 2 } }"
+      OP1("Relu", "f", "f");
+  expect_post(fc, NULL, 0, "FCFusion(x,w,b)>f", NULL, &sum);
+  assert_int_equal(sum.fc_relu, 1);
+  assert_int_equal(fusion_type_of(fc, 0), 1);
+}
+
+static void test_post_not_fused(void **state) {
+  (void)state;
+  static const char *const keep_c[] = {"c"};
+  /* the intermediate read by another op, fetched, an external output, fed */
+  expect_post(CONV("x", "w", "c") OP1("Relu", "c", "y") OP1("Softmax", "c", "z"), NULL, 0,
+              "Conv(x,w)>c Relu(c)>y Softmax(c)>z", "another reader or writer", NULL);
+  expect_post(CONV("x", "w", "c") OP1("Relu", "c", "y"), keep_c, 1, "Conv(x,w)>c Relu(c)>y",
+              "is fetched", NULL);
+  expect_post(CONV("x", "w", "c") OP1("Relu", "c", "y") "external_output: 'c'", NULL, 0,
+              "Conv(x,w)>c Relu(c)>y", "is fetched", NULL);
+  expect_post(CONV("data", "w", "x") OP1("Relu", "x", "y"), NULL, 0, "Conv(data,w)>x Relu(x)>y",
+              "fed at each run", NULL);
+  /* in place: an op between reads the Conv's output before the Relu */
+  expect_post(CONV("x", "w", "c") OP1("Softmax", "c", "z") OP1("Relu", "c", "c"), NULL, 0,
+              "Conv(x,w)>c Softmax(c)>z Relu(c)>c", "an op between them reads or writes", NULL);
+  /* a Conv input (its X) written between the Conv and the Sum: not readable later */
+  expect_post(CONV("x", "w", "a") OP1("Relu", "s", "x") OP2("Sum", "a", "s", "y"), NULL, 0,
+              "Conv(x,w)>a Relu(s)>x Sum(a,s)>y", "writes an input of the first", NULL);
+  /* a broadcast Add, a Sum of three */
+  expect_post(CONV("x", "w", "a")
+              "op { input: ['a', 'b'] output: 'y' type: 'Add' arg { name: 'broadcast' i: 1 } }",
+              NULL, 0, "Conv(x,w)>a Add(a,b)>y", "broadcast Add", NULL);
+  expect_post(CONV("x", "w", "a") "op { input: ['a', 's', 't'] output: 'y' type: 'Sum' }", NULL,
+              0, "Conv(x,w)>a Sum(a,s,t)>y", "two operands", NULL);
+  /* a Sum of the Conv's output with itself */
+  expect_post(CONV("x", "w", "a") OP2("Sum", "a", "a", "y"), NULL, 0, "Conv(x,w)>a Sum(a,a)>y",
+              "more than one of the op's operands", NULL);
+  /* the fused op would write its own input */
+  expect_post(CONV("x", "w", "c") OP1("Relu", "c", "x"), NULL, 0, "Conv(x,w)>c Relu(c)>x",
+              "would be one of its inputs", NULL);
+  /* a Relu after a pool, a Sum of two non-Conv outputs */
+  expect_post(OP1("MaxPool", "x", "p") OP1("Relu", "p", "p") OP2("Sum", "p", "x", "y"), NULL, 0,
+              "MaxPool(x)>p Relu(p)>p Sum(p,x)>y", "not the output of a Conv, an FC", NULL);
+  expect_post(OP1("MaxPool", "x", "p") OP2("Sum", "p", "x", "y"), NULL, 0,
+              "MaxPool(x)>p Sum(p,x)>y", "neither operand is a Conv's output", NULL);
+  /* post_ops off: the folds only, as before */
+  Caffe2__NetDef *net = parse(CONV("x", "w", "c") OP1("Relu", "c", "y")), *add = NULL;
+  assert_ok(dm_netdef_new("add", &add));
+  dm_fusion_summary sum;
+  assert_ok(dm_fusion_pass(net, NULL, add, &sum));
+  expect_ops(net, "Conv(x,w)>c Relu(c)>y");
+  assert_int_equal(sum.post_total, 0);
+  dm_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
 static int setup(void **state) {
   (void)state;
   return dm_init() == DM_OK ? 0 : -1;
@@ -371,6 +521,7 @@ int main(void) {
       cmocka_unit_test(test_then_fp16),      cmocka_unit_test(test_not_fused),
       cmocka_unit_test(test_gradient_refused), cmocka_unit_test(test_numerics_group),
       cmocka_unit_test(test_old_struct),     cmocka_unit_test(test_foldbn_shapes),
+      cmocka_unit_test(test_post_fused),     cmocka_unit_test(test_post_not_fused),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
