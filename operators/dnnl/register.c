@@ -8,6 +8,10 @@ static const struct {
   const dm_kernel_def *kernels;
 } tables[] = {
     {"eltwise", dm_dnnl_eltwise_kernels},
+    {"fc", dm_dnnl_fc_kernels},
+    {"fc_fusion", dm_dnnl_fc_fusion_kernels},
+    {"sum", dm_dnnl_sum_kernels},
+    {"concat", dm_dnnl_concat_kernels},
     {NULL, NULL},
 };
 
