@@ -6,8 +6,10 @@
  * extent along axis). add_axis = 1 (stacking) is refused: the reference runs it.
  *
  * Inputs that arrive blocked (SqueezeNet's fire modules join two convolutions' nChw16c
- * outputs on the channel axis) are fed as they are and Y is written in the layout the
- * primitive chooses for them (blocked), recorded in its storage. When every input is
+ * outputs on the channel axis) are fed as they are and Y is written in the first one's
+ * format (nChw16c, also when a channel count is not a multiple of 16: the next
+ * convolution wants it so), or where that is not a usual one in the format the primitive
+ * chooses; recorded in Y's storage. When every input is
  * plain, each is viewed as (outer, extent, inner) and Y is written plain, whatever the
  * rank. Inputs of zero extent along the axis add nothing and are left out.
  */
@@ -76,6 +78,29 @@ static int concat_supports(const dm_op_ctx *ctx) {
   return 1;
 }
 
+/* Y in the first input's format when it is one of oneDNN's usual blocked ones (the
+ * primitive's own choice may be plain when a channel count is not a multiple of the
+ * block): into *dst, returning 1; else 0 (the primitive chooses). */
+static int dst_like(const dnnl_memory_desc_t *src0, const dm_tensor *y, dnnl_memory_desc_t *dst) {
+  static const dnnl_format_tag_t tags[][3] = {
+      {0}, {0}, {0}, {dnnl_aBc16b, dnnl_aBc8b, dnnl_acb},
+      {dnnl_aBcd16b, dnnl_aBcd8b, dnnl_acdb}, {dnnl_aBcde16b, dnnl_aBcde8b, dnnl_acdeb}};
+  if (src0->ndims < 3 || src0->ndims > 5 || y->ndim != src0->ndims)
+    return 0;
+  dnnl_dims_t d;
+  for (int i = 0; i < y->ndim; i++)
+    d[i] = y->dims[i];
+  for (int k = 0; k < 3; k++) {
+    dnnl_memory_desc_t probe;
+    if (dnnl_memory_desc_init_by_tag(&probe, src0->ndims, src0->dims, src0->data_type,
+                                     tags[src0->ndims][k]) == dnnl_success &&
+        dnnl_memory_desc_equal(&probe, src0))
+      return dnnl_memory_desc_init_by_tag(dst, y->ndim, d, src0->data_type,
+                                          tags[src0->ndims][k]) == dnnl_success;
+  }
+  return 0;
+}
+
 static dm_status concat_run(dm_op_ctx *ctx) {
   concat_state *s = dm_op_state(ctx);
   if (dm_op_arg_int(ctx, "add_axis", 0) != 0) /* refused by supports */
@@ -136,6 +161,8 @@ static dm_status concat_run(dm_op_ctx *ctx) {
       dnnl_dims_t d = {outer, y->dims[axis], inner};
       DM_DNNL_TRY(dnnl_memory_desc_init_by_tag(&dplain, 3, d, dt, dnnl_abc),
                   "describing the output");
+      dst = &dplain;
+    } else if (dst_like(&s->key[0], y, &dplain)) {
       dst = &dplain;
     }
     DM_DNNL_TRY(dnnl_concat_primitive_desc_create(&s->pd, dst, n, cat, s->key, NULL,
