@@ -12,11 +12,15 @@
  * never converted to plain. Any other X is the plain 2-D M x K (a blocked one converted
  * into a scratch buffer, leaving X's own layout to its other readers).
  *
- * W. The forward asks for the weights layout it likes ("any"). When W's own dims are the
- * primitive's (the usual 2-D W of a 2-D X), W's blob is reordered in place into that
- * layout once (dm_dnnl_relayout) and read as it is on later runs; a 4-D view of a 2-D W
- * is reordered into a scratch buffer on every run instead (one pass over W, small beside
- * the product for the batch sizes that matter).
+ * W. With a 2-D X the primitives read W as it is, plain N x K (oneDNN's GEMM-based inner
+ * product takes it so): no reorder, no copy. W is not reordered in place into the
+ * forward's preferred blocked layout: in training the optimizer (a reference kernel)
+ * reads W plain every step, so the blob would be converted both ways each step, each
+ * time a second copy of W alive at once (the planned step peak of tests/net/
+ * test_memory_pass grew by one W). With a blocked 4-D X the forward asks for the
+ * weights layout it likes ("any") for the 4-D view and W is reordered into a scratch
+ * buffer of the op's on every run (one pass over W, small beside the product for the
+ * batch sizes that matter).
  *
  * FCFusion (fusion_type 1, operators/conv_fusion.c) is FC with an eltwise relu post-op.
  * oneDNN's relu maps NaN to 0 where the reference's passes NaN on: the one difference,
@@ -109,19 +113,14 @@ static dm_status plain_2d(const dm_tensor *t, int64_t rows, int64_t cols, dm_dnn
   return plain_md(2, d, dt_of(t->dtype), md);
 }
 
-/* W's data in layout `want`: as it is when it already is; reordered in place into it
- * (`relayout`, when `want` has W's own dims) so later runs find it ready; else reordered
- * into scratch from W's bytes viewed as `want`'s dims (row-major, the same bytes). */
-static dm_status weights_as(const dm_tensor *w, const dnnl_memory_desc_t *want, int relayout,
+/* W's data in layout `want`: as it is when it already is, else reordered into scratch
+ * (from W's bytes viewed as `want`'s dims when those are not W's own: row-major, the
+ * same bytes). */
+static dm_status weights_as(const dm_tensor *w, const dnnl_memory_desc_t *want,
                             dm_dnnl_buf *scratch, void **data) {
   int own = w->ndim == want->ndims;
   for (int i = 0; own && i < w->ndim; i++)
     own = w->dims[i] == want->dims[i];
-  if (own && relayout) {
-    DM_TRY(dm_dnnl_relayout((dm_tensor *)w, want));
-    *data = dm_tensor_raw_data(w);
-    return DM_OK;
-  }
   if (own)
     return dm_dnnl_input(w, want, scratch, data);
   /* A view of other dims: W's plain bytes (converted on access if blocked) under the
@@ -201,10 +200,11 @@ static dm_status fc_forward(dm_op_ctx *ctx, int relu) {
   DM_TRY(plain_md(2, mn, dt, &ymd));
   dnnl_memory_desc_t key[3] = {xmd, wview, bmd};
   if (!dm_dnnl_prim_matches(&s->fwd, 3, key)) {
-    dnnl_memory_desc_t wany;
-    DM_TRY(any_md(wn, wdims, dt, &wany));
+    dnnl_memory_desc_t wreq = wview;
+    if (four)
+      DM_TRY(any_md(wn, wdims, dt, &wreq));
     dnnl_inner_product_desc_t desc;
-    DM_DNNL_TRY(dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &xmd, &wany,
+    DM_DNNL_TRY(dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &xmd, &wreq,
                                                      &bmd, &ymd),
                 "describing an inner product");
     dnnl_primitive_attr_t attr = NULL;
@@ -218,7 +218,7 @@ static dm_status fc_forward(dm_op_ctx *ctx, int relu) {
   dnnl_memory_desc_t wmd;
   DM_TRY(dm_dnnl_query_md(s->fwd.pd, dnnl_query_weights_md, 0, &wmd));
   void *wdata;
-  DM_TRY(weights_as(w, &wmd, 1, &s->wbuf, &wdata));
+  DM_TRY(weights_as(w, &wmd, &s->wbuf, &wdata));
   const void *bdata = dm_tensor_data(b);
   void *ydata = dm_tensor_mutable_data(y);
   if (!bdata || !ydata)
@@ -317,11 +317,8 @@ static dm_status fc_grad_run(dm_op_ctx *ctx) {
     if (r == DM_OK)
       r = dm_dnnl_prim_make(&s->bwd_w, &wdesc, NULL, hint, 2, key);
     if (r == DM_OK && want_dx) {
-      dnnl_memory_desc_t wany;
-      r = any_md(2, nk, dt, &wany);
-      if (r == DM_OK)
-        r = dm_dnnl_status(dnnl_inner_product_backward_data_desc_init(&ddesc, &xmd, &wany, &dymd),
-                           "describing an inner product's data gradient");
+      r = dm_dnnl_status(dnnl_inner_product_backward_data_desc_init(&ddesc, &xmd, &wmd, &dymd),
+                         "describing an inner product's data gradient");
       if (r == DM_OK)
         r = dm_dnnl_prim_make(&s->fwd, &ddesc, NULL, hint, 0, NULL);
     }
@@ -339,7 +336,7 @@ static dm_status fc_grad_run(dm_op_ctx *ctx) {
   dnnl_memory_desc_t wwant;
   DM_TRY(dm_dnnl_query_md(s->fwd.pd, dnnl_query_weights_md, 0, &wwant));
   void *wdata;
-  DM_TRY(weights_as(w, &wwant, 0, &s->wbuf, &wdata));
+  DM_TRY(weights_as(w, &wwant, &s->wbuf, &wdata));
   dm_dnnl_arg dargs[] = {{DNNL_ARG_DIFF_DST, &dymd, dydata},
                          {DNNL_ARG_WEIGHTS, &wwant, wdata},
                          {DNNL_ARG_DIFF_SRC, &xmd, dxdata}};
