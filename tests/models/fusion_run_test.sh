@@ -101,27 +101,30 @@ run r50 "$tmp/r50_net.pbtxt" "$tmp/r50_x.npy" softmax pred 53
 # about sqrt(L) u max|z| with L = 4 per BN (bn: 4; ResNet-50: 212), and a factor 4
 # covers the spread and the two paths' own errors. The probabilities move by at most
 # what that allows (|dp| <= p (e^(2 dz) - 1)), plus FP32's rounding of p.
-for m in bn:4 r50:212; do
-  "$py" - "$tmp" "${m%%:*}" "${m##*:}" <<'PY' || fail "${m%%:*}: fused against unfused"
+# compare MODEL L KIND: MODEL's outputs of KIND (fused, post) against its unfused ones.
+compare() {
+  "$py" - "$tmp" "$1" "$2" "$3" <<'PY' || fail "$1: $3 against unfused"
 import sys
 import numpy as np
-d, m, L = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, m, L, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 zu = np.load(f"{d}/{m}_z_unfused.npy").astype(np.float64)
 zu = zu.reshape(zu.shape[0], -1)
 pu = np.load(f"{d}/{m}_prob_unfused.npy").astype(np.float64).reshape(zu.shape)
-zf = np.load(f"{d}/{m}_z_fused.npy").astype(np.float64).reshape(zu.shape)
-pf = np.load(f"{d}/{m}_prob_fused.npy").astype(np.float64).reshape(zu.shape)
+zf = np.load(f"{d}/{m}_z_{kind}.npy").astype(np.float64).reshape(zu.shape)
+pf = np.load(f"{d}/{m}_prob_{kind}.npy").astype(np.float64).reshape(zu.shape)
 u = 2.0**-24
 tol_z = 4 * np.sqrt(L) * u * np.abs(zu).max()
 err_z = np.abs(zf - zu).max()
 tol_p = pu * np.expm1(2 * tol_z) + 8 * u
 err_p = np.abs(pf - pu).max()
-print(f"{m}: max |z| {np.abs(zu).max():.3g}, max |dz| {err_z:.3g} (tol {tol_z:.3g}, "
+print(f"{m} {kind}: max |z| {np.abs(zu).max():.3g}, max |dz| {err_z:.3g} (tol {tol_z:.3g}, "
       f"{err_z / tol_z:.2f} of it), max |dp| {err_p:.3g}")
 ok = err_z <= tol_z and (np.abs(pf - pu) <= tol_p).all() and np.abs(zu).max() > 0
 sys.exit(0 if ok else 1)
 PY
-done
+}
+compare bn 4 fused
+compare r50 212 fused
 
 # `rewrite --fuse`: no SpatialBN, the folds in --init-out, and the post-op fusions; run
 # after the init net and the addition, it is compared with the unfused net below.
@@ -167,27 +170,8 @@ fi
 # The post-op nets against the unfused ones: the fused op does the Conv's arithmetic and
 # then the sum and the relu in FP32, as the separate ops do, so at most the bound above
 # (ResNet-50: L as for the folds; SqueezeNet: L = 4 per Conv, 26 of them).
-for m in r50:212 sq:104; do
-  "$py" - "$tmp" "${m%%:*}" "${m##*:}" <<'PY' || fail "${m%%:*}: post-op fused against unfused"
-import sys
-import numpy as np
-d, m, L = sys.argv[1], sys.argv[2], int(sys.argv[3])
-zu = np.load(f"{d}/{m}_z_unfused.npy").astype(np.float64)
-zu = zu.reshape(zu.shape[0], -1)
-pu = np.load(f"{d}/{m}_prob_unfused.npy").astype(np.float64).reshape(zu.shape)
-zf = np.load(f"{d}/{m}_z_post.npy").astype(np.float64).reshape(zu.shape)
-pf = np.load(f"{d}/{m}_prob_post.npy").astype(np.float64).reshape(zu.shape)
-u = 2.0**-24
-tol_z = 4 * np.sqrt(L) * u * np.abs(zu).max()
-err_z = np.abs(zf - zu).max()
-tol_p = pu * np.expm1(2 * tol_z) + 8 * u
-err_p = np.abs(pf - pu).max()
-print(f"{m} post-ops: max |z| {np.abs(zu).max():.3g}, max |dz| {err_z:.3g} (tol {tol_z:.3g}), "
-      f"max |dp| {err_p:.3g}")
-ok = err_z <= tol_z and (np.abs(pf - pu) <= tol_p).all() and np.abs(zu).max() > 0
-sys.exit(0 if ok else 1)
-PY
-done
+compare r50 212 post
+compare sq 104 post
 
 "$exe" rewrite --fuse --grad --loss loss "$tmp/bn_net.pbtxt" > "$tmp/g.out" 2>&1 \
   && fail "rewrite --fuse --grad accepted"
