@@ -49,33 +49,9 @@ enum { FUSE_NONE = 0, FUSE_RELU = 1, FUSE_SUM = 2, FUSE_SUM_RELU = 3 };
 
 /* A scratch buffer of n bytes in b (kept between runs). */
 static dm_status scratch(dm_dnnl_buf *b, size_t n, void **out) {
-  if (b->cap < n || !b->data) {
-    size_t rounded = (n + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
-    void *p = aligned_alloc(DM_ALIGN, rounded ? rounded : DM_ALIGN);
-    if (!p)
-      return dm_error(DM_ERR_NOMEM, "out of memory for a %zu-byte oneDNN conv buffer", n);
-    free(b->data);
-    b->data = p;
-    b->cap = rounded;
-  }
+  DM_TRY(dm_dnnl_buf_reserve(b, n));
   *out = b->data;
   return DM_OK;
-}
-
-static int dtype_ok(const dm_op_ctx *ctx, int i) {
-  dm_dtype t = dm_op_input_dtype(ctx, i);
-  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s (input %d)",
-                      dm_dtype_name(t), i);
-}
-
-static int nchw_ok(const dm_op_ctx *ctx) {
-  const char *order = dm_op_arg_string(ctx, "order", "NCHW");
-  if (order && strcasecmp(order, "NCHW") == 0)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine's convolutions run NCHW, not order %s",
-                      order ? order : "?");
 }
 
 /* The geometry of one convolution, checked as the reference checks it. */
@@ -251,9 +227,9 @@ static int fwd_supports(const dm_op_ctx *ctx) {
   if (fusion_of(ctx) < 0)
     return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-    if (!dtype_ok(ctx, i))
+    if (!dm_dnnl_float_or_bf16(ctx, i))
       return 0;
-  return nchw_ok(ctx);
+  return dm_dnnl_nchw_order(ctx);
 }
 
 static dm_status fwd_run(dm_op_ctx *ctx) {
@@ -394,9 +370,9 @@ static int grad_supports(const dm_op_ctx *ctx) {
   if ((no_bias && n_out == 3) || (!no_bias && n_out == 1))
     return dm_op_refuse(ctx, "outputs that do not match no_bias");
   for (int i = 0; i < 3; i++)
-    if (!dtype_ok(ctx, i))
+    if (!dm_dnnl_float_or_bf16(ctx, i))
       return 0;
-  return nchw_ok(ctx);
+  return dm_dnnl_nchw_order(ctx);
 }
 
 /* dW = 0, db = 0 and an empty dX, for a batch of no images. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
@@ -132,7 +133,7 @@ void dm_dnnl_buf_free(dm_dnnl_buf *b) {
   b->cap = 0;
 }
 
-static dm_status buf_reserve(dm_dnnl_buf *b, size_t n) {
+dm_status dm_dnnl_buf_reserve(dm_dnnl_buf *b, size_t n) {
   if (b->cap >= n && b->data)
     return DM_OK;
   size_t rounded = (n + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
@@ -228,7 +229,7 @@ dm_status dm_dnnl_input(const dm_tensor *t, const dnnl_memory_desc_t *want, dm_d
     *data = dm_tensor_raw_data(t);
     return DM_OK;
   }
-  DM_TRY(buf_reserve(scratch, dnnl_memory_desc_get_size(want)));
+  DM_TRY(dm_dnnl_buf_reserve(scratch, dnnl_memory_desc_get_size(want)));
   DM_TRY(dm_dnnl_reorder(&have, dm_tensor_raw_data(t), want, scratch->data));
   *data = scratch->data;
   return DM_OK;
@@ -316,4 +317,18 @@ dm_status dm_dnnl_prim_make(dm_dnnl_prim *p, const void *op_desc, const_dnnl_pri
     p->key[i] = key[i];
   p->n_key = n;
   return DM_OK;
+}
+
+int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input) {
+  dm_dtype t = dm_op_input_dtype(ctx, input);
+  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
+    return 1;
+  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s", dm_dtype_name(t));
+}
+
+int dm_dnnl_nchw_order(const dm_op_ctx *ctx) {
+  const char *order = dm_op_arg_string(ctx, "order", "NCHW");
+  if (order && strcasecmp(order, "NCHW") == 0) /* as conv_args.c reads it */
+    return 1;
+  return dm_op_refuse(ctx, "the oneDNN engine runs order NCHW, not '%s'", order ? order : "?");
 }

@@ -68,6 +68,8 @@ typedef struct dm_dnnl_buf {
   size_t cap;
 } dm_dnnl_buf;
 DM_HIDDEN void dm_dnnl_buf_free(dm_dnnl_buf *b);
+/* Grows b to at least n bytes (64-byte aligned; the old contents are not kept). */
+DM_HIDDEN dm_status dm_dnnl_buf_reserve(dm_dnnl_buf *b, size_t n);
 
 /* Copies `src` (layout src_md, at src) to dst (layout dst_md) with a reorder primitive. */
 DM_HIDDEN dm_status dm_dnnl_reorder(const dnnl_memory_desc_t *src_md, const void *src,
@@ -120,6 +122,13 @@ DM_HIDDEN dm_status dm_dnnl_prim_make(dm_dnnl_prim *p, const void *op_desc,
                                       const_dnnl_primitive_attr_t attr,
                                       const_dnnl_primitive_desc_t hint, int n,
                                       const dnnl_memory_desc_t *key);
+
+/* For supports hooks: whether input `input` is FLOAT or BFLOAT16, or not known yet (the
+ * executor asks again once it is); otherwise refuses, with the reason. */
+DM_HIDDEN int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input);
+/* For supports hooks: the op's order argument is NCHW (the engine's convolutions and
+ * pools run NCHW only); otherwise refuses, with the reason. */
+DM_HIDDEN int dm_dnnl_nchw_order(const dm_op_ctx *ctx);
 
 /* The engine's kernel tables (operators/dnnl/<family>.c), registered by
  * dm_register_dnnl_ops when oneDNN can run on this CPU. */

@@ -15,18 +15,10 @@
 #include "kernels.h"
 #include "operators/activation.h"
 
-/* FLOAT and BFLOAT16 (or not known yet: the executor asks again once it is). */
-static int float_or_bf16(const dm_op_ctx *ctx, int input) {
-  dm_dtype t = dm_op_input_dtype(ctx, input);
-  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s", dm_dtype_name(t));
-}
-
-static int relu_supports(const dm_op_ctx *ctx) { return float_or_bf16(ctx, 0); }
+static int relu_supports(const dm_op_ctx *ctx) { return dm_dnnl_float_or_bf16(ctx, 0); }
 
 static int relu_grad_supports(const dm_op_ctx *ctx) {
-  return float_or_bf16(ctx, 0) && float_or_bf16(ctx, 1);
+  return dm_dnnl_float_or_bf16(ctx, 0) && dm_dnnl_float_or_bf16(ctx, 1);
 }
 
 /* Elements in a buffer of layout md, padding included. */

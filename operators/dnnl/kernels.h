@@ -17,10 +17,6 @@ extern DM_HIDDEN const dm_kernel_def dm_dnnl_bn_kernels[];
  * errors in the reference's words (defined in pool.c). At most DM_DNNL_MAX_OUTPUTS. */
 #define DM_DNNL_MAX_OUTPUTS 8
 DM_HIDDEN dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx);
-/* Supports hooks' pieces: input i is FLOAT or BFLOAT16 (or not known yet); the op's
- * order argument is NCHW. Each refuses with a reason otherwise. */
-DM_HIDDEN int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input);
-DM_HIDDEN int dm_dnnl_nchw_order(const dm_op_ctx *ctx);
 /* The channel block of a layout whose only inner block is on dim 1 (16 for nChw16c), 1
  * for one with none (nchw, nhwc), 0 for any other (the kernels that address elements
  * themselves reorder those to plain first). */
@@ -29,5 +25,10 @@ DM_HIDDEN int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md);
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_kernels[];
 /* ConvFusion (conv.c), registered where its schema (operators/conv_fusion.c) is built. */
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_conv_fusion_kernels[];
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_fc_kernels[];        /* FC, FCGradient */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_fc_fusion_kernels[]; /* FCFusion */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_sum_kernels[];       /* Sum, Add */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_concat_kernels[];    /* Concat */
+
 
 #endif

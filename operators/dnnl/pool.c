@@ -62,20 +62,6 @@ dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) {
   return st;
 }
 
-int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input) {
-  dm_dtype t = dm_op_input_dtype(ctx, input);
-  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s", dm_dtype_name(t));
-}
-
-int dm_dnnl_nchw_order(const dm_op_ctx *ctx) {
-  const char *order = dm_op_arg_string(ctx, "order", "NCHW");
-  if (strcmp(order, "NCHW") == 0)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine runs order NCHW, not '%s'", order);
-}
-
 static int pool_supports(const dm_op_ctx *ctx) {
   return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0);
 }

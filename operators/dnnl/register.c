@@ -12,6 +12,10 @@ static const struct {
     {"bn", dm_dnnl_bn_kernels},
     {"conv", dm_dnnl_conv_kernels},
     {"conv fusion", dm_dnnl_conv_fusion_kernels},
+    {"fc", dm_dnnl_fc_kernels},
+    {"fc_fusion", dm_dnnl_fc_fusion_kernels},
+    {"sum", dm_dnnl_sum_kernels},
+    {"concat", dm_dnnl_concat_kernels},
     {NULL, NULL},
 };
 
