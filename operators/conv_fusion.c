@@ -97,9 +97,10 @@ static const dm_op_schema conv_fusion_schema = {
     .args = conv_fusion_args,
     .inplace = conv_fusion_inplace,
     .precision = DM_PREC_FP16,
-    .doc = "Conv with a fused epilogue (inference). fusion_type 1: X, W, [b] -> "
-           "relu(conv + b); 2: X, W, [b], S -> conv + b + S; 3: relu(conv + b + S). S is "
-           "last, has Y's shape and may be Y. Conv's arguments and layouts.",
+    .doc = "X, W (M x C/group x kH x kW), [b (M)], [S] -> Y: Conv with a fused epilogue "
+           "(inference). fusion_type 1: Y = relu(conv + b); 2: conv + b + S; 3: relu(conv + "
+           "b + S). S is last (b is there when 4 inputs are), has Y's shape and may be Y. "
+           "Conv's arguments and layouts.",
     .infer = conv_fusion_infer,
     .cost = conv_fusion_cost,
 };
@@ -162,8 +163,8 @@ static const dm_op_schema fc_fusion_schema = {
     .max_outputs = 1,
     .args = fc_fusion_args,
     .precision = DM_PREC_FP16,
-    .doc = "FC with a fused relu (inference), fusion_type 1: X, W, b -> Y = relu(X W^T + b); "
-           "FC's axis and axis_w.",
+    .doc = "X, W (N x K), b (N) -> Y = relu(X W^T + b): FC with a fused Relu (inference; "
+           "fusion_type 1); FC's axis and axis_w.",
     .infer = fc_fusion_infer,
     .cost = fc_fusion_cost,
 };

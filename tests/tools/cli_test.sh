@@ -99,7 +99,7 @@ fi
 
 # a missing input blob names the blob and the op
 expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" &&
-  has err "demitasse: " && has err "'data'" && has err "op 0 (FC 'fc1')"
+  has err "demitasse: " && has err "'data'" && has err "op 0 (FC" && has err " 'fc1')"
 
 # a malformed .npy input says which input, which file and what is wrong
 printf '\223NUMPY\001\000\077\000{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 4), }   \n0123456789' >"$T/bad.npy"
