@@ -347,6 +347,66 @@ static const char *relu_refusal(const Caffe2__NetDef *net, size_t i, const dm_fu
   return why;
 }
 
+/* Renames blob `from` to `to` in every op from index `first` on. */
+static dm_status rename_from(Caffe2__NetDef *net, size_t first, const char *from, const char *to) {
+  for (size_t k = first; k < net->n_op; k++) {
+    Caffe2__OperatorDef *op = net->op[k];
+    char **lists[2] = {op->input, op->output};
+    size_t ns[2] = {op->n_input, op->n_output};
+    for (int side = 0; side < 2; side++)
+      for (size_t m = 0; m < ns[side]; m++)
+        if (strcmp(lists[side][m], from) == 0) {
+          char *copy = strdup(to);
+          if (!copy)
+            return DM_NOMEM("a blob name");
+          free(lists[side][m]);
+          lists[side][m] = copy;
+        }
+  }
+  return DM_OK;
+}
+
+/* A Conv + Sum whose Y is not S gets S copied into Y's buffer before the convolution
+ * accumulates onto it (oneDNN's sum post-op): a pass over a large activation per block.
+ * When S is made by an earlier op of the net and dies at the fused op (no later op reads
+ * or writes it, the caller does not fetch or feed it) and Y is the op's own new blob, Y
+ * is renamed S from there on, so that the sum runs in place, onto S's buffer: the ResNet
+ * shortcut's usual case. */
+static int blob_private(const Caffe2__NetDef *net, const char *b, const dm_fusion_opts *o) {
+  return !dm_str_in_list(b, (const char *const *)net->external_output, net->n_external_output) &&
+         !dm_str_in_list(b, (const char *const *)net->external_input, net->n_external_input) &&
+         !dm_str_in_list(b, o->keep, o->keep ? o->n_keep : 0) &&
+         !dm_str_in_list(b, o->fed, o->fed ? o->n_fed : 0);
+}
+
+static dm_status sums_in_place(Caffe2__NetDef *net, const dm_fusion_opts *o) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    Caffe2__OperatorDef *f = net->op[i];
+    int64_t ft = arg_int(f, "fusion_type", 0);
+    if (!is_type(f, "ConvFusion") || (ft != FUSION_CONV_SUM && ft != FUSION_CONV_SUM_RELU) ||
+        f->n_output != 1 || f->n_input < 3)
+      continue;
+    const char *y = f->output[0], *sv = f->input[f->n_input - 1];
+    /* S must be made by an op before this one at every run: a blob from outside the
+     * net (fed, or loaded once by an init net) would be lost for the next run. */
+    int ok = strcmp(y, sv) != 0 && blob_private(net, y, o) && blob_private(net, sv, o) &&
+             last_writer(net, i, sv) != i;
+    for (size_t m = 0; ok && m + 1 < f->n_input; m++)
+      ok = strcmp(f->input[m], sv) != 0;
+    for (size_t k = 0; ok && k < net->n_op; k++)
+      if (k != i)
+        ok = !(k > i && (reads(net->op[k], sv) || writes(net->op[k], sv))) &&
+             !(k < i && (reads(net->op[k], y) || writes(net->op[k], y)));
+    if (ok) {
+      char *from = strdup(y); /* y is op i's string, which the rename replaces */
+      dm_status st = from ? rename_from(net, i, from, sv) : DM_NOMEM("a blob name");
+      free(from);
+      DM_TRY(st);
+    }
+  }
+  return DM_OK;
+}
+
 /* Conv + Sum/Add first (so that a Relu after the sum joins it), then the Relus. */
 static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion_summary *sum,
                           size_t *len) {
@@ -387,7 +447,7 @@ static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusio
     *(ft == FUSION_CONV_SUM_RELU ? &sum->conv_sum_relu
       : strcmp(type, "FCFusion") == 0 ? &sum->fc_relu : &sum->conv_relu) += 1;
   }
-  return DM_OK;
+  return sums_in_place(net, o);
 }
 
 dm_status dm_fusion_pass(Caffe2__NetDef *net, const dm_fusion_opts *o,

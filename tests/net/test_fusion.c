@@ -451,6 +451,18 @@ static void test_post_fused(void **state) {
       OP2("Sum", "a", "s", "s") OP1("Relu", "s", "s") "external_output: 's'";
   expect_post(identity, NULL, 0, "Softmax(x)>s ConvFusion(x,w1,s)>s", NULL, NULL);
   assert_int_equal(fusion_type_of(identity, 1), 3);
+  /* S made earlier in the net and dead after the sum: Y is renamed S from there on, so
+   * the sum runs in place onto S's buffer (no copy of S); not when S is read later, nor
+   * when S comes from outside the net (the next run would find it overwritten) */
+  expect_post(OP1("Softmax", "x", "s") CONV("s", "w1", "a") CONV("a", "w2", "c")
+                  OP2("Sum", "c", "s", "y") OP1("Relu", "y", "y") OP1("Softmax", "y", "p")
+                      "external_output: 'p'",
+              NULL, 0, "Softmax(x)>s Conv(s,w1)>a ConvFusion(a,w2,s)>s Softmax(s)>p", NULL, NULL);
+  expect_post(OP1("Softmax", "x", "s") CONV("s", "w1", "a") CONV("a", "w2", "c")
+                  OP2("Sum", "c", "s", "y") OP1("Relu", "y", "y") OP2("Sum", "y", "s", "p")
+                      "external_output: 'p'",
+              NULL, 0, "Softmax(x)>s Conv(s,w1)>a ConvFusion(a,w2,s)>y Sum(y,s)>p",
+              "neither operand is a Conv's output", NULL);
   /* Conv + Add (no broadcast), S the first operand; no Relu: fusion_type 2 */
   const char *add = CONV("x", "w1", "a") OP2("Add", "s0", "a", "y") OP1("Softmax", "y", "p");
   expect_post(add, NULL, 0, "ConvFusion(x,w1,s0)>y Softmax(y)>p", NULL, &sum);

@@ -268,6 +268,9 @@ static void test_fc_blocked_x(void **state) {
     check_fc("FC", t, t, 4, b, 1, 10, 1);
     check_fc("FC", t, t, 4, c, 1, 3, 1);
     check_fc("FC", t, t, 4, a, 2, 5, 1); /* axis 2: X converted, the 2-D view */
+    /* more rows than outputs: the 4-D view, X fed blocked (fewer: X converted) */
+    int64_t e[4] = {12, 19, 3, 3};
+    check_fc("FC", t, t, 4, e, 1, 7, 1);
   }
 }
 
@@ -278,6 +281,8 @@ static void test_fc_fusion(void **state) {
     int64_t a[2] = {9, 23}, d[4] = {2, 19, 3, 3};
     check_fc("FCFusion", t, t, 2, a, 1, 11, 0);
     check_fc("FCFusion", t, t, 4, d, 1, 6, 1);
+    int64_t e[4] = {9, 19, 3, 3};
+    check_fc("FCFusion", t, t, 4, e, 1, 6, 1);
   }
   /* fusion_type other than 1: refused here, the reference's error at instantiation */
   int64_t a[2] = {2, 3}, n = 4, wd2[2] = {4, 3};
