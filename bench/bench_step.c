@@ -1,9 +1,12 @@
 /* bench_step.c: times one training step (forward + backward) of LeNet or a ResNet-50
- * bottleneck block on the CPU, in FP32 or FP16 (FP16 activations and weights, FP32
- * accumulation, the loss in FP32). Prints one line "model precision batch ms_per_step".
- * bench/run.sh runs it beside the same models in PyTorch and prints the ratios.
+ * bottleneck block on the CPU, in FP32, FP16 or BF16 (16-bit activations and weights,
+ * FP32 accumulation, the loss in FP32; FP16 runs on the reference kernels, BF16 and FP32
+ * on the default engine, oneDNN where built). ENGINE, when given, goes to
+ * dm_workspace_set_engine (REFERENCE: the reference kernels for all). Prints one line
+ * "model precision batch ms_per_step". bench/run.sh runs it beside the same models in
+ * PyTorch and prints the ratios.
  *
- * usage: bench_step lenet|bottleneck fp32|fp16 BATCH ITERS
+ * usage: bench_step lenet|bottleneck fp32|fp16|bf16 BATCH ITERS [ENGINE]
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 
 #include "net/api.h"
 #include "net/gradient.h"
+#include "net/net.h"
 
 /* The nets: "%s" takes the FP16 variant's HalfToFloat before the loss, then its input. */
 static const char *lenet_init =
@@ -97,27 +101,32 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: bench_step lenet|bottleneck fp32|fp16 BATCH ITERS\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: bench_step lenet|bottleneck fp32|fp16|bf16 BATCH ITERS [ENGINE]\n");
     return 2;
   }
-  int lenet = strcmp(argv[1], "lenet") == 0, fp16 = strcmp(argv[2], "fp16") == 0;
+  int lenet = strcmp(argv[1], "lenet") == 0;
+  /* 16-bit: the compute dtype's number for Cast's `to` (FLOAT16 12, BFLOAT16 20). */
+  int half = strcmp(argv[2], "fp16") == 0 ? DM_FLOAT16 : strcmp(argv[2], "bf16") == 0 ? DM_BFLOAT16 : 0;
+  const int fp16 = half != 0;
   long batch = atol(argv[3]), iters = atol(argv[4]);
-  if (batch <= 0 || iters <= 0 || (!lenet && strcmp(argv[1], "bottleneck") != 0))
+  if (batch <= 0 || iters <= 0 || (!lenet && strcmp(argv[1], "bottleneck") != 0) ||
+      (!fp16 && strcmp(argv[2], "fp32") != 0))
     return 2;
   dm_workspace *ws = NULL;
-  if (check(dm_workspace_create(&ws)))
+  if (check(dm_workspace_create(&ws)) ||
+      check(dm_workspace_set_engine(ws, argc == 6 ? argv[5] : NULL)))
     return 1;
   /* Init net, then in FP16 cast the parameters the compute uses. */
   char init[8192];
   size_t used = (size_t)snprintf(init, sizeof init, "%s", lenet ? lenet_init : bneck_init);
   const char **params = lenet ? lenet_params : bneck_params;
-  /* FloatToHalf cannot run in place (the dtype changes): cast, then copy back. */
+  /* A cast cannot run in place (the dtype changes): cast, then copy back. */
   for (const char **p = params; fp16 && *p; p++)
     used += (size_t)snprintf(init + used, sizeof init - used,
-                             "op { input: '%s' output: '%s_h' type: 'FloatToHalf' }\n"
+                             "op { input: '%s' output: '%s_h' type: 'Cast' arg { name: 'to' i: %d } }\n"
                              "op { input: '%s_h' output: '%s' type: 'Copy' }\n",
-                             *p, *p, *p, *p);
+                             *p, *p, half, *p, *p);
   dm_net *init_net = NULL;
   if (check(dm_workspace_create_net_bytes(ws, init, strlen(init), 1, &init_net)) ||
       check(dm_net_run(init_net)))
@@ -143,9 +152,12 @@ int main(int argc, char **argv) {
   /* The step: (FloatToHalf data), forward, loss in FP32, gradient ops. */
   char text[8192], pre[256] = "", cast[256] = "";
   if (fp16) {
-    snprintf(pre, sizeof pre, "op { input: 'data' output: 'data_h' type: 'FloatToHalf' }\n"
-                              "op { input: 'data_h' output: 'data' type: 'Copy' }\n");
-    snprintf(cast, sizeof cast, "op { input: '%s' output: '%s_fp32' type: 'HalfToFloat' }\n",
+    snprintf(pre, sizeof pre,
+             "op { input: 'data' output: 'data_h' type: 'Cast' arg { name: 'to' i: %d } }\n"
+             "op { input: 'data_h' output: 'data' type: 'Copy' }\n",
+             half);
+    snprintf(cast, sizeof cast,
+             "op { input: '%s' output: '%s_fp32' type: 'Cast' arg { name: 'to' i: 1 } }\n",
              lenet ? "pred" : "out", lenet ? "pred" : "out");
   }
   const char *last = fp16 ? (lenet ? "pred_fp32" : "out_fp32") : (lenet ? "pred" : "out");
@@ -166,6 +178,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) /* warm-up: first-touch allocations, caches */
     if (check(dm_net_run(step)))
       return 1;
+  /* DM_BENCH_PROFILE=1: the time of each op type (and its engine) over the timed steps. */
+  const char *prof = getenv("DM_BENCH_PROFILE");
+  if (prof && *prof == '1' && check(dm_net_set_profile(step, 1)))
+    return 1;
   double *t = malloc((size_t)iters * sizeof *t);
   for (long i = 0; i < iters; i++) {
     double t0 = now();
@@ -175,6 +191,8 @@ int main(int argc, char **argv) {
   }
   qsort(t, (size_t)iters, sizeof *t, cmp_double);
   printf("%s %s %ld %.3f\n", argv[1], argv[2], batch, 1e3 * t[iters / 2]);
+  if (prof && *prof == '1')
+    dm_net_print_profile(step, stdout);
   free(t);
   dm_workspace_destroy(ws);
   return 0;
