@@ -86,7 +86,7 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16, &train, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, &train, init_add);
   if (s == DM_OK)
     s = place_net(train, &dev, &sum);
   const char *const *state = (const char *const *)sum.gpu_state;

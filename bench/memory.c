@@ -22,9 +22,9 @@
  * or reused within a step, so this sum IS the step's peak for these blobs. A storage
  * shared by two blobs (Reshape, aliases) is counted once.
  *
- * usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR]
+ * usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR] [-p fp16|bf16]
  *   prints "model batch fp32_peak fp16_peak ratio fp32_sum fp16_sum ratio" and a
- *   breakdown as '#' lines;
+ *   breakdown as '#' lines ("fp16" stands for the reduced precision, BF16 with -p bf16);
  *   -v N lists the N largest blobs of each precision.
  */
 #include <stdio.h>
@@ -125,6 +125,9 @@ static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_pe
 
 /* Builds, runs one step and measures it in one precision, with or without the memory
  * pass; lists the `top` largest blobs. */
+/* The reduced precision measured beside FP32 (-p): FLOAT16 unless BFLOAT16. */
+static dm_dtype half_dtype = DM_FLOAT16;
+
 static dm_status measure(const bench_model *m, const char *dir, int64_t batch, int fp16,
                          int plan, int top, step_mem *res) {
   dm_workspace *ws = NULL;
@@ -144,7 +147,7 @@ static dm_status measure(const bench_model *m, const char *dir, int64_t batch, i
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16, &def, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? half_dtype : 0, &def, init_add);
   if (s == DM_OK) {
     s = dm_workspace_create_net(ws, init_add, "optimizer_init", &net);
     init_add = NULL; /* the workspace owns it now, even on failure */
@@ -256,7 +259,7 @@ static void print_breakdown(const char *prec, const step_mem *r) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR]\n");
+  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR] [-p fp16|bf16]\n");
   return 2;
 }
 
@@ -273,7 +276,9 @@ int main(int argc, char **argv) {
       top = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "-d") == 0)
       dir = argv[i + 1];
-    else
+    else if (strcmp(argv[i], "-p") == 0 && strcmp(argv[i + 1], "bf16") == 0)
+      half_dtype = DM_BFLOAT16;
+    else if (strcmp(argv[i], "-p") != 0 || strcmp(argv[i + 1], "fp16") != 0)
       return usage();
   }
   if (!m || !*argv[2] || *end || batch <= 0 || argc % 2 == 0)

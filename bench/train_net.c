@@ -40,7 +40,7 @@ static void drop_db_input(Caffe2__NetDef *def) {
   def->n_op = k;
 }
 
-dm_status bench_build_train_net(const bench_model *m, const char *dir, int fp16,
+dm_status bench_build_train_net(const bench_model *m, const char *dir, dm_dtype half,
                                 Caffe2__NetDef **out, Caffe2__NetDef *init_add) {
   Caffe2__NetDef *def = NULL;
   char path[4096];
@@ -53,8 +53,10 @@ dm_status bench_build_train_net(const bench_model *m, const char *dir, int fp16,
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, bench_fed_blobs, BENCH_N_FED_BLOBS);
   p.optim.kind = DM_OPTIM_MOMENTUM;
-  p.mixed_precision = fp16;
-  p.mp.scaling = DM_LS_DYNAMIC;
+  p.mixed_precision = half != 0;
+  p.mp.target = half ? half : DM_FLOAT16;
+  /* BF16 has FP32's exponent range: no loss scaling (as `train --bf16`) */
+  p.mp.scaling = half == DM_BFLOAT16 ? DM_LS_NONE : DM_LS_DYNAMIC;
   Caffe2__NetDef *add = NULL;
   dm_status s = dm_pipeline_run(def, &p, &add, NULL);
   size_t moved = 0;
