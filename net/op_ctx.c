@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "net.h"
 #include "op_message.h"
+#include "operators/common.h"
 
 int dm_op_num_inputs(const dm_op_ctx *ctx) { return ctx->n_in; }
 int dm_op_num_outputs(const dm_op_ctx *ctx) { return ctx->n_out; }
@@ -131,6 +132,31 @@ dm_status dm_op_run_infer(dm_op_ctx *ctx) {
   if (!ctx->schema->infer)
     return dm_error(DM_ERR_UNSUPPORTED, "%s has no shape inference", ctx->def->type);
   return ctx->schema->infer(ctx);
+}
+
+dm_status dm_op_check_shapes(dm_op_ctx *ctx) {
+  enum { MAX_OUT = 16 };
+  if (ctx->n_out > MAX_OUT)
+    return dm_error(DM_ERR_INVALID, "%s: %d outputs", ctx->def->type, ctx->n_out);
+  /* Shape-only, the inference sets dims without allocating; each output's tensor is
+   * put back as it was afterwards (storage, layout, dtype, dims), since it may be an
+   * input too, in place, whose data must survive. */
+  dm_tensor saved[MAX_OUT];
+  for (int i = 0; i < ctx->n_out; i++) {
+    saved[i] = *ctx->out[i]->tensor;
+    ctx->out[i]->tensor->storage = NULL; /* held in saved[i] meanwhile */
+  }
+  int was = ctx->shape_only;
+  ctx->shape_only = 1;
+  dm_status s = dm_op_run_infer(ctx);
+  ctx->shape_only = was;
+  for (int i = 0; i < ctx->n_out; i++) {
+    dm_tensor *t = ctx->out[i]->tensor;
+    if (t->storage != saved[i].storage)
+      dm_tensor_reset(t); /* nothing allocates shape-only; should it, drop it */
+    *t = saved[i];
+  }
+  return s;
 }
 
 dm_status dm_op_set_output(dm_op_ctx *ctx, int i, dm_dtype dtype, int ndim, const int64_t *dims) {

@@ -50,6 +50,11 @@ DM_HIDDEN dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype d
 DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
 /* DM_ERR_UNSUPPORTED while inferring shapes when input i has no values to read (the
  * output shape depends on them: Reshape's new_shape, input_as_shape, Split's sizes). */
+/* Runs the op's schema shape inference for its checks and messages only: shape-only, no
+ * allocation, every output tensor left exactly as it was (storage, layout, dims), so an
+ * engine kernel reports the reference's errors in its words without its plain resizes
+ * (defined in net/op_ctx.c, which owns dm_op_ctx). */
+DM_HIDDEN dm_status dm_op_check_shapes(dm_op_ctx *ctx);
 DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
 /* Adds the bytes of every input and output to *c (the part of a cost all ops share). */
 DM_HIDDEN void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c);

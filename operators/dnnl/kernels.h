@@ -11,11 +11,8 @@ extern DM_HIDDEN const dm_kernel_def dm_dnnl_eltwise_kernels[];
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_pool_kernels[];
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_bn_kernels[];
 
-/* Runs the op's schema shape inference for its checks and messages only (every
- * output's storage and shape put back afterwards: an output may be an input, in place,
- * in a blocked layout that the inference's plain resize would replace), so that an engine kernel reports the reference's
- * errors in the reference's words (defined in pool.c). At most DM_DNNL_MAX_OUTPUTS. */
-#define DM_DNNL_MAX_OUTPUTS 8
+/* dm_op_check_shapes (operators/common.h): the reference's checks and messages, the
+ * outputs left as they are. */
 DM_HIDDEN dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx);
 /* The channel block of a layout whose only inner block is on dim 1 (16 for nChw16c), 1
  * for one with none (nchw, nhwc), 0 for any other (the kernels that address elements

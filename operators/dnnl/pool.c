@@ -36,31 +36,7 @@
 #include "operators/common.h"
 #include "operators/conv_args.h"
 
-dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) {
-  int n = dm_op_num_outputs(ctx);
-  dm_tensor *kept[DM_DNNL_MAX_OUTPUTS] = {0};
-  if (n > DM_DNNL_MAX_OUTPUTS)
-    return dm_error(DM_ERR_INVALID, "%s: %d outputs", dm_op_type(ctx), n);
-  dm_status st = DM_OK;
-  for (int i = 0; i < n && st == DM_OK; i++) {
-    dm_tensor *t = dm_op_output(ctx, i);
-    if (!t->storage)
-      continue;
-    kept[i] = dm_tensor_new(t->limit);
-    if (!kept[i])
-      st = DM_NOMEM("a tensor");
-    else
-      dm_tensor_share(kept[i], t);
-  }
-  if (st == DM_OK) /* its resizes give a shared or blocked output new storage, undone below */
-    st = dm_op_run_infer(ctx);
-  for (int i = 0; i < n; i++)
-    if (kept[i]) {
-      dm_tensor_share(dm_op_output(ctx, i), kept[i]);
-      dm_tensor_free(kept[i]);
-    }
-  return st;
-}
+dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) { return dm_op_check_shapes(ctx); }
 
 static int pool_supports(const dm_op_ctx *ctx) {
   return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0);
