@@ -10,7 +10,7 @@
  * Arithmetic: oneDNN accumulates the statistics and computes every output in FP32 (a BF16
  * X is widened, and Y rounded once), where the reference (operators/batchnorm.c) sums in
  * double: outputs agree within a few FP32 ulps times sqrt(N*H*W) (tests/operators/
- * test_dnnl_bn.c holds them to it), not bit for bit.
+ * test_dnnl_pool.c holds them to it), not bit for bit.
  *
  * Training: oneDNN gives the batch mean and biased variance (FP32); from them, in double
  * as the reference: running = running * momentum + batch * (1 - momentum), saved_mean =
