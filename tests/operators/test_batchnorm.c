@@ -1,6 +1,7 @@
-/* test_batchnorm.c: SpatialBN (train and test, NCHW and NHWC, FP32 and FP16 X) and
- * SpatialBNGradient against double-precision references; gradients by finite
- * differences.
+/* test_batchnorm.c: the reference kernels' SpatialBN (train and test, NCHW and NHWC, FP32
+ * and FP16 X) and SpatialBNGradient against double-precision references; gradients by
+ * finite differences. The workspace runs the REFERENCE engine (the CPU's default, oneDNN,
+ * sums in FP32 and is held to looser bounds against the reference in test_dnnl_pool.c).
  *
  * Bounds (derived): the kernel forms every per-channel sum of M = N*H*W terms in double
  * and each output in double, then rounds once to the output dtype. A double sum of M
@@ -29,7 +30,12 @@
 #include "grad_check.h"
 #include "op_test_util.h"
 
-static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
+/* The reference engine's kernels (operators/batchnorm.c), which these bounds are for; the
+ * oneDNN engine's (FP32 sums) are tested against them in test_dnnl_pool.c. */
+static int setup(void **state) {
+  return dm_workspace_create((dm_workspace **)state) != DM_OK ||
+         dm_workspace_set_engine(*state, "REFERENCE") != DM_OK;
+}
 static int teardown(void **state) {
   dm_workspace_destroy(*state);
   return 0;
