@@ -10,7 +10,7 @@
  * into it (a scratch buffer) first. The results are the reference's bit for bit.
  *
  * Add with `broadcast` = 1 is refused (the reference runs it); without it the shapes
- * must be equal, which dm_bcast_from_args checks in the reference's words. Y may be X0's
+ * must be equal; the reference's shape checks run first, in its words. Y may be X0's
  * blob (Sum), A's or B's (Add), as the schemas allow.
  */
 #include <stdlib.h>
@@ -68,42 +68,6 @@ static void sum_fini(void *state) {
   free(s->bufs);
   free(s->ptrs);
   free(s);
-}
-
-/* The reference Sum's checks (operators/elementwise.c sum_infer), in its words. */
-static dm_status sum_check(dm_op_ctx *ctx) {
-  const dm_tensor *x0 = dm_op_input(ctx, 0);
-  dm_dtype t = x0->dtype;
-  if (t != DM_FLOAT && t != DM_BFLOAT16) /* refused by supports, should it get here */
-    return dm_op_error(ctx, DM_ERR_TYPE, "X0 is %s; the oneDNN Sum takes FLOAT or BFLOAT16",
-                       dm_dtype_name(t));
-  for (int k = 1; k < dm_op_num_inputs(ctx); k++) {
-    const dm_tensor *xk = dm_op_input(ctx, k);
-    char a[96], b[96];
-    if (xk->dtype != t)
-      return dm_op_error(ctx, DM_ERR_TYPE, "input %d '%s' is %s, but X0 is %s", k,
-                         dm_op_input_name(ctx, k), dm_dtype_name(xk->dtype), dm_dtype_name(t));
-    if (!dm_tensor_same_shape(xk, x0))
-      return dm_op_error(ctx, DM_ERR_SHAPE, "input %d '%s' is %s, but X0 '%s' is %s", k,
-                         dm_op_input_name(ctx, k), dm_shape_str(xk, a, sizeof a),
-                         dm_op_input_name(ctx, 0), dm_shape_str(x0, b, sizeof b));
-  }
-  return DM_OK;
-}
-
-/* The reference binary ops' checks (binary_infer) for Add without broadcast. */
-static dm_status add_check(dm_op_ctx *ctx) {
-  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
-  if ((a->dtype != DM_FLOAT && a->dtype != DM_BFLOAT16) || b->dtype != a->dtype)
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "A, B are %s, %s; expected the same dtype, one of FLOAT, FLOAT16, "
-                       "BFLOAT16, DOUBLE, INT32, INT64",
-                       dm_dtype_name(a->dtype), dm_dtype_name(b->dtype));
-  dm_bcast g;
-  DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
-  if (g.broadcasting) /* refused by supports, should it get here */
-    return dm_op_error(ctx, DM_ERR_INVALID, "the oneDNN Add runs equal shapes only");
-  return DM_OK;
 }
 
 /* y[i] = sum over k of x[k][i], for i in [0, n), in input order. */
@@ -175,13 +139,18 @@ static dm_status sum_common(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* The reference's checks, in its words (dm_op_check_shapes leaves Y, which may be an
+ * input, as it is). */
 static dm_status sum_run(dm_op_ctx *ctx) {
-  DM_TRY(sum_check(ctx));
+  DM_TRY(dm_op_check_shapes(ctx));
   return sum_common(ctx);
 }
 
 static dm_status add_run(dm_op_ctx *ctx) {
-  DM_TRY(add_check(ctx));
+  DM_TRY(dm_op_check_shapes(ctx));
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  if (!dm_tensor_same_shape(a, b)) /* supports refuses broadcast = 1; should it get here */
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "the oneDNN Add runs equal shapes only");
   return sum_common(ctx);
 }
 
