@@ -5,9 +5,10 @@
  * out alike, so these run the reference's arithmetic (operators/elementwise.c: FLOAT
  * added in input order; BFLOAT16 widened, added in FP32 in input order and rounded once)
  * over the bytes as they are, padding included (zeros stay zeros), and write Y in the
- * first input's layout: ResNet's residual Sum of two blocked convolution outputs stays
- * nChw16c, with no conversion. An input in another layout than the first is reordered
- * into it (a scratch buffer) first. The results are the reference's bit for bit.
+ * inputs' layout: ResNet's residual Sum of two blocked convolution outputs stays
+ * nChw16c, with no conversion. Where layouts are mixed, the inputs are reordered (into
+ * scratch buffers) to the first plain one's (see sum_common). The results are the
+ * reference's bit for bit.
  *
  * Add with `broadcast` = 1 is refused (the reference runs it); without it the shapes
  * must be equal; the reference's shape checks run first, in its words. Y may be X0's
@@ -117,18 +118,25 @@ static dm_status sum_common(dm_op_ctx *ctx) {
     DM_TRY(dm_op_set_output(ctx, 0, t, x0->ndim, x0->dims));
     out = dm_tensor_mutable_data(y);
     n = x0->numel;
-  } else { /* X0's layout; the others reordered into it where they differ */
+  } else {
+    /* One input's layout, the others reordered into it where they differ: a plain
+     * input's when there is one (a fed blob; what reads the sum next, a loss say, is
+     * then as likely plain, and converting the blocked inputs costs the same as
+     * converting the plain one), else X0's: two convolutions' outputs stay blocked. */
+    int ref = 0;
+    for (int k = nin - 1; k >= 0; k--)
+      if (dm_tensor_is_plain(dm_op_input(ctx, k)))
+        ref = k;
     dnnl_memory_desc_t md;
-    DM_TRY(dm_dnnl_md_of(x0, &md));
-    s->ptrs[0] = dm_tensor_raw_data(x0);
-    for (int k = 1; k < nin; k++) {
+    DM_TRY(dm_dnnl_md_of(dm_op_input(ctx, ref), &md));
+    for (int k = 0; k < nin; k++) {
       void *p;
       DM_TRY(dm_dnnl_input(dm_op_input(ctx, k), &md, &s->bufs[k], &p));
       s->ptrs[k] = p;
     }
     int64_t dims[DM_MAX_DIMS];
     memcpy(dims, x0->dims, sizeof dims); /* y may be x0 */
-    /* Y on an input's blob in X0's layout keeps its buffer (same size, in place); one in
+    /* Y on an input's blob in that layout keeps its buffer (same size, in place); one in
      * another layout was read into scratch before the resize replaces it. */
     DM_TRY(dm_dnnl_output(y, t, x0->ndim, dims, &md, &out));
     n = (int64_t)(dnnl_memory_desc_get_size(&md) / dm_dtype_size(t));
