@@ -1,4 +1,5 @@
-/* eltwise.c: the oneDNN engine's Relu and ReluGradient (FLOAT, BFLOAT16).
+/* eltwise.c: the oneDNN engine's Relu and ReluGradient (FLOAT, BFLOAT16), and Dropout at
+ * inference.
  *
  * An elementwise op does not care how its buffer is laid out, so these run the
  * reference kernels' loops (operators/activation.h) over the bytes as they arrive and
@@ -85,7 +86,38 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* Dropout at inference (is_test = 1) is Y = X: a copy in X's layout, so a
+ * Dropout between two blocked convolutions (SqueezeNet's last) costs no conversion to
+ * plain and back. Training Dropout draws a mask: the reference runs it. */
+static int dropout_supports(const dm_op_ctx *ctx) {
+  if (dm_op_arg_int(ctx, "is_test", 0) == 0)
+    return dm_op_refuse(ctx, "the oneDNN engine runs Dropout at inference (is_test = 1) only");
+  return dm_dnnl_float_or_bf16(ctx, 0);
+}
+
+static dm_status dropout_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_check_shapes(ctx)); /* the reference's ratio and arity checks */
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (dm_op_num_outputs(ctx) > 1) { /* a mask, if asked for, keeps everything (plain BOOL) */
+    DM_TRY(dm_op_set_output(ctx, 1, DM_BOOL, x->ndim, x->dims));
+    memset(dm_tensor_mutable_data(dm_op_output(ctx, 1)), 1, (size_t)x->numel);
+  }
+  if (y == x)
+    return DM_OK;
+  dnnl_memory_desc_t md;
+  DM_TRY(dm_dnnl_md_of(x, &md));
+  void *dst;
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims);
+  DM_TRY(dm_dnnl_output(y, x->dtype, x->ndim, dims, &md, &dst));
+  memcpy(dst, dm_tensor_raw_data(x), dnnl_memory_desc_get_size(&md));
+  return DM_OK;
+}
+
 const dm_kernel_def dm_dnnl_eltwise_kernels[] = {
+    {.struct_size = sizeof(dm_kernel_def), .type = "Dropout", .device = DM_CPU,
+     .engine = DM_ENGINE_DNNL, .run = dropout_run, .supports = dropout_supports},
     {.struct_size = sizeof(dm_kernel_def), .type = "Relu", .device = DM_CPU,
      .engine = DM_ENGINE_DNNL, .run = relu_run, .supports = relu_supports},
     {.struct_size = sizeof(dm_kernel_def), .type = "ReluGradient", .device = DM_CPU,

@@ -278,8 +278,20 @@ static opt_op *make_chain_op(const void *arg) {
   return op;
 }
 
-/* X (nChw16c) -> MaxPool -> Relu -> AveragePool: blocked all the way; the intermediate
- * fetched by the user reads as plain NCHW, equal to the reference's. */
+/* Dropout at inference, with its (all-true) mask: Y = X in X's layout. */
+static opt_op *make_dropout(const void *arg) {
+  (void)arg;
+  opt_op *op = opt_new("Dropout");
+  opt_in(op, "A");
+  opt_out(op, "D");
+  opt_out(op, "M");
+  opt_arg_int(op, "is_test", 1);
+  return op;
+}
+
+/* X (nChw16c) -> MaxPool -> Relu -> AveragePool -> Dropout (is_test): blocked all the
+ * way; the intermediate fetched by the user reads as plain NCHW, equal to the
+ * reference's. */
 static void test_chain_blocked(void **state) {
   two_ws *w = *state;
   static const pool_case k3s2 = {"k3 s2 p1", 2, 20, 15, 13, 3, 3, 2, 2, {1, 1, 1, 1}, 0, 0};
@@ -295,12 +307,19 @@ static void test_chain_blocked(void **state) {
                             {"AveragePool", "R", "A", &k2s1}};
     for (int i = 0; i < 3; i++)
       run_both(w, make_chain_op, &ops[i]);
+    run_both(w, make_dropout, NULL);
+    assert_true(is_blocked(w, "D"));
     assert_true(is_blocked(w, "P"));
     assert_true(is_blocked(w, "R"));
     assert_true(is_blocked(w, "A"));
     compare(w, "chain P", "P", 0, 0);
     compare(w, "chain R", "R", 0, 0);
     compare(w, "chain A", "A", 6 * OPT_U32 * 8.0 * 2, bf ? 2 * OPT_UBF16 : 0);
+    compare(w, "chain D", "D", 6 * OPT_U32 * 8.0 * 2, bf ? 2 * OPT_UBF16 : 0);
+    const dm_tensor *m = dm_workspace_tensor(w->d, "M");
+    assert_int_equal(m->dtype, DM_BOOL);
+    for (int64_t i = 0; i < m->numel; i++)
+      assert_int_equal(((const uint8_t *)dm_tensor_data(m))[i], 1);
     /* The user's fetch: plain NCHW (the data converted), the values the reference's. */
     const int64_t pd[4] = {2, 20, 8, 7};
     const dm_tensor *p = opt_fetch(w->d, "P", t, 4, pd);
