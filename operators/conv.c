@@ -54,41 +54,13 @@ typedef struct conv_plan {
   dm_im2col_shape cs;
 } conv_plan;
 
-static const char *order_name(const conv_plan *p) { return p->a.nhwc ? "NHWC" : "NCHW"; }
-
 /* Checks W against X and the arguments, and fills the plan. */
 static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_plan *p) {
   DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
   DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
   const dm_conv_geom *g = &p->g;
   char xs[96], ws[96];
-  if (w->ndim != 4)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s; Conv takes a 4-D filter (%s)",
-                       dm_shape_str(w, ws, sizeof ws), p->a.nhwc ? "M, kH, kW, C/group"
-                                                                 : "M, C/group, kH, kW");
-  int64_t grp = p->a.group;
-  p->M = w->dims[0];
-  if (g->C % grp != 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "group %lld does not divide the %lld input channels of X (%s)",
-                       (long long)grp, (long long)g->C, dm_shape_str(x, xs, sizeof xs));
-  if (p->M % grp != 0 || p->M == 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "group %lld does not divide the %lld output channels of W (%s)",
-                       (long long)grp, (long long)p->M, dm_shape_str(w, ws, sizeof ws));
-  p->Cg = g->C / grp;
-  p->Mg = p->M / grp;
-  int64_t wc = w->dims[p->a.nhwc ? 3 : 1], wkh = w->dims[p->a.nhwc ? 1 : 2],
-          wkw = w->dims[p->a.nhwc ? 2 : 3];
-  if (wc != p->Cg)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "W is %s (%s), but X (%s) has %lld channels in %lld group(s): W's "
-                       "C/group must be %lld, not %lld",
-                       dm_shape_str(w, ws, sizeof ws), order_name(p), dm_shape_str(x, xs, sizeof xs),
-                       (long long)g->C, (long long)grp, (long long)p->Cg, (long long)wc);
-  if (wkh != g->kernel[0] || wkw != g->kernel[1])
-    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (%s), but the kernel is %lldx%lld",
-                       dm_shape_str(w, ws, sizeof ws), order_name(p), (long long)g->kernel[0],
-                       (long long)g->kernel[1]);
+  DM_TRY(dm_conv_check_filter(ctx, &p->a, g, x, w, &p->M, &p->Cg, &p->Mg));
   p->K = p->Cg * g->kernel[0] * g->kernel[1];
   p->HWin = g->H * g->W;
   /* The BLAS takes int sizes and leading dimensions. */

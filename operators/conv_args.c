@@ -276,3 +276,39 @@ void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t chan
     dims[1] = channels, dims[2] = g->outH, dims[3] = g->outW;
   }
 }
+
+dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a, const dm_conv_geom *g,
+                               const dm_tensor *x, const dm_tensor *w, int64_t *M, int64_t *Cg,
+                               int64_t *Mg) {
+  const char *order = a->nhwc ? "NHWC" : "NCHW";
+  char xs[96], ws[96];
+  if (w->ndim != 4)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s; Conv takes a 4-D filter (%s)",
+                       dm_shape_str(w, ws, sizeof ws),
+                       a->nhwc ? "M, kH, kW, C/group" : "M, C/group, kH, kW");
+  int64_t grp = a->group;
+  *M = w->dims[0];
+  if (g->C % grp != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "group %lld does not divide the %lld input channels of X (%s)",
+                       (long long)grp, (long long)g->C, dm_shape_str(x, xs, sizeof xs));
+  if (*M % grp != 0 || *M == 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "group %lld does not divide the %lld output channels of W (%s)",
+                       (long long)grp, (long long)*M, dm_shape_str(w, ws, sizeof ws));
+  *Cg = g->C / grp;
+  *Mg = *M / grp;
+  int64_t wc = w->dims[a->nhwc ? 3 : 1], wkh = w->dims[a->nhwc ? 1 : 2],
+          wkw = w->dims[a->nhwc ? 2 : 3];
+  if (wc != *Cg)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "W is %s (%s), but X (%s) has %lld channels in %lld group(s): W's "
+                       "C/group must be %lld, not %lld",
+                       dm_shape_str(w, ws, sizeof ws), order, dm_shape_str(x, xs, sizeof xs),
+                       (long long)g->C, (long long)grp, (long long)*Cg, (long long)wc);
+  if (wkh != g->kernel[0] || wkw != g->kernel[1])
+    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (%s), but the kernel is %lldx%lld",
+                       dm_shape_str(w, ws, sizeof ws), order, (long long)g->kernel[0],
+                       (long long)g->kernel[1]);
+  return DM_OK;
+}

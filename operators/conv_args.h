@@ -119,4 +119,13 @@ extern DM_HIDDEN size_t dm_conv_chunk_bytes;
 DM_HIDDEN void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t channels,
                                 int64_t dims[4]);
 
+/* The reference Conv's checks of W against X and the arguments (4-D, groups dividing
+ * both channel counts, C/group and the kernel size in the order's place), in its
+ * words; sets M (output channels) and the channels per group in (Cg) and out (Mg).
+ * Shared by the reference kernel and the oneDNN engine's. */
+DM_HIDDEN dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a,
+                                         const dm_conv_geom *g, const dm_tensor *x,
+                                         const dm_tensor *w, int64_t *M, int64_t *Cg,
+                                         int64_t *Mg);
+
 #endif

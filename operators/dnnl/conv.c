@@ -65,34 +65,7 @@ typedef struct conv_geo {
 static dm_status geo_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_geo *p) {
   DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
   DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
-  const dm_conv_geom *g = &p->g;
-  char xs[96], ws[96];
-  if (w->ndim != 4)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s; Conv takes a 4-D filter (%s)",
-                       dm_shape_str(w, ws, sizeof ws), "M, C/group, kH, kW");
-  int64_t grp = p->a.group;
-  p->M = w->dims[0];
-  if (g->C % grp != 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "group %lld does not divide the %lld input channels of X (%s)",
-                       (long long)grp, (long long)g->C, dm_shape_str(x, xs, sizeof xs));
-  if (p->M % grp != 0 || p->M == 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "group %lld does not divide the %lld output channels of W (%s)",
-                       (long long)grp, (long long)p->M, dm_shape_str(w, ws, sizeof ws));
-  p->Cg = g->C / grp;
-  p->Mg = p->M / grp;
-  if (w->dims[1] != p->Cg)
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "W is %s (NCHW), but X (%s) has %lld channels in %lld group(s): W's "
-                       "C/group must be %lld, not %lld",
-                       dm_shape_str(w, ws, sizeof ws), dm_shape_str(x, xs, sizeof xs),
-                       (long long)g->C, (long long)grp, (long long)p->Cg,
-                       (long long)w->dims[1]);
-  if (w->dims[2] != g->kernel[0] || w->dims[3] != g->kernel[1])
-    return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (NCHW), but the kernel is %lldx%lld",
-                       dm_shape_str(w, ws, sizeof ws), (long long)g->kernel[0],
-                       (long long)g->kernel[1]);
+  DM_TRY(dm_conv_check_filter(ctx, &p->a, &p->g, x, w, &p->M, &p->Cg, &p->Mg));
   dm_conv_out_dims(&p->a, &p->g, p->M, p->ydims);
   return DM_OK;
 }
