@@ -26,16 +26,9 @@
 #include "operators/conv_args.h"
 #include "grad_check.h"
 #include "net/shape_infer.h"
+#include "conv_case.h"
 #include "op_test_util.h"
 
-typedef struct conv_case {
-  const char *name;
-  int64_t N, C, H, W, M, kh, kw;
-  int64_t sh, sw, dh, dw;
-  int64_t pads[4]; /* t, l, b, r */
-  int64_t group;
-  int bias;
-} conv_case;
 
 static const conv_case cases[] = {
     {"basic 3x3", 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
@@ -128,41 +121,6 @@ static double *fetch(dm_workspace *ws, const char *name, dm_dtype t, int ndim,
   return v;
 }
 
-/* The arguments of case c, in a form that rotates with `form` so every spelling is used. */
-static void add_args(opt_op *op, const conv_case *c, int nhwc, int form) {
-  int64_t k[2] = {c->kh, c->kw}, s[2] = {c->sh, c->sw}, d[2] = {c->dh, c->dw};
-  if (form % 3 == 0 && c->kh == c->kw)
-    opt_arg_int(op, "kernel", c->kh);
-  else if (form % 3 == 1)
-    opt_arg_int(op, "kernel_h", c->kh), opt_arg_int(op, "kernel_w", c->kw);
-  else
-    opt_arg_ints(op, "kernels", 2, k);
-  if (form % 2 == 0 && c->sh == c->sw)
-    opt_arg_int(op, "stride", c->sh);
-  else if (form % 2 == 0)
-    opt_arg_int(op, "stride_h", c->sh), opt_arg_int(op, "stride_w", c->sw);
-  else
-    opt_arg_ints(op, "strides", 2, s);
-  if (c->dh != 1 || c->dw != 1) {
-    if (c->dh == c->dw && form % 2)
-      opt_arg_int(op, "dilation", c->dh);
-    else
-      opt_arg_ints(op, "dilations", 2, d);
-  }
-  const int64_t *p = c->pads;
-  int sym = p[0] == p[1] && p[1] == p[2] && p[2] == p[3];
-  if (form % 3 == 0 && sym)
-    opt_arg_int(op, "pad", p[0]);
-  else if (form % 3 == 1 || (form % 3 == 0 && !sym))
-    opt_arg_int(op, "pad_t", p[0]), opt_arg_int(op, "pad_l", p[1]), opt_arg_int(op, "pad_b", p[2]),
-        opt_arg_int(op, "pad_r", p[3]);
-  else
-    opt_arg_ints(op, "pads", 4, p);
-  if (c->group != 1)
-    opt_arg_int(op, "group", c->group);
-  if (nhwc)
-    opt_arg_string(op, "order", "NHWC");
-}
 
 /* Reference forward: y (N, M, oh, ow) and S (sum of |terms|) per output. */
 static void ref_conv(const conv_case *c, const double *x, const double *w, const double *b,
@@ -233,7 +191,7 @@ static void run_forward(dm_workspace *ws, const conv_case *c, int nhwc, int fp16
   if (c->bias)
     opt_in(op, "b");
   opt_out(op, "Y");
-  add_args(op, c, nhwc, form);
+  conv_case_args(op, c, nhwc, form);
   if (form == 1) { /* GPU hints are accepted and ignored */
     opt_arg_int(op, "exhaustive_search", 1), opt_arg_int(op, "ws_nbytes_limit", 1 << 20);
     opt_arg_int(op, "enable_tensor_core", 1), opt_arg_int(op, "float16_compute", 1);
@@ -332,7 +290,7 @@ static void run_grad(dm_workspace *ws, const conv_case *c, int nhwc, int fp16, i
     opt_out(op, "dX");
   else
     opt_arg_int(op, "no_gradient_to_input", 1);
-  add_args(op, c, nhwc, form);
+  conv_case_args(op, c, nhwc, form);
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s: %s", c->name, dm_last_error());
   double *worst = &worst_grad[fp16];

@@ -23,16 +23,9 @@
 
 #include "core/half.h"
 #include "core/workspace.h"
+#include "conv_case.h"
 #include "op_test_util.h"
 
-typedef struct conv_case {
-  const char *name;
-  int64_t N, C, H, W, M, kh, kw;
-  int64_t sh, sw, dh, dw;
-  int64_t pads[4]; /* t, l, b, r */
-  int64_t group;
-  int bias;
-} conv_case;
 
 static const conv_case cases[] = {
     {"basic 3x3", 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
@@ -124,39 +117,6 @@ static double compare(dm_workspace *ws, const char *a, const char *b, int bf16, 
   return ratio;
 }
 
-/* The arguments of case c, spelled in the form `form` picks so every spelling is used. */
-static void add_args(opt_op *op, const conv_case *c, int form) {
-  int64_t k[2] = {c->kh, c->kw}, s[2] = {c->sh, c->sw}, d[2] = {c->dh, c->dw};
-  if (form % 3 == 0 && c->kh == c->kw)
-    opt_arg_int(op, "kernel", c->kh);
-  else if (form % 3 == 1)
-    opt_arg_int(op, "kernel_h", c->kh), opt_arg_int(op, "kernel_w", c->kw);
-  else
-    opt_arg_ints(op, "kernels", 2, k);
-  if (form % 2 == 0 && c->sh == c->sw)
-    opt_arg_int(op, "stride", c->sh);
-  else if (form % 2 == 0)
-    opt_arg_int(op, "stride_h", c->sh), opt_arg_int(op, "stride_w", c->sw);
-  else
-    opt_arg_ints(op, "strides", 2, s);
-  if (c->dh != 1 || c->dw != 1) {
-    if (c->dh == c->dw && form % 2)
-      opt_arg_int(op, "dilation", c->dh);
-    else
-      opt_arg_ints(op, "dilations", 2, d);
-  }
-  const int64_t *p = c->pads;
-  int sym = p[0] == p[1] && p[1] == p[2] && p[2] == p[3];
-  if (form % 3 == 0 && sym)
-    opt_arg_int(op, "pad", p[0]);
-  else if (form % 3 == 1 || (form % 3 == 0 && !sym))
-    opt_arg_int(op, "pad_t", p[0]), opt_arg_int(op, "pad_l", p[1]), opt_arg_int(op, "pad_b", p[2]),
-        opt_arg_int(op, "pad_r", p[3]);
-  else
-    opt_arg_ints(op, "pads", 4, p);
-  if (c->group != 1)
-    opt_arg_int(op, "group", c->group);
-}
 
 static int is_plain(dm_workspace *ws, const char *name) {
   const dm_tensor *t = dm_workspace_tensor(ws, name);
@@ -175,7 +135,7 @@ static dm_status run(dm_workspace *ws, const char *type, const char *engine, con
     opt_in(op, in[i]);
   for (int i = 0; i < n_out; i++)
     opt_out(op, out[i]);
-  add_args(op, c, form);
+  conv_case_args(op, c, 0, form);
   if (extra)
     opt_arg_int(op, extra, extra_v);
   return opt_run(op, ws);
