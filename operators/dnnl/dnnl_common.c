@@ -118,6 +118,8 @@ int dm_dnnl_md_is_plain(const dnnl_memory_desc_t *md) {
 }
 
 static dm_status layout_to_plain(const dm_tensor *src, void *dst) {
+  if (src->numel == 0)
+    return DM_OK; /* nothing to move (an empty batch) */
   dnnl_memory_desc_t from, to;
   DM_TRY(dm_dnnl_md_of(src, &from));
   DM_TRY(dm_dnnl_plain_md(src->ndim, src->dims, src->dtype, &to));
