@@ -93,14 +93,7 @@ static dm_status conv_prepare(dm_op_ctx *ctx, const dm_conv_epilogue *e, conv_pl
   const dm_tensor *b = e->has_bias ? dm_op_input(ctx, 2) : NULL;
   const dm_tensor *sv = e->sum >= 0 ? dm_op_input(ctx, e->sum) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
-  int r16 = dm_is_reduced_float(x->dtype);
-  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
-      (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 (BFLOAT16) X and "
-                       "W with a b of the same dtype or FLOAT",
-                       b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
-                       b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
+  DM_TRY(dm_conv_check_dtypes(ctx, x, w, b));
   DM_TRY(plan_make(ctx, x, w, p));
   char bs[96], ws[96];
   if (b && (b->ndim != 1 || b->dims[0] != p->M))

@@ -1,6 +1,7 @@
 /* conv_args.c: parsing and checking the Conv/pool arguments, and output sizes
  * (see conv_args.h). */
 #include "conv_args.h"
+#include "common.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -310,5 +311,18 @@ dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a, const dm_c
     return dm_op_error(ctx, DM_ERR_SHAPE, "W is %s (%s), but the kernel is %lldx%lld",
                        dm_shape_str(w, ws, sizeof ws), order, (long long)g->kernel[0],
                        (long long)g->kernel[1]);
+  return DM_OK;
+}
+
+dm_status dm_conv_check_dtypes(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
+                               const dm_tensor *b) {
+  int r16 = dm_is_reduced_float(x->dtype);
+  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
+      (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 (BFLOAT16) X and "
+                       "W with a b of the same dtype or FLOAT",
+                       b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
+                       b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
   return DM_OK;
 }

@@ -128,4 +128,19 @@ DM_HIDDEN dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a,
                                          const dm_tensor *w, int64_t *M, int64_t *Cg,
                                          int64_t *Mg);
 
+/* The input rows (d = 0) or columns (d = 1) [*lo, *hi) under output position o of a
+ * pooling window, clipped to the input's `in` (padding is not part of it). Shared by the
+ * reference pools and the oneDNN engine's MaxPoolGradient. */
+static inline void dm_pool_window(const dm_conv_geom *g, int d, int64_t o, int64_t in,
+                                  int64_t *lo, int64_t *hi) {
+  int64_t s = o * g->stride[d] - g->pads[d], e = s + g->kernel[d];
+  *lo = s < 0 ? 0 : s;
+  *hi = e > in ? in : e;
+}
+
+/* Conv's dtype rule, in the reference's words: X and W FLOAT, or both FLOAT16 (BFLOAT16)
+ * with b of their dtype or FLOAT. */
+DM_HIDDEN dm_status dm_conv_check_dtypes(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
+                                         const dm_tensor *b);
+
 #endif

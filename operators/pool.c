@@ -104,13 +104,6 @@ static void pool_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
     c->flops = (double)dm_op_input(ctx, 2)->numel * (double)(p.g.kernel[0] * p.g.kernel[1]);
 }
 
-/* The window of output o along one dim: [*lo, *hi) clipped to the input. */
-static void window(const dm_conv_geom *g, int d, int64_t o, int64_t in, int64_t *lo,
-                   int64_t *hi) {
-  int64_t s = o * g->stride[d] - g->pads[d], e = s + g->kernel[d];
-  *lo = s < 0 ? 0 : s;
-  *hi = e > in ? in : e;
-}
 
 /* One image forward in FP32: x (C, H, W) or (H, W, C) -> y. */
 static void pool_image(const pool_plan *p, int is_max, const float *x, float *y) {
@@ -118,10 +111,10 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
   const int64_t C = g->C, H = g->H, W = g->W;
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
-    window(g, 0, oh, H, &h0, &h1);
+    dm_pool_window(g, 0, oh, H, &h0, &h1);
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
-      window(g, 1, ow, W, &w0, &w1);
+      dm_pool_window(g, 1, ow, W, &w0, &w1);
       float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
       if (!p->a.nhwc) {
         for (int64_t c = 0; c < C; c++) {
@@ -162,10 +155,10 @@ static void pool_grad_image(const pool_plan *p, int is_max, const float *x, cons
   memset(dx, 0, (size_t)p->xs * sizeof *dx);
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
-    window(g, 0, oh, H, &h0, &h1);
+    dm_pool_window(g, 0, oh, H, &h0, &h1);
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
-      window(g, 1, ow, W, &w0, &w1);
+      dm_pool_window(g, 1, ow, W, &w0, &w1);
       float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
       for (int64_t c = 0; c < C; c++) {
         int64_t yi = p->a.nhwc ? (oh * g->outW + ow) * C + c : (c * g->outH + oh) * g->outW + ow;

@@ -220,14 +220,7 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
   const dm_tensor *b = has_b ? dm_op_input(ctx, 2) : NULL;
   const dm_tensor *sv = has_sum ? dm_op_input(ctx, i_sum) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
-  int r16 = x->dtype == DM_BFLOAT16;
-  if ((x->dtype != DM_FLOAT && !r16) || w->dtype != x->dtype ||
-      (b && b->dtype != x->dtype && !(r16 && b->dtype == DM_FLOAT)))
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W%s are %s, %s%s%s; expected all FLOAT, or FLOAT16 (BFLOAT16) X and "
-                       "W with a b of the same dtype or FLOAT",
-                       b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
-                       b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
+  DM_TRY(dm_conv_check_dtypes(ctx, x, w, b));
   conv_geo p;
   DM_TRY(geo_make(ctx, x, w, &p));
   char bs[96], ws[96];

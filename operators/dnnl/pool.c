@@ -267,13 +267,6 @@ static inline float load(const void *p, dm_dtype t, int64_t i) {
   return t == DM_FLOAT ? ((const float *)p)[i] : dm_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
-/* The window of output o along one dim: [*lo, *hi) clipped to the input (pool.c's). */
-static inline void window(const dm_conv_geom *g, int d, int64_t o, int64_t in, int64_t *lo,
-                          int64_t *hi) {
-  int64_t st = o * g->stride[d] - g->pads[d], e = st + g->kernel[d];
-  *lo = st < 0 ? 0 : st;
-  *hi = e > in ? in : e;
-}
 
 /* MaxPoolGradient: dY to every input of the window equal to Y (Caffe2's rule). */
 static dm_status max_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p) {
@@ -312,10 +305,10 @@ static dm_status max_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p)
     for (int64_t c = 0; c < C; c++)
       for (int64_t oh = 0; oh < g->outH; oh++) {
         int64_t h0, h1;
-        window(g, 0, oh, H, &h0, &h1);
+        dm_pool_window(g, 0, oh, H, &h0, &h1);
         for (int64_t ow = 0; ow < g->outW; ow++) {
           int64_t w0, w1;
-          window(g, 1, ow, W, &w0, &w1);
+          dm_pool_window(g, 1, ow, W, &w0, &w1);
           float yv = load(py, t, flat4_at(&fy, n, c, oh, ow));
           float d = load(pdy, t, flat4_at(&fdy, n, c, oh, ow));
           for (int64_t h = h0; h < h1; h++)
