@@ -9,6 +9,19 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The source of storage versions (dm_storage.version): never reused, so a version names
+ * one state of one storage even across a freed and reallocated address. */
+static atomic_uint_fast64_t g_storage_version;
+
+static void storage_touch(dm_storage *s) { s->version = atomic_fetch_add(&g_storage_version, 1) + 1; }
+
+void dm_tensor_touch(dm_tensor *t) {
+  if (t && t->storage)
+    storage_touch(t->storage);
+}
+
+uint64_t dm_tensor_version(const dm_tensor *t) { return t && t->storage ? t->storage->version : 0; }
+
 dm_status dm_shape_numel(int ndim, const int64_t *dims, int64_t *numel) {
   if (ndim < 0 || ndim > DM_MAX_DIMS)
     return dm_error(DM_ERR_SHAPE, "%d dimensions (at most %d supported)", ndim, DM_MAX_DIMS);
@@ -214,6 +227,7 @@ static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dt
   }
   count_alloc(device == DM_CPU ? 0 : 1, alloc_size(nbytes));
   atomic_init(&s->refs, 1);
+  storage_touch(s);
   s->device = device;
   s->device_id = id;
   s->dtype = dtype;
@@ -258,6 +272,7 @@ static dm_status storage_alloc(const dm_tensor *t, dm_dtype dtype, int64_t count
     atomic_fetch_add(&t->limit->refs, 1);
     s->counted = t->limit;
   }
+  storage_touch(s);
   if (dtype == DM_STRING)
     memset(s->data, 0, rounded); /* NULL strings until written */
   count_alloc(DM_CPU, rounded);
@@ -348,6 +363,7 @@ dm_status dm_tensor_resize_on(dm_tensor *t, dm_device_type device, int id, dm_dt
     t->storage = s;
   } else {
     t->storage->dtype = dtype;
+    storage_touch(t->storage); /* resized for a writer */
   }
   t->dtype = dtype;
   t->ndim = ndim;
@@ -483,6 +499,7 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
                          src->storage->data, dst->storage->nbytes));
     }
   }
+  storage_touch(dst->storage);
   return DM_OK;
 }
 
@@ -570,6 +587,7 @@ void *dm_tensor_mutable_data(dm_tensor *t) {
   if (t->storage->layout && dm_tensor_make_plain(t) != DM_OK)
     return NULL;
   storage_await_uploads(t->storage);
+  storage_touch(t->storage);
   return t->storage->data;
 }
 
@@ -619,6 +637,7 @@ dm_status dm_tensor_resize_layout(dm_tensor *t, dm_dtype dtype, int ndim, const 
     return st;
   }
   storage_await_uploads(t->storage);
+  storage_touch(t->storage); /* a kept storage is about to be written */
   storage_clear_layout(t->storage);
   t->storage->layout = layout;
   t->storage->layout_desc = layout ? desc : NULL;

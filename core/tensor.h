@@ -79,6 +79,12 @@ typedef struct dm_storage {
    * the layout's size, which may exceed the plain one (channel blocks are padded). */
   const dm_layout_ops *layout;
   void *layout_desc;
+  /* Its contents' version: a number drawn from one process-wide counter when the storage
+   * is made and whenever a writer may have changed it (dm_tensor_mutable_data, a copy
+   * into it, an op that outputs it: dm_tensor_touch). A kernel that derives data from
+   * an input (oneDNN's Winograd weights) keeps it while (storage, version) is unchanged;
+   * the counter makes the pair unique even when a freed address is reused. */
+  uint64_t version;
 } dm_storage;
 
 struct dm_tensor {
@@ -144,6 +150,11 @@ DM_HIDDEN dm_status dm_tensor_resize_layout(dm_tensor *t, dm_dtype dtype, int nd
                                             const dm_layout_ops *layout, void *desc);
 /* The storage's bytes in whatever layout they are (kernels that read layouts). */
 DM_HIDDEN void *dm_tensor_raw_data(const dm_tensor *t);
+/* The version of t's contents (dm_storage.version; 0 when t has no storage), and a new
+ * one for them after a write that bypassed dm_tensor_mutable_data (the executor touches
+ * every output an op wrote). */
+DM_HIDDEN uint64_t dm_tensor_version(const dm_tensor *t);
+DM_HIDDEN void dm_tensor_touch(dm_tensor *t);
 /* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */

@@ -402,7 +402,12 @@ static dm_status run_op(dm_op_ctx *op) {
   DM_TRY(detach_outputs(op));
   if (!op->keeps_layouts)
     DM_TRY(plain_layouts(op));
-  return op->kernel->run(op);
+  dm_status st = op->kernel->run(op);
+  /* Outputs may have been written through raw pointers (engine kernels, devices): new
+   * versions, so a kernel that derived data from one of them derives it again. */
+  for (int o = 0; o < op->n_out; o++)
+    dm_tensor_touch(op->out[o]->tensor);
+  return st;
 }
 
 void dm_net_set_check_finite(dm_net *net, int on) { net->check_finite = on; }

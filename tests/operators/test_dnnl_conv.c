@@ -43,6 +43,10 @@ static const conv_case cases[] = {
     {"3x3 blocked, odd C", 2, 19, 9, 9, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"7x7 stride 2, 3 channels", 1, 3, 23, 21, 16, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 1, 0},
     {"kernel = padded input", 2, 2, 3, 3, 2, 5, 5, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
+    /* ConvFusion in FP32 takes oneDNN's Winograd kernel for these (3x3, stride 1, output
+     * of at least 14x14): its transforms reorder the sums, within the same bound */
+    {"3x3 Winograd, 16x15 output", 2, 16, 16, 15, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"3x3 Winograd, odd C, no pad", 1, 7, 17, 16, 5, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
 };
 
 static double worst[2][3]; /* error / bound: [FP32, BF16][forward, fusion, gradient] */
@@ -218,6 +222,48 @@ static void test_conv_forward(void **state) {
   }
   printf("forward: worst error / bound FP32 %.3f BF16 %.3f; fusion FP32 %.3f BF16 %.3f\n",
          worst[0][0], worst[1][0], worst[0][1], worst[1][1]);
+}
+
+/* ConvFusion keeps the weights it transformed for Winograd while W is unchanged: a new W
+ * fed between runs of its net, and a W another net's op rewrote in place, are transformed
+ * again (each run checked against the reference on the W it sees). The case is the first
+ * Winograd one of the table; the net is made once, so its op state lives across runs. */
+static const char wino_net[] =
+    "name: 'wino' op { type: 'ConvFusion' engine: 'DNNL' input: 'X' input: 'W' input: 'b'\n"
+    "  output: 'Fd' arg { name: 'kernel' i: 3 } arg { name: 'pad' i: 1 }\n"
+    "  arg { name: 'fusion_type' i: 1 } }";
+static const char halve_net[] =
+    "name: 'halve' op { type: 'Scale' input: 'W' output: 'W' arg { name: 'scale' f: 0.5 } }";
+
+static void test_winograd_weights_follow_w(void **state) {
+  (void)state;
+  const conv_case *c = &cases[sizeof cases / sizeof *cases - 2]; /* 3x3, pad 1, bias */
+  uint64_t seed = 0x3a7;
+  dm_workspace *ws;
+  assert_int_equal(dm_workspace_create(&ws), DM_OK);
+  dm_net *conv, *halve;
+  if (dm_workspace_create_net_bytes(ws, wino_net, strlen(wino_net), 1, &conv) != DM_OK ||
+      dm_workspace_create_net_bytes(ws, halve_net, strlen(halve_net), 1, &halve) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  int64_t xd[4], wd[4], yd[4];
+  case_dims(c, xd, wd, yd);
+  double K = (double)(wd[1] * c->kh * c->kw);
+  feed_rand(ws, "X", DM_FLOAT, 4, xd, &seed);
+  feed_rand(ws, "b", DM_FLOAT, 1, &c->M, &seed);
+  const char *in[] = {"X", "W", "b"};
+  for (int round = 0; round < 5; round++) {
+    if (round < 2) /* rounds 0, 1: W fed anew */
+      feed_rand(ws, "W", DM_FLOAT, 4, wd, &seed);
+    else if (round < 4 && dm_net_run(halve) != DM_OK) /* rounds 2, 3: W halved in place */
+      fail_msg("%s", dm_last_error());
+    /* round 4: W as it was: the kept transform */
+    if (dm_net_run(conv) != DM_OK)
+      fail_msg("%s", dm_last_error());
+    RUN_OK(run(ws, "ConvFusion", "REFERENCE", c, 0, 3, in, 1, (const char *[]){"Fr"},
+               "fusion_type", 1));
+    compare(ws, "Fd", "Fr", 0, K + 2, K + 2, c->name);
+  }
+  dm_workspace_destroy(ws);
 }
 
 static void test_conv_gradient(void **state) {
@@ -436,6 +482,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_forward),
+      cmocka_unit_test(test_winograd_weights_follow_w),
       cmocka_unit_test(test_conv_gradient),
       cmocka_unit_test(test_chain),
       cmocka_unit_test(test_errors_and_refusals),
