@@ -19,9 +19,11 @@
 #       --dp-timeout with an error naming the timeout; neither hangs.
 #
 # usage: lenet_ranks_test.sh MPIRUN_SH DEMITASSE IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
+# (DM_RANKS_ITERS: the steps, default 200; the sanitizer build runs 40)
 set -u
 MPI=$1 DM=$2 IMAGES=$3 LABELS=$4 INIT=$5 NET=$6
 N=${DM_RANKS_ITERS:-200}
+LOG=$((N / 20 > 0 ? N / 20 : 1)) # 20 logged iterations
 PY=/usr/bin/python3
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun: skipped"; exit 77; }
 $PY -c 'import numpy' 2>/dev/null || { echo "no numpy for $PY: skipped"; exit 77; }
@@ -38,13 +40,13 @@ one() { # one CKPT CSV LOG [flags]: 1 rank, batch 64
   o_ck=$1 o_csv=$2 o_log=$3
   shift 3
   "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" --threads 2 \
-    --checkpoint "$o_ck" --csv "$o_csv" --log-every 10 "$@" >"$o_log" 2>&1
+    --checkpoint "$o_ck" --csv "$o_csv" --log-every "$LOG" "$@" >"$o_log" 2>&1
 }
 two() { # two CKPT CSV LOG ITERS [flags]: 2 ranks, batch 32 each
   t_ck=$1 t_csv=$2 t_log=$3 t_n=$4
   shift 4
   sh "$MPI" 2 "$DM" train --init "$INIT" --net "$T/net32.pbtxt" --train-db "$T/train_db" \
-    --iters "$t_n" --threads 1 --checkpoint "$t_ck" --csv "$t_csv" --log-every 10 \
+    --iters "$t_n" --threads 1 --checkpoint "$t_ck" --csv "$t_csv" --log-every "$LOG" \
     --data-parallel "$@" >"$t_log" 2>&1
 }
 # export CKPT NPZ: every blob of a checkpoint into one .npz (through `demitasse run`)
