@@ -23,6 +23,7 @@
 #include "net/infer.h"
 #include "net/pipeline.h"
 #include "device_flags.h"
+#include "dist_flags.h"
 #include "mp_flags.h"
 #include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
@@ -48,6 +49,9 @@ static void help(FILE *f) {
   dm_mp_help(f);
   fprintf(f, "  the device pass, after those (the state fills of --init-out are placed too):\n");
   dm_device_help(f);
+  fprintf(f, "  the data-parallel pass, after those (the net of one rank; `train` adds the\n"
+             "  DB readers' shards for its rank):\n");
+  dm_dist_help(f);
   fprintf(f,
           "  --fuse               inference: fold each test-mode SpatialBN into the Conv\n"
           "                       before it, as `run` does; --init-out gets the FoldBN ops\n"
@@ -90,6 +94,7 @@ typedef struct rewrite_job {
   dm_optimizer_opts opts;
   dm_mp_cli mp;
   dm_device_cli dev;
+  dm_dist_cli dist; /* --data-parallel: the Allreduce ops as one rank's net has them */
 } rewrite_job;
 
 /* The pipeline (net/pipeline.h) with the passes asked for; summaries on stderr. */
@@ -111,6 +116,8 @@ static dm_status rewrite(rewrite_job *j) {
   p.mp = j->mp.opts;
   p.device = j->dev.cuda;
   p.dev = j->dev.opts;
+  p.data_parallel = j->dist.on;
+  dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
   p.memory = j->free_memory;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
@@ -156,9 +163,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
-  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *opts = dev_opts ? dm_dist_merge_opts(dev_opts) : NULL;
   free(opt_opts);
   free(mp_opts);
+  free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   rewrite_job j = {0};
@@ -166,13 +175,15 @@ int dm_cmd_rewrite(int argc, char **argv) {
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
   dm_device_cli_init(&j.dev);
+  dm_dist_cli_init(&j.dist);
   int rc = DM_EXIT_OK, c;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc) ||
         dm_mp_flag("rewrite", c, optarg, &j.mp, &rc) ||
-        dm_device_flag("rewrite", c, optarg, &j.dev, &rc))
+        dm_device_flag("rewrite", c, optarg, &j.dev, &rc) ||
+        dm_dist_flag("rewrite", c, optarg, &j.dist, &rc))
       continue;
     switch (c) {
     case O_GRAD: j.grad = 1; break;
