@@ -132,7 +132,7 @@ lose() { # lose SIGNAL LOG: start a long 2-rank run, send SIGNAL to rank 1 once 
   l_pid=$!
   l_i=0
   while ! grep -q "iter 3/" "$2" 2>/dev/null && [ $l_i -lt 600 ]; do sleep 0.1; l_i=$((l_i + 1)); done
-  victim=$(pgrep -f "net32.pbtxt" | while read -r p; do
+  victim=$(pgrep -f "$T/net32.pbtxt" | while read -r p; do
     [ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -c '^OMPI_COMM_WORLD_RANK=1$')" = 1 ] && echo "$p"
   done | head -1)
   [ -n "$victim" ] || { fail "$1: no rank 1 process found"; kill "$l_pid"; return; }
@@ -141,7 +141,7 @@ lose() { # lose SIGNAL LOG: start a long 2-rank run, send SIGNAL to rank 1 once 
   while kill -0 "$l_pid" 2>/dev/null && [ $l_t -lt 60 ]; do sleep 1; l_t=$((l_t + 1)); done
   if kill -0 "$l_pid" 2>/dev/null; then
     fail "$1: the job still runs 60 s after rank 1 got SIG$1"
-    pkill -9 -f "net32.pbtxt"
+    pkill -9 -f "$T/net32.pbtxt"
   fi
   wait "$l_pid" && fail "$1: the job exited 0 after losing rank 1"
   kill -CONT "$victim" 2>/dev/null
