@@ -74,7 +74,7 @@ static dm_status nccl_run(dm_op_ctx *ctx) {
   const char *wire = dm_op_arg_string(ctx, "wire_dtype", "");
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
-  ncclComm_t cm;
+  ncclComm_t cm = NULL;
   DM_TRY(get_comm(ctx, c->device, &cm));
   const ncclRedOp_t op = dm_op_arg_int(ctx, "average", 0) ? ncclAvg : ncclSum;
   ncclResult_t r = ncclGroupStart();
