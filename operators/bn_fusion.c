@@ -11,7 +11,8 @@
  * the same bits as the unfused sequence. Training mode only (is_test=0): an inference net
  * folds BN into its Conv instead (net/fusion.c).
  *
- * The gradients read the forward's Y (Relu's output) to mask dY, as ReluGradient does:
+ * The gradients read the forward's Y (Relu's output) to mask dY, as ReluGradient does
+ * (and the BN's bias, which only cuDNN's fused backward reads):
  * SpatialBNReluGradient masks dY into dX's buffer and runs SpatialBN's backward on it in
  * place; SpatialBNAddReluGradient masks dY into dZ (the residual's gradient is the masked
  * dY itself) and runs the backward from there.
@@ -26,7 +27,7 @@
 #include "common.h"
 
 /* Output slot of `reserve` in the forward ops, input slot in the gradients. */
-enum { FWD_RESERVE = 5, GRAD_Y = 5, GRAD_RESERVE = 6 };
+enum { FWD_RESERVE = 5, GRAD_Y = 5, GRAD_BIAS = 6, GRAD_RESERVE = 7 };
 
 static int has_z(dm_op_ctx *ctx) { return dm_op_num_inputs(ctx) == 6; }
 
@@ -65,11 +66,16 @@ static dm_status fused_infer(dm_op_ctx *ctx) {
   return nout > FWD_RESERVE ? dm_op_set_output(ctx, FWD_RESERVE, DM_UINT8, 1, &none) : DM_OK;
 }
 
-/* X, scale, dY, saved_mean, saved_inv_std, Y, [reserve] -> dX, dscale, dbias, [dZ]. */
+/* X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias, [dZ]. */
 static dm_status fused_grad_infer(dm_op_ctx *ctx) {
   DM_TRY(train_only(ctx));
   DM_TRY(dm_bn_grad_infer(ctx));
   DM_TRY(same_as_x(ctx, dm_op_input(ctx, GRAD_Y), "Y"));
+  const dm_tensor *bias = dm_op_input(ctx, GRAD_BIAS), *scale = dm_op_input(ctx, 1);
+  if (bias->dtype != DM_FLOAT || bias->numel != scale->numel)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "bias is %s with %lld elements; expected FLOAT with "
+                       "scale's %lld", dm_dtype_name(bias->dtype), (long long)bias->numel,
+                       (long long)scale->numel);
   if (dm_op_num_inputs(ctx) > GRAD_RESERVE && dm_op_input(ctx, GRAD_RESERVE)->dtype != DM_UINT8)
     return dm_op_error(ctx, DM_ERR_TYPE, "reserve is %s; expected UINT8 (the forward's "
                        "reserve output)", dm_dtype_name(dm_op_input(ctx, GRAD_RESERVE)->dtype));
@@ -99,11 +105,12 @@ static dm_status fused_gradient(dm_grad_ctx *g) {
                     "outputs for the gradient", add ? "SpatialBNAddRelu" : "SpatialBNRelu");
   const char *in[] = {dm_grad_input(g, 0),  dm_grad_input(g, 1),  dm_grad_output_grad(g, 0),
                       dm_grad_output(g, 3), dm_grad_output(g, 4), dm_grad_output(g, 0),
+                      dm_grad_input(g, 2),
                       nout > FWD_RESERVE ? dm_grad_output(g, FWD_RESERVE) : NULL};
   const char *out[] = {dm_grad_input_grad(g, 0), dm_grad_input_grad(g, 1),
                        dm_grad_input_grad(g, 2), add ? dm_grad_input_grad(g, 5) : NULL};
   return dm_grad_emit(g, add ? "SpatialBNAddReluGradient" : "SpatialBNReluGradient",
-                      nout > FWD_RESERVE ? 7 : 6, in, add ? 4 : 3, out);
+                      nout > FWD_RESERVE ? 8 : 7, in, add ? 4 : 3, out);
 }
 
 /* The forward's in-place pairs are SpatialBN's, and for the Add form Y over Z. */
@@ -119,9 +126,9 @@ static const dm_inplace_pair add_grad_inplace[] = {{2, 3}, {-1, -1}};
    .fp32_inputs = 0x1e, .fp32_outputs = 0x1e, .nonfloat_outputs = 1u << FWD_RESERVE,   \
    .doc = DOC, .infer = fused_infer, .cost = fused_cost, .gradient = fused_gradient}
 #define FUSED_GRAD_SCHEMA(TYPE, NOUT, INPLACE, DOC)                                     \
-  {.type = TYPE, .min_inputs = 6, .max_inputs = 7, .min_outputs = NOUT,                 \
+  {.type = TYPE, .min_inputs = 7, .max_inputs = 8, .min_outputs = NOUT,                 \
    .max_outputs = NOUT, .args = dm_bn_args, .inplace = INPLACE,                         \
-   .precision = DM_PREC_FOLLOW, .fp32_inputs = 0x1a, .fp32_outputs = 0x06,              \
+   .precision = DM_PREC_FOLLOW, .fp32_inputs = 0x5a, .fp32_outputs = 0x06,              \
    .nonfloat_inputs = 1u << GRAD_RESERVE, .doc = DOC, .infer = fused_grad_infer,        \
    .cost = fused_grad_cost}
 
@@ -137,12 +144,12 @@ static const dm_op_schema bn_add_relu_schema = FUSED_SCHEMA(
     "as X; training only (is_test=0), SpatialBN's arguments.");
 static const dm_op_schema bn_relu_grad_schema = FUSED_GRAD_SCHEMA(
     "SpatialBNReluGradient", 3, relu_grad_inplace,
-    "X, scale, dY, saved_mean, saved_inv_std, Y, [reserve] -> dX, dscale, dbias: "
+    "X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias: "
     "SpatialBNGradient of dY masked where Y > 0.");
 static const dm_op_schema bn_add_relu_grad_schema = FUSED_GRAD_SCHEMA(
     "SpatialBNAddReluGradient", 4, add_grad_inplace,
-    "X, scale, dY, saved_mean, saved_inv_std, Y, [reserve] -> dX, dscale, dbias, dZ: dZ = dY "
-    "masked where Y > 0, and SpatialBNGradient of dZ.");
+    "X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias, dZ: "
+    "dZ = dY masked where Y > 0, and SpatialBNGradient of dZ.");
 
 /* ---- CPU kernels ---------------------------------------------------------------- */
 

@@ -112,7 +112,7 @@ static void test_fused_nets(void **state) {
   assert_ok(dm_add_gradient_ops(net, &loss, 1));
   char got[4096];
   op_list(net, 0, got, sizeof got);
-  if (!strstr(got, "SpatialBNReluGradient(x,bn1_s,y_autogen_grad,bn1_sm,bn1_siv,y,t1_reserve_1)"))
+  if (!strstr(got, "SpatialBNReluGradient(x,bn1_s,y_autogen_grad,bn1_sm,bn1_siv,y,bn1_b,t1_reserve_1)"))
     fail_msg("no fused gradient in %s", got);
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }

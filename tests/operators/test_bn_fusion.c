@@ -18,7 +18,7 @@
  *     the data keep every pre-activation at least 0.02 from Relu's kink, far more than a
  *     step of h moves it;
  *   - errors: the schema's input and output counts, test mode, Z or Y of another shape
- *     or dtype, a reserve input that is not UINT8, dX and dZ on one blob (refused by the
+ *     or dtype, a bias not like scale, a reserve input that is not UINT8, dX and dZ on one blob (refused by the
  *     instantiator).
  */
 #include <math.h>
@@ -170,7 +170,7 @@ static void check_case(dm_workspace *ws, const fcase *c) {
   /* Gradients: the fused op from the fused forward's Y and statistics. */
   opt_op *op = opt_new(c->add ? "SpatialBNAddReluGradient" : "SpatialBNReluGradient");
   opt_in(op, "X"), opt_in(op, "s"), opt_in(op, "dY"), opt_in(op, "f_sm"), opt_in(op, "f_si"),
-      opt_in(op, "f_y"), opt_in(op, "f_res");
+      opt_in(op, "f_y"), opt_in(op, "b"), opt_in(op, "f_res");
   opt_out(op, "f_dx"), opt_out(op, "f_ds"), opt_out(op, "f_db");
   if (c->add)
     opt_out(op, "f_dz");
@@ -196,7 +196,7 @@ static void check_case(dm_workspace *ws, const fcase *c) {
            dm_tensor_data(dy));
   op = opt_new(c->add ? "SpatialBNAddReluGradient" : "SpatialBNReluGradient");
   opt_in(op, "X"), opt_in(op, "s"), opt_in(op, "dYc"), opt_in(op, "f_sm"), opt_in(op, "f_si"),
-      opt_in(op, "f_y");
+      opt_in(op, "f_y"), opt_in(op, "b");
   opt_out(op, c->add ? "i_dx" : "dYc"), opt_out(op, "i_ds"), opt_out(op, "i_db");
   if (c->add)
     opt_out(op, "dYc");
@@ -300,7 +300,7 @@ static void check_fd(dm_workspace *ws, int nhwc, int add) {
   fused_forward(ws, &c, "Z", "f_y");
   opt_op *op = opt_new(add ? "SpatialBNAddReluGradient" : "SpatialBNReluGradient");
   opt_in(op, "X"), opt_in(op, "s"), opt_in(op, "dY"), opt_in(op, "f_sm"), opt_in(op, "f_si"),
-      opt_in(op, "f_y");
+      opt_in(op, "f_y"), opt_in(op, "b");
   opt_out(op, "f_dx"), opt_out(op, "f_ds"), opt_out(op, "f_db");
   if (add)
     opt_out(op, "f_dz");
@@ -427,31 +427,44 @@ static void test_errors(void **state) {
   /* The gradients */
   opt_feed(ws, "Yshape", DM_FLOAT, 3, dz, x);
   opt_feed(ws, "res", DM_FLOAT, 1, dp, p);
-  const char *grad_in[] = {"X", "s", "X", "m", "v", "Yshape"};
+  const char *grad_in[] = {"X", "s", "X", "m", "v", "Yshape", "b"};
   opt_op *op = opt_new("SpatialBNReluGradient");
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 7; i++)
     opt_in(op, grad_in[i]);
   opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db");
   opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "Y is FLOAT 2x4x2 but X is FLOAT 2x4x3", NULL);
   op = opt_new("SpatialBNReluGradient");
   for (int i = 0; i < 5; i++)
     opt_in(op, grad_in[i]);
-  opt_in(op, "X"), opt_in(op, "res");
+  opt_in(op, "X"), opt_in(op, "b"), opt_in(op, "res");
   opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db");
   opt_expect_error(opt_run(op, ws), DM_ERR_TYPE, "reserve is FLOAT; expected UINT8", NULL);
+  opt_feed(ws, "b2", DM_FLOAT, 1, (int64_t[]){2}, p);
+  op = opt_new("SpatialBNReluGradient");
+  for (int i = 0; i < 5; i++)
+    opt_in(op, grad_in[i]);
+  opt_in(op, "X"), opt_in(op, "b2");
+  opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db");
+  opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE,
+                   "bias is FLOAT with 2 elements; expected FLOAT with scale's 4", NULL);
   op = opt_new("SpatialBNAddReluGradient");
   for (int i = 0; i < 5; i++)
     opt_in(op, grad_in[i]);
-  opt_in(op, "X");
+  opt_in(op, "X"), opt_in(op, "b");
   opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db"), opt_out(op, "dX");
   /* the instantiator's rule, which the kernel's masking into dZ relies on */
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "outputs 0 and 3 are both 'dX'", NULL);
   op = opt_new("SpatialBNAddReluGradient");
   for (int i = 0; i < 5; i++)
     opt_in(op, grad_in[i]);
-  opt_in(op, "X");
+  opt_in(op, "X"), opt_in(op, "b");
   opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db");
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "takes 4 outputs, got 3", NULL);
+  op = opt_new("SpatialBNAddReluGradient");
+  for (int i = 0; i < 5; i++)
+    opt_in(op, grad_in[i]);
+  opt_out(op, "dX"), opt_out(op, "ds"), opt_out(op, "db"), opt_out(op, "dZ");
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "takes 7 to 8 inputs, got 5", NULL);
 }
 
 /* The schemas: SpatialBN's FP32 slots, the reserve never cast, gradients made. */
@@ -463,9 +476,9 @@ static void test_schema(void **state) {
     const dm_op_schema *s = dm_schema_lookup(types[i]);
     assert_non_null(s);
     assert_int_equal(s->precision, DM_PREC_FOLLOW);
-    assert_int_equal(s->fp32_inputs, i < 2 ? 0x1e : 0x1a);
+    assert_int_equal(s->fp32_inputs, i < 2 ? 0x1e : 0x5a);
     assert_int_equal(s->fp32_outputs, i < 2 ? 0x1e : 0x06);
-    assert_int_equal(i < 2 ? s->nonfloat_outputs : s->nonfloat_inputs, i < 2 ? 0x20 : 0x40);
+    assert_int_equal(i < 2 ? s->nonfloat_outputs : s->nonfloat_inputs, i < 2 ? 0x20 : 0x80);
     assert_true(i < 2 ? s->gradient != NULL : s->gradient == NULL);
   }
 }
