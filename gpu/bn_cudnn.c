@@ -157,10 +157,13 @@ static dm_status bn_ex_workspace(dm_gpu_context *c, const bn_desc *d, int grad, 
  * cuDNN's saved mean and 1/sqrt(biased var + eps), what the CPU's gradient expects.
  * `ops`: CUDNN_BATCHNORM_OPS_BN, or a fused op's (then z, the activation and the reserve
  * space go to cuDNN); `ws`: the Ex workspace (0: the non-Ex call, OPS_BN only). With
- * `tail` (a fused op cuDNN did not take) the unfused ops follow on Y: + Z when z, Relu. */
+ * `tail` (a fused op cuDNN did not take) the unfused ops follow on Y: + Z when z, Relu.
+ * A fused call cuDNN turns down when it runs (CUDNN_STATUS_NOT_SUPPORTED: a constraint
+ * its size queries do not check) becomes the plain non-Ex call in the same mode and the
+ * tail, and sets *declined (the reserve was not written). */
 static dm_status bn_train(dm_op_ctx *ctx, const bn_state *bs, dm_gpu_context *c,
                           cudnnBatchNormOps_t ops, size_t ws, const dm_tensor *z,
-                          void *reserve, size_t reserve_bytes, int tail) {
+                          void *reserve, size_t reserve_bytes, int tail, int *declined) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
   const bn_desc *d = &bs->d;
@@ -181,13 +184,22 @@ static dm_status bn_train(dm_op_ctx *ctx, const bn_state *bs, dm_gpu_context *c,
   void *sinv = dm_tensor_mutable_data(dm_op_output(ctx, 4));
   /* Factor 1 ignores the old values, but 0 * NaN would not: start from zeros. */
   CU_TRY(cudaMemsetAsync(bmean, 0, (size_t)d->C * 2 * sizeof(float), c->stream));
+  cudnnStatus_t e = CUDNN_STATUS_SUCCESS;
   if (ws)
-    DNN_TRY(cudnnBatchNormalizationForwardTrainingEx(
+    e = cudnnBatchNormalizationForwardTrainingEx(
         c->cudnn, d->mode, ops, &k_one, &k_zero, d->x, dm_tensor_data(x),
         fused && z ? d->x : NULL, fused && z ? dm_tensor_data(z) : NULL, d->x, ytmp, d->p,
         scale, bias, 1.0, bmean, bvar, bs->eps, smean, sinv, fused ? bs->act : NULL, wsp, ws,
-        reserve, reserve_bytes));
-  else
+        reserve, reserve_bytes);
+  if (ws && fused && e == CUDNN_STATUS_NOT_SUPPORTED) {
+    *declined = 1;
+    tail = 1;
+    ws = 0;
+  } else if (e != CUDNN_STATUS_SUCCESS) {
+    st = dm_cudnn_error(e, "cudnnBatchNormalizationForwardTrainingEx");
+    goto done;
+  }
+  if (!ws)
     DNN_TRY(cudnnBatchNormalizationForwardTraining(c->cudnn, d->mode, &k_one, &k_zero, d->x,
                                                    dm_tensor_data(x), d->x, ytmp, d->p, scale,
                                                    bias, 1.0, bmean, bvar, bs->eps, smean, sinv));
@@ -229,7 +241,7 @@ static dm_status bn_cudnn_run(dm_op_ctx *ctx) {
   }
   size_t ws;
   ST_TRY(bn_ex_workspace(c, d, 0, &ws));
-  ST_TRY(bn_train(ctx, bs, c, CUDNN_BATCHNORM_OPS_BN, ws, NULL, NULL, 0, 0));
+  ST_TRY(bn_train(ctx, bs, c, CUDNN_BATCHNORM_OPS_BN, ws, NULL, NULL, 0, 0, NULL));
 done:
   return st;
 }
@@ -342,10 +354,15 @@ static dm_status bn_fused_run(dm_op_ctx *ctx) {
       ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &n));
       rp = dm_tensor_mutable_data(dm_op_output(ctx, 5));
     }
-    ST_TRY(bn_train(ctx, bs, c, ops, ws, z, rp, reserve, 0));
+    int declined = 0;
+    ST_TRY(bn_train(ctx, bs, c, ops, ws, z, rp, reserve, 0, &declined));
+    if (declined && reserve) { /* empty again: the backward then takes its fallback */
+      static const int64_t none = 0;
+      ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &none));
+    }
   } else {
     ST_TRY(bn_ex_workspace(c, &bs->d, 0, &ws));
-    ST_TRY(bn_train(ctx, bs, c, CUDNN_BATCHNORM_OPS_BN, ws, z, NULL, 0, 1));
+    ST_TRY(bn_train(ctx, bs, c, CUDNN_BATCHNORM_OPS_BN, ws, z, NULL, 0, 1, NULL));
   }
 done:
   return st;
@@ -379,15 +396,20 @@ static dm_status bn_fused_grad_run(dm_op_ctx *ctx) {
     const bn_desc *d = &bs->d;
     void *wsp;
     ST_TRY(dm_gpu_scratch(c, ws, &wsp));
-    DNN_TRY(cudnnBatchNormalizationBackwardEx(
+    cudnnStatus_t e = cudnnBatchNormalizationBackwardEx(
         c->cudnn, d->mode, ops, &k_one, &k_zero, &k_one, &k_zero, d->x, dm_tensor_data(x), d->x,
         dm_tensor_data(y), d->x, dm_tensor_data(dy), dz ? d->x : NULL,
         dz ? dm_tensor_mutable_data(dz) : NULL, d->x, dm_tensor_mutable_data(dm_op_output(ctx, 0)),
         d->p, dm_tensor_data(dm_op_input(ctx, 1)), dm_tensor_data(dm_op_input(ctx, 6)),
         dm_tensor_mutable_data(dm_op_output(ctx, 1)), dm_tensor_mutable_data(dm_op_output(ctx, 2)),
         bs->eps, dm_tensor_data(dm_op_input(ctx, 3)), dm_tensor_data(dm_op_input(ctx, 4)),
-        bs->act, wsp, ws, (void *)dm_tensor_data(res), reserve));
-    goto done;
+        bs->act, wsp, ws, (void *)dm_tensor_data(res), reserve);
+    if (e == CUDNN_STATUS_SUCCESS)
+      goto done;
+    if (e != CUDNN_STATUS_NOT_SUPPORTED) {
+      st = dm_cudnn_error(e, "cudnnBatchNormalizationBackwardEx");
+      goto done;
+    } /* turned down when run: the fallback below */
   }
   if (dz) {
     CU_TRY(dmk_relu_grad(c->stream, x->dtype, dm_tensor_data(y), dm_tensor_data(dy),

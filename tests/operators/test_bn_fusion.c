@@ -18,8 +18,8 @@
  *     the data keep every pre-activation at least 0.02 from Relu's kink, far more than a
  *     step of h moves it;
  *   - errors: the schema's input and output counts, test mode, Z or Y of another shape
- *     or dtype, a bias not like scale, a reserve input that is not UINT8, dX and dZ on one blob (refused by the
- *     instantiator).
+ *     or dtype, a bias not like scale, a reserve input that is not UINT8, dX and dZ on
+ *     one blob (refused by the instantiator).
  */
 #include <math.h>
 #include <setjmp.h>
