@@ -217,17 +217,27 @@ done:
   return st;
 }
 
+/* A forward run's start: the inference, then the context in *c, or *c NULL when X is
+ * empty and there is nothing to do (training with no values is refused by the
+ * inference). */
+static dm_status bn_forward_start(dm_op_ctx *ctx, dm_gpu_context **c) {
+  *c = NULL;
+  DM_TRY(dm_op_run_infer(ctx));
+  if (dm_op_input(ctx, 0)->numel == 0)
+    return DM_OK;
+  DM_TRY(bn_eps_check(ctx, ((const bn_state *)dm_op_state(ctx))->eps));
+  return dm_gpu_op_context(ctx, c);
+}
+
 /* Test mode: cuDNN's inference with the given mean and var. Training: bn_train. */
 static dm_status bn_cudnn_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_op_run_infer(ctx));
+  dm_gpu_context *c;
+  DM_TRY(bn_forward_start(ctx, &c));
+  if (!c)
+    return DM_OK;
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
   bn_state *bs = dm_op_state(ctx);
-  if (x->numel == 0)
-    return DM_OK; /* training with no values is refused by the inference */
-  DM_TRY(bn_eps_check(ctx, bs->eps));
-  dm_gpu_context *c;
-  DM_TRY(dm_gpu_op_context(ctx, &c));
   const bn_desc *d = &bs->d;
   dm_status st = DM_OK;
   ST_TRY(bn_desc_set(ctx, bs, x, !bs->is_test));
@@ -333,15 +343,13 @@ static int bn_fused_sizes(dm_gpu_context *c, const bn_state *bs, cudnnBatchNormO
 /* SpatialBNRelu, SpatialBNAddRelu: X, scale, bias, mean, var, [Z] -> Y, running_mean,
  * running_var, saved_mean, saved_inv_std, [reserve]. */
 static dm_status bn_fused_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_op_run_infer(ctx)); /* the reserve declared empty */
+  dm_gpu_context *c;
+  DM_TRY(bn_forward_start(ctx, &c)); /* the reserve declared empty */
+  if (!c)
+    return DM_OK;
   const dm_tensor *x = dm_op_input(ctx, 0);
   const dm_tensor *z = dm_op_num_inputs(ctx) > 5 ? dm_op_input(ctx, 5) : NULL;
   bn_state *bs = dm_op_state(ctx);
-  if (x->numel == 0)
-    return DM_OK; /* training with no values is refused by the inference */
-  DM_TRY(bn_eps_check(ctx, bs->eps));
-  dm_gpu_context *c;
-  DM_TRY(dm_gpu_op_context(ctx, &c));
   dm_status st = DM_OK;
   ST_TRY(bn_desc_set(ctx, bs, x, 1));
   cudnnBatchNormOps_t ops = z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
