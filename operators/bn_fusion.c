@@ -134,13 +134,13 @@ static const dm_inplace_pair add_grad_inplace[] = {{2, 3}, {-1, -1}};
 
 static const dm_op_schema bn_relu_schema = FUSED_SCHEMA(
     "SpatialBNRelu", 5, relu_inplace,
-    "X, scale, bias, mean, var -> Y = relu(SpatialBN(X)), running_mean (in place with "
-    "mean), running_var (in place with var), saved_mean, saved_inv_std, [reserve]; training "
-    "only (is_test=0), SpatialBN's arguments.");
+    "X, scale, bias, mean, var -> Y, running_mean (in place with mean), running_var (in "
+    "place with var), saved_mean, saved_inv_std, [reserve]: Y = relu(SpatialBN(X)); "
+    "training only (is_test=0), SpatialBN's arguments.");
 static const dm_op_schema bn_add_relu_schema = FUSED_SCHEMA(
     "SpatialBNAddRelu", 6, add_inplace,
-    "X, scale, bias, mean, var, Z -> Y = relu(SpatialBN(X) + Z), running_mean (in place "
-    "with mean), running_var (in place with var), saved_mean, saved_inv_std, [reserve]; Z "
+    "X, scale, bias, mean, var, Z -> Y, running_mean (in place with mean), running_var (in "
+    "place with var), saved_mean, saved_inv_std, [reserve]: Y = relu(SpatialBN(X) + Z), Z "
     "as X; training only (is_test=0), SpatialBN's arguments.");
 static const dm_op_schema bn_relu_grad_schema = FUSED_GRAD_SCHEMA(
     "SpatialBNReluGradient", 3, relu_grad_inplace,
