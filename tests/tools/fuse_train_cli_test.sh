@@ -5,8 +5,7 @@
 # named with the reason); with --grad the fused backward ops follow; `train --iters 0
 # --save-net` writes the same training net as `rewrite`; with --device cuda every op,
 # the fused ones included, is placed on the GPU (in a build with CUDA); misuse is a
-# usage error; a net that
-# already has gradient ops is refused with the reason.
+# usage error; a net that already has gradient ops is refused with the reason.
 #
 # usage: fuse_train_cli_test.sh DEMITASSE SOURCE_ROOT
 set -u
