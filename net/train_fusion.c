@@ -89,6 +89,10 @@ static const char *check(const Caffe2__NetDef *net, const pattern *p,
   return NULL;
 }
 
+/* The reasons whose report names the op they are about (p->r: its index). */
+static const char *const read_by_other = "Y is read first by an op other than a Relu, Sum or Add";
+static const char *const sum_read_by_other = "the sum is read first by an op other than a Relu";
+
 /* Matches the pattern from the training BN at j (NULL: *p is one; else why not). */
 static const char *match(const Caffe2__NetDef *net, size_t j, pattern *p) {
   const Caffe2__OperatorDef *bn = net->op[j];
@@ -117,10 +121,12 @@ static const char *match(const Caffe2__NetDef *net, size_t j, pattern *p) {
     if (k == net->n_op || !dm_opdef_reads(net->op[k], p->s))
       return "the sum is not read by a later op before it is written again";
     op = net->op[k];
+    p->r = k;
     if (!is_type(op, "Relu"))
-      return "the sum is read first by an op other than a Relu";
+      return sum_read_by_other;
   } else if (!is_type(op, "Relu")) {
-    return "Y is read first by an op other than a Relu, Sum or Add";
+    p->r = k;
+    return read_by_other;
   }
   if (op->n_input != 1 || op->n_output != 1)
     return "the Relu does not have the form X -> Y";
@@ -204,8 +210,12 @@ dm_status dm_train_fusion_pass(Caffe2__NetDef *net, const dm_train_fusion_opts *
     if (!why)
       why = check(net, &p, o);
     if (why) {
-      dm_text_appendf(&sum->report, &len, "  op %zu SpatialBN '%s' (%s): not fused: %s\n", i,
+      dm_text_appendf(&sum->report, &len, "  op %zu SpatialBN '%s' (%s): not fused: %s", i,
                       bn->name ? bn->name : "", bn->n_output ? bn->output[0] : "", why);
+      if (why == read_by_other || why == sum_read_by_other)
+        dm_text_appendf(&sum->report, &len, " (op %zu, %s)", p.r,
+                        net->op[p.r]->type ? net->op[p.r]->type : "");
+      dm_text_appendf(&sum->report, &len, "\n");
       i++;
       continue;
     }
