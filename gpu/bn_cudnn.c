@@ -344,7 +344,7 @@ static int bn_fused_sizes(dm_gpu_context *c, const bn_state *bs, cudnnBatchNormO
  * running_var, saved_mean, saved_inv_std, [reserve]. */
 static dm_status bn_fused_run(dm_op_ctx *ctx) {
   dm_gpu_context *c;
-  DM_TRY(bn_forward_start(ctx, &c)); /* the reserve declared empty */
+  DM_TRY(bn_forward_start(ctx, &c));
   if (!c)
     return DM_OK;
   const dm_tensor *x = dm_op_input(ctx, 0);
@@ -354,24 +354,24 @@ static dm_status bn_fused_run(dm_op_ctx *ctx) {
   ST_TRY(bn_desc_set(ctx, bs, x, 1));
   cudnnBatchNormOps_t ops = z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
                               : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  /* The reserve (when the op has the slot) is sized here, after the inference, so that
+   * its buffer stays from run to run; empty when cuDNN does not take the fused op, which
+   * sends the backward to its fallback too. */
+  const int has_reserve = dm_op_num_outputs(ctx) > 5;
   size_t ws, reserve;
   void *rp = NULL;
-  if (bn_fused_sizes(c, bs, ops, x->dtype, dm_op_num_outputs(ctx) > 5, 0, &ws, &reserve)) {
-    if (reserve) {
-      const int64_t n = (int64_t)reserve;
-      ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &n));
-      rp = dm_tensor_mutable_data(dm_op_output(ctx, 5));
-    }
-    int declined = 0;
+  int declined = 0;
+  if (bn_fused_sizes(c, bs, ops, x->dtype, has_reserve, 0, &ws, &reserve)) {
+    ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &(int64_t){(int64_t)reserve}));
+    rp = reserve ? dm_tensor_mutable_data(dm_op_output(ctx, 5)) : NULL;
     ST_TRY(bn_train(ctx, bs, c, ops, ws, z, rp, reserve, 0, &declined));
-    if (declined && reserve) { /* empty again: the backward then takes its fallback */
-      static const int64_t none = 0;
-      ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &none));
-    }
   } else {
     ST_TRY(bn_ex_workspace(c, &bs->d, 0, &ws));
     ST_TRY(bn_train(ctx, bs, c, CUDNN_BATCHNORM_OPS_BN, ws, z, NULL, 0, 1, NULL));
+    declined = 1;
   }
+  if (declined && has_reserve)
+    ST_TRY(dm_op_set_output(ctx, 5, DM_UINT8, 1, &(int64_t){0}));
 done:
   return st;
 }

@@ -62,8 +62,13 @@ static dm_status fused_infer(dm_op_ctx *ctx) {
   DM_TRY(dm_bn_infer_outputs(ctx, 5));
   if (has_z(ctx))
     DM_TRY(same_as_x(ctx, dm_op_input(ctx, 5), "Z"));
-  static const int64_t none = 0;
-  return nout > FWD_RESERVE ? dm_op_set_output(ctx, FWD_RESERVE, DM_UINT8, 1, &none) : DM_OK;
+  /* The reserve: declared empty where nothing sized it yet. The kernels size it after the
+   * inference (the CPU's leave it empty), so that a GPU kernel keeps its buffer from run
+   * to run instead of a resize to 0 and back reallocating it. */
+  const dm_tensor *r = nout > FWD_RESERVE ? dm_op_output(ctx, FWD_RESERVE) : NULL;
+  if (r && (dm_op_shape_only(ctx) || r->dtype != DM_UINT8 || r->ndim != 1))
+    DM_TRY(dm_op_set_output(ctx, FWD_RESERVE, DM_UINT8, 1, &(int64_t){0}));
+  return DM_OK;
 }
 
 /* X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias, [dZ]. */
@@ -177,6 +182,8 @@ static void add_buffer(dm_dtype t, const void *a, const void *b, void *y, int64_
 
 static dm_status fused_run(dm_op_ctx *ctx) {
   DM_TRY(fused_infer(ctx));
+  if (dm_op_num_outputs(ctx) > FWD_RESERVE)
+    DM_TRY(dm_op_set_output(ctx, FWD_RESERVE, DM_UINT8, 1, &(int64_t){0}));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
   if (!has_z(ctx)) {
