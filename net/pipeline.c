@@ -290,7 +290,23 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       s = dm_device_place_init_net(*init_add, &dev, &r->gpu, o->report);
   }
 
-  /* [data parallel: to come here] */
+  /* data parallel: the params as the gradient pass left them (the mixed-precision pass
+   * reads them through casts, which keeps them inputs of the forward part) */
+  if (s == DM_OK && o->data_parallel) {
+    char **names = NULL;
+    size_t n = 0;
+    s = dm_find_trainable_params(net, o->optim.exclude, o->optim.n_exclude, &names, &n);
+    if (s == DM_OK) {
+      dm_dp_opts dp = o->dp;
+      dp.params = (const char *const *)names;
+      dp.n_params = n;
+      s = dm_data_parallel_pass(net, &dp, &r->dp);
+    }
+    dm_optimizer_free_names(names, n);
+    if (s == DM_OK && o->report)
+      fprintf(o->report, "data parallel: %zu weight gradients averaged over the ranks by %zu "
+                         "Allreduce op(s)\n", r->dp.n_grads, r->dp.n_ops);
+  }
 
   /* 5. memory, last */
   for (size_t i = 0; s == DM_OK && o->memory && o->keep_init_blobs && i < o->n_inits; i++)

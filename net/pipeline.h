@@ -21,8 +21,9 @@
  *                        (test nets reading the same weights), then dm_device_place_init
  *                        on the caller's `inits` and the init addition, for the GPU state
  *                        all of them read
- *      [data parallel: to come here, on the placed net (the all-reduce of gradients goes
- *       between the backward ops and the updates, on the devices they run on)]
+ *      data parallel        dm_data_parallel_pass on the placed training net: Allreduce of
+ *                        the weight gradients between the backward ops and the updates,
+ *                        on the devices they run on
  *   5. memory            dm_memory_pass on the training net and the `shared` nets, last
  *
  * Each pass is the one declared in its own header, called with the options below; the
@@ -35,6 +36,7 @@
 #include <stdio.h>
 
 #include "core/status.h"
+#include "net/data_parallel.h"
 #include "net/device_pass.h"
 #include "net/fusion.h"
 #include "net/mixed_precision.h"
@@ -77,7 +79,10 @@ typedef struct dm_pipeline_opts {
    * optim.exclude). Needs no GPU: it only rewrites. */
   int device;
   dm_device_opts dev;
-  /* [data parallel: its options go here] */
+  /* data parallel (after device): Allreduce of the weight gradients over the ranks;
+   * dp.params is found here (the trainable params, as the optimizer pass finds them). */
+  int data_parallel;
+  dm_dp_opts dp;
   /* 5. memory: Free after last use. Kept, besides what the pass always keeps (state read
    * before written, the nets' external inputs and outputs): the losses, `keep`, with
    * keep_init_blobs every blob an op of the init nets (the caller's `inits` and the
@@ -119,6 +124,7 @@ typedef struct dm_pipeline_result {
   dm_train_fusion_summary train_fusion; /* with fuse_train: the pass's summary */
   dm_mp_summary mp;  /* with mixed precision: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
+  dm_dp_summary dp; /* with data parallel: the pass's summary */
 } dm_pipeline_result;
 
 /* Defaults: gradient AUTO with no losses, no optimizer (its options Caffe2's defaults),

@@ -24,6 +24,7 @@ static const dm_op_family *const families[] = {
     &dm_family_optimizer,
     &dm_family_loss_scale,
     &dm_family_free,
+    &dm_family_allreduce,
     &dm_family_fold_bn,
     &dm_family_device_copy,
     NULL,

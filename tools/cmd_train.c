@@ -24,6 +24,7 @@
 #include "optim_flags.h"
 #include "train_checkpoint.h"
 #include "train_report.h"
+#include "dist_flags.h"
 
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
@@ -35,6 +36,7 @@ typedef struct train_opts {
   dm_optimizer_opts opt;
   dm_mp_cli mp;
   dm_device_cli dev;
+  dm_dist_cli dist;
   dm_strlist plugins, inits;
 } train_opts;
 
@@ -83,6 +85,7 @@ static void help(FILE *f) {
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
+  dm_dist_help(f);
   fprintf(f, DM_MEMORY_LIMIT_HELP("  ") DM_THREADS_HELP(" ") DM_ENGINE_HELP(" ") "  -h, --help               this text\n");
 }
 
@@ -239,6 +242,9 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->keep_init_blobs = 1;
   p->keep_reused_outputs = 1;
   p->report = stdout;
+  p->data_parallel = o->dist.on;
+  if (o->dist.on) /* on a GPU each group's collective overlaps the rest of the backward */
+    dm_dist_cli_pass_opts(&o->dist, o->dev.cuda, &p->dp);
 }
 
 static void free_nets(Caffe2__NetDef **nets, size_t n) {
@@ -314,6 +320,10 @@ static dm_status setup(train_state *st, train_opts *o) {
       s = DM_NOMEM("blob names");
   if (s == DM_OK && !st->persistent)
     s = DM_NOMEM("blob names");
+  /* Data parallel: every rank starts from rank 0's state (a resumed run then loads the
+   * same checkpoint on every rank). */
+  if (s == DM_OK && o->dist.on)
+    s = dm_workspace_broadcast(st->ws, (const char *const *)st->persistent, st->n_persistent, 0);
   if (s == DM_OK && o->resume)
     st->have_checkpoint =
         (s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent)) == DM_OK;
@@ -331,7 +341,7 @@ static dm_status setup(train_state *st, train_opts *o) {
     protobuf_c_message_free_unpacked(&def->base, NULL);
   if (test)
     protobuf_c_message_free_unpacked(&test->base, NULL);
-  if (s == DM_OK && o->checkpoint)
+  if (s == DM_OK && o->checkpoint && o->dist.rank == 0) /* rank 0 alone writes */
     s = dm_train_checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent,
                                 &st->save);
   return s;
@@ -425,7 +435,7 @@ static dm_status train(train_opts *o) {
   double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
   long start = isnan(it) ? 0 : (long)it;
   /* --resume: the CSV is cut back to the checkpoint's iteration, then continued */
-  s = dm_report_open(&st.report, o->csv, o->resume ? start : -1);
+  s = dm_report_open(&st.report, o->dist.rank == 0 ? o->csv : NULL, o->resume ? start : -1);
   if (s == DM_OK && start > 0 && start < o->iters)
     printf("resuming at iteration %ld\n", start);
   else if (s == DM_OK && start >= o->iters) /* not an error: the run is already done */
@@ -439,6 +449,13 @@ static dm_status train(train_opts *o) {
     long prev = done;
     dm_train_point p = {prev + 1, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN,
                         0, scalar(st.ws, DM_MP_SCALE_BLOB), -1};
+    /* Data parallel: the means over the ranks, on every rank (so all of them see the
+     * same divergence and stop together) */
+    double means[2] = {p.loss, p.accuracy};
+    if (o->dist.on && (s = dm_dist_mean(means, 2)) != DM_OK)
+      break;
+    p.loss = means[0];
+    p.accuracy = means[1];
     double skipped = scalar(st.ws, DM_MP_SKIPPED_BLOB);
     int was_skipped = 0;
     if (!isnan(skipped)) {
@@ -500,9 +517,15 @@ static dm_status train(train_opts *o) {
     int log_now = done % o->log_every == 0 || done == o->iters || test_now;
     if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
+    double test_means[2] = {p.test_loss, p.test_accuracy};
+    if (test_now && o->dist.on && (s = dm_dist_mean(test_means, 2)) != DM_OK)
+      break;
+    p.test_loss = test_means[0];
+    p.test_accuracy = test_means[1];
     double t = now_s();
     const dm_tensor *data = dm_workspace_tensor(st.ws, "data");
     double batch = data && dm_tensor_ndim(data) ? (double)dm_tensor_dims(data)[0] : 1;
+    batch *= o->dist.size; /* the global batch */
     p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
     double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
     if (log_now || st.report.tty) {
@@ -554,15 +577,18 @@ int dm_cmd_train(int argc, char **argv) {
       DM_THREADS_OPTION, DM_ENGINE_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
-  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *opts = dev_opts ? dm_dist_merge_opts(dev_opts) : NULL;
   free(opt_opts);
   free(mp_opts);
+  free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
+  dm_dist_cli_init(&o.dist);
   o.opt.kind = DM_OPTIM_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
@@ -574,7 +600,8 @@ int dm_cmd_train(int argc, char **argv) {
                                               NULL)) != -1) {
     if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc) ||
         dm_mp_flag("train", c, optarg, &o.mp, &rc) ||
-        dm_device_flag("train", c, optarg, &o.dev, &rc))
+        dm_device_flag("train", c, optarg, &o.dev, &rc) ||
+        dm_dist_flag("train", c, optarg, &o.dist, &rc))
       continue;
     long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
@@ -630,8 +657,15 @@ int dm_cmd_train(int argc, char **argv) {
     o.checkpoint_every = o.iters;
   if (rc == DM_EXIT_OK && o.test_net && !o.test_every)
     o.test_every = o.iters;
-  if (rc == DM_EXIT_OK && train(&o) != DM_OK)
-    rc = dm_cli_fail();
+  if (rc == DM_EXIT_OK && o.dist.on && !o.iters)
+    rc = dm_cli_usage_error("train", "--data-parallel trains: it needs --iters N > 0");
+  if (rc == DM_EXIT_OK) {
+    /* With --data-parallel: MPI first; a rank that fails ends every rank of the job */
+    if (dm_dist_cli_start(&o.dist, o.dev.cuda, &o.dev.opts.device_id) != DM_OK ||
+        train(&o) != DM_OK)
+      rc = dm_cli_fail();
+    dm_dist_cli_finish(&o.dist, rc != DM_EXIT_OK);
+  }
   dm_strlist_free(&o.plugins);
   dm_strlist_free(&o.inits);
   dm_mp_cli_free(&o.mp);
