@@ -46,6 +46,7 @@ void dm_pipeline_result_free(dm_pipeline_result *r) {
   if (!r)
     return;
   dm_fusion_summary_free(&r->fusion);
+  dm_train_fusion_summary_free(&r->train_fusion);
   dm_mp_summary_free(&r->mp);
   dm_gpu_state_free(&r->gpu);
 }
@@ -114,6 +115,29 @@ static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
             s->post_total, s->conv_relu, s->conv_sum, s->conv_sum_relu, s->fc_relu);
   if (s->report)
     fprintf(f, "not fused:\n%s", s->report);
+}
+
+static void print_train_fusion_summary(FILE *f, const dm_train_fusion_summary *s) {
+  fprintf(f, "training fusion: of %zu training SpatialBN, %zu made SpatialBNRelu and %zu "
+          "SpatialBNAddRelu\n", s->bn_total, s->bn_relu, s->bn_add_relu);
+  if (s->report)
+    fprintf(f, "not fused:\n%s", s->report);
+}
+
+/* The training fusion pass, its keep list the losses and o->keep. */
+static dm_status fuse_for_training(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                                   dm_train_fusion_summary *sum) {
+  const char **keep = calloc(o->n_losses + o->n_keep + 1, sizeof *keep);
+  if (!keep)
+    return DM_NOMEM("the keep list");
+  for (size_t i = 0; i < o->n_losses + o->n_keep; i++)
+    keep[i] = i < o->n_losses ? o->losses[i] : o->keep[i - o->n_losses];
+  dm_train_fusion_opts f = {keep, o->n_losses + o->n_keep, o->optim.exclude, o->optim.n_exclude};
+  dm_status s = dm_train_fusion_pass(net, &f, sum);
+  free(keep);
+  if (s == DM_OK && o->report)
+    print_train_fusion_summary(o->report, sum);
+  return s;
 }
 
 /* The memory stage -------------------------------------------------------------- */
@@ -200,7 +224,11 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   size_t n_init_blobs = 0, cap_init_blobs = 0;
   dm_status s = DM_OK;
 
-  /* 1. gradient, 2. optimizer */
+  /* training fusion, then 1. gradient, 2. optimizer */
+  if (o->fuse_train && (s = fuse_for_training(net, o, &r->train_fusion)) != DM_OK) {
+    dm_pipeline_result_free(&local);
+    return s;
+  }
   r->gradient = o->gradient == DM_PIPELINE_GRAD_ON ||
                 (o->gradient == DM_PIPELINE_GRAD_AUTO && !dm_netdef_has_gradient_ops(net));
   if (r->gradient && o->n_losses == 0)

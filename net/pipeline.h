@@ -6,6 +6,8 @@
  * give the same net byte for byte whichever way it is asked for. dm_pipeline_run
  * applies, in this order:
  *
+ *      training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
+ *                        + Relu made the fused ops whose gradients the next pass emits
  *   1. gradient          dm_add_gradient_ops for `losses`
  *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition
  *      fusion           dm_fusion_pass (inference only: refused after the gradient pass);
@@ -39,6 +41,7 @@
 #include "net/fusion.h"
 #include "net/mixed_precision.h"
 #include "net/optimizer_pass.h"
+#include "net/train_fusion.h"
 #include "proto/caffe2.pb-c.h"
 
 /* The name of the init-net addition the pipeline makes (optimizer and loss-scale state). */
@@ -52,6 +55,9 @@ typedef enum dm_pipeline_gradient {
 } dm_pipeline_gradient;
 
 typedef struct dm_pipeline_opts {
+  /* training fusion, before the gradient pass (net/train_fusion.h); its keep list is
+   * `losses` and `keep`, its fed list optim.exclude. Off by default: meant for GPUs. */
+  int fuse_train;
   /* 1. gradient */
   dm_pipeline_gradient gradient;
   const char *const *losses; /* the loss blobs (borrowed) */
@@ -115,6 +121,7 @@ typedef struct dm_pipeline_result {
   int gradient;     /* the gradient pass ran (0: off, or AUTO found gradient ops) */
   int optimizer;    /* the optimizer pass ran */
   dm_fusion_summary fusion; /* with fuse: the pass's summary */
+  dm_train_fusion_summary train_fusion; /* with fuse_train: the pass's summary */
   dm_mp_summary mp;  /* with mixed precision: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
   dm_dp_summary dp; /* with data parallel: the pass's summary */

@@ -15,6 +15,7 @@ static const dm_op_family *const families[] = {
     &dm_family_random_fill,
     &dm_family_tensor_ops,
     &dm_family_batchnorm,
+    &dm_family_bn_fusion,
     &dm_family_lrn,
     &dm_family_dropout,
     &dm_family_loss,

@@ -60,6 +60,11 @@ static void help(FILE *f) {
           "                       also Conv + Sum/Add + Relu -> ConvFusion and FC + Relu ->\n"
           "                       FCFusion (CPU kernels)\n");
   fprintf(f,
+          "  --fuse-train         training: before --grad (or alone, to see the fused forward\n"
+          "                       net), SpatialBN (+ Sum/Add) + Relu as one op whose\n"
+          "                       gradient --grad emits (cuDNN's fused batch norm on a\n"
+          "                       GPU; meant for --device cuda)\n");
+  fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
           "                       (state, net inputs and outputs and the losses are kept)\n"
@@ -73,7 +78,7 @@ static void help(FILE *f) {
           "--init-out net, run after the model's init net.\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_FUSE_TRAIN };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -89,7 +94,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize, free_memory, fuse;
+  int grad, optimize, free_memory, fuse, fuse_train;
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -119,6 +124,7 @@ static dm_status rewrite(rewrite_job *j) {
   p.data_parallel = j->dist.on;
   dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
   p.memory = j->free_memory;
+  p.fuse_train = j->fuse_train;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
   p.report = stderr;
@@ -160,7 +166,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
-      {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE}};
+      {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE},
+      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -198,6 +205,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
+    case O_FUSE_TRAIN: j.fuse_train = 1; break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -219,10 +227,14 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && !j.grad && j.optimize)
     rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
                                        "read the weight gradients the gradient pass adds)");
+  if (rc == DM_EXIT_OK && j.fuse_train && (j.fuse || (!j.grad && j.mp.enabled)))
+    rc = dm_cli_usage_error("rewrite", "--fuse-train is for training nets: not with --fuse, "
+                                       "and with --fp16/--bf16 only with --grad");
   if (rc == DM_EXIT_OK && j.grad && j.fuse)
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse)
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse &&
+      !j.fuse_train)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
                                        "or --fp16 / --bf16 / --fuse alone for an inference net)");

@@ -30,7 +30,7 @@ typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
-  int resume, optimize, explain_overflow, no_free;
+  int resume, optimize, explain_overflow, no_free, fuse_train;
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
@@ -74,6 +74,9 @@ static void help(FILE *f) {
           "      --no-free            keep every blob a step writes (by default the memory\n"
           "                           pass frees each one after its last use, keeping the\n"
           "                           state, the loss, the accuracy and 'data')\n"
+          "      --fuse-train         the training fusion pass before the gradient pass:\n"
+          "                           SpatialBN (+ Sum/Add) + Relu as one op (cuDNN's fused\n"
+          "                           batch norm on a GPU; meant for --device cuda)\n"
           "      --save-net FILE      write the training net the passes made (what runs;\n"
           "                           .pbtxt text, else binary) before training\n"
           "      --save-init FILE     write their init addition (optimizer and loss-scale\n"
@@ -233,6 +236,7 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
   p->memory = !o->no_free;
+  p->fuse_train = o->fuse_train;
   p->keep = keep;
   p->n_keep = 2;
   p->keep_init_blobs = 1;
@@ -551,7 +555,7 @@ cleanup:
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_FUSE_TRAIN };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -567,6 +571,7 @@ int dm_cmd_train(int argc, char **argv) {
       {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
       {"no-free", no_argument, NULL, O_NO_FREE},
+      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
       {"save-net", required_argument, NULL, O_SAVE_NET},
       {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
       DM_THREADS_OPTION, DM_ENGINE_OPTION};
@@ -623,6 +628,7 @@ int dm_cmd_train(int argc, char **argv) {
     case O_TEST_DB: o.test_db = optarg; break;
     case O_EXPLAIN: o.explain_overflow = 1; break;
     case O_NO_FREE: o.no_free = 1; break;
+    case O_FUSE_TRAIN: o.fuse_train = 1; break;
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
     case DM_MEMORY_LIMIT_FLAG:
