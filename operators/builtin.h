@@ -27,6 +27,7 @@ extern const dm_op_family dm_family_loss_scale;
 extern const dm_op_family dm_family_free;
 extern const dm_op_family dm_family_fold_bn;
 extern const dm_op_family dm_family_device_copy;
+extern const dm_op_family dm_family_multi_optimizer;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */
