@@ -86,48 +86,40 @@ static dm_status prepare(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layout *l,
   return s;
 }
 
+/* One launch for the op's tensors; lr, iter and skip are read on the device. */
+static dm_status multi_run(dm_op_ctx *ctx, dm_multi_kind kind) {
+  dm_multi_layout l;
+  const dmk_mt_tensor *t;
+  const dmk_mt_chunk *c;
+  int64_t nc;
+  DM_TRY(prepare(ctx, kind, &l, &t, &c, &nc));
+  cudaStream_t s;
+  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  const void *skip = l.skip >= 0 ? DATA(IN(l.skip)) : NULL;
+  const int st = l.skip >= 0 ? (int)IN(l.skip)->dtype : DM_UNDEFINED;
+  if (kind == DM_MULTI_ADAM)
+    DM_CUDA_TRY(dmk_multi_adam(s, t, c, nc, DATA(IN(l.lr)), DATA(IN(l.iter)),
+                               dm_op_arg_float(ctx, "beta1", 0.9f),
+                               dm_op_arg_float(ctx, "beta2", 0.999f),
+                               dm_op_arg_float(ctx, "epsilon", 1e-5f), skip, st));
+  else
+    DM_CUDA_TRY(dmk_multi_momentum_sgd(s, t, c, nc, DATA(IN(l.lr)),
+                                       dm_op_arg_float(ctx, "momentum", 0),
+                                       dm_op_arg_int(ctx, "nesterov", 0) != 0, skip, st));
+  return DM_OK;
+}
+
+/* The names' rules, once, at instantiation (as the CPU kernels' init). */
 static dm_status momentum_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_MOMENTUM);
 }
-
-static dm_status momentum_run(dm_op_ctx *ctx) {
-  dm_multi_layout l;
-  const dmk_mt_tensor *t;
-  const dmk_mt_chunk *c;
-  int64_t nc;
-  DM_TRY(prepare(ctx, DM_MULTI_MOMENTUM, &l, &t, &c, &nc));
-  cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
-  DM_CUDA_TRY(dmk_multi_momentum_sgd(s, t, c, nc, DATA(IN(l.lr)),
-                                     dm_op_arg_float(ctx, "momentum", 0),
-                                     dm_op_arg_int(ctx, "nesterov", 0) != 0,
-                                     l.skip >= 0 ? DATA(IN(l.skip)) : NULL,
-                                     l.skip >= 0 ? (int)IN(l.skip)->dtype : DM_UNDEFINED));
-  return DM_OK;
-}
-
 static dm_status adam_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_ADAM);
 }
-
-static dm_status adam_run(dm_op_ctx *ctx) {
-  dm_multi_layout l;
-  const dmk_mt_tensor *t;
-  const dmk_mt_chunk *c;
-  int64_t nc;
-  DM_TRY(prepare(ctx, DM_MULTI_ADAM, &l, &t, &c, &nc));
-  cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
-  DM_CUDA_TRY(dmk_multi_adam(s, t, c, nc, DATA(IN(l.lr)), DATA(IN(l.iter)),
-                             dm_op_arg_float(ctx, "beta1", 0.9f),
-                             dm_op_arg_float(ctx, "beta2", 0.999f),
-                             dm_op_arg_float(ctx, "epsilon", 1e-5f),
-                             l.skip >= 0 ? DATA(IN(l.skip)) : NULL,
-                             l.skip >= 0 ? (int)IN(l.skip)->dtype : DM_UNDEFINED));
-  return DM_OK;
-}
+static dm_status momentum_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_MOMENTUM); }
+static dm_status adam_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_ADAM); }
 
 const dm_kernel_def dm_cuda_multi_tensor_kernels[] = {
     GPU_KERNEL("MultiMomentumSGDUpdate", "", .init = momentum_init, .run = momentum_run),

@@ -41,23 +41,7 @@ __global__ void multi_momentum_kernel(const dmk_mt_tensor *ts, const dmk_mt_chun
     const float *g = (const float *)r.t->p[0], *m = (const float *)r.t->p[1],
                 *p = (const float *)r.t->p[2];
     float *ng = (float *)r.t->p[3], *nm = (float *)r.t->p[4], *np = (float *)r.t->p[5];
-    ELEM_LOOP(i, r) {
-      if (skip) { /* the identity step: only outputs in other blobs are written */
-        if (ng != g)
-          ng[i] = g[i];
-        if (nm != m)
-          nm[i] = m[i];
-        if (np != p)
-          np[i] = p[i];
-        continue;
-      }
-      const float pi = p[i];
-      float mnew;
-      const float adj = momentum_step(g[i], m[i], lrv, mu, nesterov, &mnew);
-      nm[i] = mnew;
-      ng[i] = adj;
-      np[i] = __fsub_rn(pi, adj);
-    }
+    ELEM_LOOP(i, r) momentum_at(i, g, m, p, ng, nm, np, lrv, mu, nesterov, skip);
   }
 }
 
@@ -75,22 +59,7 @@ __global__ void multi_adam_kernel(const dmk_mt_tensor *ts, const dmk_mt_chunk *c
     const float *w = (const float *)r.t->p[0], *m = (const float *)r.t->p[1],
                 *v = (const float *)r.t->p[2], *g = (const float *)r.t->p[3];
     float *nw = (float *)r.t->p[4], *nm = (float *)r.t->p[5], *nv = (float *)r.t->p[6];
-    ELEM_LOOP(i, r) {
-      if (skip) {
-        if (nw != w)
-          nw[i] = w[i];
-        if (nm != m)
-          nm[i] = m[i];
-        if (nv != v)
-          nv[i] = v[i];
-        continue;
-      }
-      float mi, vi;
-      const float wn = adam_step(w[i], m[i], v[i], g[i], lrv, corr, b1, b2, eps, &mi, &vi);
-      nm[i] = mi;
-      nv[i] = vi;
-      nw[i] = wn;
-    }
+    ELEM_LOOP(i, r) adam_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, eps, skip);
   }
 }
 

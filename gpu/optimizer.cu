@@ -17,23 +17,7 @@ __global__ void momentum_kernel(const float *g, const float *m, const float *lr,
                                 const void *skipp, int skipt, int64_t n) {
   const bool skip = skip_set(skipp, skipt);
   const float lrv = *lr;
-  GRID_LOOP(i, n) {
-    if (skip) { /* the identity step: only outputs in other blobs are written */
-      if (ng != g)
-        ng[i] = g[i];
-      if (nm != m)
-        nm[i] = m[i];
-      if (np != p)
-        np[i] = p[i];
-      continue;
-    }
-    const float pi = p[i];
-    float mnew;
-    const float adj = momentum_step(g[i], m[i], lrv, mu, nesterov, &mnew);
-    nm[i] = mnew;
-    ng[i] = adj;
-    np[i] = __fsub_rn(pi, adj);
-  }
+  GRID_LOOP(i, n) momentum_at(i, g, m, p, ng, nm, np, lrv, mu, nesterov, skip);
 }
 
 } // namespace
@@ -64,22 +48,7 @@ __global__ void adam_kernel(const float *w, const float *m, const float *v, cons
   }
   __syncthreads(); /* corr_s is always written: no read of uninitialised shared memory */
   const float corr = corr_s, lrv = *lr;
-  GRID_LOOP(i, n) {
-    if (skip) {
-      if (nw != w)
-        nw[i] = w[i];
-      if (nm != m)
-        nm[i] = m[i];
-      if (nv != v)
-        nv[i] = v[i];
-      continue;
-    }
-    float mi, vi;
-    const float wn = adam_step(w[i], m[i], v[i], g[i], lrv, corr, b1, b2, eps, &mi, &vi);
-    nm[i] = mi;
-    nv[i] = vi;
-    nw[i] = wn;
-  }
+  GRID_LOOP(i, n) adam_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, eps, skip);
 }
 
 } // namespace

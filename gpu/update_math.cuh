@@ -25,18 +25,32 @@ __device__ __forceinline__ bool skip_set(const void *p, int t) {
   }
 }
 
-/* MomentumSGDUpdate on one element: returns the new grad (adj); *mnew the new moment. */
-__device__ __forceinline__ float momentum_step(float gi, float mi, float lrv, float mu,
-                                               int nesterov, float *mnew) {
-  float adj;
+/* MomentumSGDUpdate on element i (optimizer.c's loop body); a skipped step writes only
+ * the outputs in other blobs (the identity step). */
+__device__ __forceinline__ void momentum_at(int64_t i, const float *g, const float *m,
+                                            const float *p, float *ng, float *nm, float *np,
+                                            float lrv, float mu, int nesterov, bool skip) {
+  if (skip) {
+    if (ng != g)
+      ng[i] = g[i];
+    if (nm != m)
+      nm[i] = m[i];
+    if (np != p)
+      np[i] = p[i];
+    return;
+  }
+  const float gi = g[i], mi = m[i], pi = p[i];
+  float adj, mnew;
   if (!nesterov) {
     adj = __fadd_rn(__fmul_rn(lrv, gi), __fmul_rn(mu, mi));
-    *mnew = adj;
+    mnew = adj;
   } else {
-    *mnew = __fadd_rn(__fmul_rn(mu, mi), __fmul_rn(lrv, gi));
-    adj = __fsub_rn(__fmul_rn(__fadd_rn(1.0f, mu), *mnew), __fmul_rn(mu, mi));
+    mnew = __fadd_rn(__fmul_rn(mu, mi), __fmul_rn(lrv, gi));
+    adj = __fsub_rn(__fmul_rn(__fadd_rn(1.0f, mu), mnew), __fmul_rn(mu, mi));
   }
-  return adj;
+  nm[i] = mnew;
+  ng[i] = adj;
+  np[i] = __fsub_rn(pi, adj);
 }
 
 /* Caffe2's Adam correction, in double as the CPU computes it. */
@@ -45,15 +59,28 @@ __device__ __forceinline__ float adam_correction(const int64_t *iter, float b1, 
   return __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
 }
 
-/* Adam on one element: the new moments in *mi, *vi; returns the new weight. */
-__device__ __forceinline__ float adam_step(float wi, float m, float v, float gi, float lrv,
-                                           float corr, float b1, float b2, float eps, float *mi,
-                                           float *vi) {
+/* Adam on element i; a skipped step as momentum_at's. */
+__device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *m,
+                                        const float *v, const float *g, float *nw, float *nm,
+                                        float *nv, float lrv, float corr, float b1, float b2,
+                                        float eps, bool skip) {
+  if (skip) {
+    if (nw != w)
+      nw[i] = w[i];
+    if (nm != m)
+      nm[i] = m[i];
+    if (nv != v)
+      nv[i] = v[i];
+    return;
+  }
+  const float gi = g[i], wi = w[i];
   const float c1 = 1 - b1, c2 = 1 - b2;
-  *mi = __fadd_rn(__fmul_rn(m, b1), __fmul_rn(gi, c1));
-  *vi = __fadd_rn(__fmul_rn(v, b2), __fmul_rn(__fmul_rn(gi, gi), c2));
-  return __fadd_rn(wi, __fdiv_rn(__fmul_rn(__fmul_rn(lrv, corr), *mi),
-                                 __fadd_rn(__fsqrt_rn(*vi), eps)));
+  const float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(gi, c1));
+  const float vi = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(gi, gi), c2));
+  nm[i] = mi;
+  nv[i] = vi;
+  nw[i] = __fadd_rn(wi, __fdiv_rn(__fmul_rn(__fmul_rn(lrv, corr), mi),
+                                  __fadd_rn(__fsqrt_rn(vi), eps)));
 }
 
 /* Loss scaling: non-finite tests on the bits, and 1/S once, in double. */

@@ -67,6 +67,15 @@ static void feed_random(dm_workspace *ws, const char *set, const char *role, int
   free(v);
 }
 
+/* Feeds role_k of sets "s" and "m", every k, with the same random values. */
+static void feed_both(dm_workspace *ws, const char *role, uint64_t *seed, double lo, double hi) {
+  for (int k = 0; k < NT; k++) {
+    uint64_t b = *seed;
+    feed_random(ws, "s", role, k, seed, lo, hi);
+    feed_random(ws, "m", role, k, &b, lo, hi);
+  }
+}
+
 static void feed_scalar(dm_workspace *ws, const char *blob, float v) {
   static const int64_t one[1] = {1};
   opt_feed(ws, blob, DM_FLOAT, 1, one, &v);
@@ -131,27 +140,15 @@ static void momentum_step(dm_workspace *ws, int nesterov, const char *skip, cons
 }
 
 static void run_momentum(dm_workspace *ws, int nesterov) {
-  uint64_t seed = 0x5eed + (uint64_t)nesterov, a, b;
+  uint64_t seed = 0x5eed + (uint64_t)nesterov;
   static const int64_t one[1] = {1};
-  for (int k = 0; k < NT; k++) {
-    a = b = seed;
-    feed_random(ws, "s", "p", k, &a, -1, 1);
-    feed_random(ws, "m", "p", k, &b, -1, 1);
-    a = b = seed + 1;
-    feed_random(ws, "s", "m", k, &a, -0.1, 0.1);
-    feed_random(ws, "m", "m", k, &b, -0.1, 0.1);
-    seed = a;
-  }
+  feed_both(ws, "p", &seed, -1, 1);
+  feed_both(ws, "m", &seed, -0.1, 0.1);
   feed_scalar(ws, "lr", 0.05f);
   const char *what = nesterov ? "nesterov momentum" : "momentum";
   /* skip: none, 0, 1, NaN, then none again. */
   for (int step = 0; step < STEPS + 3; step++) {
-    for (int k = 0; k < NT; k++) {
-      a = b = seed;
-      feed_random(ws, "s", "g", k, &a, -2, 2);
-      feed_random(ws, "m", "g", k, &b, -2, 2);
-      seed = a;
-    }
+    feed_both(ws, "g", &seed, -2, 2);
     const char *skip = NULL;
     if (step >= 1 && step <= 3) {
       float v = step == 1 ? 0.0f : step == 2 ? 1.0f : NAN;
@@ -222,30 +219,16 @@ static void adam_step(dm_workspace *ws, const char *skip) {
 
 static void test_adam(void **state) {
   dm_workspace *ws = *state;
-  uint64_t seed = 0xada, a, b;
+  uint64_t seed = 0xada;
   static const int64_t one[1] = {1};
-  for (int k = 0; k < NT; k++) {
-    a = b = seed;
-    feed_random(ws, "s", "p", k, &a, -1, 1);
-    feed_random(ws, "m", "p", k, &b, -1, 1);
-    a = b = a;
-    feed_random(ws, "s", "m", k, &a, -0.1, 0.1);
-    feed_random(ws, "m", "m", k, &b, -0.1, 0.1);
-    a = b = a;
-    feed_random(ws, "s", "v", k, &a, 0, 0.01);
-    feed_random(ws, "m", "v", k, &b, 0, 0.01);
-    seed = a;
-  }
+  feed_both(ws, "p", &seed, -1, 1);
+  feed_both(ws, "m", &seed, -0.1, 0.1);
+  feed_both(ws, "v", &seed, 0, 0.01);
   feed_scalar(ws, "lr", -0.01f);
   for (int step = 0; step < STEPS + 2; step++) {
     int64_t it = step + 1;
     opt_feed(ws, "iter", DM_INT64, 1, one, &it);
-    for (int k = 0; k < NT; k++) {
-      a = b = seed;
-      feed_random(ws, "s", "g", k, &a, -2, 2);
-      feed_random(ws, "m", "g", k, &b, -2, 2);
-      seed = a;
-    }
+    feed_both(ws, "g", &seed, -2, 2);
     const char *skip = NULL;
     if (step == 1 || step == 2) {
       int32_t v = step == 2; /* 0: applied, 1: skipped */
