@@ -20,8 +20,12 @@ dm_status dm_gpu_mt_upload(dm_op_ctx *ctx, const dmk_mt_tensor *ts, int nt,
                            const dmk_mt_tensor **dts, const dmk_mt_chunk **dcs,
                            int64_t *nchunks) {
   int64_t nc = 0;
-  for (int k = 0; k < nt; k++)
+  for (int k = 0; k < nt; k++) {
+    if (ts[k].n / DMK_MT_CHUNK >= INT32_MAX) /* the chunk index is 32-bit */
+      return dm_op_error(ctx, DM_ERR_LIMIT, "tensor %d of the list has too many elements (%lld)",
+                         k, (long long)ts[k].n);
     nc += (ts[k].n + DMK_MT_CHUNK - 1) / DMK_MT_CHUNK;
+  }
   *nchunks = nc;
   *dts = NULL;
   *dcs = NULL;
@@ -59,11 +63,6 @@ static dm_status op_table(dm_op_ctx *ctx, const dm_multi_layout *l, int lists,
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the table of %d tensors", l->n);
   for (int k = 0; k < l->n; k++) {
     const dm_tensor *x = IN(dm_multi_input(l, 0, k));
-    if (x->numel / DMK_MT_CHUNK >= INT32_MAX) { /* the chunk index is 32-bit */
-      free(t);
-      return dm_op_error(ctx, DM_ERR_LIMIT, "tensor '%s' has too many elements (%lld)",
-                         dm_op_input_name(ctx, dm_multi_input(l, 0, k)), (long long)x->numel);
-    }
     t[k].n = x->numel;
     for (int r = 0; r < lists; r++)
       t[k].p[r] = (void *)DATA(IN(dm_multi_input(l, r, k)));
