@@ -6,6 +6,8 @@
  *    for a CPU net (the net is byte-identical to OFF's, so existing CPU nets do not
  *    change) and ON for a net placed on CUDA (placement needs no GPU); plain SGD has no
  *    multi-tensor form; with loss scaling, found_inf is the multi op's skip input.
+ *  - The CLI (argv[3], the demitasse executable): `rewrite` with --multi-tensor,
+ *    --no-multi-tensor and neither, on the CPU and with --device cuda.
  *  - What it computes: LeNet trained for several steps (fed random batches) with the
  *    multi op and with per-parameter ops, for Nesterov momentum and Adam, both with
  *    weight decay: every weight and optimizer state must be bit-identical (memcmp).
@@ -13,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dm_config.h"
 
@@ -22,7 +25,7 @@
 
 enum { B = 4, SIDE = 28, STEPS = 4, NP = 8 };
 
-static const char *init_path, *train_path;
+static const char *init_path, *train_path, *cli_path;
 static const char *const params[NP] = {"conv1_w", "conv1_b", "conv2_w", "conv2_b",
                                        "fc3_w",   "fc3_b",   "pred_w",  "pred_b"};
 static const char *const data_blobs[] = {"data", "label"};
@@ -242,6 +245,38 @@ static void test_training(void **state) {
   }
 }
 
+/* ---- the CLI ----------------------------------------------------------------------------- */
+
+/* How many ops of `type` `demitasse rewrite` prints for LeNet with momentum and `flags`. */
+static int cli_count(const char *flags, const char *type) {
+  char cmd[2048], line[512], want[128];
+  snprintf(cmd, sizeof cmd,
+           "'%s' rewrite --grad --loss loss --optimizer momentum --data data --data label %s "
+           "'%s' 2>/dev/null",
+           cli_path, flags, train_path);
+  snprintf(want, sizeof want, "type: \"%s\"", type);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    n += strstr(line, want) != NULL;
+  assert_int_equal(pclose(f), 0);
+  return n;
+}
+
+static void test_cli(void **state) {
+  (void)state;
+  if (!cli_path)
+    skip();
+  assert_int_equal(cli_count("--multi-tensor", "MultiMomentumSGDUpdate"), 1);
+  assert_int_equal(cli_count("--multi-tensor", "MomentumSGDUpdate"), 0);
+  assert_int_equal(cli_count("", "MultiMomentumSGDUpdate"), 0);
+  assert_int_equal(cli_count("", "MomentumSGDUpdate"), NP);
+  assert_int_equal(cli_count("--device cuda", "MultiMomentumSGDUpdate"), 1);
+  assert_int_equal(cli_count("--device cuda --no-multi-tensor", "MomentumSGDUpdate"), NP);
+  assert_int_equal(cli_count("--device cuda --no-multi-tensor", "MultiMomentumSGDUpdate"), 0);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s LENET_INIT LENET_TRAIN\n", argv[0]);
@@ -249,9 +284,13 @@ int main(int argc, char **argv) {
   }
   init_path = argv[1];
   train_path = argv[2];
+  cli_path = argc > 3 ? argv[3] : NULL;
+  if (dm_init() != DM_OK) /* the passes read the op schemas */
+    return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_emitted),
       cmocka_unit_test(test_training),
+      cmocka_unit_test(test_cli),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
