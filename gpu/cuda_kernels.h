@@ -237,6 +237,10 @@ cudaError_t dmk_multi_momentum_sgd(cudaStream_t s, const dmk_mt_tensor *t, const
 cudaError_t dmk_multi_adam(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
                            int64_t nchunks, const float *lr, const int64_t *iter, float b1,
                            float b2, float eps, const void *skip, int skip_dtype);
+/* MultiWeightedSum: p = {x, z, y}, y = w0 x + w1 z (dmk_weighted_sum's two pairs). */
+cudaError_t dmk_multi_weighted_sum(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
+                                   int64_t nchunks, const float *w0, const float *w1,
+                                   const void *skip, int skip_dtype);
 /* UnscaleAndCheck after dmk_unscale_begin: p = {x, y}, y = x * (float)(1 / (double)*scale)
  * in x's dtype (FLOAT or FLOAT16); *found = 1.0f when any x or y is inf/NaN. */
 cudaError_t dmk_multi_unscale(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,

@@ -1,4 +1,5 @@
-/* multi_tensor.c: the CUDA kernels (engine "") of MultiMomentumSGDUpdate and MultiAdam
+/* multi_tensor.c: the CUDA kernels (engine "") of MultiMomentumSGDUpdate, MultiAdam and
+ * MultiWeightedSum
  * (schemas and CPU kernels in operators/multi_optimizer.c), one launch per op for all its
  * tensors, and the table upload they share with UnscaleAndCheck (loss_scale.c). Device
  * code in multi_tensor.cu.
@@ -55,9 +56,9 @@ dm_status dm_gpu_mt_upload(dm_op_ctx *ctx, const dmk_mt_tensor *ts, int nt,
 }
 
 /* The op's tensors as a table: entry k holds list r's tensor k at p[r] for the input
- * lists, then the three outputs at p[lists + j]. Malloc'd. */
-static dm_status op_table(dm_op_ctx *ctx, const dm_multi_layout *l, int lists,
-                          dmk_mt_tensor **out) {
+ * lists, then the outputs at p[lists + j]. Malloc'd. */
+static dm_status op_table(dm_op_ctx *ctx, const dm_multi_layout *l, dmk_mt_tensor **out) {
+  const int lists = l->lists;
   dmk_mt_tensor *t = calloc((size_t)l->n, sizeof *t);
   if (!t)
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the table of %d tensors", l->n);
@@ -66,7 +67,7 @@ static dm_status op_table(dm_op_ctx *ctx, const dm_multi_layout *l, int lists,
     t[k].n = x->numel;
     for (int r = 0; r < lists; r++)
       t[k].p[r] = (void *)DATA(IN(dm_multi_input(l, r, k)));
-    for (int j = 0; j < 3; j++)
+    for (int j = 0; j < l->outs; j++)
       t[k].p[lists + j] = MDATA(OUT(j * l->n + k));
   }
   *out = t;
@@ -79,7 +80,7 @@ static dm_status prepare(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layout *l,
   DM_TRY(dm_op_run_infer(ctx));
   DM_TRY(dm_multi_layout_get(ctx, kind, l));
   dmk_mt_tensor *t = NULL;
-  DM_TRY(op_table(ctx, l, kind == DM_MULTI_ADAM ? 4 : 3, &t));
+  DM_TRY(op_table(ctx, l, &t));
   dm_status s = dm_gpu_mt_upload(ctx, t, l->n, dts, dcs, nc);
   free(t);
   return s;
@@ -96,7 +97,9 @@ static dm_status multi_run(dm_op_ctx *ctx, dm_multi_kind kind) {
   DM_TRY(dm_gpu_op_stream(ctx, &s));
   const void *skip = l.skip >= 0 ? DATA(IN(l.skip)) : NULL;
   const int st = l.skip >= 0 ? (int)IN(l.skip)->dtype : DM_UNDEFINED;
-  if (kind == DM_MULTI_ADAM)
+  if (kind == DM_MULTI_WSUM) /* w0, w1 at lr's and iter's places */
+    DM_CUDA_TRY(dmk_multi_weighted_sum(s, t, c, nc, DATA(IN(l.lr)), DATA(IN(l.iter)), skip, st));
+  else if (kind == DM_MULTI_ADAM)
     DM_CUDA_TRY(dmk_multi_adam(s, t, c, nc, DATA(IN(l.lr)), DATA(IN(l.iter)),
                                dm_op_arg_float(ctx, "beta1", 0.9f),
                                dm_op_arg_float(ctx, "beta2", 0.999f),
@@ -117,11 +120,17 @@ static dm_status adam_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_ADAM);
 }
+static dm_status wsum_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
+  return dm_multi_check_names(ctx, DM_MULTI_WSUM);
+}
 static dm_status momentum_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_MOMENTUM); }
+static dm_status wsum_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_WSUM); }
 static dm_status adam_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_ADAM); }
 
 const dm_kernel_def dm_cuda_multi_tensor_kernels[] = {
     GPU_KERNEL("MultiMomentumSGDUpdate", "", .init = momentum_init, .run = momentum_run),
     GPU_KERNEL("MultiAdam", "", .init = adam_init, .run = adam_run),
+    GPU_KERNEL("MultiWeightedSum", "", .init = wsum_init, .run = wsum_run),
     {0},
 };

@@ -1,5 +1,6 @@
 /* multi_tensor.cu: the multi-tensor kernels behind gpu/multi_tensor.c and
- * gpu/loss_scale.c: MultiMomentumSGDUpdate, MultiAdam and UnscaleAndCheck update every
+ * gpu/loss_scale.c: MultiMomentumSGDUpdate, MultiAdam, MultiWeightedSum and
+ * UnscaleAndCheck update every
  * tensor of their lists in ONE launch, Apex's multi_tensor_apply: the host uploads a table
  * of tensors (pointers, sizes) and chunks (cuda_kernels.h), and each block walks its
  * chunks. The arithmetic per element is update_math.cuh's, the single-tensor kernels'
@@ -63,6 +64,19 @@ __global__ void multi_adam_kernel(const dmk_mt_tensor *ts, const dmk_mt_chunk *c
   }
 }
 
+__global__ void multi_wsum_kernel(const dmk_mt_tensor *ts, const dmk_mt_chunk *cs,
+                                  int64_t nchunks, const float *w0, const float *w1,
+                                  const void *skipp, int skipt) {
+  const bool skip = skip_set(skipp, skipt);
+  const float a = *w0, b = *w1;
+  CHUNK_LOOP(c, nchunks) {
+    const Range r = chunk_range(ts, cs, c);
+    const float *x = (const float *)r.t->p[0], *z = (const float *)r.t->p[1];
+    float *y = (float *)r.t->p[2];
+    ELEM_LOOP(i, r) wsum2_at(i, x, z, y, a, b, skip);
+  }
+}
+
 __global__ void multi_unscale_kernel(const dmk_mt_tensor *ts, const dmk_mt_chunk *cs,
                                      int64_t nchunks, const float *scale, float *found) {
   const float inv = unscale_inverse(scale);
@@ -103,6 +117,17 @@ extern "C" cudaError_t dmk_multi_adam(cudaStream_t s, const dmk_mt_tensor *t,
     return cudaSuccess;
   multi_adam_kernel<<<grid_for_chunks(nchunks), THREADS, 0, s>>>(t, c, nchunks, lr, iter, b1, b2,
                                                                  eps, skip, skip_dtype);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dmk_multi_weighted_sum(cudaStream_t s, const dmk_mt_tensor *t,
+                                              const dmk_mt_chunk *c, int64_t nchunks,
+                                              const float *w0, const float *w1, const void *skip,
+                                              int skip_dtype) {
+  if (nchunks == 0)
+    return cudaSuccess;
+  multi_wsum_kernel<<<grid_for_chunks(nchunks), THREADS, 0, s>>>(t, c, nchunks, w0, w1, skip,
+                                                                 skip_dtype);
   return cudaGetLastError();
 }
 

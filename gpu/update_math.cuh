@@ -1,8 +1,8 @@
 /* update_math.cuh: the per-element arithmetic of the update and loss-scaling kernels,
  * shared by the single-tensor kernels (optimizer.cu) and the multi-tensor ones
- * (multi_tensor.cu), so that one MultiMomentumSGDUpdate, MultiAdam or UnscaleAndCheck
- * launch computes bit for bit what the per-tensor launches compute (internal; .cu files
- * only, after cuda_common.cuh). Each mirrors operators/optimizer.c or loss_scale.c with
+ * (multi_tensor.cu), so that one MultiMomentumSGDUpdate, MultiAdam, MultiWeightedSum or
+ * UnscaleAndCheck launch computes bit for bit what the per-tensor launches compute
+ * (internal; .cu files only, after cuda_common.cuh). Each mirrors operators/optimizer.c or loss_scale.c with
  * the _rn intrinsics, so nvcc contracts nothing into an FMA the CPU does not do.
  */
 #ifndef DM_GPU_UPDATE_MATH_CUH
@@ -81,6 +81,18 @@ __device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *
   nv[i] = vi;
   nw[i] = __fadd_rn(wi, __fdiv_rn(__fmul_rn(__fmul_rn(lrv, corr), mi),
                                   __fadd_rn(__fsqrt_rn(vi), eps)));
+}
+
+/* WeightedSum of two pairs on element i, as optimizer.c's loop (acc = w0 x0; acc += w1 x1);
+ * a skipped step copies x0 into y when they differ. */
+__device__ __forceinline__ void wsum2_at(int64_t i, const float *x0, const float *x1, float *y,
+                                         float w0, float w1, bool skip) {
+  if (skip) {
+    if (y != x0)
+      y[i] = x0[i];
+    return;
+  }
+  y[i] = __fadd_rn(__fmul_rn(w0, x0[i]), __fmul_rn(w1, x1[i]));
 }
 
 /* Loss scaling: non-finite tests on the bits, and 1/S once, in double. */

@@ -272,19 +272,59 @@ static dm_status push_suffixed(char ***list, size_t *n, const char *const *param
   return DM_OK;
 }
 
-/* Every param's decay, then ONE MultiMomentumSGDUpdate or MultiAdam (header). */
+/* MultiWeightedSum(x_1..x_n, w0, z_1..z_n, w1) -> x_1..x_n with x_k = p_k + xs,
+ * z_k = p_k + zs, over the params `p` (n of them). */
+static dm_status multi_wsum_op(Caffe2__NetDef *net, const char *const *p, size_t n,
+                               const char *xs, const char *w0, const char *zs, const char *w1) {
+  char **in = NULL;
+  size_t n_in = 0;
+  dm_status s = push_suffixed(&in, &n_in, p, n, xs);
+  if (s == DM_OK)
+    s = dm_strv_push(&in, &n_in, w0);
+  if (s == DM_OK)
+    s = push_suffixed(&in, &n_in, p, n, zs);
+  if (s == DM_OK)
+    s = dm_strv_push(&in, &n_in, w1);
+  if (s == DM_OK)
+    s = plain_op(net, "MultiWeightedSum", (const char *const *)in, n_in,
+                 (const char *const *)in, n);
+  dm_optimizer_free_names(in, n_in);
+  return s;
+}
+
+/* ONE MultiWeightedSum for the decayed params' decays, then ONE MultiMomentumSGDUpdate,
+ * MultiAdam or (SGD) MultiWeightedSum (header). */
 static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
                                   const char *const *params, size_t np,
                                   const dm_optimizer_opts *o) {
-  for (size_t k = 0; k < np; k++) {
-    DM_TRY(decay_op(net, params[k], o));
-    DM_TRY(state_fills(init, params[k], o));
+  const char **decayed = calloc(np ? np : 1, sizeof *decayed);
+  if (!decayed)
+    return DM_NOMEM("the optimizer pass");
+  size_t nd = 0;
+  dm_status s = DM_OK;
+  for (size_t k = 0; k < np && s == DM_OK; k++) {
+    char g[512];
+    s = suffixed(g, sizeof g, params[k], "_grad");
+    if (s == DM_OK && !net_writes(net, g))
+      s = dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'",
+                   params[k], g);
+    if (s == DM_OK)
+      s = state_fills(init, params[k], o);
+    if (o->weight_decay > 0 && (o->decay_all || ends_with(params[k], "_w")))
+      decayed[nd++] = params[k];
   }
+  /* g = 1 * g + wd * p for the decayed params */
+  if (s == DM_OK && nd)
+    s = multi_wsum_op(net, decayed, nd, "_grad", DM_OPTIM_ONE_BLOB, "", DM_OPTIM_WD_BLOB);
+  free(decayed);
+  if (s != DM_OK)
+    return s;
+  if (o->kind == DM_OPTIM_SGD) /* p = 1 * p + lr * g */
+    return multi_wsum_op(net, params, np, "", DM_OPTIM_ONE_BLOB, "_grad", DM_OPTIM_LR_BLOB);
   char **in = NULL, **out = NULL;
   size_t n_in = 0, n_out = 0;
   const int adam = o->kind == DM_OPTIM_ADAM;
   const char *m1 = adam ? "_first_moment" : "_momentum";
-  dm_status s = DM_OK;
   if (adam) { /* p, m1, m2, g lists, lr, iter -> p, m1, m2 lists */
     s = push_suffixed(&in, &n_in, params, np, "");
     if (s == DM_OK)
@@ -431,7 +471,7 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
     s = plain_op(net, "Iter", io, 1, io, 1);
   if (s == DM_OK)
     s = learning_rate_op(net, o, &policy);
-  if (o->multi_tensor == DM_OPTIM_MULTI_ON && o->kind != DM_OPTIM_SGD) {
+  if (o->multi_tensor == DM_OPTIM_MULTI_ON) {
     if (s == DM_OK)
       s = multi_update_ops(net, init_add, params, n_params, o);
   } else {

@@ -24,17 +24,19 @@
  *   ConstantFill() -> optimizer_one, optimizer_weight_decay   (FLOAT [1])
  *   ConstantFill(p) -> p_momentum | p_first_moment, p_second_moment   (p's shape, 0)
  *
- * With multi_tensor on, the per-parameter MomentumSGDUpdate or Adam ops become ONE
- * multi-tensor op over every parameter (operators/multi_optimizer.h), which a GPU runs in
- * one kernel launch instead of one per parameter, with bit-identical results:
+ * With multi_tensor on, the per-parameter ops become multi-tensor ops over every
+ * parameter (operators/multi_optimizer.h), which a GPU runs in one kernel launch each
+ * instead of one per parameter, with bit-identical results:
+ *   MultiWeightedSum(g_1..g_d, optimizer_one, p_1..p_d, optimizer_weight_decay)
+ *                 -> g_1..g_d                         (the d decayed params; weight decay)
+ *   sgd:      MultiWeightedSum(p_1..p_n, optimizer_one, g_1..g_n, lr) -> p_1..p_n
  *   momentum: MultiMomentumSGDUpdate(g_1..g_n, m_1..m_n, lr, p_1..p_n)
  *                 -> g_1..g_n, m_1..m_n, p_1..p_n
  *   adam:     MultiAdam(p_1..p_n, m1_1..m1_n, m2_1..m2_n, g_1..g_n, lr, optimizer_iteration)
  *                 -> p_1..p_n, m1_1..m1_n, m2_1..m2_n
- * after all the weight-decay WeightedSums. Every parameter is an FP32 master when the pass
- * runs (the mixed-precision pass comes later) and the device pass places the whole net on
- * one device, so the parameters form one group of one dtype and device. Plain SGD keeps
- * its per-parameter WeightedSums (no multi-tensor form).
+ * Every parameter is an FP32 master when the pass runs (the mixed-precision pass comes
+ * later) and the device pass places the whole net on one device, so the parameters form
+ * one group of one dtype and device.
  *
  * Weight decay is L2 through the gradient (grad += wd * param), as Caffe2's
  * AddWeightDecay. Its shapes are unknown when the pass runs, so "weights" (decayed by

@@ -1,13 +1,14 @@
-/* multi_optimizer.c: the multi-tensor update ops MultiMomentumSGDUpdate and MultiAdam
- * (layout in multi_optimizer.h): one op updates every parameter of a step, so that a GPU
- * runs one kernel launch for the lot (Apex's multi_tensor_apply) where the single ops
- * launch one per parameter (161 for ResNet-50). The optimizer pass emits them when asked
- * (optimizer_pass.h, multi_tensor).
+/* multi_optimizer.c: the multi-tensor update ops MultiMomentumSGDUpdate, MultiAdam and
+ * MultiWeightedSum (layout in multi_optimizer.h): one op updates every parameter of a
+ * step, so that a GPU runs one kernel launch for the lot (Apex's multi_tensor_apply)
+ * where the single ops launch one per parameter (161 for ResNet-50). The optimizer pass
+ * emits them when asked (optimizer_pass.h, multi_tensor).
  *
- * Semantics: exactly n MomentumSGDUpdate or Adam ops, one per tensor, with the same
- * arguments, lr, iter and skip: the CPU kernel calls the single ops' element loops
- * (optimizer.h), so the results are bit-identical. A nonzero skip leaves every in-place
- * output unchanged and copies the input into an output that is another blob.
+ * Semantics: exactly n MomentumSGDUpdate, Adam or two-pair WeightedSum ops, one per
+ * tensor, with the same arguments, lr, iter, weights and skip: the CPU kernel calls the
+ * single ops' element loops (optimizer.h), so the results are bit-identical. A nonzero
+ * skip leaves every in-place output unchanged and copies the input into an output that
+ * is another blob.
  *
  * Names: an output is its own input (in place) or a blob no input names, and no blob is
  * written twice, so the tensors are independent and may be updated in any order (the
@@ -20,43 +21,44 @@
 #include "builtin.h"
 #include "optimizer.h"
 
-static const char *const role_names[2][4] = {{"grad", "moment", "param", NULL},
-                                             {"param", "moment_1", "moment_2", "grad"}};
-static const char *const kind_names[2] = {"MultiMomentumSGDUpdate", "MultiAdam"};
+static const char *const role_names[3][4] = {{"grad", "moment", "param", NULL},
+                                             {"param", "moment_1", "moment_2", "grad"},
+                                             {"x", "z", NULL, NULL}};
+static const char *const kind_names[3] = {"MultiMomentumSGDUpdate", "MultiAdam",
+                                          "MultiWeightedSum"};
+static const int kind_lists[3] = {3, 4, 2}, kind_outs[3] = {3, 3, 1}, kind_scalars[3] = {1, 2, 2};
 
 int dm_multi_input(const dm_multi_layout *l, int role, int k) {
-  if (l->kind == DM_MULTI_MOMENTUM && role == DM_MM_PARAM)
-    return 2 * l->n + 1 + k; /* after lr */
+  if ((l->kind == DM_MULTI_MOMENTUM && role == DM_MM_PARAM) ||
+      (l->kind == DM_MULTI_WSUM && role == DM_MW_Z))
+    return role * l->n + 1 + k; /* after lr, after w0 */
   return role * l->n + k;
-}
-
-int dm_multi_out_role(const dm_multi_layout *l, int j) {
-  (void)l;
-  return j; /* grad, moment, param / param, m1, m2: the first three lists */
 }
 
 dm_status dm_multi_layout_get(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layout *l) {
   const int n_in = dm_op_num_inputs(ctx), n_out = dm_op_num_outputs(ctx);
-  const int lists = kind == DM_MULTI_ADAM ? 4 : 3, scalars = kind == DM_MULTI_ADAM ? 2 : 1;
+  const int lists = kind_lists[kind], outs = kind_outs[kind], scalars = kind_scalars[kind];
   const char *type = kind_names[kind];
-  if (n_out % 3 != 0 || n_out == 0)
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "%s has %d outputs; it needs 3 per tensor (%s_1..n, %s_1..n, %s_1..n)",
-                       type, n_out, role_names[kind][0], role_names[kind][1],
-                       role_names[kind][2]);
-  const int n = n_out / 3, base = lists * n + scalars;
+  static const char *const input_lists[3] = {"grad, moment lists, lr, param list",
+                                             "param, moment_1, moment_2, grad lists, lr, iter",
+                                             "x list, w0, z list, w1"};
+  static const char *const output_lists[3] = {"grad, moment and param lists",
+                                              "param, moment_1 and moment_2 lists", "x list"};
+  if (n_out % outs != 0 || n_out == 0)
+    return dm_op_error(ctx, DM_ERR_INVALID, "%s has %d outputs; it needs %d per tensor (the %s)",
+                       type, n_out, outs, output_lists[kind]);
+  const int n = n_out / outs, base = lists * n + scalars;
   if (n_in != base && n_in != base + 1)
     return dm_op_error(ctx, DM_ERR_INVALID,
                        "%s has %d outputs, so %d tensors, and needs %d inputs (%s), or %d with "
                        "a skip input; it has %d",
-                       type, n_out, n, base,
-                       kind == DM_MULTI_ADAM ? "param, moment_1, moment_2, grad lists, lr, iter"
-                                             : "grad, moment lists, lr, param list",
-                       base + 1, n_in);
+                       type, n_out, n, base, input_lists[kind], base + 1, n_in);
   l->kind = kind;
   l->n = n;
-  l->lr = kind == DM_MULTI_ADAM ? 4 * n : 2 * n;
-  l->iter = kind == DM_MULTI_ADAM ? 4 * n + 1 : -1;
+  l->lists = lists;
+  l->outs = outs;
+  l->lr = kind == DM_MULTI_ADAM ? 4 * n : kind == DM_MULTI_WSUM ? n : 2 * n;
+  l->iter = kind == DM_MULTI_ADAM ? 4 * n + 1 : kind == DM_MULTI_WSUM ? 2 * n + 1 : -1;
   l->skip = n_in == base + 1 ? base : -1;
   return DM_OK;
 }
@@ -66,7 +68,7 @@ dm_status dm_multi_check_names(dm_op_ctx *ctx, dm_multi_kind kind) {
   DM_TRY(dm_multi_layout_get(ctx, kind, &l));
   const int n_in = dm_op_num_inputs(ctx), n_out = dm_op_num_outputs(ctx);
   for (int o = 0; o < n_out; o++) {
-    const int j = o / l.n, k = o % l.n, src = dm_multi_input(&l, dm_multi_out_role(&l, j), k);
+    const int j = o / l.n, k = o % l.n, src = dm_multi_input(&l, j, k);
     const char *name = dm_op_output_name(ctx, o);
     for (int i = 0; i < n_in; i++)
       if (i != src && strcmp(name, dm_op_input_name(ctx, i)) == 0)
@@ -87,7 +89,7 @@ dm_status dm_multi_check_names(dm_op_ctx *ctx, dm_multi_kind kind) {
  * skip scalars); declares every output. */
 static dm_status check_tensors(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layout *l) {
   DM_TRY(dm_multi_layout_get(ctx, kind, l));
-  const int lists = kind == DM_MULTI_ADAM ? 4 : 3;
+  const int lists = l->lists;
   for (int k = 0; k < l->n; k++) {
     const int r0 = dm_multi_input(l, 0, k);
     const dm_tensor *ref = dm_op_input(ctx, r0);
@@ -100,7 +102,8 @@ static dm_status check_tensors(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layo
                            dm_op_input_name(ctx, i), dm_dtype_name(t->dtype));
       if (!dm_tensor_same_shape(t, ref)) {
         char a[96], b[96];
-        return dm_op_error(ctx, DM_ERR_SHAPE, "%s: %s %d (input %d '%s') is %s, but %s %d '%s' is %s",
+        return dm_op_error(ctx, DM_ERR_SHAPE,
+                           "%s: %s %d (input %d '%s') is %s, but %s %d '%s' is %s",
                            kind_names[kind], role_names[kind][r], k + 1, i,
                            dm_op_input_name(ctx, i), dm_shape_str(t, a, sizeof a),
                            role_names[kind][0], k + 1, dm_op_input_name(ctx, r0),
@@ -108,8 +111,10 @@ static dm_status check_tensors(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layo
       }
     }
   }
-  DM_TRY(dm_update_check_scalar(ctx, l->lr, "lr", 1));
-  if (l->iter >= 0) {
+  DM_TRY(dm_update_check_scalar(ctx, l->lr, kind == DM_MULTI_WSUM ? "w0" : "lr", 1));
+  if (kind == DM_MULTI_WSUM)
+    DM_TRY(dm_update_check_scalar(ctx, l->iter, "w1", 1));
+  else if (l->iter >= 0) {
     const dm_tensor *it = dm_op_input(ctx, l->iter);
     if (it->dtype != DM_INT64 || it->numel != 1)
       return dm_op_error(ctx, DM_ERR_TYPE,
@@ -119,7 +124,7 @@ static dm_status check_tensors(dm_op_ctx *ctx, dm_multi_kind kind, dm_multi_layo
   }
   if (l->skip >= 0)
     DM_TRY(dm_update_check_scalar(ctx, l->skip, "skip", 0));
-  for (int j = 0; j < 3; j++)
+  for (int j = 0; j < l->outs; j++)
     for (int k = 0; k < l->n; k++) {
       const dm_tensor *t = dm_op_input(ctx, dm_multi_input(l, 0, k));
       DM_TRY(dm_op_set_output(ctx, j * l->n + k, DM_FLOAT, t->ndim, t->dims));
@@ -138,8 +143,8 @@ static dm_status infer(dm_op_ctx *ctx, dm_multi_kind kind) {
 
 /* A skipped step: every output that is not its input's blob gets a copy. */
 static dm_status skip_all(dm_op_ctx *ctx, const dm_multi_layout *l) {
-  for (int o = 0; o < 3 * l->n; o++) {
-    const int in = dm_multi_input(l, dm_multi_out_role(l, o / l->n), o % l->n);
+  for (int o = 0; o < l->outs * l->n; o++) {
+    const int in = dm_multi_input(l, o / l->n, o % l->n);
     DM_TRY(dm_update_skip_outputs(ctx, 1, &in, &o));
   }
   return DM_OK;
@@ -241,12 +246,47 @@ static const dm_op_schema adam_schema = {
            "all on a GPU.",
     .infer = adam_infer};
 
-static const dm_op_schema *const schemas[] = {&momentum_schema, &adam_schema, NULL};
+/* ---- MultiWeightedSum -------------------------------------------------------------------- */
+
+static dm_status wsum_infer(dm_op_ctx *ctx) { return infer(ctx, DM_MULTI_WSUM); }
+
+static dm_status wsum_init(dm_op_ctx *ctx, void **state) {
+  *state = NULL;
+  return dm_multi_check_names(ctx, DM_MULTI_WSUM);
+}
+
+static dm_status wsum_run(dm_op_ctx *ctx) {
+  dm_multi_layout l;
+  DM_TRY(check_tensors(ctx, DM_MULTI_WSUM, &l));
+  if (l.skip >= 0 && dm_update_skip_requested(ctx, l.skip))
+    return skip_all(ctx, &l);
+  const float w[2] = {*(const float *)dm_tensor_data(dm_op_input(ctx, l.lr)),
+                      *(const float *)dm_tensor_data(dm_op_input(ctx, l.iter))};
+  for (int k = 0; k < l.n; k++) {
+    const float *x[2] = {in_f(ctx, &l, DM_MW_X, k), in_f(ctx, &l, DM_MW_Z, k)};
+    dm_weighted_sum_f32(x, w, 2, out_f(ctx, &l, 0, k),
+                        dm_op_input(ctx, dm_multi_input(&l, DM_MW_X, k))->numel);
+  }
+  return DM_OK;
+}
+
+static const dm_op_schema wsum_schema = {
+    .type = "MultiWeightedSum", .min_inputs = 4, .max_inputs = -1, .min_outputs = 1,
+    .max_outputs = -1, .inplace_any = 1, .precision = DM_PREC_FP32,
+    .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
+    .doc = "x_1..x_n, w0, z_1..z_n, w1, [skip] -> x_1..x_n (in place): WeightedSum(x_k, w0, "
+           "z_k, w1) for each k (an SGD step, a weight decay), with the same skip, bit for "
+           "bit; one kernel launch for all on a GPU.",
+    .infer = wsum_infer};
+
+static const dm_op_schema *const schemas[] = {&momentum_schema, &adam_schema, &wsum_schema,
+                                              NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "MultiMomentumSGDUpdate", .device = DM_CPU, .init = momentum_init,
      .run = momentum_run},
     {.type = "MultiAdam", .device = DM_CPU, .init = adam_init, .run = adam_run},
+    {.type = "MultiWeightedSum", .device = DM_CPU, .init = wsum_init, .run = wsum_run},
     {0},
 };
 const dm_op_family dm_family_multi_optimizer = {schemas, kernels};

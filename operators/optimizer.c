@@ -251,6 +251,18 @@ static const dm_op_schema lr_schema = {
 
 static const dm_inplace_pair ws_inplace[] = {{0, 0}, {-1, -1}};
 
+/* Caffe2: y = w0 * x0, then y += wk * xk for each further pair, in FP32. Each element
+ * reads every input before y is written, so Y may be X0. */
+void dm_weighted_sum_f32(const float *const *x, const float *w, int np, float *y, int64_t n) {
+  OMP_FOR_N
+  for (int64_t i = 0; i < n; i++) {
+    float acc = w[0] * x[0][i];
+    for (int k = 1; k < np; k++)
+      acc += w[k] * x[k][i];
+    y[i] = acc;
+  }
+}
+
 /* Number of (X, w) pairs; an odd input count means a trailing skip input. */
 static int ws_pairs(dm_op_ctx *ctx) { return dm_op_num_inputs(ctx) / 2; }
 
@@ -281,7 +293,6 @@ static dm_status ws_run(dm_op_ctx *ctx) {
     return dm_update_skip_outputs(ctx, 1, in, out);
   }
   int np = ws_pairs(ctx);
-  int64_t n = dm_op_input(ctx, 0)->numel;
   const float **x = malloc((size_t)np * sizeof *x);
   float *w = malloc((size_t)np * sizeof *w);
   if (!x || !w) {
@@ -293,16 +304,8 @@ static dm_status ws_run(dm_op_ctx *ctx) {
     x[k] = dm_tensor_data(dm_op_input(ctx, 2 * k));
     w[k] = *(const float *)dm_tensor_data(dm_op_input(ctx, 2 * k + 1));
   }
-  float *y = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-  /* Caffe2: y = w0 * x0, then y += wk * xk for each further pair, in FP32. Each element
-   * reads every input before y is written, so Y may be X0. */
-  OMP_FOR_N
-  for (int64_t i = 0; i < n; i++) {
-    float acc = w[0] * x[0][i];
-    for (int k = 1; k < np; k++)
-      acc += w[k] * x[k][i];
-    y[i] = acc;
-  }
+  dm_weighted_sum_f32(x, w, np, dm_tensor_mutable_data(dm_op_output(ctx, 0)),
+                      dm_op_input(ctx, 0)->numel);
   free(x);
   free(w);
   return DM_OK;

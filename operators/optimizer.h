@@ -1,7 +1,8 @@
 /* optimizer.h: what the single-tensor update ops (optimizer.c) share with their
  * multi-tensor forms (multi_optimizer.c), internal. The element loops exist once, so a
- * MultiMomentumSGDUpdate or MultiAdam over n tensors computes, bit for bit, what n
- * MomentumSGDUpdate or Adam ops compute; the checks exist once, so their messages agree.
+ * MultiMomentumSGDUpdate, MultiAdam or MultiWeightedSum over n tensors computes, bit for
+ * bit, what n MomentumSGDUpdate, Adam or WeightedSum ops compute; the checks exist once,
+ * so their messages agree.
  */
 #ifndef DM_OPERATORS_OPTIMIZER_H
 #define DM_OPERATORS_OPTIMIZER_H
@@ -20,6 +21,9 @@ DM_HIDDEN int dm_update_skip_requested(dm_op_ctx *ctx, int i);
 /* A skipped step: each output out[k] not in its input in[k]'s blob gets a copy. */
 DM_HIDDEN dm_status dm_update_skip_outputs(dm_op_ctx *ctx, int n, const int *in, const int *out);
 
+/* WeightedSum over n FP32 elements: y = w[0] x[0] + ... + w[np-1] x[np-1]; y may be x[0]. */
+DM_HIDDEN void dm_weighted_sum_f32(const float *const *x, const float *w, int np, float *y,
+                                   int64_t n);
 /* Caffe2's momentum_sgd_update over n FP32 elements; each output may be its input. */
 DM_HIDDEN void dm_momentum_sgd_f32(const float *g, const float *m, const float *p, float *ng,
                                    float *nm, float *np, int64_t n, float lr, float mu,

@@ -116,7 +116,7 @@ void dm_optim_help(FILE *f) {
           "  --policy P           fixed (default), step, exp, inv, poly\n"
           "  --stepsize N --gamma G --power P --max-iter N   the policy's parameters\n"
           "  --warmup-iter N --warmup-start F   linear warmup from F * lr over N iterations\n"
-          "  --multi-tensor / --no-multi-tensor   momentum, adam: one MultiMomentumSGDUpdate or\n"
-          "                       MultiAdam for all params (one GPU launch) instead of one op\n"
-          "                       per param (default: on with --device cuda, else off)\n");
+          "  --multi-tensor / --no-multi-tensor   one multi-tensor update (and weight decay)\n"
+          "                       for all params, one GPU launch, instead of one op per param\n"
+          "                       (default: on with --device cuda, else off)\n");
 }

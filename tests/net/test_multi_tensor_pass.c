@@ -4,13 +4,15 @@
  *  - What the pass emits: ON gives one MultiMomentumSGDUpdate / MultiAdam over all 8
  *    parameters and no per-parameter update; OFF gives 8 per-parameter ops; AUTO is OFF
  *    for a CPU net (the net is byte-identical to OFF's, so existing CPU nets do not
- *    change) and ON for a net placed on CUDA (placement needs no GPU); plain SGD has no
- *    multi-tensor form; with loss scaling, found_inf is the multi op's skip input.
+ *    change) and ON for a net placed on CUDA (placement needs no GPU); plain SGD gets a
+ *    MultiWeightedSum, and the weight decay one more; with loss scaling, found_inf is the
+ *    multi op's skip input.
  *  - The CLI (argv[3], the demitasse executable): `rewrite` with --multi-tensor,
  *    --no-multi-tensor and neither, on the CPU and with --device cuda.
  *  - What it computes: LeNet trained for several steps (fed random batches) with the
- *    multi op and with per-parameter ops, for Nesterov momentum and Adam, both with
- *    weight decay: every weight and optimizer state must be bit-identical (memcmp).
+ *    multi ops and with per-parameter ops, for Nesterov momentum, Adam and SGD, all with
+ *    weight decay (a MultiWeightedSum): every weight and optimizer state must be
+ *    bit-identical (memcmp).
  */
 #include <math.h>
 #include <stdio.h>
@@ -112,6 +114,8 @@ static void test_emitted(void **state) {
     net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_ON, .weight_decay = 1}, &init);
     assert_int_equal(count(net, multi[a]), 1);
     assert_int_equal(count(net, single[a]), 0);
+    assert_int_equal(count(net, "MultiWeightedSum"), 1); /* the weight decay */
+    assert_int_equal(count(net, "WeightedSum"), 0);
     const Caffe2__OperatorDef *op = find_op(net, multi[a]);
     assert_int_equal(op->n_output, 3 * NP);
     assert_int_equal(op->n_input, a ? 4 * NP + 2 : 3 * NP + 1);
@@ -159,11 +163,22 @@ static void test_emitted(void **state) {
     assert_string_equal(op->input[op->n_input - 1], DM_MP_FOUND_INF_BLOB);
     free_nets(net, init);
   }
-  /* Plain SGD has no multi-tensor form: its WeightedSums stay. */
+  /* Plain SGD: one MultiWeightedSum (p = p + lr g); with weight decay one more before it
+   * for the 4 weights (g = g + wd p); no WeightedSum left. */
   Caffe2__NetDef *init = NULL;
   Caffe2__NetDef *net = train(&(build){.kind = DM_OPTIM_SGD, .multi = DM_OPTIM_MULTI_ON}, &init);
-  assert_int_equal(count(net, "WeightedSum"), NP);
-  assert_int_equal(count(net, "MultiMomentumSGDUpdate") + count(net, "MultiAdam"), 0);
+  assert_int_equal(count(net, "MultiWeightedSum"), 1);
+  assert_int_equal(count(net, "WeightedSum"), 0);
+  free_nets(net, init);
+  net = train(&(build){.kind = DM_OPTIM_SGD, .multi = DM_OPTIM_MULTI_ON, .weight_decay = 1},
+              &init);
+  assert_int_equal(count(net, "MultiWeightedSum"), 2);
+  assert_int_equal(count(net, "WeightedSum"), 0);
+  const Caffe2__OperatorDef *decay = find_op(net, "MultiWeightedSum");
+  assert_int_equal(decay->n_output, 4);
+  assert_string_equal(decay->output[0], "conv1_w_grad");
+  assert_string_equal(decay->input[4], DM_OPTIM_ONE_BLOB);
+  assert_string_equal(decay->input[9], DM_OPTIM_WD_BLOB);
   free_nets(net, init);
 }
 
@@ -218,10 +233,11 @@ static void test_training(void **state) {
     for (int i = 0; i < B; i++)
       labels[s][i] = (int32_t)(uniform() * 10);
   }
-  static const char *const suffixes[2][2] = {{"_momentum", NULL},
-                                             {"_first_moment", "_second_moment"}};
-  for (int a = 0; a < 2; a++) {
-    dm_optimizer_kind kind = a ? DM_OPTIM_ADAM : DM_OPTIM_MOMENTUM;
+  static const char *const suffixes[3][2] = {
+      {"_momentum", NULL}, {"_first_moment", "_second_moment"}, {NULL, NULL}};
+  static const dm_optimizer_kind kinds[3] = {DM_OPTIM_MOMENTUM, DM_OPTIM_ADAM, DM_OPTIM_SGD};
+  for (int a = 0; a < 3; a++) {
+    dm_optimizer_kind kind = kinds[a];
     dm_workspace *per = trained(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_OFF,
                                          .weight_decay = 1, .fed = 1},
                                 pixels, labels);

@@ -1,8 +1,10 @@
-/* test_multi_optimizer.c: MultiMomentumSGDUpdate and MultiAdam against their definition,
- * the composition of the single-tensor ops (MomentumSGDUpdate, Adam; themselves tested
- * against double references in test_optimizer.c): one multi op over n tensors must leave
+/* test_multi_optimizer.c: MultiMomentumSGDUpdate, MultiAdam and MultiWeightedSum against
+ * their definition, the composition of the single-tensor ops (MomentumSGDUpdate, Adam,
+ * WeightedSum; themselves tested against double references in test_optimizer.c): one
+ * multi op over n tensors must leave
  * every parameter and optimizer state BIT-identical (memcmp) to n single ops, over
- * several steps with fresh random gradients, for plain and Nesterov momentum and Adam,
+ * several steps with fresh random gradients, for plain and Nesterov momentum, Adam and
+ * the weighted sum (an SGD step, a weight decay),
  * with lists of mixed sizes (empty tensors, one element, 2-D, a tensor past the
  * kernels' threading threshold), with a skip input that is zero, nonzero or NaN, and
  * with outputs in other blobs (a skipped step copies). Then the errors: counts, dtypes,
@@ -244,6 +246,65 @@ static void test_adam(void **state) {
   }
 }
 
+/* ---- MultiWeightedSum ------------------------------------------------------------------- */
+
+/* x_k = w0 x_k + w1 z_k by n WeightedSums on set "s" and one MultiWeightedSum on set "m";
+ * outputs into set out_s / out_m. */
+static void wsum_step(dm_workspace *ws, const char *skip, const char *out_s, const char *out_m) {
+  char b[64];
+  for (int k = 0; k < NT; k++) {
+    opt_op *op = opt_new("WeightedSum");
+    opt_in(op, name(b, "s", "x", k));
+    opt_in(op, "w0");
+    opt_in(op, name(b, "s", "z", k));
+    opt_in(op, "w1");
+    if (skip)
+      opt_in(op, skip);
+    opt_out(op, name(b, out_s, "x", k));
+    assert_int_equal(opt_run(op, ws), DM_OK);
+  }
+  opt_op *op = opt_new("MultiWeightedSum");
+  for (int k = 0; k < NT; k++)
+    opt_in(op, name(b, "m", "x", k));
+  opt_in(op, "w0");
+  for (int k = 0; k < NT; k++)
+    opt_in(op, name(b, "m", "z", k));
+  opt_in(op, "w1");
+  if (skip)
+    opt_in(op, skip);
+  for (int k = 0; k < NT; k++)
+    opt_out(op, name(b, out_m, "x", k));
+  assert_int_equal(opt_run(op, ws), DM_OK);
+}
+
+static void test_weighted_sum(void **state) {
+  dm_workspace *ws = *state;
+  uint64_t seed = 0x3e5;
+  static const int64_t one[1] = {1};
+  feed_both(ws, "x", &seed, -1, 1);
+  feed_scalar(ws, "w0", 1.0f);
+  feed_scalar(ws, "w1", -0.03f);
+  for (int step = 0; step < STEPS + 2; step++) {
+    feed_both(ws, "z", &seed, -2, 2);
+    const char *skip = NULL;
+    if (step == 1 || step == 2) {
+      int64_t v = step == 2;
+      opt_feed(ws, "skip", DM_INT64, 1, one, &v);
+      skip = "skip";
+    }
+    wsum_step(ws, skip, "s", "m");
+    for (int k = 0; k < NT; k++)
+      expect_same(ws, "s", "m", "x", k, "weighted sum", step);
+  }
+  for (int v = 1; v >= 0; v--) {
+    uint8_t flag = (uint8_t)v;
+    opt_feed(ws, "bskip", DM_BOOL, 1, one, &flag);
+    wsum_step(ws, "bskip", "so", "mo");
+    for (int k = 0; k < NT; k++)
+      expect_same(ws, "so", "mo", "x", k, "weighted sum", 100 + v);
+  }
+}
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 /* Two tensors a (3) and b (4) with grads, moments, lr, iter. */
@@ -335,6 +396,31 @@ static void test_errors(void **state) {
   opt_out(op, "a_v");
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "MultiAdam", "needs 6 inputs",
                    "7 with a skip input", "it has 8", NULL);
+  /* MultiWeightedSum: z's shape, w1 a scalar, the counts. */
+  op = opt_new("MultiWeightedSum");
+  opt_in(op, "a");
+  opt_in(op, "lr");
+  opt_in(op, "b_g");
+  opt_in(op, "lr");
+  opt_out(op, "a");
+  opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "MultiWeightedSum", "z 1", "'b_g'", "'a'",
+                   NULL);
+  op = opt_new("MultiWeightedSum");
+  opt_in(op, "a");
+  opt_in(op, "lr");
+  opt_in(op, "a_g");
+  opt_in(op, "lr2");
+  opt_out(op, "a");
+  opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "w1", "'lr2'", NULL);
+  op = opt_new("MultiWeightedSum");
+  opt_in(op, "a");
+  opt_in(op, "lr");
+  opt_in(op, "a_g");
+  opt_in(op, "lr");
+  opt_out(op, "a");
+  opt_out(op, "b");
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "2 tensors", "needs 6 inputs", "it has 4",
+                   NULL);
 }
 
 int main(void) {
@@ -342,6 +428,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_momentum, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nesterov, setup, teardown),
       cmocka_unit_test_setup_teardown(test_adam, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_weighted_sum, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
