@@ -111,26 +111,14 @@ static dm_status multi_run(dm_op_ctx *ctx, dm_multi_kind kind) {
   return DM_OK;
 }
 
-/* The names' rules, once, at instantiation (as the CPU kernels' init). */
-static dm_status momentum_init(dm_op_ctx *ctx, void **state) {
-  *state = NULL;
-  return dm_multi_check_names(ctx, DM_MULTI_MOMENTUM);
-}
-static dm_status adam_init(dm_op_ctx *ctx, void **state) {
-  *state = NULL;
-  return dm_multi_check_names(ctx, DM_MULTI_ADAM);
-}
-static dm_status wsum_init(dm_op_ctx *ctx, void **state) {
-  *state = NULL;
-  return dm_multi_check_names(ctx, DM_MULTI_WSUM);
-}
 static dm_status momentum_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_MOMENTUM); }
 static dm_status wsum_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_WSUM); }
 static dm_status adam_run(dm_op_ctx *ctx) { return multi_run(ctx, DM_MULTI_ADAM); }
 
 const dm_kernel_def dm_cuda_multi_tensor_kernels[] = {
-    GPU_KERNEL("MultiMomentumSGDUpdate", "", .init = momentum_init, .run = momentum_run),
-    GPU_KERNEL("MultiAdam", "", .init = adam_init, .run = adam_run),
-    GPU_KERNEL("MultiWeightedSum", "", .init = wsum_init, .run = wsum_run),
+    GPU_KERNEL("MultiMomentumSGDUpdate", "", .init = dm_multi_momentum_init,
+               .run = momentum_run),
+    GPU_KERNEL("MultiAdam", "", .init = dm_multi_adam_init, .run = adam_run),
+    GPU_KERNEL("MultiWeightedSum", "", .init = dm_multi_wsum_init, .run = wsum_run),
     {0},
 };

@@ -167,7 +167,7 @@ static const dm_arg_spec momentum_args[] = {
 
 static dm_status momentum_infer(dm_op_ctx *ctx) { return infer(ctx, DM_MULTI_MOMENTUM); }
 
-static dm_status momentum_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_multi_momentum_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_MOMENTUM);
 }
@@ -211,7 +211,7 @@ static const dm_arg_spec adam_args[] = {
 
 static dm_status adam_infer(dm_op_ctx *ctx) { return infer(ctx, DM_MULTI_ADAM); }
 
-static dm_status adam_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_multi_adam_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_ADAM);
 }
@@ -250,7 +250,7 @@ static const dm_op_schema adam_schema = {
 
 static dm_status wsum_infer(dm_op_ctx *ctx) { return infer(ctx, DM_MULTI_WSUM); }
 
-static dm_status wsum_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_multi_wsum_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   return dm_multi_check_names(ctx, DM_MULTI_WSUM);
 }
@@ -283,10 +283,10 @@ static const dm_op_schema *const schemas[] = {&momentum_schema, &adam_schema, &w
                                               NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
-    {.type = "MultiMomentumSGDUpdate", .device = DM_CPU, .init = momentum_init,
+    {.type = "MultiMomentumSGDUpdate", .device = DM_CPU, .init = dm_multi_momentum_init,
      .run = momentum_run},
-    {.type = "MultiAdam", .device = DM_CPU, .init = adam_init, .run = adam_run},
-    {.type = "MultiWeightedSum", .device = DM_CPU, .init = wsum_init, .run = wsum_run},
+    {.type = "MultiAdam", .device = DM_CPU, .init = dm_multi_adam_init, .run = adam_run},
+    {.type = "MultiWeightedSum", .device = DM_CPU, .init = dm_multi_wsum_init, .run = wsum_run},
     {0},
 };
 const dm_op_family dm_family_multi_optimizer = {schemas, kernels};

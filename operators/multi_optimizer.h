@@ -48,5 +48,9 @@ DM_HIDDEN dm_status dm_multi_layout_get(dm_op_ctx *ctx, dm_multi_kind kind, dm_m
 /* The names' rules (each output its own input or a blob no input names; no output twice):
  * checked once, at instantiation (kernels' init) and by shape inference in the passes. */
 DM_HIDDEN dm_status dm_multi_check_names(dm_op_ctx *ctx, dm_multi_kind kind);
+/* The kernels' init (CPU and CUDA alike): dm_multi_check_names, no state. */
+DM_HIDDEN dm_status dm_multi_momentum_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN dm_status dm_multi_adam_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN dm_status dm_multi_wsum_init(dm_op_ctx *ctx, void **state);
 
 #endif
