@@ -56,6 +56,11 @@ DM_HIDDEN dm_status dm_gpu_context_get(int device, dm_gpu_context **out);
  * use it within one run). */
 DM_HIDDEN dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out);
 
+/* n bytes from host memory src to device memory dst, on c's stream through the pinned
+ * staging ring: returns once src is copied (the caller may reuse it), without waiting
+ * for the device (memory.c). */
+DM_HIDDEN dm_status dm_gpu_upload(dm_gpu_context *c, void *dst, const void *src, size_t n);
+
 /* A CUDA, cuBLAS or cuDNN failure as DM_ERR_DEVICE with the call and the library's own
  * name and text for the code, e.g. "cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". */
 DM_HIDDEN dm_status dm_cuda_error(cudaError_t e, const char *call);

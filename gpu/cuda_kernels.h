@@ -12,7 +12,8 @@
  * Element types are dm_dtype's numbers, repeated here as DMK_* (the one dtype enum across
  * this boundary; gpu/register.c checks at compile time that they agree). The device code
  * of each family: elementwise.cu (arithmetic, Relu, casts, fills), optimizer.cu (update
- * ops, loss scaling, Iter, LearningRate), losses.cu, tensor_ops.cu (Concat/Split blocks,
+ * ops, loss scaling, Iter, LearningRate), multi_tensor.cu (the multi-tensor updates and
+ * unscale), losses.cu, tensor_ops.cu (Concat/Split blocks,
  * Transpose, small writes), dropout.cu, dnn_aux.cu (the small kernels around cuDNN and
  * cuBLAS calls) and fp16_convert.cu (the self-test conversion).
  */
@@ -83,11 +84,8 @@ cudaError_t dmk_weighted_sum(cudaStream_t s, const float *const *x, const float 
                              int first, float *y, const void *skip, int skip_dtype, int64_t n);
 /* UnscaleAndCheck: dmk_unscale_begin sets *found to 1.0f when the scale is not positive
  * and finite (the CPU's error, which the device cannot report), else 0.0f; then one
- * dmk_unscale per gradient: y = x * (float)(1 / (double)*scale) (FLOAT or FLOAT16), and
- * *found = 1.0f when any x or y is inf/NaN (only ever set, never cleared). */
+ * dmk_multi_unscale over every gradient (below) only ever sets it. */
 cudaError_t dmk_unscale_begin(cudaStream_t s, const float *scale, float *found);
-cudaError_t dmk_unscale(cudaStream_t s, int dtype, const void *x, void *y, const float *scale,
-                        float *found, int64_t n);
 /* UpdateLossScale's arithmetic on one thread (every input read before an output is
  * written, so the outputs may be the inputs). */
 cudaError_t dmk_update_loss_scale(cudaStream_t s, const float *scale, const float *found,
@@ -213,6 +211,40 @@ cudaError_t dmk_lrn_scale(cudaStream_t s, int t, int nhwc, int64_t N, int64_t C,
  * the cudaError_t of the first failing call (as an int) with a message in `msg`. */
 int dmk_float_to_half_host(int device, const float *host_in, uint16_t *host_out, size_t n,
                            char *msg, size_t cap);
+
+/* ---- multi_tensor.cu: one launch over lists of tensors (Apex's multi_tensor_apply) -- */
+
+/* A device-side table drives each launch: one dmk_mt_tensor per tensor (its pointers and
+ * size) and one dmk_mt_chunk per DMK_MT_CHUNK elements of each non-empty tensor; block b
+ * handles chunks b, b + gridDim.x, ... The host builds it and uploads it on the stream
+ * (gpu/multi_tensor.c), so pointers may change from run to run at no cost but the copy. */
+#define DMK_MT_CHUNK 16384
+#define DMK_MT_PTRS 7
+typedef struct dmk_mt_tensor {
+  void *p[DMK_MT_PTRS]; /* per kernel below: inputs, then outputs */
+  int64_t n;            /* elements */
+  int32_t dtype;        /* dmk_multi_unscale: DMK_FLOAT or DMK_FLOAT16 */
+  int32_t pad;
+} dmk_mt_tensor;
+typedef struct dmk_mt_chunk {
+  int32_t tensor, chunk; /* elements [chunk * DMK_MT_CHUNK, +DMK_MT_CHUNK) of tensor */
+} dmk_mt_chunk;
+/* MultiMomentumSGDUpdate: p = {g, m, param, ng, nm, nparam}; dmk_momentum_sgd per tensor. */
+cudaError_t dmk_multi_momentum_sgd(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
+                                   int64_t nchunks, const float *lr, float mu, int nesterov,
+                                   const void *skip, int skip_dtype);
+/* MultiAdam: p = {w, m1, m2, g, nw, nm1, nm2}; dmk_adam per tensor. */
+cudaError_t dmk_multi_adam(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
+                           int64_t nchunks, const float *lr, const int64_t *iter, float b1,
+                           float b2, float eps, const void *skip, int skip_dtype);
+/* MultiWeightedSum: p = {x, z, y}, y = w0 x + w1 z (dmk_weighted_sum's two pairs). */
+cudaError_t dmk_multi_weighted_sum(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
+                                   int64_t nchunks, const float *w0, const float *w1,
+                                   const void *skip, int skip_dtype);
+/* UnscaleAndCheck after dmk_unscale_begin: p = {x, y}, y = x * (float)(1 / (double)*scale)
+ * in x's dtype (FLOAT or FLOAT16); *found = 1.0f when any x or y is inf/NaN. */
+cudaError_t dmk_multi_unscale(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
+                              int64_t nchunks, const float *scale, float *found);
 
 #ifdef __cplusplus
 }

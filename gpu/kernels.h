@@ -35,6 +35,14 @@ extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
 extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
 extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
 extern const dm_kernel_def dm_cuda_allreduce_kernels[];   /* allreduce_nccl.c */
+extern const dm_kernel_def dm_cuda_multi_tensor_kernels[]; /* multi_tensor.c */
+
+/* The table of a multi-tensor launch (cuda_kernels.h) for ts[0..nt), uploaded on the op's
+ * stream into the context's scratch (multi_tensor.c): *dts and *dcs its device copies,
+ * *nchunks the chunks (0: nothing to launch, nothing uploaded). */
+DM_HIDDEN dm_status dm_gpu_mt_upload(dm_op_ctx *ctx, const dmk_mt_tensor *ts, int nt,
+                                     const dmk_mt_tensor **dts, const dmk_mt_chunk **dcs,
+                                     int64_t *nchunks);
 
 /* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init,
  * .run, .fini, .cross_device, .supports. */

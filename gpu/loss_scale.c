@@ -4,23 +4,38 @@
  * scale, which the CPU reports as an error, sets found_inf instead (the step is
  * skipped), and UpdateLossScale then leaves the state unchanged.
  */
+#include <stdlib.h>
+
 #include "kernels.h"
 #include "operators/loss_scale.h"
 
 /* loss_scale, g_1..g_n -> g_1..g_n, found_inf: found_inf is set by the kernels, read by
- * the update ops' skip inputs; no value comes back to the host. */
+ * the update ops' skip inputs; no value comes back to the host. Two launches whatever n:
+ * found_inf from the scale, then every gradient in one multi-tensor launch (a table of
+ * the gradients uploaded on the stream, multi_tensor.c). */
 static dm_status unscale_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx)); /* names, dtypes, and every output sized */
-  const int n_in = dm_op_num_inputs(ctx);
+  const int n_in = dm_op_num_inputs(ctx), n = n_in - 1;
   const float *scale = DATA(IN(0));
   float *found = MDATA(OUT(n_in - 1));
   cudaStream_t s;
   DM_TRY(dm_gpu_op_stream(ctx, &s));
   DM_CUDA_TRY(dmk_unscale_begin(s, scale, found));
-  for (int i = 1; i < n_in; i++) {
-    const dm_tensor *g = IN(i);
-    DM_CUDA_TRY(dmk_unscale(s, g->dtype, DATA(g), MDATA(OUT(i - 1)), scale, found, g->numel));
+  dmk_mt_tensor *t = calloc((size_t)n, sizeof *t);
+  if (!t)
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the table of %d gradients", n);
+  for (int i = 0; i < n; i++) {
+    const dm_tensor *g = IN(i + 1);
+    t[i] = (dmk_mt_tensor){.p = {(void *)DATA(g), MDATA(OUT(i))}, .n = g->numel,
+                           .dtype = (int32_t)g->dtype};
   }
+  const dmk_mt_tensor *dt;
+  const dmk_mt_chunk *dc;
+  int64_t nc;
+  dm_status st = dm_gpu_mt_upload(ctx, t, n, &dt, &dc, &nc);
+  free(t);
+  DM_TRY(st);
+  DM_CUDA_TRY(dmk_multi_unscale(s, dt, dc, nc, scale, found));
   return DM_OK;
 }
 

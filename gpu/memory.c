@@ -80,6 +80,18 @@ static dm_status staging(dm_gpu_context *c, size_t n, struct dm_gpu_staging **ou
   return DM_OK;
 }
 
+/* host -> device: stage, send, return at once; the caller may reuse src. */
+dm_status dm_gpu_upload(dm_gpu_context *c, void *dst, const void *src, size_t n) {
+  struct dm_gpu_staging *buf;
+  if (n == 0)
+    return DM_OK;
+  DM_TRY(staging(c, n, &buf));
+  memcpy(buf->ptr, src, n);
+  DM_CUDA_TRY(cudaMemcpyAsync(dst, buf->ptr, n, cudaMemcpyHostToDevice, c->stream));
+  DM_CUDA_TRY(cudaEventRecord(buf->sent, c->stream));
+  return DM_OK;
+}
+
 static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_device_type src_dev,
                            int src_id, const void *src, size_t n) {
   dm_gpu_context *c;
@@ -87,13 +99,8 @@ static dm_status cuda_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_dev
   if (n == 0)
     return DM_OK;
   if (src_dev == DM_CPU && dst_dev == DM_CUDA) {
-    /* host -> device: stage, send, return at once; the caller may reuse src */
     DM_TRY(dm_gpu_context_get(dst_id, &c));
-    DM_TRY(staging(c, n, &buf));
-    memcpy(buf->ptr, src, n);
-    DM_CUDA_TRY(cudaMemcpyAsync(dst, buf->ptr, n, cudaMemcpyHostToDevice, c->stream));
-    DM_CUDA_TRY(cudaEventRecord(buf->sent, c->stream));
-    return DM_OK;
+    return dm_gpu_upload(c, dst, src, n);
   }
   if (src_dev == DM_CUDA && dst_dev == DM_CPU) {
     /* device -> host: the host reads dst next, so wait for the stream here (the one

@@ -7,27 +7,7 @@
  * rounding to FP32, not necessarily in double.
  */
 #include "cuda_common.cuh"
-
-/* ---- the skip flag -------------------------------------------------------------- */
-
-namespace {
-/* optimizer.c's skip_requested, on the device: nonzero or NaN skips. */
-__device__ __forceinline__ bool skip_set(const void *p, int t) {
-  if (!p)
-    return false;
-  switch (t) {
-  case DMK_BOOL:
-  case DMK_UINT8: return *(const uint8_t *)p != 0;
-  case DMK_INT32: return *(const int32_t *)p != 0;
-  case DMK_INT64: return *(const int64_t *)p != 0;
-  case DMK_FLOAT: return !(*(const float *)p == 0.0f);
-  case DMK_DOUBLE: return !(*(const double *)p == 0.0);
-  case DMK_FLOAT16: return !(__half2float(__ushort_as_half(*(const uint16_t *)p)) == 0.0f);
-  default: return true; /* the schema refuses other dtypes */
-  }
-}
-
-} // namespace
+#include "update_math.cuh"
 
 /* ---- update ops (operators/optimizer.c) ----------------------------------------- */
 
@@ -37,29 +17,7 @@ __global__ void momentum_kernel(const float *g, const float *m, const float *lr,
                                 const void *skipp, int skipt, int64_t n) {
   const bool skip = skip_set(skipp, skipt);
   const float lrv = *lr;
-  GRID_LOOP(i, n) {
-    if (skip) { /* the identity step: only outputs in other blobs are written */
-      if (ng != g)
-        ng[i] = g[i];
-      if (nm != m)
-        nm[i] = m[i];
-      if (np != p)
-        np[i] = p[i];
-      continue;
-    }
-    const float gi = g[i], mi = m[i], pi = p[i];
-    float adj, mnew;
-    if (!nesterov) {
-      adj = __fadd_rn(__fmul_rn(lrv, gi), __fmul_rn(mu, mi));
-      mnew = adj;
-    } else {
-      mnew = __fadd_rn(__fmul_rn(mu, mi), __fmul_rn(lrv, gi));
-      adj = __fsub_rn(__fmul_rn(__fadd_rn(1.0f, mu), mnew), __fmul_rn(mu, mi));
-    }
-    nm[i] = mnew;
-    ng[i] = adj;
-    np[i] = __fsub_rn(pi, adj);
-  }
+  GRID_LOOP(i, n) momentum_at(i, g, m, p, ng, nm, np, lrv, mu, nesterov, skip);
 }
 
 } // namespace
@@ -85,32 +43,12 @@ __global__ void adam_kernel(const float *w, const float *m, const float *v, cons
   /* Caffe2's correction, in double as the CPU computes it, once per block. */
   if (threadIdx.x == 0) {
     corr_s = 0.0f;
-    if (!skip) {
-      const double t = (double)*iter + 1;
-      corr_s = __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
-    }
+    if (!skip)
+      corr_s = adam_correction(iter, b1, b2);
   }
   __syncthreads(); /* corr_s is always written: no read of uninitialised shared memory */
   const float corr = corr_s, lrv = *lr;
-  const float c1 = 1 - b1, c2 = 1 - b2;
-  GRID_LOOP(i, n) {
-    if (skip) {
-      if (nw != w)
-        nw[i] = w[i];
-      if (nm != m)
-        nm[i] = m[i];
-      if (nv != v)
-        nv[i] = v[i];
-      continue;
-    }
-    const float gi = g[i], wi = w[i];
-    const float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(gi, c1));
-    const float vi = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(gi, gi), c2));
-    nm[i] = mi;
-    nv[i] = vi;
-    nw[i] = __fadd_rn(wi, __fdiv_rn(__fmul_rn(__fmul_rn(lrv, corr), mi),
-                                    __fadd_rn(__fsqrt_rn(vi), eps)));
-  }
+  GRID_LOOP(i, n) adam_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, eps, skip);
 }
 
 } // namespace
@@ -176,53 +114,15 @@ extern "C" cudaError_t dmk_weighted_sum(cudaStream_t s, const float *const *x,
 /* ---- loss scaling (operators/loss_scale.c) -------------------------------------- */
 
 namespace {
-__device__ __forceinline__ bool f32_nonfinite(float v) {
-  return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
-}
-__device__ __forceinline__ bool f16_nonfinite(uint16_t h) { return (h & 0x7c00u) == 0x7c00u; }
-
 __global__ void unscale_begin_kernel(const float *scale, float *found) {
   const float sv = *scale;
   *found = sv > 0 && !f32_nonfinite(sv) ? 0.0f : 1.0f;
-}
-
-template <bool H>
-__global__ void unscale_kernel(const void *x, void *y, const float *scale, float *found,
-                               int64_t n) {
-  const float inv = __double2float_rn(1.0 / (double)*scale); /* exact for powers of two */
-  bool bad = false;
-  GRID_LOOP(i, n) {
-    if (!H) {
-      const float xi = ((const float *)x)[i], yi = __fmul_rn(xi, inv);
-      ((float *)y)[i] = yi;
-      bad |= f32_nonfinite(xi) | f32_nonfinite(yi);
-    } else {
-      const uint16_t xi = ((const uint16_t *)x)[i];
-      const uint16_t yi = narrow<false>(__fmul_rn(widen<false>(xi), inv));
-      ((uint16_t *)y)[i] = yi;
-      bad |= f16_nonfinite(xi) | f16_nonfinite(yi);
-    }
-  }
-  /* Every writer stores the same value, so plain stores race harmlessly. */
-  if (bad)
-    *found = 1.0f;
 }
 
 } // namespace
 
 extern "C" cudaError_t dmk_unscale_begin(cudaStream_t s, const float *scale, float *found) {
   unscale_begin_kernel<<<1, 1, 0, s>>>(scale, found);
-  return cudaGetLastError();
-}
-
-extern "C" cudaError_t dmk_unscale(cudaStream_t s, int dtype, const void *x, void *y,
-                                   const float *scale, float *found, int64_t n) {
-  if (n == 0)
-    return cudaSuccess;
-  if (dtype == DMK_FLOAT)
-    unscale_kernel<false><<<grid_for(n), THREADS, 0, s>>>(x, y, scale, found, n);
-  else
-    unscale_kernel<true><<<grid_for(n), THREADS, 0, s>>>(x, y, scale, found, n);
   return cudaGetLastError();
 }
 

@@ -43,6 +43,7 @@ static const struct {
     {"cuDNN LRN", dm_cuda_lrn_kernels},
     {"cuBLAS FC", dm_cuda_fc_kernels},
     {"NCCL all-reduce", dm_cuda_allreduce_kernels},
+    {"multi-tensor updates", dm_cuda_multi_tensor_kernels},
     {NULL, NULL},
 };
 

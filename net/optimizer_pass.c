@@ -19,6 +19,7 @@ void dm_optimizer_opts_init(dm_optimizer_opts *o) {
   o->beta1 = 0.9;
   o->beta2 = 0.999;
   o->epsilon = 1e-5;
+  o->multi_tensor = DM_OPTIM_MULTI_AUTO;
 }
 
 dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out) {
@@ -184,9 +185,9 @@ static dm_status suffixed(char *buf, size_t cap, const char *p, const char *suff
   return DM_OK;
 }
 
-static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const char *p,
-                            const dm_optimizer_opts *o) {
-  char g[512], m1[512], m2[512];
+/* The weight-decay WeightedSum of p, when p is decayed. */
+static dm_status decay_op(Caffe2__NetDef *net, const char *p, const dm_optimizer_opts *o) {
+  char g[512];
   DM_TRY(suffixed(g, sizeof g, p, "_grad"));
   if (!net_writes(net, g))
     return dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'", p, g);
@@ -194,6 +195,42 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
     const char *in[4] = {g, DM_OPTIM_ONE_BLOB, p, DM_OPTIM_WD_BLOB}, *out[1] = {g};
     DM_TRY(plain_op(net, "WeightedSum", in, 4, out, 1));
   }
+  return DM_OK;
+}
+
+static void momentum_args(dm_opb *b, const dm_optimizer_opts *o) {
+  dm_opb_arg_float(b, "momentum", (float)o->momentum);
+  dm_opb_arg_int(b, "nesterov", o->nesterov ? 1 : 0);
+}
+
+static void adam_args(dm_opb *b, const dm_optimizer_opts *o) {
+  dm_opb_arg_float(b, "beta1", (float)o->beta1);
+  dm_opb_arg_float(b, "beta2", (float)o->beta2);
+  dm_opb_arg_float(b, "epsilon", (float)o->epsilon);
+}
+
+/* The state's fills of p (its moments, zero, p's shape). */
+static dm_status state_fills(Caffe2__NetDef *init, const char *p, const dm_optimizer_opts *o) {
+  char m[512];
+  if (o->kind == DM_OPTIM_MOMENTUM) {
+    DM_TRY(suffixed(m, sizeof m, p, "_momentum"));
+    return fill(init, m, p, 1, 0);
+  }
+  if (o->kind == DM_OPTIM_ADAM) {
+    DM_TRY(suffixed(m, sizeof m, p, "_first_moment"));
+    DM_TRY(fill(init, m, p, 1, 0));
+    DM_TRY(suffixed(m, sizeof m, p, "_second_moment"));
+    return fill(init, m, p, 1, 0);
+  }
+  return DM_OK;
+}
+
+static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const char *p,
+                            const dm_optimizer_opts *o) {
+  char g[512], m1[512], m2[512];
+  DM_TRY(decay_op(net, p, o));
+  DM_TRY(suffixed(g, sizeof g, p, "_grad"));
+  DM_TRY(state_fills(init, p, o));
   dm_opb b;
   switch (o->kind) {
   case DM_OPTIM_SGD: {
@@ -203,12 +240,10 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
   case DM_OPTIM_MOMENTUM: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_momentum"));
     const char *in[4] = {g, m1, DM_OPTIM_LR_BLOB, p}, *out[3] = {g, m1, p};
-    DM_TRY(fill(init, m1, p, 1, 0));
     dm_opb_start(&b, "MomentumSGDUpdate");
     dm_opb_inputs(&b, in, 4);
     dm_opb_outputs(&b, out, 3);
-    dm_opb_arg_float(&b, "momentum", (float)o->momentum);
-    dm_opb_arg_int(&b, "nesterov", o->nesterov ? 1 : 0);
+    momentum_args(&b, o);
     return dm_opb_append(&b, net);
   }
   case DM_OPTIM_ADAM: {
@@ -216,18 +251,120 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
     DM_TRY(suffixed(m2, sizeof m2, p, "_second_moment"));
     const char *in[6] = {p, m1, m2, g, DM_OPTIM_LR_BLOB, DM_OPTIM_ITER_BLOB};
     const char *out[3] = {p, m1, m2};
-    DM_TRY(fill(init, m1, p, 1, 0));
-    DM_TRY(fill(init, m2, p, 1, 0));
     dm_opb_start(&b, "Adam");
     dm_opb_inputs(&b, in, 6);
     dm_opb_outputs(&b, out, 3);
-    dm_opb_arg_float(&b, "beta1", (float)o->beta1);
-    dm_opb_arg_float(&b, "beta2", (float)o->beta2);
-    dm_opb_arg_float(&b, "epsilon", (float)o->epsilon);
+    adam_args(&b, o);
     return dm_opb_append(&b, net);
   }
   }
   return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
+}
+
+/* The n names p_k + suffix, as malloc'd strings appended to *list (dm_strv_push). */
+static dm_status push_suffixed(char ***list, size_t *n, const char *const *params, size_t np,
+                               const char *suffix) {
+  for (size_t k = 0; k < np; k++) {
+    char name[512];
+    DM_TRY(suffixed(name, sizeof name, params[k], suffix));
+    DM_TRY(dm_strv_push(list, n, name));
+  }
+  return DM_OK;
+}
+
+/* MultiWeightedSum(x_1..x_n, w0, z_1..z_n, w1) -> x_1..x_n with x_k = p_k + xs,
+ * z_k = p_k + zs, over the params `p` (n of them). */
+static dm_status multi_wsum_op(Caffe2__NetDef *net, const char *const *p, size_t n,
+                               const char *xs, const char *w0, const char *zs, const char *w1) {
+  char **in = NULL;
+  size_t n_in = 0;
+  dm_status s = push_suffixed(&in, &n_in, p, n, xs);
+  if (s == DM_OK)
+    s = dm_strv_push(&in, &n_in, w0);
+  if (s == DM_OK)
+    s = push_suffixed(&in, &n_in, p, n, zs);
+  if (s == DM_OK)
+    s = dm_strv_push(&in, &n_in, w1);
+  if (s == DM_OK)
+    s = plain_op(net, "MultiWeightedSum", (const char *const *)in, n_in,
+                 (const char *const *)in, n);
+  dm_optimizer_free_names(in, n_in);
+  return s;
+}
+
+/* ONE MultiWeightedSum for the decayed params' decays, then ONE MultiMomentumSGDUpdate,
+ * MultiAdam or (SGD) MultiWeightedSum (header). */
+static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
+                                  const char *const *params, size_t np,
+                                  const dm_optimizer_opts *o) {
+  const char **decayed = calloc(np ? np : 1, sizeof *decayed);
+  if (!decayed)
+    return DM_NOMEM("the optimizer pass");
+  size_t nd = 0;
+  dm_status s = DM_OK;
+  for (size_t k = 0; k < np && s == DM_OK; k++) {
+    char g[512];
+    s = suffixed(g, sizeof g, params[k], "_grad");
+    if (s == DM_OK && !net_writes(net, g))
+      s = dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'",
+                   params[k], g);
+    if (s == DM_OK)
+      s = state_fills(init, params[k], o);
+    if (o->weight_decay > 0 && (o->decay_all || ends_with(params[k], "_w")))
+      decayed[nd++] = params[k];
+  }
+  /* g = 1 * g + wd * p for the decayed params */
+  if (s == DM_OK && nd)
+    s = multi_wsum_op(net, decayed, nd, "_grad", DM_OPTIM_ONE_BLOB, "", DM_OPTIM_WD_BLOB);
+  free(decayed);
+  if (s != DM_OK)
+    return s;
+  if (o->kind == DM_OPTIM_SGD) /* p = 1 * p + lr * g */
+    return multi_wsum_op(net, params, np, "", DM_OPTIM_ONE_BLOB, "_grad", DM_OPTIM_LR_BLOB);
+  char **in = NULL, **out = NULL;
+  size_t n_in = 0, n_out = 0;
+  const int adam = o->kind == DM_OPTIM_ADAM;
+  const char *m1 = adam ? "_first_moment" : "_momentum";
+  if (adam) { /* p, m1, m2, g lists, lr, iter -> p, m1, m2 lists */
+    s = push_suffixed(&in, &n_in, params, np, "");
+    if (s == DM_OK)
+      s = push_suffixed(&in, &n_in, params, np, m1);
+    if (s == DM_OK)
+      s = push_suffixed(&in, &n_in, params, np, "_second_moment");
+    if (s == DM_OK)
+      s = push_suffixed(&in, &n_in, params, np, "_grad");
+    if (s == DM_OK)
+      s = dm_strv_push(&in, &n_in, DM_OPTIM_LR_BLOB);
+    if (s == DM_OK)
+      s = dm_strv_push(&in, &n_in, DM_OPTIM_ITER_BLOB);
+    for (size_t k = 0; k < 3 * np && s == DM_OK; k++)
+      s = dm_strv_push(&out, &n_out, in[k]);
+  } else { /* g, m lists, lr, p list -> g, m, p lists */
+    s = push_suffixed(&in, &n_in, params, np, "_grad");
+    if (s == DM_OK)
+      s = push_suffixed(&in, &n_in, params, np, m1);
+    if (s == DM_OK)
+      s = dm_strv_push(&in, &n_in, DM_OPTIM_LR_BLOB);
+    if (s == DM_OK)
+      s = push_suffixed(&in, &n_in, params, np, "");
+    for (size_t k = 0; k < 3 * np + 1 && s == DM_OK; k++)
+      if (k != 2 * np) /* lr */
+        s = dm_strv_push(&out, &n_out, in[k]);
+  }
+  if (s == DM_OK) {
+    dm_opb b;
+    dm_opb_start(&b, adam ? "MultiAdam" : "MultiMomentumSGDUpdate");
+    dm_opb_inputs(&b, (const char *const *)in, n_in);
+    dm_opb_outputs(&b, (const char *const *)out, n_out);
+    if (adam)
+      adam_args(&b, o);
+    else
+      momentum_args(&b, o);
+    s = dm_opb_append(&b, net);
+  }
+  dm_optimizer_free_names(in, n_in);
+  dm_optimizer_free_names(out, n_out);
+  return s;
 }
 
 /* ---- checks ---------------------------------------------------------------------------- */
@@ -334,8 +471,13 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
     s = plain_op(net, "Iter", io, 1, io, 1);
   if (s == DM_OK)
     s = learning_rate_op(net, o, &policy);
-  for (size_t i = 0; i < n_params && s == DM_OK; i++)
-    s = update_ops(net, init_add, params[i], o);
+  if (o->multi_tensor == DM_OPTIM_MULTI_ON) {
+    if (s == DM_OK)
+      s = multi_update_ops(net, init_add, params, n_params, o);
+  } else {
+    for (size_t i = 0; i < n_params && s == DM_OK; i++)
+      s = update_ops(net, init_add, params[i], o);
+  }
   dm_optimizer_free_names(found, found ? n_params : 0);
   return s;
 }

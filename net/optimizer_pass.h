@@ -24,6 +24,20 @@
  *   ConstantFill() -> optimizer_one, optimizer_weight_decay   (FLOAT [1])
  *   ConstantFill(p) -> p_momentum | p_first_moment, p_second_moment   (p's shape, 0)
  *
+ * With multi_tensor on, the per-parameter ops become multi-tensor ops over every
+ * parameter (operators/multi_optimizer.h), which a GPU runs in one kernel launch each
+ * instead of one per parameter, with bit-identical results:
+ *   MultiWeightedSum(g_1..g_d, optimizer_one, p_1..p_d, optimizer_weight_decay)
+ *                 -> g_1..g_d                         (the d decayed params; weight decay)
+ *   sgd:      MultiWeightedSum(p_1..p_n, optimizer_one, g_1..g_n, lr) -> p_1..p_n
+ *   momentum: MultiMomentumSGDUpdate(g_1..g_n, m_1..m_n, lr, p_1..p_n)
+ *                 -> g_1..g_n, m_1..m_n, p_1..p_n
+ *   adam:     MultiAdam(p_1..p_n, m1_1..m1_n, m2_1..m2_n, g_1..g_n, lr, optimizer_iteration)
+ *                 -> p_1..p_n, m1_1..m1_n, m2_1..m2_n
+ * Every parameter is an FP32 master when the pass runs (the mixed-precision pass comes
+ * later) and the device pass places the whole net on one device, so the parameters form
+ * one group of one dtype and device.
+ *
  * Weight decay is L2 through the gradient (grad += wd * param), as Caffe2's
  * AddWeightDecay. Its shapes are unknown when the pass runs, so "weights" (decayed by
  * default; biases are not) are the params whose names end in "_w", Caffe2's brew
@@ -49,6 +63,14 @@ typedef enum dm_optimizer_kind {
   DM_OPTIM_ADAM = 2      /* Adam */
 } dm_optimizer_kind;
 
+/* multi_tensor: emit the multi-tensor update op (above) or one op per parameter. */
+typedef enum dm_optim_multi_tensor {
+  DM_OPTIM_MULTI_AUTO = -1, /* the pipeline: on when it places the net on CUDA, else off;
+                               dm_add_optimizer_ops alone: off */
+  DM_OPTIM_MULTI_OFF = 0,
+  DM_OPTIM_MULTI_ON = 1
+} dm_optim_multi_tensor;
+
 typedef struct dm_optimizer_opts {
   dm_optimizer_kind kind;
   double lr;           /* > 0, the step size; the pass signs base_lr (see above) */
@@ -64,6 +86,7 @@ typedef struct dm_optimizer_opts {
   int64_t max_iter;    /* poly */
   int64_t warmup_iter; /* 0: no warmup */
   double warmup_start; /* warmup multiplier at iteration 0 */
+  dm_optim_multi_tensor multi_tensor; /* MOMENTUM, ADAM: one update op for all params */
   /* Inputs of the forward net that are not parameters (data, labels), for
    * dm_find_trainable_params when no params are passed. Borrowed. */
   const char *const *exclude;
@@ -71,7 +94,7 @@ typedef struct dm_optimizer_opts {
 } dm_optimizer_opts;
 
 /* Caffe2's defaults: SGD, lr 0.01, momentum 0.9, beta1 0.9, beta2 0.999, epsilon 1e-5,
- * no weight decay, policy fixed, no warmup, nothing excluded. */
+ * no weight decay, policy fixed, no warmup, nothing excluded; multi_tensor AUTO. */
 DM_HIDDEN void dm_optimizer_opts_init(dm_optimizer_opts *o);
 /* "sgd", "momentum", "adam". */
 DM_HIDDEN dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out);

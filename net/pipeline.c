@@ -237,7 +237,12 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     DM_TRY(dm_add_gradient_ops(net, o->losses, o->n_losses));
   if (r->gradient && o->optimize) {
     DM_TRY(new_init_add(init_add));
-    s = dm_add_optimizer_ops(net, NULL, 0, &o->optim, *init_add);
+    /* multi_tensor AUTO: one update launch where launches cost (a net placed on CUDA);
+     * CPU nets keep their per-parameter ops unless asked. */
+    dm_optimizer_opts optim = o->optim;
+    if (optim.multi_tensor == DM_OPTIM_MULTI_AUTO)
+      optim.multi_tensor = o->device ? DM_OPTIM_MULTI_ON : DM_OPTIM_MULTI_OFF;
+    s = dm_add_optimizer_ops(net, NULL, 0, &optim, *init_add);
     r->optimizer = s == DM_OK;
   }
 

@@ -9,7 +9,8 @@
  *      training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
  *                        + Relu made the fused ops whose gradients the next pass emits
  *   1. gradient          dm_add_gradient_ops for `losses`
- *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition
+ *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition;
+ *                        optim.multi_tensor AUTO is ON when `device` is set, else OFF
  *      fusion           dm_fusion_pass (inference only: refused after the gradient pass);
  *                        the folds (FoldBN) go to the init addition, before the casts
  *                        the mixed-precision pass appends, which then cast the folded

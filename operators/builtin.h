@@ -31,6 +31,7 @@ extern const dm_op_family dm_family_allreduce;
 extern const dm_kernel_def dm_allreduce_no_mpi_kernels[];
 extern const dm_op_family dm_family_fold_bn;
 extern const dm_op_family dm_family_device_copy;
+extern const dm_op_family dm_family_multi_optimizer;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */

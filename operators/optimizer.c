@@ -43,6 +43,7 @@
 #include "common.h"
 #include "core/half.h"
 #include "lr_policy.h"
+#include "optimizer.h"
 
 /* Threads for loops over `n` elements (the pragma names the local variable n); each
  * element is independent, so results do not depend on the thread count. */
@@ -55,7 +56,7 @@
 /* ---- shared helpers ---------------------------------------------------------------- */
 
 /* Input i must be a one-element tensor of a numeric dtype (checked in infer). */
-static dm_status check_scalar(dm_op_ctx *ctx, int i, const char *what, int float_only) {
+dm_status dm_update_check_scalar(dm_op_ctx *ctx, int i, const char *what, int float_only) {
   const dm_tensor *t = dm_op_input(ctx, i);
   dm_dtype d = t->dtype;
   int ok = float_only ? d == DM_FLOAT
@@ -74,7 +75,7 @@ static dm_status check_scalar(dm_op_ctx *ctx, int i, const char *what, int float
 }
 
 /* Whether the optional skip input at index i is present and nonzero. */
-static int skip_requested(dm_op_ctx *ctx, int i) {
+int dm_update_skip_requested(dm_op_ctx *ctx, int i) {
   if (dm_op_num_inputs(ctx) <= i)
     return 0;
   const dm_tensor *t = dm_op_input(ctx, i);
@@ -92,7 +93,7 @@ static int skip_requested(dm_op_ctx *ctx, int i) {
 }
 
 /* A skipped step: each output (out[k]) not in its input's blob (in[k]) gets a copy. */
-static dm_status skip_outputs(dm_op_ctx *ctx, int n, const int *in, const int *out) {
+dm_status dm_update_skip_outputs(dm_op_ctx *ctx, int n, const int *in, const int *out) {
   for (int k = 0; k < n; k++) {
     const dm_tensor *x = dm_op_input(ctx, in[k]);
     dm_tensor *y = dm_op_output(ctx, out[k]);
@@ -140,7 +141,7 @@ static dm_status iter_infer(dm_op_ctx *ctx) {
                        dm_shape_str(it, buf, sizeof buf));
   }
   if (dm_op_num_inputs(ctx) > 1)
-    DM_TRY(check_scalar(ctx, 1, "skip", 0));
+    DM_TRY(dm_update_check_scalar(ctx, 1, "skip", 0));
   if (it->numel == 1)
     return dm_op_set_output(ctx, 0, DM_INT64, it->ndim, it->dims);
   return dm_op_set_output(ctx, 0, DM_INT64, 1, one);
@@ -168,7 +169,7 @@ static dm_status iter_run(dm_op_ctx *ctx) {
     if (it->dtype == DM_INT64 && it->numel == 1)
       cur = *(const int64_t *)dm_tensor_data(it);
     DM_TRY(iter_infer(ctx));
-    if (skip_requested(ctx, 1)) {
+    if (dm_update_skip_requested(ctx, 1)) {
       *(int64_t *)dm_tensor_mutable_data(y) = cur; /* unchanged (an empty count is 0) */
       return DM_OK;
     }
@@ -250,6 +251,18 @@ static const dm_op_schema lr_schema = {
 
 static const dm_inplace_pair ws_inplace[] = {{0, 0}, {-1, -1}};
 
+/* Caffe2: y = w0 * x0, then y += wk * xk for each further pair, in FP32. Each element
+ * reads every input before y is written, so Y may be X0. */
+void dm_weighted_sum_f32(const float *const *x, const float *w, int np, float *y, int64_t n) {
+  OMP_FOR_N
+  for (int64_t i = 0; i < n; i++) {
+    float acc = w[0] * x[0][i];
+    for (int k = 1; k < np; k++)
+      acc += w[k] * x[k][i];
+    y[i] = acc;
+  }
+}
+
 /* Number of (X, w) pairs; an odd input count means a trailing skip input. */
 static int ws_pairs(dm_op_ctx *ctx) { return dm_op_num_inputs(ctx) / 2; }
 
@@ -266,21 +279,20 @@ static dm_status ws_infer(dm_op_ctx *ctx) {
       return dm_op_error(ctx, DM_ERR_SHAPE, "X%d '%s' is %s, but X0 '%s' is %s", k,
                          dm_op_input_name(ctx, 2 * k), dm_shape_str(x, a, sizeof a),
                          dm_op_input_name(ctx, 0), dm_shape_str(x0, b, sizeof b));
-    DM_TRY(check_scalar(ctx, 2 * k + 1, "a weight", 1));
+    DM_TRY(dm_update_check_scalar(ctx, 2 * k + 1, "a weight", 1));
   }
   if (dm_op_num_inputs(ctx) % 2)
-    DM_TRY(check_scalar(ctx, dm_op_num_inputs(ctx) - 1, "skip", 0));
+    DM_TRY(dm_update_check_scalar(ctx, dm_op_num_inputs(ctx) - 1, "skip", 0));
   return dm_op_set_output(ctx, 0, DM_FLOAT, x0->ndim, x0->dims);
 }
 
 static dm_status ws_run(dm_op_ctx *ctx) {
   DM_TRY(ws_infer(ctx));
-  if (dm_op_num_inputs(ctx) % 2 && skip_requested(ctx, dm_op_num_inputs(ctx) - 1)) {
+  if (dm_op_num_inputs(ctx) % 2 && dm_update_skip_requested(ctx, dm_op_num_inputs(ctx) - 1)) {
     static const int in[1] = {0}, out[1] = {0};
-    return skip_outputs(ctx, 1, in, out);
+    return dm_update_skip_outputs(ctx, 1, in, out);
   }
   int np = ws_pairs(ctx);
-  int64_t n = dm_op_input(ctx, 0)->numel;
   const float **x = malloc((size_t)np * sizeof *x);
   float *w = malloc((size_t)np * sizeof *w);
   if (!x || !w) {
@@ -292,16 +304,8 @@ static dm_status ws_run(dm_op_ctx *ctx) {
     x[k] = dm_tensor_data(dm_op_input(ctx, 2 * k));
     w[k] = *(const float *)dm_tensor_data(dm_op_input(ctx, 2 * k + 1));
   }
-  float *y = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-  /* Caffe2: y = w0 * x0, then y += wk * xk for each further pair, in FP32. Each element
-   * reads every input before y is written, so Y may be X0. */
-  OMP_FOR_N
-  for (int64_t i = 0; i < n; i++) {
-    float acc = w[0] * x[0][i];
-    for (int k = 1; k < np; k++)
-      acc += w[k] * x[k][i];
-    y[i] = acc;
-  }
+  dm_weighted_sum_f32(x, w, np, dm_tensor_mutable_data(dm_op_output(ctx, 0)),
+                      dm_op_input(ctx, 0)->numel);
   free(x);
   free(w);
   return DM_OK;
@@ -317,45 +321,10 @@ static const dm_op_schema ws_schema = {
 
 /* ---- MomentumSGDUpdate ----------------------------------------------------------------- */
 
-enum { M_GRAD, M_MOMENT, M_LR, M_PARAM, M_SKIP };
-static const dm_arg_spec momentum_args[] = {
-    {"momentum", DM_ARG_FLOAT, 0, "mu (default 0)"},
-    {"nesterov", DM_ARG_INT, 0, "1: Nesterov's momentum (default 0)"},
-    {NULL, 0, 0, NULL},
-};
-static const dm_inplace_pair momentum_inplace[] = {{0, 0}, {1, 1}, {3, 2}, {-1, -1}};
-
-static dm_status momentum_infer(dm_op_ctx *ctx) {
-  static const int idx[] = {M_GRAD, M_MOMENT, M_PARAM};
-  static const char *const what[] = {"grad", "moment", "param"};
-  DM_TRY(check_same_float(ctx, 3, idx, what));
-  DM_TRY(check_scalar(ctx, M_LR, "lr", 1));
-  if (dm_op_num_inputs(ctx) > M_SKIP)
-    DM_TRY(check_scalar(ctx, M_SKIP, "skip", 0));
-  const dm_tensor *g = dm_op_input(ctx, M_GRAD);
-  for (int o = 0; o < 3; o++)
-    DM_TRY(dm_op_set_output(ctx, o, DM_FLOAT, g->ndim, g->dims));
-  return DM_OK;
-}
-
-static dm_status momentum_run(dm_op_ctx *ctx) {
-  DM_TRY(momentum_infer(ctx));
-  if (skip_requested(ctx, M_SKIP)) {
-    static const int in[3] = {M_GRAD, M_MOMENT, M_PARAM}, out[3] = {0, 1, 2};
-    return skip_outputs(ctx, 3, in, out);
-  }
-  const float *g = dm_tensor_data(dm_op_input(ctx, M_GRAD));
-  const float *m = dm_tensor_data(dm_op_input(ctx, M_MOMENT));
-  const float *p = dm_tensor_data(dm_op_input(ctx, M_PARAM));
-  float *ng = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-  float *nm = dm_tensor_mutable_data(dm_op_output(ctx, 1));
-  float *np = dm_tensor_mutable_data(dm_op_output(ctx, 2));
-  const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, M_LR));
-  const float mu = dm_op_arg_float(ctx, "momentum", 0);
-  const int nesterov = dm_op_arg_int(ctx, "nesterov", 0) != 0;
-  int64_t n = dm_op_input(ctx, M_GRAD)->numel;
-  /* Caffe2's momentum_sgd_update, element by element: every input is read before any
-   * output is written, so each output may share its input's blob. */
+/* Caffe2's momentum_sgd_update, element by element: every input is read before any
+ * output is written, so each output may share its input's blob. */
+void dm_momentum_sgd_f32(const float *g, const float *m, const float *p, float *ng, float *nm,
+                         float *np, int64_t n, float lr, float mu, int nesterov) {
   OMP_FOR_N
   for (int64_t i = 0; i < n; i++) {
     const float gi = g[i], mi = m[i], pi = p[i];
@@ -371,6 +340,44 @@ static dm_status momentum_run(dm_op_ctx *ctx) {
     ng[i] = adj;
     np[i] = pi - adj;
   }
+}
+
+enum { M_GRAD, M_MOMENT, M_LR, M_PARAM, M_SKIP };
+static const dm_arg_spec momentum_args[] = {
+    {"momentum", DM_ARG_FLOAT, 0, "mu (default 0)"},
+    {"nesterov", DM_ARG_INT, 0, "1: Nesterov's momentum (default 0)"},
+    {NULL, 0, 0, NULL},
+};
+static const dm_inplace_pair momentum_inplace[] = {{0, 0}, {1, 1}, {3, 2}, {-1, -1}};
+
+static dm_status momentum_infer(dm_op_ctx *ctx) {
+  static const int idx[] = {M_GRAD, M_MOMENT, M_PARAM};
+  static const char *const what[] = {"grad", "moment", "param"};
+  DM_TRY(check_same_float(ctx, 3, idx, what));
+  DM_TRY(dm_update_check_scalar(ctx, M_LR, "lr", 1));
+  if (dm_op_num_inputs(ctx) > M_SKIP)
+    DM_TRY(dm_update_check_scalar(ctx, M_SKIP, "skip", 0));
+  const dm_tensor *g = dm_op_input(ctx, M_GRAD);
+  for (int o = 0; o < 3; o++)
+    DM_TRY(dm_op_set_output(ctx, o, DM_FLOAT, g->ndim, g->dims));
+  return DM_OK;
+}
+
+static dm_status momentum_run(dm_op_ctx *ctx) {
+  DM_TRY(momentum_infer(ctx));
+  if (dm_update_skip_requested(ctx, M_SKIP)) {
+    static const int in[3] = {M_GRAD, M_MOMENT, M_PARAM}, out[3] = {0, 1, 2};
+    return dm_update_skip_outputs(ctx, 3, in, out);
+  }
+  const float *g = dm_tensor_data(dm_op_input(ctx, M_GRAD));
+  const float *m = dm_tensor_data(dm_op_input(ctx, M_MOMENT));
+  const float *p = dm_tensor_data(dm_op_input(ctx, M_PARAM));
+  float *ng = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+  float *nm = dm_tensor_mutable_data(dm_op_output(ctx, 1));
+  float *np = dm_tensor_mutable_data(dm_op_output(ctx, 2));
+  const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, M_LR));
+  dm_momentum_sgd_f32(g, m, p, ng, nm, np, dm_op_input(ctx, M_GRAD)->numel, lr,
+                      dm_op_arg_float(ctx, "momentum", 0), dm_op_arg_int(ctx, "nesterov", 0) != 0);
   return DM_OK;
 }
 
@@ -383,6 +390,27 @@ static const dm_op_schema momentum_schema = {
     .infer = momentum_infer};
 
 /* ---- Adam ------------------------------------------------------------------------------- */
+
+/* Caffe2: t = iter + 1, correction = sqrt(1 - b2^t) / (1 - b1^t), std::pow(float, int64)
+ * in double, rounded to float. */
+float dm_adam_correction(float b1, float b2, int64_t iter) {
+  const double t = (double)iter + 1;
+  return (float)(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+}
+
+void dm_adam_f32(const float *w, const float *m, const float *v, const float *g, float *nw,
+                 float *nm, float *nv, int64_t n, float lr, float corr, float b1, float b2,
+                 float eps) {
+  OMP_FOR_N
+  for (int64_t i = 0; i < n; i++) {
+    const float gi = g[i], wi = w[i];
+    const float mi = m[i] * b1 + gi * (1 - b1);
+    const float vi = v[i] * b2 + gi * gi * (1 - b2);
+    nm[i] = mi;
+    nv[i] = vi;
+    nw[i] = wi + lr * corr * mi / (sqrtf(vi) + eps);
+  }
+}
 
 enum { A_PARAM, A_M1, A_M2, A_GRAD, A_LR, A_ITER, A_SKIP };
 static const dm_arg_spec adam_args[] = {
@@ -397,14 +425,14 @@ static dm_status adam_infer(dm_op_ctx *ctx) {
   static const int idx[] = {A_PARAM, A_M1, A_M2, A_GRAD};
   static const char *const what[] = {"param", "moment_1", "moment_2", "grad"};
   DM_TRY(check_same_float(ctx, 4, idx, what));
-  DM_TRY(check_scalar(ctx, A_LR, "lr", 1));
+  DM_TRY(dm_update_check_scalar(ctx, A_LR, "lr", 1));
   const dm_tensor *it = dm_op_input(ctx, A_ITER);
   if (it->dtype != DM_INT64 || it->numel != 1)
     return dm_op_error(ctx, DM_ERR_TYPE, "iter '%s' is %s with %lld elements; expected one INT64",
                        dm_op_input_name(ctx, A_ITER), dm_dtype_name(it->dtype),
                        (long long)it->numel);
   if (dm_op_num_inputs(ctx) > A_SKIP)
-    DM_TRY(check_scalar(ctx, A_SKIP, "skip", 0));
+    DM_TRY(dm_update_check_scalar(ctx, A_SKIP, "skip", 0));
   const dm_tensor *p = dm_op_input(ctx, A_PARAM);
   for (int o = 0; o < 3; o++)
     DM_TRY(dm_op_set_output(ctx, o, DM_FLOAT, p->ndim, p->dims));
@@ -413,36 +441,22 @@ static dm_status adam_infer(dm_op_ctx *ctx) {
 
 static dm_status adam_run(dm_op_ctx *ctx) {
   DM_TRY(adam_infer(ctx));
-  if (skip_requested(ctx, A_SKIP)) {
+  if (dm_update_skip_requested(ctx, A_SKIP)) {
     static const int in[3] = {A_PARAM, A_M1, A_M2}, out[3] = {0, 1, 2};
-    return skip_outputs(ctx, 3, in, out);
+    return dm_update_skip_outputs(ctx, 3, in, out);
   }
   const float b1 = dm_op_arg_float(ctx, "beta1", 0.9f);
   const float b2 = dm_op_arg_float(ctx, "beta2", 0.999f);
   const float eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
   const int64_t iter = *(const int64_t *)dm_tensor_data(dm_op_input(ctx, A_ITER));
-  /* Caffe2: t = iter + 1, correction = sqrt(1 - b2^t) / (1 - b1^t), std::pow(float,
-   * int64) in double, rounded to float. */
-  const double t = (double)iter + 1;
-  const float corr = (float)(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+  const float corr = dm_adam_correction(b1, b2, iter);
   const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, A_LR));
-  const float *w = dm_tensor_data(dm_op_input(ctx, A_PARAM));
-  const float *m = dm_tensor_data(dm_op_input(ctx, A_M1));
-  const float *v = dm_tensor_data(dm_op_input(ctx, A_M2));
-  const float *g = dm_tensor_data(dm_op_input(ctx, A_GRAD));
-  float *nw = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-  float *nm = dm_tensor_mutable_data(dm_op_output(ctx, 1));
-  float *nv = dm_tensor_mutable_data(dm_op_output(ctx, 2));
-  int64_t n = dm_op_input(ctx, A_PARAM)->numel;
-  OMP_FOR_N
-  for (int64_t i = 0; i < n; i++) {
-    const float gi = g[i], wi = w[i];
-    const float mi = m[i] * b1 + gi * (1 - b1);
-    const float vi = v[i] * b2 + gi * gi * (1 - b2);
-    nm[i] = mi;
-    nv[i] = vi;
-    nw[i] = wi + lr * corr * mi / (sqrtf(vi) + eps);
-  }
+  dm_adam_f32(dm_tensor_data(dm_op_input(ctx, A_PARAM)), dm_tensor_data(dm_op_input(ctx, A_M1)),
+              dm_tensor_data(dm_op_input(ctx, A_M2)), dm_tensor_data(dm_op_input(ctx, A_GRAD)),
+              dm_tensor_mutable_data(dm_op_output(ctx, 0)),
+              dm_tensor_mutable_data(dm_op_output(ctx, 1)),
+              dm_tensor_mutable_data(dm_op_output(ctx, 2)), dm_op_input(ctx, A_PARAM)->numel, lr,
+              corr, b1, b2, eps);
   return DM_OK;
 }
 

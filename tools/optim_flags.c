@@ -9,7 +9,7 @@
 
 enum {
   O_OPT = DM_OPTIM_FLAG_BASE, O_LR, O_MOM, O_NEST, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL,
-  O_POLICY, O_STEP, O_GAMMA, O_POWER, O_MAXIT, O_WU_IT, O_WU_START
+  O_POLICY, O_STEP, O_GAMMA, O_POWER, O_MAXIT, O_WU_IT, O_WU_START, O_MULTI, O_NO_MULTI
 };
 
 const struct option dm_optim_long_opts[] = {
@@ -22,6 +22,8 @@ const struct option dm_optim_long_opts[] = {
     {"power", required_argument, NULL, O_POWER},    {"max-iter", required_argument, NULL, O_MAXIT},
     {"warmup-iter", required_argument, NULL, O_WU_IT},
     {"warmup-start", required_argument, NULL, O_WU_START},
+    {"multi-tensor", no_argument, NULL, O_MULTI},
+    {"no-multi-tensor", no_argument, NULL, O_NO_MULTI},
     {NULL, 0, NULL, 0}};
 
 size_t dm_optim_long_opts_count(void) {
@@ -59,7 +61,7 @@ static const char *flag_name(int c) {
 
 int dm_optim_flag(const char *cmd, int c, const char *arg, dm_optimizer_opts *o, int *optimize,
                   int *rc) {
-  if (c < O_OPT || c > O_WU_START)
+  if (c < O_OPT || c > O_NO_MULTI)
     return 0;
   *rc = DM_EXIT_OK;
   double v = 0;
@@ -96,6 +98,8 @@ int dm_optim_flag(const char *cmd, int c, const char *arg, dm_optimizer_opts *o,
   case O_MAXIT: o->max_iter = n; break;
   case O_WU_IT: o->warmup_iter = n; break;
   case O_WU_START: o->warmup_start = v; break;
+  case O_MULTI: o->multi_tensor = DM_OPTIM_MULTI_ON; break;
+  case O_NO_MULTI: o->multi_tensor = DM_OPTIM_MULTI_OFF; break;
   }
   return 1;
 }
@@ -111,5 +115,8 @@ void dm_optim_help(FILE *f) {
           "  --decay-all          decay every param, biases too\n"
           "  --policy P           fixed (default), step, exp, inv, poly\n"
           "  --stepsize N --gamma G --power P --max-iter N   the policy's parameters\n"
-          "  --warmup-iter N --warmup-start F   linear warmup from F * lr over N iterations\n");
+          "  --warmup-iter N --warmup-start F   linear warmup from F * lr over N iterations\n"
+          "  --multi-tensor / --no-multi-tensor   one multi-tensor update (and weight decay)\n"
+          "                       for all params, one GPU launch, instead of one op per param\n"
+          "                       (default: on with --device cuda, else off)\n");
 }

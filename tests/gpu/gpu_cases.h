@@ -31,10 +31,11 @@ enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
 typedef struct gpu_case {
   const char *label;
   const char *op;         /* "type: '...' arg { ... }": everything but inputs and outputs */
-  gpu_feed feed[8];        /* ended by a NULL name */
+  gpu_feed feed[10];       /* ended by a NULL name */
   const char *prep;       /* CPU ops run after feeding, before the op (may be NULL) */
   const char *in[12];     /* the op's inputs, in order (a name may repeat); NULL-ended */
-  const char *out[6];     /* its outputs; a name that is also an input runs in place */
+  const char *out[8];     /* its outputs, NULL-ended; a name that is also an input runs in
+                           * place */
   int modes;
   int k;                  /* longest reduction behind one output (+ a few for exp/pow) */
   int reshape;            /* GC_RESHAPE: also run the same nets at batch N+1, then N again */
@@ -159,6 +160,43 @@ static const gpu_case gpu_cases[] = {
      {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
       {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.001, 0.01}, {"it", 'l', 1, {1}, 7, 7}},
      NULL, {"p", "m1", "m2", "g", "lr", "it"}, {"p", "m1", "m2"}, GC_FP32, 12},
+    /* The multi-tensor updates: one launch over every tensor, a tensor of 3 chunks
+     * (DMK_MT_CHUNK = 16384) beside a small or an empty one; skip 0 and 1. */
+    {"MultiMomentumSGDUpdate", "type: 'MultiMomentumSGDUpdate' " AF("momentum", 0.9),
+     {{"g1", 'f', 2, {2, 20000}, -1, 1}, {"g2", 'f', 1, {7}, -1, 1},
+      {"m1", 'f', 2, {2, 20000}, -1, 1}, {"m2", 'f', 1, {7}, -1, 1},
+      {"lr", 'f', 1, {1}, 0.01, 0.1}, {"p1", 'f', 2, {2, 20000}, -1, 1},
+      {"p2", 'f', 1, {7}, -1, 1}, {"skip", 'f', 1, {1}, 0, 0}}, NULL,
+     {"g1", "g2", "m1", "m2", "lr", "p1", "p2", "skip"}, {"g1", "g2", "m1", "m2", "p1", "p2"},
+     GC_FP32, 3},
+    {"MultiMomentumSGDUpdate nesterov empty", "type: 'MultiMomentumSGDUpdate' "
+     AF("momentum", 0.9) A("nesterov", 1),
+     {{"g1", 'f', 1, {0}, -1, 1}, {"g2", 'f', 1, {16385}, -1, 1},
+      {"m1", 'f', 1, {0}, -1, 1}, {"m2", 'f', 1, {16385}, -1, 1},
+      {"lr", 'f', 1, {1}, 0.01, 0.1}, {"p1", 'f', 1, {0}, -1, 1},
+      {"p2", 'f', 1, {16385}, -1, 1}}, NULL,
+     {"g1", "g2", "m1", "m2", "lr", "p1", "p2"}, {"g1", "g2", "m1", "m2", "p1", "p2"},
+     GC_FP32, 4},
+    {"MultiMomentumSGDUpdate skipped", "type: 'MultiMomentumSGDUpdate' " AF("momentum", 0.9),
+     {{"g1", 'f', 1, {300}, -1, 1}, {"g2", 'f', 1, {7}, -1, 1}, {"m1", 'f', 1, {300}, -1, 1},
+      {"m2", 'f', 1, {7}, -1, 1}, {"lr", 'f', 1, {1}, 0.01, 0.1}, {"p1", 'f', 1, {300}, -1, 1},
+      {"p2", 'f', 1, {7}, -1, 1}, {"skip", 'f', 1, {1}, 1, 1}}, NULL,
+     {"g1", "g2", "m1", "m2", "lr", "p1", "p2", "skip"}, {"g1", "g2", "m1", "m2", "p1", "n2"},
+     GC_FP32, 1},
+    {"MultiAdam", "type: 'MultiAdam' " AF("beta1", 0.8) AF("epsilon", 1e-6),
+     {{"p", 'f', 2, {3, 20000}, -1, 1}, {"m1", 'f', 2, {3, 20000}, -1, 1},
+      {"m2", 'f', 2, {3, 20000}, 0, 1}, {"g", 'f', 2, {3, 20000}, -1, 1},
+      {"lr", 'f', 1, {1}, 0.001, 0.01}, {"it", 'l', 1, {1}, 7, 7}}, NULL,
+     {"p", "m1", "m2", "g", "lr", "it"}, {"p", "m1", "m2"}, GC_FP32, 12},
+    {"MultiWeightedSum", "type: 'MultiWeightedSum'",
+     {{"x1", 'f', 2, {2, 20000}, -1, 1}, {"x2", 'f', 1, {0}, -1, 1}, {"x3", 'f', 1, {9}, -1, 1},
+      {"w0", 'f', 1, {1}, 1, 1}, {"z1", 'f', 2, {2, 20000}, -1, 1}, {"z2", 'f', 1, {0}, -1, 1},
+      {"z3", 'f', 1, {9}, -1, 1}, {"w1", 'f', 1, {1}, -0.1, 0.1}}, NULL,
+     {"x1", "x2", "x3", "w0", "z1", "z2", "z3", "w1"}, {"x1", "x2", "x3"}, GC_FP32, 2},
+    {"UnscaleAndCheck chunks", "type: 'UnscaleAndCheck'",
+     {{"S", 'f', 1, {1}, 512, 4096}, {"g1", 'T', 2, {2, 20000}, -100, 100, 30001},
+      {"g2", 'f', 1, {0}, -100, 100}, {"g3", 'f', 1, {5}, -100, 100}}, NULL,
+     {"S", "g1", "g2", "g3"}, {"g1", "g2", "g3", "found_inf"}, GC_BOTH, 1},
     {"WeightedSum", "type: 'WeightedSum'",
      {{"X0", 'f', 2, {4, 8}, -1, 1}, {"w0", 'f', 1, {1}, 0.5, 1}, {"X1", 'f', 2, {4, 8}, -1, 1},
       {"w1", 'f', 1, {1}, -1, 1}}, NULL, {"X0", "w0", "X1", "w1"}, {"Y"}, GC_FP32, 2},
