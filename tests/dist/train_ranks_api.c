@@ -137,6 +137,14 @@ int main(int argc, char **argv) {
   char db[1024], net[1100];
   snprintf(db, sizeof db, "%s/overflow_db", argv[1]);
   snprintf(net, sizeof net, "%s/train_net_%d.pbtxt", argv[1], rank);
+  if (rank == 0) { /* a DB left by an earlier run is replaced */
+    char f[1100];
+    snprintf(f, sizeof f, "%s/data.mdb", db);
+    remove(f);
+    snprintf(f, sizeof f, "%s/lock.mdb", db);
+    remove(f);
+    remove(db);
+  }
   dm_status s = rank == 0 ? write_db(db) : DM_OK;
   CHECK(s == DM_OK, "writing the DB");
   double ok = s == DM_OK; /* every rank waits for the DB (and learns whether it exists) */

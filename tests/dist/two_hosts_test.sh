@@ -65,7 +65,7 @@ two_hosts sh -c 'readlink /proc/self/ns/net' >"$T/ns.txt" 2>&1 || { cat "$T/ns.t
   --out-val "$T/val" >"$T/make_db.log" 2>&1 || { cat "$T/make_db.log"; exit 1; }
 sed 's/\(name: "batch_size" i:\) 64/\1 32/' "$NET" >"$T/net32.pbtxt"
 set -- train --init "$INIT" --net "$T/net32.pbtxt" --train-db "$T/db" --iters "$N" \
-  --threads 1 --data-parallel --dp-timeout 60
+  --threads 1 --data-parallel --dp-timeout 120
 sh "$MPI" 2 "$DM" "$@" --checkpoint "$T/one_host" >"$T/one.log" 2>&1 ||
   { tail -20 "$T/one.log"; exit 1; }
 two_hosts "$DM" "$@" --checkpoint "$T/two_hosts" >"$T/two.log" 2>&1 ||
