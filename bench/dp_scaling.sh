@@ -22,7 +22,7 @@ m=models/mnist
   --train 8000 --out-train "$tmp/db" --out-val "$tmp/val" >/dev/null
 sed 's/\(name: "batch_size" i:\) 64/\1 32/' $m/lenet_train.pbtxt >"$tmp/net32.pbtxt"
 rate() { # images/s from train's "trained N iterations in S s" and the global batch 64
-  awk -v b=64 '/^trained/ {print b * $2 / $5}' "$1"
+  tr '\r' '\n' <"$1" | grep -o 'trained [0-9]* iterations in [0-9.]* s' | awk -v b=64 '{print b * $2 / $5}'
 }
 median() { sort -n "$1" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /CPU: /'

@@ -540,8 +540,9 @@ static dm_status train(train_opts *o) {
   }
   if (s == DM_OK) {
     s = dm_report_write_svg(&st.report);
-    if (done > start)
-      printf("trained %ld iterations in %.1f s\n", done - start, now_s() - t_start);
+    if (done > start) /* (on a terminal, below the progress line) */
+      printf("%strained %ld iterations in %.1f s\n", st.report.tty ? "\n" : "", done - start,
+             now_s() - t_start);
   }
   dm_report_close(&st.report);
 cleanup:
