@@ -222,3 +222,21 @@ void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_
     fprintf(f, ", ... (%" PRId64 " values)", t->numel);
   fputs("]\n", f);
 }
+
+struct option *dm_cli_merge_options(const struct option *base, long n_base,
+                                    const struct option *extra) {
+  size_t nb = 0, ne = 0;
+  if (n_base >= 0)
+    nb = (size_t)n_base;
+  else
+    while (base[nb].name)
+      nb++;
+  while (extra[ne].name)
+    ne++;
+  struct option *all = calloc(nb + ne + 1, sizeof *all);
+  if (all) {
+    memcpy(all, base, nb * sizeof *all);
+    memcpy(all + nb, extra, ne * sizeof *all);
+  }
+  return all;
+}

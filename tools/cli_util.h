@@ -92,6 +92,13 @@ int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out);
 dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
                                  const char *flag);
 
+/* A malloc'd getopt_long table: the first n_base entries of `base` (n_base < 0: up to its
+ * zero entry), then `extra` up to its zero entry, then a zero entry (NULL: no memory).
+ * The flag modules (optim, mp, device, dist) append their options to a command's. */
+struct option;
+struct option *dm_cli_merge_options(const struct option *base, long n_base,
+                                    const struct option *extra);
+
 /* "name: FLOAT 1x10 [0.1, 0.2, ...]" with at most max_values values. */
 void dm_cli_print_tensor(FILE *f, const char *name, const dm_tensor *t, int max_values);
 

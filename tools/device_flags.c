@@ -17,15 +17,7 @@ const struct option dm_device_long_opts[] = {
     {NULL, 0, NULL, 0}};
 
 struct option *dm_device_merge_opts(const struct option *base) {
-  size_t n_base = 0, n_dev = sizeof dm_device_long_opts / sizeof dm_device_long_opts[0] - 1;
-  while (base[n_base].name)
-    n_base++;
-  struct option *all = calloc(n_base + n_dev + 1, sizeof *all);
-  if (all) {
-    memcpy(all, base, n_base * sizeof *all);
-    memcpy(all + n_base, dm_device_long_opts, n_dev * sizeof *all);
-  }
-  return all;
+  return dm_cli_merge_options(base, -1, dm_device_long_opts);
 }
 
 void dm_device_cli_init(dm_device_cli *d) {

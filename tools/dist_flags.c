@@ -17,15 +17,7 @@ static const struct option dist_long_opts[] = {
     {NULL, 0, NULL, 0}};
 
 struct option *dm_dist_merge_opts(const struct option *base) {
-  size_t n_base = 0, n = sizeof dist_long_opts / sizeof dist_long_opts[0] - 1;
-  while (base[n_base].name)
-    n_base++;
-  struct option *all = calloc(n_base + n + 1, sizeof *all);
-  if (all) {
-    memcpy(all, base, n_base * sizeof *all);
-    memcpy(all + n_base, dist_long_opts, n * sizeof *all);
-  }
-  return all;
+  return dm_cli_merge_options(base, -1, dist_long_opts);
 }
 
 void dm_dist_cli_init(dm_dist_cli *d) {

@@ -20,23 +20,8 @@ const struct option dm_mp_long_opts[] = {
     {"fp16-ops", required_argument, NULL, O_FP16_OPS},
     {NULL, 0, NULL, 0}};
 
-size_t dm_mp_long_opts_count(void) {
-  size_t n = 0;
-  while (dm_mp_long_opts[n].name)
-    n++;
-  return n;
-}
-
 struct option *dm_mp_merge_opts(const struct option *base) {
-  size_t n_base = 0, n_mp = dm_mp_long_opts_count();
-  while (base[n_base].name)
-    n_base++;
-  struct option *all = calloc(n_base + n_mp + 1, sizeof *all);
-  if (all) {
-    memcpy(all, base, n_base * sizeof *all);
-    memcpy(all + n_base, dm_mp_long_opts, n_mp * sizeof *all);
-  }
-  return all;
+  return dm_cli_merge_options(base, -1, dm_mp_long_opts);
 }
 
 void dm_mp_cli_init(dm_mp_cli *m) {

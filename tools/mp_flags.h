@@ -20,7 +20,6 @@ typedef struct dm_mp_cli {
 } dm_mp_cli;
 
 extern const struct option dm_mp_long_opts[];
-size_t dm_mp_long_opts_count(void);
 void dm_mp_cli_init(dm_mp_cli *m);
 void dm_mp_cli_free(dm_mp_cli *m);
 /* Settles defaults that depend on several flags (call after parsing). */

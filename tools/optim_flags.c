@@ -26,21 +26,8 @@ const struct option dm_optim_long_opts[] = {
     {"no-multi-tensor", no_argument, NULL, O_NO_MULTI},
     {NULL, 0, NULL, 0}};
 
-size_t dm_optim_long_opts_count(void) {
-  size_t n = 0;
-  while (dm_optim_long_opts[n].name)
-    n++;
-  return n;
-}
-
 struct option *dm_optim_merge_opts(const struct option *own, size_t n_own) {
-  size_t n_opt = dm_optim_long_opts_count();
-  struct option *all = calloc(n_own + n_opt + 1, sizeof *all);
-  if (all) {
-    memcpy(all, own, n_own * sizeof *own);
-    memcpy(all + n_own, dm_optim_long_opts, n_opt * sizeof *all);
-  }
-  return all;
+  return dm_cli_merge_options(own, (long)n_own, dm_optim_long_opts);
 }
 
 static int parse_double(const char *s, double *out) {

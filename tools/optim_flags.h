@@ -12,7 +12,6 @@
 /* The long options, ending in a zero entry; callers append them to their own table. */
 extern const struct option dm_optim_long_opts[];
 /* Number of entries before the zero entry. */
-size_t dm_optim_long_opts_count(void);
 /* Handles getopt value `c` if it is an optimizer flag: returns 1 and sets *rc (an exit
  * code: DM_EXIT_OK, or a usage error already printed). Returns 0 for other values.
  * `*optimize` is set when --optimizer is given. */
