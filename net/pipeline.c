@@ -47,6 +47,7 @@ void dm_pipeline_result_free(dm_pipeline_result *r) {
     return;
   dm_fusion_summary_free(&r->fusion);
   dm_mp_summary_free(&r->mp);
+  dm_layout_summary_free(&r->layout);
   dm_gpu_state_free(&r->gpu);
 }
 
@@ -114,6 +115,20 @@ static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
             s->post_total, s->conv_relu, s->conv_sum, s->conv_sum_relu, s->fc_relu);
   if (s->report)
     fprintf(f, "not fused:\n%s", s->report);
+}
+
+/* The renamed weights are listed: a caller fetching or checkpointing one must know. */
+static void print_layout_summary(FILE *f, const dm_layout_summary *s) {
+  if (s->already) {
+    fprintf(f, "layout pass: the net is already NHWC; unchanged\n");
+    return;
+  }
+  fprintf(f, "layout pass: %zu of %zu ops NHWC, %zu transposes inserted, %zu weights re-laid "
+             "by the init addition under new names:\n",
+          s->ops_order, s->ops_total, s->transposes, s->n_renamed);
+  for (size_t k = 0; k < s->n_renamed; k++)
+    fprintf(f, "  %s -> %s (%s)\n", s->renamed[2 * k], s->renamed[2 * k + 1],
+            s->fc[k] ? "FC columns in NHWC order" : "filter M x kH x kW x C");
 }
 
 /* The memory stage -------------------------------------------------------------- */
@@ -245,7 +260,17 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       print_mp_summary(o->report, &r->mp);
   }
 
-  /* [layout: to come here] */
+  /* layout: the training net, then the nets reading its weights */
+  if (s == DM_OK && o->layout == DM_LAYOUT_NHWC && (s = new_init_add(init_add)) == DM_OK) {
+    dm_layout_opts lo = o->layout_opts;
+    lo.fed = o->optim.exclude;
+    lo.n_fed = o->optim.n_exclude;
+    s = dm_layout_pass(net, &lo, *init_add, &r->layout);
+    for (size_t i = 0; s == DM_OK && i < o->n_shared; i++)
+      s = dm_layout_pass(o->shared[i], &lo, *init_add, &r->layout);
+    if (s == DM_OK && o->report)
+      print_layout_summary(o->report, &r->layout);
+  }
 
   /* 4. device: the training net, the nets sharing its weights, then the init nets for
    * the GPU state of them all. */

@@ -9,7 +9,8 @@
  * (net/pipeline.h) that `train` and the C API use, so the same options print the net
  * they run. Without --grad, --fp16/--bf16 paint an inference net instead, as `run
  * --precision` does (net/infer.h): the net printed is the one `run` runs, and --init-out
- * gets the weights' casts.
+ * gets the weights' casts. --layout nhwc makes an NCHW net NHWC (net/layout_pass.h):
+ * --init-out gets the weights' re-layouts.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -56,6 +57,11 @@ static void help(FILE *f) {
           "                       also Conv + Sum/Add + Relu -> ConvFusion and FC + Relu ->\n"
           "                       FCFusion (CPU kernels)\n");
   fprintf(f,
+          "  --layout nhwc        after --fp16: the net made NHWC (order NHWC on Conv, pool,\n"
+          "                       BN, LRN; one Transpose where data enters and before each\n"
+          "                       4-D external output); the weights are re-laid once by\n"
+          "                       --init-out, under new names (listed on stderr)\n");
+  fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
           "                       (state, net inputs and outputs and the losses are kept)\n"
@@ -69,7 +75,7 @@ static void help(FILE *f) {
           "--init-out net, run after the model's init net.\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_LAYOUT };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -85,7 +91,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize, free_memory, fuse;
+  int grad, optimize, free_memory, fuse, layout;
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -112,6 +118,7 @@ static dm_status rewrite(rewrite_job *j) {
   p.device = j->dev.cuda;
   p.dev = j->dev.opts;
   p.memory = j->free_memory;
+  p.layout = (dm_layout)j->layout;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
   p.report = stderr;
@@ -130,6 +137,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.dev = j->dev.opts;
     ip.report = stderr;
     ip.free_masters = 1; /* as run does */
+    ip.layout = j->layout;
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);
@@ -153,7 +161,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"data", required_argument, NULL, O_DATA},  {"init-out", required_argument, NULL, O_INIT},
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
-      {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE}};
+      {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE},
+      {"layout", required_argument, NULL, O_LAYOUT}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -187,6 +196,12 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
+    case O_LAYOUT:
+      if (strcmp(optarg, "nhwc") == 0 || strcmp(optarg, "nchw") == 0)
+        j.layout = optarg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+      else
+        rc = dm_cli_usage_error("rewrite", "--layout is nhwc or nchw (got '%s')", optarg);
+      break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -211,10 +226,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && j.grad && j.fuse)
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse)
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse && !j.layout)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
-                                       "or --fp16 / --bf16 / --fuse alone for an inference net)");
+                                       "or --fp16 / --bf16 / --fuse / --layout nhwc alone for an "
+                                       "inference net)");
   if (rc == DM_EXIT_OK && !j.grad && (j.mp.enabled || j.fuse) && j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
                                        "memory pass)");
@@ -227,8 +243,9 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory && !j.fuse)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free or --fuse");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse)
-    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16 or --fuse");
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse && !j.layout)
+    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16, --fuse or "
+                                       "--layout");
   dm_mp_cli_finish(&j.mp);
   static const char *const default_data[] = {"data", "label"};
   j.opts.exclude = data.n ? data.items : default_data;

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "net/api.h"
 #include "net/infer.h"
+#include "net/layout_pass.h"
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
@@ -53,6 +54,8 @@ static void help(FILE *f) {
           "                          after the init net) and, on the CPU, Conv (+ Sum/Add)\n"
           "                          + Relu and FC + Relu become ConvFusion/FCFusion ops\n"
           "                          (`rewrite --fuse NET` prints the fused net)\n"
+          "      --layout nhwc       run an NCHW net as NHWC (the layout pass: inputs and\n"
+          "                          outputs stay NCHW; `rewrite --layout nhwc` prints it)\n"
           DM_MEMORY_LIMIT_HELP(" ")
           DM_THREADS_HELP("")
           DM_ENGINE_HELP("")
@@ -69,6 +72,7 @@ typedef struct run_opts {
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
+  int layout;          /* --layout nhwc: DM_LAYOUT_NHWC */
 } run_opts;
 
 static double now_ms(void) {
@@ -161,6 +165,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
   p.fuse = !o->no_fuse;
   p.post_ops = p.fuse && !o->dev.cuda; /* ConvFusion/FCFusion have CPU kernels only */
+  p.layout = o->layout;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);
@@ -320,6 +325,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       {"no-fuse", no_argument, NULL, 'F'},
+      {"layout", required_argument, NULL, 1304},
       DM_MEMORY_LIMIT_OPTION,
       DM_THREADS_OPTION,
       DM_ENGINE_OPTION,
@@ -370,6 +376,12 @@ int dm_cmd_run(int argc, char **argv) {
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
     case 'F': o.no_fuse = 1; break;
+    case 1304:
+      if (strcmp(optarg, "nhwc") == 0 || strcmp(optarg, "nchw") == 0)
+        o.layout = optarg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+      else
+        rc = dm_cli_usage_error("run", "--layout is nhwc or nchw, got '%s'", optarg);
+      break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("run", optarg, &o.engine); break;
     case 'h': help(stdout); goto done;
