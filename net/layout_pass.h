@@ -46,7 +46,11 @@
 
 typedef enum dm_layout {
   DM_LAYOUT_AS_WRITTEN = 0, /* no layout pass */
-  DM_LAYOUT_NHWC = 1
+  DM_LAYOUT_NHWC = 1,
+  DM_LAYOUT_AUTO = 2        /* the pipeline's default: NHWC for a training net that is
+                               both painted (mixed precision) and placed on a GPU, when
+                               the pass can convert it and the nets sharing its weights;
+                               otherwise as written, the reason in the report */
 } dm_layout;
 
 typedef struct dm_layout_opts {

@@ -69,8 +69,9 @@ typedef struct dm_pipeline_opts {
   /* 3. mixed precision (mp.exclude is set from optim.exclude) */
   int mixed_precision;
   dm_mp_opts mp;
-  /* layout: DM_LAYOUT_NHWC runs the layout pass (layout_opts.fed is set from
-   * optim.exclude; layout_opts.keep: blobs the caller fetches, transposed back) */
+  /* layout: DM_LAYOUT_NHWC runs the layout pass, AUTO (the default) as layout_pass.h
+   * says (layout_opts.fed is set from optim.exclude; layout_opts.keep: blobs the caller
+   * fetches, transposed back) */
   dm_layout layout;
   dm_layout_opts layout_opts;
   /* 4. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from

@@ -57,10 +57,12 @@ static void help(FILE *f) {
           "                       also Conv + Sum/Add + Relu -> ConvFusion and FC + Relu ->\n"
           "                       FCFusion (CPU kernels)\n");
   fprintf(f,
-          "  --layout nhwc        after --fp16: the net made NHWC (order NHWC on Conv, pool,\n"
+          "  --layout nhwc|nchw   after --fp16: the net made NHWC (order NHWC on Conv, pool,\n"
           "                       BN, LRN; one Transpose where data enters and before each\n"
           "                       4-D external output); the weights are re-laid once by\n"
-          "                       --init-out, under new names (listed on stderr)\n");
+          "                       --init-out, under new names (listed on stderr). Default\n"
+          "                       as train's: nhwc for --grad --fp16/--bf16 --device cuda\n"
+          "                       when the net converts, else as written\n");
   fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
@@ -91,7 +93,8 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize, free_memory, fuse, layout;
+  int grad, optimize, free_memory, fuse;
+  int layout; /* -1: not given (the pipeline's default); else a dm_layout */
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -118,7 +121,8 @@ static dm_status rewrite(rewrite_job *j) {
   p.device = j->dev.cuda;
   p.dev = j->dev.opts;
   p.memory = j->free_memory;
-  p.layout = (dm_layout)j->layout;
+  if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
+    p.layout = (dm_layout)j->layout;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
   p.report = stderr;
@@ -137,7 +141,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.dev = j->dev.opts;
     ip.report = stderr;
     ip.free_masters = 1; /* as run does */
-    ip.layout = j->layout;
+    ip.layout = j->layout > 0 ? j->layout : DM_LAYOUT_AS_WRITTEN;
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);
@@ -170,7 +174,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   free(mp_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
-  rewrite_job j = {0};
+  rewrite_job j = {.layout = -1};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
@@ -226,7 +230,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && j.grad && j.fuse)
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse && !j.layout)
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse && j.layout <= 0)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
                                        "or --fp16 / --bf16 / --fuse / --layout nhwc alone for an "
@@ -243,7 +247,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory && !j.fuse)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free or --fuse");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse && !j.layout)
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse && j.layout <= 0)
     rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16, --fuse or "
                                        "--layout");
   dm_mp_cli_finish(&j.mp);

@@ -30,8 +30,7 @@ typedef struct train_opts {
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free;
-  int layout; /* --layout: -1 (default: NHWC with --device cuda and --fp16/--bf16), or a
-                 dm_layout */
+  int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
@@ -82,7 +81,8 @@ static void help(FILE *f) {
           "      --layout L           nchw (the net as written) or nhwc (the layout pass:\n"
           "                           NHWC inside, the weights re-laid once by the init\n"
           "                           addition under new names, listed); default nhwc with\n"
-          "                           --device cuda and --fp16/--bf16, else as written\n");
+          "                           --device cuda and --fp16/--bf16 when the nets convert,\n"
+          "                           else as written\n");
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
@@ -233,8 +233,8 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->optim = o->opt;
   p->mixed_precision = o->mp.enabled;
   p->mp = o->mp.opts;
-  p->layout = o->layout >= 0 ? (dm_layout)o->layout
-              : o->dev.cuda && o->mp.enabled ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  if (o->layout >= 0) /* else the pipeline's default: NHWC with a GPU and FP16/BF16 */
+    p->layout = (dm_layout)o->layout;
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
   p->memory = !o->no_free;
