@@ -163,20 +163,6 @@ static int is_ordered(dm_layout_rule r) {
   return r == DM_LAYOUT_ORDER || r == DM_LAYOUT_FILTER || r == DM_LAYOUT_JOIN;
 }
 
-static int op_reads(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_input; k++)
-    if (strcmp(op->input[k], name) == 0)
-      return 1;
-  return 0;
-}
-
-static int op_writes(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_output; k++)
-    if (strcmp(op->output[k], name) == 0)
-      return 1;
-  return 0;
-}
-
 static const Caffe2__Argument *find_arg(const Caffe2__OperatorDef *op, const char *name) {
   return dm_opdef_find_arg(op, name);
 }
@@ -278,7 +264,7 @@ static void lp_groups(lp_state *L, const Caffe2__NetDef *net) {
 }
 
 static int in_place(const Caffe2__OperatorDef *op, const char *name) {
-  return op_reads(op, name) && op_writes(op, name);
+  return dm_opdef_reads(op, name) && dm_opdef_writes(op, name);
 }
 
 /* Every op touching a blob the pass re-lays must take it; nothing is changed yet. */
@@ -442,7 +428,7 @@ static int net_uses(const Caffe2__NetDef *net, const char *name) {
   if (!net)
     return 0;
   for (size_t i = 0; i < net->n_op; i++)
-    if (op_reads(net->op[i], name) || op_writes(net->op[i], name))
+    if (dm_opdef_reads(net->op[i], name) || dm_opdef_writes(net->op[i], name))
       return 1;
   return dm_str_in_list(name, (const char *const *)net->external_input, net->n_external_input) ||
          dm_str_in_list(name, (const char *const *)net->external_output, net->n_external_output);
@@ -514,7 +500,7 @@ static size_t add_position(const Caffe2__NetDef *add, const char *const *names, 
   int found = 0;
   for (size_t i = 0; i < add->n_op; i++)
     for (size_t k = 0; k < n; k++)
-      if (op_writes(add->op[i], names[k])) {
+      if (dm_opdef_writes(add->op[i], names[k])) {
         at = i + 1;
         found = 1;
       }

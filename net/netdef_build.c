@@ -352,3 +352,17 @@ int dm_str_in_list(const char *s, const char *const *list, size_t n) {
       return 1;
   return 0;
 }
+
+int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_input; k++)
+    if (strcmp(op->input[k], name) == 0)
+      return 1;
+  return 0;
+}
+
+int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_output; k++)
+    if (strcmp(op->output[k], name) == 0)
+      return 1;
+  return 0;
+}

@@ -48,6 +48,9 @@ DM_HIDDEN dm_status dm_netdef_insert_op(Caffe2__NetDef *net, size_t at, Caffe2__
  * since a summary must never fail a pass. */
 DM_HIDDEN void dm_text_appendf(char **text, size_t *len, const char *fmt, ...) DM_PRINTF(3, 4);
 DM_HIDDEN void dm_text_vappendf(char **text, size_t *len, const char *fmt, va_list ap);
+/* Whether `op` reads (writes) the blob `name`. */
+DM_HIDDEN int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name);
+DM_HIDDEN int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name);
 /* Whether `s` is one of list[0..n). */
 DM_HIDDEN int dm_str_in_list(const char *s, const char *const *list, size_t n);
 /* A new empty NetDef named `name` (may be NULL). */

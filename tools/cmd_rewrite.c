@@ -200,12 +200,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
-    case O_LAYOUT:
-      if (strcmp(optarg, "nhwc") == 0 || strcmp(optarg, "nchw") == 0)
-        j.layout = optarg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
-      else
-        rc = dm_cli_usage_error("rewrite", "--layout is nhwc or nchw (got '%s')", optarg);
-      break;
+    case O_LAYOUT: rc = dm_cli_layout_flag("rewrite", optarg, &j.layout); break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
         rc = dm_cli_failf("out of memory");

@@ -13,7 +13,6 @@
 #include "cli_util.h"
 #include "net/api.h"
 #include "net/infer.h"
-#include "net/layout_pass.h"
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
@@ -376,12 +375,7 @@ int dm_cmd_run(int argc, char **argv) {
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
     case 'F': o.no_fuse = 1; break;
-    case 1304:
-      if (strcmp(optarg, "nhwc") == 0 || strcmp(optarg, "nchw") == 0)
-        o.layout = optarg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
-      else
-        rc = dm_cli_usage_error("run", "--layout is nhwc or nchw, got '%s'", optarg);
-      break;
+    case 1304: rc = dm_cli_layout_flag("run", optarg, &o.layout); break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("run", optarg, &o.engine); break;
     case 'h': help(stdout); goto done;

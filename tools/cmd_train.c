@@ -608,12 +608,7 @@ int dm_cmd_train(int argc, char **argv) {
     case O_NO_FREE: o.no_free = 1; break;
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
-    case O_LAYOUT:
-      if (strcmp(optarg, "nhwc") == 0 || strcmp(optarg, "nchw") == 0)
-        o.layout = optarg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
-      else
-        rc = dm_cli_usage_error("train", "--layout is nchw or nhwc (got '%s')", optarg);
-      break;
+    case O_LAYOUT: rc = dm_cli_layout_flag("train", optarg, &o.layout); break;
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
       break;
