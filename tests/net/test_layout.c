@@ -192,7 +192,9 @@ static void step(const model *m, int layout, int fp16, int sabotage, int perturb
   dm_pipeline_result_free(&r);
   for (size_t i = 0; sabotage && i < add->n_op; i++)
     if (strcmp(add->op[i]->type, "FCWeightToNHWC") == 0) {
-      add->op[i]->n_input = 1; /* the channel inputs stay allocated: freed with the op */
+      for (size_t k = 1; k < add->op[i]->n_input; k++) /* the channel inputs go */
+        free(add->op[i]->input[k]);
+      add->op[i]->n_input = 1;
       char *copy = strdup("Copy");
       assert_non_null(copy);
       free(add->op[i]->type);
