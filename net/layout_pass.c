@@ -297,6 +297,9 @@ static dm_status lp_check(lp_state *L, const Caffe2__NetDef *net) {
                                   "nor in place");
         break;
       case DM_LAYOUT_FLATTEN:
+        if (k == 1 && g == NEED_FC && !(need_of(L, op->input[0]) & NEED_NHWC))
+          return refuse(i, op, b, "its W is an FC weight reordered for NHWC data, but its X "
+                                  "is not NHWC");
         if (!((k == 0 && g == NEED_NHWC) || (k == 1 && g == NEED_FC)))
           return refuse(i, op, b, "the blob is NHWC in a slot other than X");
         break;
@@ -316,6 +319,8 @@ static dm_status lp_check(lp_state *L, const Caffe2__NetDef *net) {
       return refuse(i, op, NULL, "it flattens from an axis other than 1");
     if (r.rule == DM_LAYOUT_JOIN && arg_int(op, "add_axis", 0) != 0)
       return refuse(i, op, NULL, "add_axis stacks along a new dim");
+    if (r.rule == DM_LAYOUT_JOIN && (arg_int(op, "axis", 1) < -4 || arg_int(op, "axis", 1) > 3))
+      return refuse(i, op, NULL, "its axis is not a dim of 4-D data");
     for (size_t k = 0; k < op->n_output; k++) {
       const char *b = op->output[k];
       unsigned g = need_of(L, b);
@@ -597,9 +602,7 @@ static dm_status set_orders(lp_state *L, Caffe2__NetDef *net, dm_layout_summary 
     const Caffe2__Argument *a = find_arg(op, "axis");
     if (r.rule == DM_LAYOUT_JOIN && a && a->has_i) {
       static const int64_t nhwc_dim[4] = {0, 3, 1, 2}; /* NCHW dim d is NHWC dim nhwc_dim[d] */
-      int64_t d = a->i < 0 ? a->i + 4 : a->i;
-      if (d < 0 || d > 3)
-        return refuse(i, op, NULL, "its axis is not a dim of 4-D data");
+      int64_t d = a->i < 0 ? a->i + 4 : a->i; /* in [0, 3]: lp_check refused others */
       DM_TRY(dm_opdef_set_arg_int(op, "axis", nhwc_dim[d]));
     }
     sum->ops_order++;

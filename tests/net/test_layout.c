@@ -5,6 +5,8 @@
  *     its refusal of a K that is not a multiple of the channels;
  *   - the refusal: an op whose schema gives no layout rule (Reshape) reading NHWC data
  *     fails the pass with its index, type and name, and the net is left as it was;
+ *   - two Convs joined by a Concat (axis 1 -> 3) into an FC: the FC weight reordered by
+ *     both filters' channels, the output equal to the NCHW net's;
  *   - training steps through the pipeline (gradient, momentum, [FP16 mixed precision with
  *     an initial loss scale of 128, so the first step is taken], layout) against the
  *     same pipeline without the layout pass: LeNet (models/mnist,
@@ -61,6 +63,9 @@
 #define U16 0x1p-11
 
 static const char *lenet_init, *lenet_train, *resnet_init, *resnet_train;
+
+static const dm_tensor *fetch(dm_workspace *ws, const char *name);
+static double max_abs(const dm_tensor *t);
 
 /* ---- FCWeightToNHWC -------------------------------------------------------------- */
 
@@ -121,6 +126,70 @@ static void test_refused(void **state) {
   free(after);
   protobuf_c_message_free_unpacked(&net->base, NULL);
   protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
+/* ---- Concat into FC ---------------------------------------------------------------- */
+
+/* Two Convs joined along channels (Concat axis 1) and flattened into an FC: the Concat's
+ * axis becomes 3, the FC's weight is reordered by the channels of both filters, and y
+ * equals the NCHW net's within FP32 rounding (K = 27 + 54 terms on the path). */
+static void test_concat_fc(void **state) {
+  (void)state;
+  const char *text =
+      "op { input: ['data', 'w1'] output: 'a' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['data', 'w2'] output: 'b' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['a', 'b'] output: ['c', 'ci'] type: 'Concat' arg { name: 'axis' i: 1 } }"
+      "op { input: ['c', 'fw', 'fb'] output: 'y' type: 'FC' }"
+      "external_input: ['data', 'w1', 'w2', 'fw', 'fb'] external_output: 'y'";
+  enum { ND = 2 * 3 * 5 * 5, N1 = 4 * 27, N2 = 2 * 27, NF = 5 * 54 };
+  static float data[ND], w1[N1], w2[N2], fw[NF], fb[5];
+  float *all[] = {data, w1, w2, fw, fb};
+  size_t len[] = {ND, N1, N2, NF, 5};
+  uint64_t rng = 42;
+  for (int t = 0; t < 5; t++)
+    for (size_t i = 0; i < len[t]; i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      all[t][i] = (float)((double)(rng >> 40) / 16777216.0 - 0.5);
+    }
+  const int64_t dd[4] = {2, 3, 5, 5}, d1[4] = {4, 3, 3, 3}, d2[4] = {2, 3, 3, 3},
+                df[2] = {5, 54}, db[1] = {5};
+  const int64_t *dims[] = {dd, d1, d2, df, db};
+  const int nd[] = {4, 4, 4, 2, 1};
+  const char *names[] = {"data", "w1", "w2", "fw", "fb"};
+  dm_workspace *ws[2];
+  for (int v = 0; v < 2; v++) {
+    assert_ok(dm_workspace_create(&ws[v]));
+    for (int t = 0; t < 5; t++)
+      assert_ok(dm_workspace_feed(ws[v], names[t], DM_FLOAT, nd[t], dims[t], all[t]));
+  }
+  assert_ok(run_text(ws[0], text));
+  Caffe2__NetDef *net = parse(text), *add = NULL;
+  assert_ok(dm_netdef_new("add", &add));
+  static const char *const fed[] = {"data"};
+  dm_layout_opts o = {.fed = fed, .n_fed = 1};
+  dm_layout_summary sum = {0};
+  assert_ok(dm_layout_pass(net, &o, add, &sum));
+  char got[1024];
+  op_list(add, OPL_OUTPUTS, got, sizeof got);
+  assert_string_equal(got, "Transpose(w1)>w1_nhwc Transpose(w2)>w2_nhwc "
+                           "FCWeightToNHWC(fw,w1_nhwc,w2_nhwc)>fw_nhwc");
+  const Caffe2__Argument *axis = dm_opdef_find_arg(net->op[3], "axis");
+  assert_true(strcmp(net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(ws[1], add, "add", &n));
+  assert_ok(dm_net_run(n));
+  assert_ok(dm_workspace_create_net(ws[1], net, "nhwc", &n));
+  assert_ok(dm_net_run(n));
+  const dm_tensor *ya = fetch(ws[0], "y"), *yb = fetch(ws[1], "y");
+  assert_int_equal(dm_tensor_numel(yb), 10);
+  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
+  double tol = LAM * sqrt(27.0 + 54.0) * U32 * max_abs(ya);
+  for (int k = 0; k < 10; k++)
+    if (fabs((double)pa[k] - pb[k]) > tol)
+      fail_msg("y[%d]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", k, pa[k], pb[k], tol);
+  dm_layout_summary_free(&sum);
+  dm_workspace_destroy(ws[0]);
+  dm_workspace_destroy(ws[1]);
 }
 
 /* ---- training steps ------------------------------------------------------------- */
@@ -470,6 +539,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fc_weight_op),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_concat_fc),
       cmocka_unit_test(test_lenet),
       cmocka_unit_test(test_lenet_can_fail),
       cmocka_unit_test(test_resnet50),
