@@ -163,13 +163,9 @@ static int is_ordered(dm_layout_rule r) {
   return r == DM_LAYOUT_ORDER || r == DM_LAYOUT_FILTER || r == DM_LAYOUT_JOIN;
 }
 
-static const Caffe2__Argument *find_arg(const Caffe2__OperatorDef *op, const char *name) {
-  return dm_opdef_find_arg(op, name);
-}
-
 /* An integer argument, or `dflt` when absent. */
 static int64_t arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt) {
-  const Caffe2__Argument *a = find_arg(op, name);
+  const Caffe2__Argument *a = dm_opdef_find_arg(op, name);
   return a && a->has_i ? a->i : dflt;
 }
 
@@ -383,7 +379,6 @@ static dm_status lp_channels(lp_state *L, const Caffe2__NetDef *net, const dm_la
     op_rule r = rule_of(op);
     if (op->is_gradient_op || !op->n_input)
       continue;
-    size_t x = lp_find_id(L, op->input[0]);
     if (r.rule == DM_LAYOUT_FILTER && op->n_input >= 2) {
       long w = group_weight(L, uf_find(L, lp_find_id(L, op->input[1])), o);
       for (size_t k = 0; w >= 0 && k < op->n_output; k++)
@@ -422,7 +417,6 @@ static dm_status lp_channels(lp_state *L, const Caffe2__NetDef *net, const dm_la
       free(all);
       DM_TRY(s);
     }
-    (void)x;
   }
   return DM_OK;
 }
@@ -599,7 +593,7 @@ static dm_status set_orders(lp_state *L, Caffe2__NetDef *net, dm_layout_summary 
     if (!touches)
       continue;
     DM_TRY(dm_opdef_set_arg_string(op, "order", "NHWC"));
-    const Caffe2__Argument *a = find_arg(op, "axis");
+    const Caffe2__Argument *a = dm_opdef_find_arg(op, "axis");
     if (r.rule == DM_LAYOUT_JOIN && a && a->has_i) {
       static const int64_t nhwc_dim[4] = {0, 3, 1, 2}; /* NCHW dim d is NHWC dim nhwc_dim[d] */
       int64_t d = a->i < 0 ? a->i + 4 : a->i; /* in [0, 3]: lp_check refused others */
