@@ -6,7 +6,7 @@ set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev
       protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
       libopenblas-dev libopenblas-openmp-dev libcmocka-dev uthash-dev python3 python3-numpy
-      liblmdb-dev zlib1g-dev libdnnl-dev"
+      liblmdb-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

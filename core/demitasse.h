@@ -285,6 +285,12 @@ typedef struct dm_train_options {
   int memory;
   const char *const *keep;
   size_t n_keep;
+  /* Data parallelism (after dm_dist_init): the weight gradients are averaged over the
+   * ranks by Allreduce ops after the backward ops, and each DB input reads its rank's
+   * share of every global batch (batch_size records per rank). */
+  int data_parallel;
+  int64_t dp_bucket_bytes;       /* bytes per all-reduce call (default 25 MiB) */
+  int dp_fp32;                   /* 1: reduce FP16 gradients in FP32 (default: in FP16) */
 } dm_train_options;
 
 /* Fills *o with the defaults above, as `demitasse train` has them, and struct_size with
@@ -311,6 +317,41 @@ DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net
  * or binary by extension (.pbtxt text). Each file is replaced atomically. Needs no GPU. */
 DM_API dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *o,
                                       const char *out_net_path, const char *out_init_path);
+
+/* Data parallelism ---------------------------------------------------------------- */
+
+/* Several processes train one model, each on its share of every batch, started by
+ * `mpirun -np N host_app ...` (OpenMPI; across hosts too). Each process is a rank; the
+ * training net's weight gradients are averaged over the ranks by Allreduce ops (set
+ * dm_train_options.data_parallel), so every rank applies the same update.
+ *
+ *     int rank, size;
+ *     dm_dist_init(&rank, &size);                         // MPI, once per process
+ *     dm_workspace_run_net_file(ws, "init_net.pbtxt");
+ *     dm_workspace_broadcast(ws, NULL, 0, 0);             // rank 0's weights everywhere
+ *     o.data_parallel = 1;                                // and o.db: rank r reads its share
+ *     dm_workspace_create_train_net(ws, "train_net.pbtxt", &o, &step);
+ *     ... dm_net_run(step) ...
+ *     dm_dist_finalize();
+ *
+ * No call waits forever: a collective that the other ranks do not join within the
+ * timeout (dm_dist_set_timeout, default 300 s) fails with DM_ERR_IO, naming it; end the
+ * job then with dm_dist_abort. Built without MPI, these return DM_ERR_UNSUPPORTED. */
+DM_API dm_status dm_dist_init(int *rank, int *size);
+DM_API dm_status dm_dist_finalize(void);
+DM_API dm_status dm_dist_set_timeout(double seconds);
+/* This process's rank (0 without dm_dist_init) and the number of ranks (1 without). */
+DM_API int dm_dist_rank(void);
+DM_API int dm_dist_size(void);
+/* Every rank gets rank `root`'s blobs `names` (NULL: every blob that holds data on root,
+ * which every rank must hold too); a blob missing, or of another dtype or shape, on some rank fails on
+ * every rank, naming it. */
+DM_API dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, size_t n,
+                                        int root);
+/* values[i] becomes the mean of values[i] over the ranks. */
+DM_API dm_status dm_dist_mean(double *values, size_t n);
+/* Ends every rank of the job (MPI_Abort) with exit status `code`; returns without MPI. */
+DM_API void dm_dist_abort(int code);
 
 /* Inference in reduced precision ------------------------------------------------ */
 

@@ -34,6 +34,7 @@ extern const dm_kernel_def dm_cuda_bn_kernels[];          /* bn_cudnn.c */
 extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
 extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
 extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
+extern const dm_kernel_def dm_cuda_allreduce_kernels[];   /* allreduce_nccl.c */
 
 /* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init,
  * .run, .fini, .cross_device, .supports. */

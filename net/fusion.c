@@ -20,30 +20,16 @@ void dm_fusion_summary_free(dm_fusion_summary *s) {
   memset(s, 0, sizeof *s);
 }
 
-static int reads(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_input; k++)
-    if (strcmp(op->input[k], name) == 0)
-      return 1;
-  return 0;
-}
-
-static int writes(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_output; k++)
-    if (strcmp(op->output[k], name) == 0)
-      return 1;
-  return 0;
-}
-
 static int written_by_net(const Caffe2__NetDef *net, const char *name) {
   for (size_t i = 0; i < net->n_op; i++)
-    if (writes(net->op[i], name))
+    if (dm_opdef_writes(net->op[i], name))
       return 1;
   return 0;
 }
 
 static int uses(const Caffe2__NetDef *net, const char *name) {
   for (size_t i = 0; i < net->n_op; i++)
-    if (reads(net->op[i], name) || writes(net->op[i], name))
+    if (dm_opdef_reads(net->op[i], name) || dm_opdef_writes(net->op[i], name))
       return 1;
   return dm_str_in_list(name, (const char *const *)net->external_input, net->n_external_input) ||
          dm_str_in_list(name, (const char *const *)net->external_output, net->n_external_output);
@@ -56,14 +42,9 @@ static int is_type(const Caffe2__OperatorDef *op, const char *type) {
 /* Index of the last op before `i` writing `name`, or i when there is none. */
 static size_t last_writer(const Caffe2__NetDef *net, size_t i, const char *name) {
   for (size_t j = i; j > 0; j--)
-    if (writes(net->op[j - 1], name))
+    if (dm_opdef_writes(net->op[j - 1], name))
       return j - 1;
   return i;
-}
-
-static int64_t arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt) {
-  const Caffe2__Argument *a = dm_opdef_find_arg(op, name);
-  return a && a->has_i ? a->i : dflt;
 }
 
 /* NCHW when the order argument says so or is absent; compares the bytes the argument
@@ -77,7 +58,7 @@ static int is_nchw(const Caffe2__OperatorDef *op) {
 static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
                            size_t *conv) {
   const Caffe2__OperatorDef *bn = net->op[i];
-  if (arg_int(bn, "is_test", 0) == 0)
+  if (dm_opdef_arg_int(bn, "is_test", 0) == 0)
     return "training mode (is_test=0): its statistics are computed per batch";
   if (bn->n_output != 1)
     return "is_test=1 with more than one output";
@@ -87,7 +68,7 @@ static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_
     return "NHWC: the fold is implemented for NCHW only";
   const char *x = bn->input[0], *y = bn->output[0];
   size_t j = i;
-  while (j > 0 && !writes(net->op[j - 1], x))
+  while (j > 0 && !dm_opdef_writes(net->op[j - 1], x))
     j--;
   if (j == 0)
     return "X is not written by an op of the net";
@@ -104,9 +85,9 @@ static const char *refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_
   for (size_t k = 0; k < net->n_op; k++) {
     if (k == i || k == j)
       continue;
-    if (reads(net->op[k], x) || writes(net->op[k], x))
+    if (dm_opdef_reads(net->op[k], x) || dm_opdef_writes(net->op[k], x))
       return "the Conv's output has another reader or writer";
-    if (k > j && k < i && (reads(net->op[k], y) || writes(net->op[k], y)))
+    if (k > j && k < i && (dm_opdef_reads(net->op[k], y) || dm_opdef_writes(net->op[k], y)))
       return "an op between the Conv and the BN reads or writes the BN's output";
   }
   for (size_t k = 1; k < c->n_input + 4; k++) {
@@ -228,7 +209,7 @@ static const char *move_refusal(const Caffe2__NetDef *net, size_t j, size_t i, c
   for (size_t k = 0; k < net->n_op; k++) {
     if (k == i || k == j || (in_place && (k < j || k > i)))
       continue;
-    if (reads(net->op[k], t) || writes(net->op[k], t))
+    if (dm_opdef_reads(net->op[k], t) || dm_opdef_writes(net->op[k], t))
       return in_place ? "an op between them reads or writes the intermediate blob"
                       : "the intermediate blob has another reader or writer";
   }
@@ -236,7 +217,7 @@ static const char *move_refusal(const Caffe2__NetDef *net, size_t j, size_t i, c
     if (strcmp(p->input[k], y) == 0 && (int)k != s_in)
       return "the fused op's output would be one of its inputs";
     for (size_t m = j + 1; m < i; m++)
-      if (writes(net->op[m], p->input[k]))
+      if (dm_opdef_writes(net->op[m], p->input[k]))
         return "an op between them writes an input of the first (it would read it later)";
   }
   return NULL;
@@ -294,7 +275,7 @@ static const char *sum_refusal(const Caffe2__NetDef *net, size_t i, const dm_fus
   const Caffe2__OperatorDef *a = net->op[i];
   if (a->n_input != 2 || a->n_output != 1)
     return "it does not have two operands and one output";
-  if (is_type(a, "Add") && arg_int(a, "broadcast", 0) != 0)
+  if (is_type(a, "Add") && dm_opdef_arg_int(a, "broadcast", 0) != 0)
     return "a broadcast Add (only same-shape operands are fused)";
   const char *why = NULL;
   for (int k = 0; k < 2; k++) {
@@ -334,7 +315,7 @@ static const char *relu_refusal(const Caffe2__NetDef *net, size_t i, const dm_fu
     if (p->n_input != 3 || p->n_output != 1)
       why = "its FC does not have the form X, W, b -> Y";
     *type = "FCFusion", *ft = FUSION_CONV_RELU;
-  } else if (is_type(p, "ConvFusion") && arg_int(p, "fusion_type", 0) == FUSION_CONV_SUM) {
+  } else if (is_type(p, "ConvFusion") && dm_opdef_arg_int(p, "fusion_type", 0) == FUSION_CONV_SUM) {
     if (p->n_output != 1 || p->n_input < 3 || p->n_input > 4)
       why = "its ConvFusion does not have the form X, W, [b], S -> Y";
     *type = "ConvFusion", *ft = FUSION_CONV_SUM_RELU, s_in = (int)p->n_input - 1;
@@ -382,7 +363,7 @@ static int blob_private(const Caffe2__NetDef *net, const char *b, const dm_fusio
 static dm_status sums_in_place(Caffe2__NetDef *net, const dm_fusion_opts *o) {
   for (size_t i = 0; i < net->n_op; i++) {
     Caffe2__OperatorDef *f = net->op[i];
-    int64_t ft = arg_int(f, "fusion_type", 0);
+    int64_t ft = dm_opdef_arg_int(f, "fusion_type", 0);
     if (!is_type(f, "ConvFusion") || (ft != FUSION_CONV_SUM && ft != FUSION_CONV_SUM_RELU) ||
         f->n_output != 1 || f->n_input < 3)
       continue;
@@ -395,8 +376,8 @@ static dm_status sums_in_place(Caffe2__NetDef *net, const dm_fusion_opts *o) {
       ok = strcmp(f->input[m], sv) != 0;
     for (size_t k = 0; ok && k < net->n_op; k++)
       if (k != i)
-        ok = !(k > i && (reads(net->op[k], sv) || writes(net->op[k], sv))) &&
-             !(k < i && (reads(net->op[k], y) || writes(net->op[k], y)));
+        ok = !(k > i && (dm_opdef_reads(net->op[k], sv) || dm_opdef_writes(net->op[k], sv))) &&
+             !(k < i && (dm_opdef_reads(net->op[k], y) || dm_opdef_writes(net->op[k], y)));
     if (ok) {
       char *from = strdup(y); /* y is op i's string, which the rename replaces */
       dm_status st = from ? rename_from(net, i, from, sv) : DM_NOMEM("a blob name");

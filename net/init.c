@@ -17,6 +17,9 @@
 #if DM_HAVE_CUDA
 #include "gpu/register.h"
 #endif
+#if DM_HAVE_MPI
+#include "operators/mpi/mpi_common.h"
+#endif
 #if DM_HAVE_DNNL
 #include "operators/dnnl/dnnl_common.h"
 #else
@@ -29,6 +32,11 @@ static char init_message[512];
 
 static dm_status register_builtins(void) {
   DM_TRY(dm_register_builtin_ops());
+#if DM_HAVE_MPI
+  DM_TRY(dm_register_mpi_ops());
+#else
+  DM_TRY(dm_register_kernel_table(dm_allreduce_no_mpi_kernels));
+#endif
 #if DM_HAVE_DNNL
   DM_TRY(dm_register_dnnl_ops());
 #endif

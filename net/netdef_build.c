@@ -66,6 +66,25 @@ static Caffe2__Argument *find_arg(Caffe2__Argument *const *arg, size_t n, const 
   return NULL;
 }
 
+int64_t dm_opdef_arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(op, name);
+  return a && a->has_i ? a->i : dflt;
+}
+
+int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_input; k++)
+    if (strcmp(op->input[k], name) == 0)
+      return 1;
+  return 0;
+}
+
+int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t k = 0; k < op->n_output; k++)
+    if (strcmp(op->output[k], name) == 0)
+      return 1;
+  return 0;
+}
+
 Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name) {
   return find_arg(op->arg, op->n_arg, name);
 }
@@ -349,20 +368,6 @@ void dm_text_vappendf(char **text, size_t *len, const char *fmt, va_list ap) {
 int dm_str_in_list(const char *s, const char *const *list, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (strcmp(list[i], s) == 0)
-      return 1;
-  return 0;
-}
-
-int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_input; k++)
-    if (strcmp(op->input[k], name) == 0)
-      return 1;
-  return 0;
-}
-
-int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name) {
-  for (size_t k = 0; k < op->n_output; k++)
-    if (strcmp(op->output[k], name) == 0)
       return 1;
   return 0;
 }

@@ -24,6 +24,11 @@ DM_HIDDEN dm_status dm_opdef_add_input(Caffe2__OperatorDef *op, const char *name
 DM_HIDDEN dm_status dm_opdef_add_output(Caffe2__OperatorDef *op, const char *name);
 /* The argument named `name`, or NULL. */
 DM_HIDDEN Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name);
+/* Its integer argument `name`, or dflt when absent or not an integer. */
+DM_HIDDEN int64_t dm_opdef_arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt);
+/* Nonzero when `op` reads (writes) blob `name`. */
+DM_HIDDEN int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name);
+DM_HIDDEN int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name);
 /* Adds or replaces an argument. */
 DM_HIDDEN dm_status dm_opdef_set_arg_int(Caffe2__OperatorDef *op, const char *name, int64_t v);
 DM_HIDDEN dm_status dm_opdef_set_arg_float(Caffe2__OperatorDef *op, const char *name, float v);
@@ -48,9 +53,6 @@ DM_HIDDEN dm_status dm_netdef_insert_op(Caffe2__NetDef *net, size_t at, Caffe2__
  * since a summary must never fail a pass. */
 DM_HIDDEN void dm_text_appendf(char **text, size_t *len, const char *fmt, ...) DM_PRINTF(3, 4);
 DM_HIDDEN void dm_text_vappendf(char **text, size_t *len, const char *fmt, va_list ap);
-/* Whether `op` reads (writes) the blob `name`. */
-DM_HIDDEN int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name);
-DM_HIDDEN int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name);
 /* Whether `s` is one of list[0..n). */
 DM_HIDDEN int dm_str_in_list(const char *s, const char *const *list, size_t n);
 /* A new empty NetDef named `name` (may be NULL). */

@@ -47,6 +47,7 @@ void dm_pipeline_result_free(dm_pipeline_result *r) {
   if (!r)
     return;
   dm_fusion_summary_free(&r->fusion);
+  dm_train_fusion_summary_free(&r->train_fusion);
   dm_mp_summary_free(&r->mp);
   dm_layout_summary_free(&r->layout);
   dm_gpu_state_free(&r->gpu);
@@ -171,6 +172,29 @@ static int layout_converts(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   return s == DM_OK;
 }
 
+static void print_train_fusion_summary(FILE *f, const dm_train_fusion_summary *s) {
+  fprintf(f, "training fusion: of %zu training SpatialBN, %zu made SpatialBNRelu and %zu "
+          "SpatialBNAddRelu\n", s->bn_total, s->bn_relu, s->bn_add_relu);
+  if (s->report)
+    fprintf(f, "not fused:\n%s", s->report);
+}
+
+/* The training fusion pass, its keep list the losses and o->keep. */
+static dm_status fuse_for_training(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                                   dm_train_fusion_summary *sum) {
+  const char **keep = calloc(o->n_losses + o->n_keep + 1, sizeof *keep);
+  if (!keep)
+    return DM_NOMEM("the keep list");
+  for (size_t i = 0; i < o->n_losses + o->n_keep; i++)
+    keep[i] = i < o->n_losses ? o->losses[i] : o->keep[i - o->n_losses];
+  dm_train_fusion_opts f = {keep, o->n_losses + o->n_keep, o->optim.exclude, o->optim.n_exclude};
+  dm_status s = dm_train_fusion_pass(net, &f, sum);
+  free(keep);
+  if (s == DM_OK && o->report)
+    print_train_fusion_summary(o->report, sum);
+  return s;
+}
+
 /* The memory stage -------------------------------------------------------------- */
 
 /* Whether output k of `op` is one its kernel reuses from run to run (the schema says). */
@@ -255,7 +279,11 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   size_t n_init_blobs = 0, cap_init_blobs = 0;
   dm_status s = DM_OK;
 
-  /* 1. gradient, 2. optimizer */
+  /* training fusion, then 1. gradient, 2. optimizer */
+  if (o->fuse_train && (s = fuse_for_training(net, o, &r->train_fusion)) != DM_OK) {
+    dm_pipeline_result_free(&local);
+    return s;
+  }
   r->gradient = o->gradient == DM_PIPELINE_GRAD_ON ||
                 (o->gradient == DM_PIPELINE_GRAD_AUTO && !dm_netdef_has_gradient_ops(net));
   if (r->gradient && o->n_losses == 0)
@@ -328,7 +356,26 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       s = dm_device_place_init_net(*init_add, &dev, &r->gpu, o->report);
   }
 
-  /* [data parallel: to come here] */
+  /* data parallel: the params as the gradient pass left them (the mixed-precision pass
+   * reads them through casts, which keeps them inputs of the forward part) */
+  if (s == DM_OK && o->data_parallel) {
+    char **names = NULL;
+    size_t n = 0;
+    s = dm_find_trainable_params(net, o->optim.exclude, o->optim.n_exclude, &names, &n);
+    /* Weights the layout pass renamed keep their gradients' names (<old>_grad). */
+    for (size_t k = 0; s == DM_OK && k < r->layout.n_renamed; k++)
+      s = dm_strv_push(&names, &n, r->layout.renamed[2 * k]);
+    if (s == DM_OK) {
+      dm_dp_opts dp = o->dp;
+      dp.params = (const char *const *)names;
+      dp.n_params = n;
+      s = dm_data_parallel_pass(net, &dp, &r->dp);
+    }
+    dm_optimizer_free_names(names, n);
+    if (s == DM_OK && o->report)
+      fprintf(o->report, "data parallel: %zu weight gradients averaged over the ranks by %zu "
+                         "Allreduce op(s)\n", r->dp.n_grads, r->dp.n_ops);
+  }
 
   /* 5. memory, last */
   for (size_t i = 0; s == DM_OK && o->memory && o->keep_init_blobs && i < o->n_inits; i++)

@@ -6,6 +6,8 @@
  * give the same net byte for byte whichever way it is asked for. dm_pipeline_run
  * applies, in this order:
  *
+ *      training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
+ *                        + Relu made the fused ops whose gradients the next pass emits
  *   1. gradient          dm_add_gradient_ops for `losses`
  *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition
  *      fusion           dm_fusion_pass (inference only: refused after the gradient pass);
@@ -21,8 +23,9 @@
  *                        (test nets reading the same weights), then dm_device_place_init
  *                        on the caller's `inits` and the init addition, for the GPU state
  *                        all of them read
- *      [data parallel: to come here, on the placed net (the all-reduce of gradients goes
- *       between the backward ops and the updates, on the devices they run on)]
+ *      data parallel        dm_data_parallel_pass on the placed training net: Allreduce of
+ *                        the weight gradients between the backward ops and the updates,
+ *                        on the devices they run on
  *   5. memory            dm_memory_pass on the training net and the `shared` nets, last
  *
  * Each pass is the one declared in its own header, called with the options below; the
@@ -35,11 +38,13 @@
 #include <stdio.h>
 
 #include "core/status.h"
+#include "net/data_parallel.h"
 #include "net/device_pass.h"
 #include "net/fusion.h"
 #include "net/layout_pass.h"
 #include "net/mixed_precision.h"
 #include "net/optimizer_pass.h"
+#include "net/train_fusion.h"
 #include "proto/caffe2.pb-c.h"
 
 /* The name of the init-net addition the pipeline makes (optimizer and loss-scale state). */
@@ -53,6 +58,9 @@ typedef enum dm_pipeline_gradient {
 } dm_pipeline_gradient;
 
 typedef struct dm_pipeline_opts {
+  /* training fusion, before the gradient pass (net/train_fusion.h); its keep list is
+   * `losses` and `keep`, its fed list optim.exclude. Off by default: meant for GPUs. */
+  int fuse_train;
   /* 1. gradient */
   dm_pipeline_gradient gradient;
   const char *const *losses; /* the loss blobs (borrowed) */
@@ -78,7 +86,10 @@ typedef struct dm_pipeline_opts {
    * optim.exclude). Needs no GPU: it only rewrites. */
   int device;
   dm_device_opts dev;
-  /* [data parallel: its options go here] */
+  /* data parallel (after device): Allreduce of the weight gradients over the ranks;
+   * dp.params is found here (the trainable params, as the optimizer pass finds them). */
+  int data_parallel;
+  dm_dp_opts dp;
   /* 5. memory: Free after last use. Kept, besides what the pass always keeps (state read
    * before written, the nets' external inputs and outputs): the losses, `keep`, with
    * keep_init_blobs every blob an op of the init nets (the caller's `inits` and the
@@ -117,9 +128,11 @@ typedef struct dm_pipeline_result {
   int gradient;     /* the gradient pass ran (0: off, or AUTO found gradient ops) */
   int optimizer;    /* the optimizer pass ran */
   dm_fusion_summary fusion; /* with fuse: the pass's summary */
+  dm_train_fusion_summary train_fusion; /* with fuse_train: the pass's summary */
   dm_mp_summary mp;  /* with mixed precision: the pass's summary */
   dm_layout_summary layout; /* with layout NHWC: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
+  dm_dp_summary dp; /* with data parallel: the pass's summary */
 } dm_pipeline_result;
 
 /* Defaults: gradient AUTO with no losses, no optimizer (its options Caffe2's defaults),

@@ -176,6 +176,15 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->n_keep = o->keep ? o->n_keep : 0;
   p->keep_init_blobs = 1;
   p->keep_reused_outputs = 1;
+  /* data parallelism: this process's rank (dm_dist_init) reads its share of each batch */
+  p->data_parallel = o->data_parallel != 0;
+  if (o->dp_bucket_bytes < 0)
+    return dm_error(DM_ERR_INVALID, "dm_train_options.dp_bucket_bytes: negative");
+  p->dp.bucket_bytes = o->dp_bucket_bytes;
+  p->dp.fp32_wire = o->dp_fp32 != 0;
+  p->dp.overlap = p->device; /* a GPU overlaps each group's collective with the backward */
+  p->dp.num_shards = dm_dist_size();
+  p->dp.shard_id = dm_dist_rank();
   return DM_OK;
 }
 

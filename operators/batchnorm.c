@@ -22,11 +22,12 @@
 
 #include "dm_config.h"
 
+#include "batchnorm.h"
+#include "builtin.h"
 #include "common.h"
 #include "core/half.h"
-#include "builtin.h"
 
-static const dm_arg_spec bn_args[] = {
+const dm_arg_spec dm_bn_args[] = {
     {"is_test", DM_ARG_INT, 0, "1: normalise with the given mean and var (default 0)"},
     {"epsilon", DM_ARG_FLOAT, 0, "added to the variance (default 1e-5)"},
     {"momentum", DM_ARG_FLOAT, 0, "running = running * momentum + batch * (1 - momentum) "
@@ -69,14 +70,14 @@ static dm_status bn_param(dm_op_ctx *ctx, const dm_tensor *t, const char *what, 
   return DM_OK;
 }
 
-static dm_status bn_infer(dm_op_ctx *ctx) {
+dm_status dm_bn_infer_outputs(dm_op_ctx *ctx, int nout) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
   static const char *const names[] = {"X", "scale", "bias", "mean", "var"};
   for (int i = 1; i < 5; i++)
     DM_TRY(bn_param(ctx, dm_op_input(ctx, i), names[i], &g));
-  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0, nout = dm_op_num_outputs(ctx);
+  int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
   if (is_test && nout != 1)
     return dm_op_error(ctx, DM_ERR_INVALID, "is_test=1 takes 1 output (Y), not %d", nout);
   if (!is_test && nout != 5)
@@ -95,8 +96,12 @@ static dm_status bn_infer(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+static dm_status bn_infer(dm_op_ctx *ctx) {
+  return dm_bn_infer_outputs(ctx, dm_op_num_outputs(ctx));
+}
+
 /* X, scale, dY, saved_mean, saved_inv_std (or mean, var when is_test) -> dX, dscale, dbias. */
-static dm_status bn_grad_infer(dm_op_ctx *ctx) {
+dm_status dm_bn_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
@@ -153,7 +158,7 @@ static const dm_op_schema bn_schema = {
     .max_inputs = 5,
     .min_outputs = 1,
     .max_outputs = 5,
-    .args = bn_args,
+    .args = dm_bn_args,
     .inplace = bn_inplace,
     .precision = DM_PREC_FOLLOW, /* FP16 X/Y with FP32 parameters and statistics */
     /* scale, bias, mean, var and the four statistics outputs stay FP32 (as cuDNN) */
@@ -173,13 +178,13 @@ static const dm_op_schema bn_grad_schema = {
     .max_inputs = 5,
     .min_outputs = 3,
     .max_outputs = 3,
-    .args = bn_args,
+    .args = dm_bn_args,
     .precision = DM_PREC_FOLLOW,
     .fp32_inputs = 0x1a,  /* scale, saved_mean, saved_inv_std */
     .fp32_outputs = 0x06, /* dscale, dbias */
     .doc = "X, scale, dY, saved_mean, saved_inv_std -> dX, dscale, dbias (is_test=1: the "
            "running mean and var in place of the saved statistics).",
-    .infer = bn_grad_infer,
+    .infer = dm_bn_grad_infer,
     .cost = bn_grad_cost,
     .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x5, .layout_outputs = 0x1, /* X, dY -> dX */
 };
@@ -261,8 +266,7 @@ static inline void bn_store(void *data, dm_dtype t, bn_run_pos p, int64_t j0, in
       for (int64_t j0 = 0, n = p.len < BN_BLOCK ? p.len : BN_BLOCK; j0 < p.len;          \
            j0 += n, n = p.len - j0 < BN_BLOCK ? p.len - j0 : BN_BLOCK)
 
-static dm_status bn_run(dm_op_ctx *ctx) {
-  DM_TRY(bn_infer(ctx));
+dm_status dm_bn_forward(dm_op_ctx *ctx, void *py) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
@@ -275,9 +279,8 @@ static dm_status bn_run(dm_op_ctx *ctx) {
   const float *rmean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C); may be output 1 */
   const float *rvar = dm_tensor_data(dm_op_input(ctx, 4));  /* (C); may be output 2 */
   const void *px = dm_tensor_data(x); /* (N, C, HW) or (N, HW, C), FP32, FP16 or BF16 */
-  /* Y may be X (in place): each block of X is read (or widened) before the same block of
-   * Y is written, and the statistics are complete by then. */
-  void *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+  /* Y (py) may be X (in place): each block of X is read (or widened) before the same
+   * block of Y is written, and the statistics are complete by then. */
   float *out_rm = is_test ? NULL : dm_tensor_mutable_data(dm_op_output(ctx, 1));
   float *out_rv = is_test ? NULL : dm_tensor_mutable_data(dm_op_output(ctx, 2));
   float *saved_mean = is_test ? NULL : dm_tensor_mutable_data(dm_op_output(ctx, 3));
@@ -333,9 +336,13 @@ static dm_status bn_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static dm_status bn_grad_run(dm_op_ctx *ctx) {
-  DM_TRY(bn_grad_infer(ctx));
-  const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
+static dm_status bn_run(dm_op_ctx *ctx) {
+  DM_TRY(bn_infer(ctx));
+  return dm_bn_forward(ctx, dm_tensor_mutable_data(dm_op_output(ctx, 0)));
+}
+
+dm_status dm_bn_backward(dm_op_ctx *ctx, const void *pdy) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
   bn_geom g;
   DM_TRY(bn_geometry(ctx, x, &g));
   int is_test = dm_op_arg_int(ctx, "is_test", 0) != 0;
@@ -344,8 +351,10 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
   const float *scale = dm_tensor_data(dm_op_input(ctx, 1)); /* (C) */
   const float *s_mean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C) */
   const float *s_inv = dm_tensor_data(dm_op_input(ctx, 4));  /* (C) inv_std, or var */
-  const void *px = dm_tensor_data(x), *pdy = dm_tensor_data(dy); /* layout as X */
-  /* dX is neither X nor dY (the schema allows no in-place pair). */
+  const void *px = dm_tensor_data(x); /* dY (pdy): layout as X */
+  /* dX is not X (no schema allows that pair). It may be dY's buffer (the fused gradients
+   * of bn_fusion.c mask dY into dX first): each channel's first pass only reads, and the
+   * second loads a block of dY before it stores the same block of dX. */
   void *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
   float *dscale = dm_tensor_mutable_data(dm_op_output(ctx, 1)); /* (C) */
   float *dbias = dm_tensor_mutable_data(dm_op_output(ctx, 2));  /* (C) */
@@ -382,6 +391,11 @@ static dm_status bn_grad_run(dm_op_ctx *ctx) {
     }
   }
   return DM_OK;
+}
+
+static dm_status bn_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_bn_grad_infer(ctx));
+  return dm_bn_backward(ctx, dm_tensor_data(dm_op_input(ctx, 2)));
 }
 
 static const dm_op_schema *const schemas[] = {&bn_schema, &bn_grad_schema, NULL};

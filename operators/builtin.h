@@ -17,6 +17,7 @@ extern const dm_op_family dm_family_pool;
 extern const dm_op_family dm_family_random_fill;
 extern const dm_op_family dm_family_tensor_ops;
 extern const dm_op_family dm_family_batchnorm;
+extern const dm_op_family dm_family_bn_fusion;
 extern const dm_op_family dm_family_lrn;
 extern const dm_op_family dm_family_dropout;
 extern const dm_op_family dm_family_loss;
@@ -25,6 +26,9 @@ extern const dm_op_family dm_family_db_input;
 extern const dm_op_family dm_family_optimizer;
 extern const dm_op_family dm_family_loss_scale;
 extern const dm_op_family dm_family_free;
+extern const dm_op_family dm_family_allreduce;
+/* Allreduce's CPU kernel where MPI is not built: it fails at instantiation, saying so. */
+extern const dm_kernel_def dm_allreduce_no_mpi_kernels[];
 extern const dm_op_family dm_family_fold_bn;
 extern const dm_op_family dm_family_device_copy;
 

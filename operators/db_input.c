@@ -10,7 +10,9 @@
  * op did), so a net needs no cast op; INT32 and INT64 come out as stored (labels).
  *
  * Which records: batch b holds the records at stream positions p = b*batch_size + j,
- * j < batch_size; position p is record r = p mod N of epoch e = p div N, and with
+ * j < batch_size (with num_shards S and shard_id r, data parallelism's ranks: p =
+ * (b*S + r)*batch_size + j, rank r's slice of global batch b of S*batch_size records, so
+ * the S ranks together read exactly what one reader of S*batch_size does); position p is record r = p mod N of epoch e = p div N, and with
  * shuffle=1 record r of epoch e is perm_e(r), a Fisher-Yates permutation drawn from
  * (seed, e) alone. So every record appears once per epoch, and batch b is a function of
  * b: with the optional input `iter` (the INT64 iteration blob, which checkpoints carry)
@@ -58,6 +60,7 @@ typedef struct dbi_state {
   int n_out;
   out_spec spec[MAX_OUT];
   int64_t batch;
+  int64_t shards, shard; /* num_shards, shard_id */
   int shuffle;
   uint64_t seed;
   float scale;
@@ -211,7 +214,8 @@ static dm_status decode_batch(dbi_state *st, int64_t b) {
   for (int k = 0; k < st->n_out; k++)
     slot[k] = dm_tensor_mutable_data(st->slot[k]);
   for (int64_t j = 0; j < st->batch; j++) {
-    uint64_t p = (uint64_t)b * (uint64_t)st->batch + (uint64_t)j;
+    uint64_t p = ((uint64_t)b * (uint64_t)st->shards + (uint64_t)st->shard) * (uint64_t)st->batch +
+                 (uint64_t)j;
     int64_t e = (int64_t)(p / st->n);
     size_t r = (size_t)(p % st->n);
     if (st->shuffle)
@@ -349,6 +353,12 @@ static dm_status dbi_init(dm_op_ctx *ctx, void **state) {
   if (batch <= 0 || batch > (1 << 24))
     return dm_op_error(ctx, DM_ERR_INVALID, "batch_size must be in [1, 2^24], not %lld",
                        (long long)batch);
+  int64_t shards = dm_op_arg_int(ctx, "num_shards", 1), shard = dm_op_arg_int(ctx, "shard_id", 0);
+  if (shards < 1 || shards > (1 << 20) || shard < 0 || shard >= shards)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "num_shards %lld and shard_id %lld: need 1 <= num_shards <= 2^20 and 0 "
+                       "<= shard_id < num_shards",
+                       (long long)shards, (long long)shard);
   if (dm_op_num_outputs(ctx) > MAX_OUT)
     return dm_op_error(ctx, DM_ERR_INVALID, "at most %d outputs", MAX_OUT);
   dbi_state *st = calloc(1, sizeof *st);
@@ -360,6 +370,8 @@ static dm_status dbi_init(dm_op_ctx *ctx, void **state) {
   st->perm_epoch[0] = st->perm_epoch[1] = -1;
   st->n_out = dm_op_num_outputs(ctx);
   st->batch = batch;
+  st->shards = dm_op_arg_int(ctx, "num_shards", 1);
+  st->shard = dm_op_arg_int(ctx, "shard_id", 0);
   st->shuffle = dm_op_arg_int(ctx, "shuffle", 0) != 0;
   st->seed = (uint64_t)dm_op_arg_int(ctx, "seed", dm_op_random_seed(ctx, 0));
   st->scale = dm_op_arg_float(ctx, "scale", 1.0f);
@@ -456,6 +468,8 @@ static const dm_arg_spec dbi_args[] = {
     {"shuffle", DM_ARG_INT, 0, "1: a fresh permutation of the records each epoch"},
     {"seed", DM_ARG_INT, 0, "the shuffle seed (default device_option.random_seed, else 0)"},
     {"scale", DM_ARG_FLOAT, 0, "UINT8 and FLOAT tensors come out FLOAT times this (default 1)"},
+    {"num_shards", DM_ARG_INT, 0, "readers sharing each global batch (data parallelism: the ranks)"},
+    {"shard_id", DM_ARG_INT, 0, "this reader's share of the global batch, in [0, num_shards)"},
     {NULL, 0, 0, NULL},
 };
 

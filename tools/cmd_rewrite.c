@@ -24,6 +24,7 @@
 #include "net/infer.h"
 #include "net/pipeline.h"
 #include "device_flags.h"
+#include "dist_flags.h"
 #include "mp_flags.h"
 #include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
@@ -49,6 +50,9 @@ static void help(FILE *f) {
   dm_mp_help(f);
   fprintf(f, "  the device pass, after those (the state fills of --init-out are placed too):\n");
   dm_device_help(f);
+  fprintf(f, "  the data-parallel pass, after those (the net of one rank; `train` adds the\n"
+             "  DB readers' shards for its rank):\n");
+  dm_dist_help(f);
   fprintf(f,
           "  --fuse               inference: fold each test-mode SpatialBN into the Conv\n"
           "                       before it, as `run` does; --init-out gets the FoldBN ops\n"
@@ -64,6 +68,11 @@ static void help(FILE *f) {
           "                       as train's: nhwc for --grad --fp16/--bf16 --device cuda\n"
           "                       when the net converts, else as written\n");
   fprintf(f,
+          "  --fuse-train         training: before --grad (or alone, to see the fused forward\n"
+          "                       net), SpatialBN (+ Sum/Add) + Relu as one op whose\n"
+          "                       gradient --grad emits (cuDNN's fused batch norm on a\n"
+          "                       GPU; meant for --device cuda)\n");
+  fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
           "                       (state, net inputs and outputs and the losses are kept)\n"
@@ -77,7 +86,8 @@ static void help(FILE *f) {
           "--init-out net, run after the model's init net.\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_LAYOUT };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_FUSE_TRAIN,
+       O_LAYOUT };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -93,12 +103,13 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
-  int grad, optimize, free_memory, fuse;
+  int grad, optimize, free_memory, fuse, fuse_train;
   int layout; /* -1: not given (the pipeline's default); else a dm_layout */
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
   dm_device_cli dev;
+  dm_dist_cli dist; /* --data-parallel: the Allreduce ops as one rank's net has them */
 } rewrite_job;
 
 /* The pipeline (net/pipeline.h) with the passes asked for; summaries on stderr. */
@@ -120,9 +131,12 @@ static dm_status rewrite(rewrite_job *j) {
   p.mp = j->mp.opts;
   p.device = j->dev.cuda;
   p.dev = j->dev.opts;
+  p.data_parallel = j->dist.on;
+  dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
   p.memory = j->free_memory;
   if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
     p.layout = (dm_layout)j->layout;
+  p.fuse_train = j->fuse_train;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
   p.report = stderr;
@@ -166,12 +180,15 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
       {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE},
+      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
       {"layout", required_argument, NULL, O_LAYOUT}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
-  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *opts = dev_opts ? dm_dist_merge_opts(dev_opts) : NULL;
   free(opt_opts);
   free(mp_opts);
+  free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   rewrite_job j = {.layout = -1};
@@ -179,13 +196,15 @@ int dm_cmd_rewrite(int argc, char **argv) {
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
   dm_device_cli_init(&j.dev);
+  dm_dist_cli_init(&j.dist);
   int rc = DM_EXIT_OK, c;
   optind = 0;
   opterr = 0;
   while (rc == DM_EXIT_OK && (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     if (dm_optim_flag("rewrite", c, optarg, &j.opts, &j.optimize, &rc) ||
         dm_mp_flag("rewrite", c, optarg, &j.mp, &rc) ||
-        dm_device_flag("rewrite", c, optarg, &j.dev, &rc))
+        dm_device_flag("rewrite", c, optarg, &j.dev, &rc) ||
+        dm_dist_flag("rewrite", c, optarg, &j.dist, &rc))
       continue;
     switch (c) {
     case O_GRAD: j.grad = 1; break;
@@ -201,6 +220,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
     case O_LAYOUT: rc = dm_cli_layout_flag("rewrite", optarg, &j.layout); break;
+    case O_FUSE_TRAIN: j.fuse_train = 1; break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
         rc = dm_cli_failf("out of memory");
@@ -222,10 +242,14 @@ int dm_cmd_rewrite(int argc, char **argv) {
   if (rc == DM_EXIT_OK && !j.grad && j.optimize)
     rc = dm_cli_usage_error("rewrite", "--optimizer needs --grad --loss LOSS (the updates "
                                        "read the weight gradients the gradient pass adds)");
+  if (rc == DM_EXIT_OK && j.fuse_train && (j.fuse || (!j.grad && j.mp.enabled)))
+    rc = dm_cli_usage_error("rewrite", "--fuse-train is for training nets: not with --fuse, "
+                                       "and with --fp16/--bf16 only with --grad");
   if (rc == DM_EXIT_OK && j.grad && j.fuse)
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
-  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse && j.layout <= 0)
+  if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse &&
+      !j.fuse_train && j.layout <= 0)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
                                        "or --fp16 / --bf16 / --fuse / --layout nhwc alone for an "

@@ -24,18 +24,20 @@
 #include "optim_flags.h"
 #include "train_checkpoint.h"
 #include "train_report.h"
+#include "dist_flags.h"
 
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
-  int resume, optimize, explain_overflow, no_free;
+  int resume, optimize, explain_overflow, no_free, fuse_train;
   int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
   dm_mp_cli mp;
   dm_device_cli dev;
+  dm_dist_cli dist;
   dm_strlist plugins, inits;
 } train_opts;
 
@@ -73,6 +75,9 @@ static void help(FILE *f) {
           "      --no-free            keep every blob a step writes (by default the memory\n"
           "                           pass frees each one after its last use, keeping the\n"
           "                           state, the loss, the accuracy and 'data')\n"
+          "      --fuse-train         the training fusion pass before the gradient pass:\n"
+          "                           SpatialBN (+ Sum/Add) + Relu as one op (cuDNN's fused\n"
+          "                           batch norm on a GPU; meant for --device cuda)\n"
           "      --save-net FILE      write the training net the passes made (what runs;\n"
           "                           .pbtxt text, else binary) before training\n"
           "      --save-init FILE     write their init addition (optimizer and loss-scale\n"
@@ -86,6 +91,7 @@ static void help(FILE *f) {
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
+  dm_dist_help(f);
   fprintf(f, DM_MEMORY_LIMIT_HELP("  ") DM_THREADS_HELP(" ") DM_ENGINE_HELP(" ") "  -h, --help               this text\n");
 }
 
@@ -238,11 +244,15 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
   p->memory = !o->no_free;
+  p->fuse_train = o->fuse_train;
   p->keep = keep;
   p->n_keep = 2;
   p->keep_init_blobs = 1;
   p->keep_reused_outputs = 1;
   p->report = stdout;
+  p->data_parallel = o->dist.on;
+  if (o->dist.on) /* on a GPU each group's collective overlaps the rest of the backward */
+    dm_dist_cli_pass_opts(&o->dist, o->dev.cuda, &p->dp);
 }
 
 static void free_nets(Caffe2__NetDef **nets, size_t n) {
@@ -318,6 +328,10 @@ static dm_status setup(train_state *st, train_opts *o) {
       s = DM_NOMEM("blob names");
   if (s == DM_OK && !st->persistent)
     s = DM_NOMEM("blob names");
+  /* Data parallel: every rank starts from rank 0's state (a resumed run then loads the
+   * same checkpoint on every rank). */
+  if (s == DM_OK && o->dist.on)
+    s = dm_workspace_broadcast(st->ws, (const char *const *)st->persistent, st->n_persistent, 0);
   if (s == DM_OK && o->resume)
     st->have_checkpoint =
         (s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent)) == DM_OK;
@@ -335,7 +349,7 @@ static dm_status setup(train_state *st, train_opts *o) {
     protobuf_c_message_free_unpacked(&def->base, NULL);
   if (test)
     protobuf_c_message_free_unpacked(&test->base, NULL);
-  if (s == DM_OK && o->checkpoint)
+  if (s == DM_OK && o->checkpoint && o->dist.rank == 0) /* rank 0 alone writes */
     s = dm_train_checkpoint_net(st->ws, o->checkpoint, 1, st->persistent, st->n_persistent,
                                 &st->save);
   return s;
@@ -429,7 +443,7 @@ static dm_status train(train_opts *o) {
   double it = scalar(st.ws, DM_OPTIM_ITER_BLOB);
   long start = isnan(it) ? 0 : (long)it;
   /* --resume: the CSV is cut back to the checkpoint's iteration, then continued */
-  s = dm_report_open(&st.report, o->csv, o->resume ? start : -1);
+  s = dm_report_open(&st.report, o->dist.rank == 0 ? o->csv : NULL, o->resume ? start : -1);
   if (s == DM_OK && start > 0 && start < o->iters)
     printf("resuming at iteration %ld\n", start);
   else if (s == DM_OK && start >= o->iters) /* not an error: the run is already done */
@@ -443,6 +457,13 @@ static dm_status train(train_opts *o) {
     long prev = done;
     dm_train_point p = {prev + 1, scalar(st.ws, o->loss), scalar(st.ws, o->accuracy), NAN, NAN,
                         0, scalar(st.ws, DM_MP_SCALE_BLOB), -1};
+    /* Data parallel: the means over the ranks, on every rank (so all of them see the
+     * same divergence and stop together) */
+    double means[2] = {p.loss, p.accuracy};
+    if (o->dist.on && (s = dm_dist_mean(means, 2)) != DM_OK)
+      break;
+    p.loss = means[0];
+    p.accuracy = means[1];
     double skipped = scalar(st.ws, DM_MP_SKIPPED_BLOB);
     int was_skipped = 0;
     if (!isnan(skipped)) {
@@ -504,9 +525,15 @@ static dm_status train(train_opts *o) {
     int log_now = done % o->log_every == 0 || done == o->iters || test_now;
     if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
+    double test_means[2] = {p.test_loss, p.test_accuracy};
+    if (test_now && o->dist.on && (s = dm_dist_mean(test_means, 2)) != DM_OK)
+      break;
+    p.test_loss = test_means[0];
+    p.test_accuracy = test_means[1];
     double t = now_s();
     const dm_tensor *data = dm_workspace_tensor(st.ws, "data");
     double batch = data && dm_tensor_ndim(data) ? (double)dm_tensor_dims(data)[0] : 1;
+    batch *= o->dist.size; /* the global batch */
     p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
     double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
     if (log_now || st.report.tty) {
@@ -536,7 +563,8 @@ cleanup:
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_LAYOUT };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_FUSE_TRAIN,
+       O_LAYOUT };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -552,15 +580,18 @@ int dm_cmd_train(int argc, char **argv) {
       {"plugin", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
       {"explain-overflow", no_argument, NULL, O_EXPLAIN},
       {"no-free", no_argument, NULL, O_NO_FREE},
+      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
       {"save-net", required_argument, NULL, O_SAVE_NET},
       {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
       {"layout", required_argument, NULL, O_LAYOUT},
       DM_THREADS_OPTION, DM_ENGINE_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
-  struct option *opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
+  struct option *opts = dev_opts ? dm_dist_merge_opts(dev_opts) : NULL;
   free(opt_opts);
   free(mp_opts);
+  free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100,
@@ -568,6 +599,7 @@ int dm_cmd_train(int argc, char **argv) {
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
+  dm_dist_cli_init(&o.dist);
   o.opt.kind = DM_OPTIM_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
@@ -579,7 +611,8 @@ int dm_cmd_train(int argc, char **argv) {
                                               NULL)) != -1) {
     if (dm_optim_flag("train", c, optarg, &o.opt, &o.optimize, &rc) ||
         dm_mp_flag("train", c, optarg, &o.mp, &rc) ||
-        dm_device_flag("train", c, optarg, &o.dev, &rc))
+        dm_device_flag("train", c, optarg, &o.dev, &rc) ||
+        dm_dist_flag("train", c, optarg, &o.dist, &rc))
       continue;
     long *num = c == 'N' ? &o.iters : c == 'e' ? &o.test_every : c == 'T' ? &o.test_iters
               : c == 'K' ? &o.checkpoint_every : c == 'L' ? &o.log_every : NULL;
@@ -606,6 +639,7 @@ int dm_cmd_train(int argc, char **argv) {
     case O_TEST_DB: o.test_db = optarg; break;
     case O_EXPLAIN: o.explain_overflow = 1; break;
     case O_NO_FREE: o.no_free = 1; break;
+    case O_FUSE_TRAIN: o.fuse_train = 1; break;
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
     case O_LAYOUT: rc = dm_cli_layout_flag("train", optarg, &o.layout); break;
@@ -635,8 +669,15 @@ int dm_cmd_train(int argc, char **argv) {
     o.checkpoint_every = o.iters;
   if (rc == DM_EXIT_OK && o.test_net && !o.test_every)
     o.test_every = o.iters;
-  if (rc == DM_EXIT_OK && train(&o) != DM_OK)
-    rc = dm_cli_fail();
+  if (rc == DM_EXIT_OK && o.dist.on && !o.iters)
+    rc = dm_cli_usage_error("train", "--data-parallel trains: it needs --iters N > 0");
+  if (rc == DM_EXIT_OK) {
+    /* With --data-parallel: MPI first; a rank that fails ends every rank of the job */
+    if (dm_dist_cli_start(&o.dist, o.dev.cuda, &o.dev.opts.device_id) != DM_OK ||
+        train(&o) != DM_OK)
+      rc = dm_cli_fail();
+    dm_dist_cli_finish(&o.dist, rc != DM_EXIT_OK);
+  }
   dm_strlist_free(&o.plugins);
   dm_strlist_free(&o.inits);
   dm_mp_cli_free(&o.mp);

@@ -180,19 +180,28 @@ typedef struct fwd_state {
   uint64_t wino_version;
 } fwd_state;
 
-/* Winograd (oneDNN's F(2x2,3x3) inference kernel, the weights transformed once) for an
- * inference op's 3x3, stride-1, undilated, ungrouped FP32 convolutions whose output is
- * at least 14x14. Measured on ResNet-50 at batch 1 (2-core Sapphire Rapids): 0.50 ms
- * against the direct kernel's 1.04 at 56x56x64, 0.53 against 1.03 at 28x28x128, 0.56
- * against 0.96 at 14x14x256; at 7x7x512 the two are even. Its rounding differs from the
- * direct kernel's by a few FP32 ulps of the sum (transforms of a 4x4 tile, exact in
- * real arithmetic). Training ops stay direct: their weights change every step. */
-static int wants_winograd(const dm_op_ctx *ctx, const conv_geo *p, dm_dtype dtype) {
-  return dtype == DM_FLOAT && strcmp(dm_op_type(ctx), "ConvFusion") == 0 &&
-         p->g.kernel[0] == 3 && p->g.kernel[1] == 3 && p->g.stride[0] == 1 &&
-         p->g.stride[1] == 1 && p->g.dilation[0] == 1 && p->g.dilation[1] == 1 &&
-         p->a.group == 1 && p->g.outH * p->g.outW >= 14 * 14 &&
+/* Winograd for 3x3, stride-1, undilated, ungrouped FP32 convolutions with outputs this
+ * large. Inference ops (ConvFusion: the fusion pass makes them for `run`) take oneDNN's
+ * F(2x2,3x3) inference kernel, the weights transformed once and kept; from 14x14 up.
+ * Training ops (Conv, ConvGradient) take its F(4x4,3x3) kernels, which transform the
+ * weights at every call (they change every step), so they pay from 28x28 up. Measured
+ * on 2 Sapphire Rapids cores against the direct kernels: ResNet-50 at batch 1, inference
+ * 0.50 ms against 1.04 at 56x56x64, 0.53 against 1.03 at 28x28x128, 0.56 against 0.96
+ * at 14x14x256, even at 7x7x512; the bottleneck block at batch 8, 56x56x64, training:
+ * forward 2.8 ms against 5.6, backward weights 3.1 against 6.3, backward data 2.9
+ * against 5.9. The transforms reorder the sums (exact in real arithmetic; within the
+ * direct kernel's FP32 bound in the tests). DEMITASSE_NO_WINOGRAD (set, any value) keeps
+ * every convolution direct. */
+static int wants_winograd(const conv_geo *p, dm_dtype dtype, int inference) {
+  return dtype == DM_FLOAT && p->g.kernel[0] == 3 && p->g.kernel[1] == 3 &&
+         p->g.stride[0] == 1 && p->g.stride[1] == 1 && p->g.dilation[0] == 1 &&
+         p->g.dilation[1] == 1 && p->a.group == 1 &&
+         p->g.outH * p->g.outW >= (inference ? 14 * 14 : 28 * 28) &&
          !getenv("DEMITASSE_NO_WINOGRAD");
+}
+
+static int is_inference_op(const dm_op_ctx *ctx) {
+  return strcmp(dm_op_type(ctx), "ConvFusion") == 0;
 }
 
 /* An op state of `size` zeroed bytes, once the arguments parse (argument errors at
@@ -298,11 +307,12 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
     conv_descs d;
     DM_TRY(descs_make(&p, dt, &d));
     /* Winograd where it pays (else, or where oneDNN has no Winograd kernel, direct). */
-    int wino = wants_winograd(ctx, &p, x->dtype);
+    const int infer = is_inference_op(ctx);
+    int wino = wants_winograd(&p, x->dtype, infer);
     dnnl_convolution_desc_t cd;
   describe:
     DM_DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-                    &cd, wino ? dnnl_forward_inference : dnnl_forward_training,
+                    &cd, wino && infer ? dnnl_forward_inference : dnnl_forward_training,
                     wino ? dnnl_convolution_winograd : dnnl_convolution_direct, &d.src,
                     &d.wei, b ? &key[2] : NULL, &d.dst, d.strides, d.dilates, d.pad_l,
                     d.pad_r),
@@ -414,7 +424,8 @@ static dm_status grad_nothing(dm_op_ctx *ctx, const conv_geo *p, dm_tensor *dw, 
 }
 
 static dm_status grad_build(grad_state *s, const conv_geo *p, dm_dtype dtype, int has_db,
-                            int has_dx, const dnnl_memory_desc_t *key) {
+                            int has_dx, const dnnl_memory_desc_t *key, int wino) {
+  const dnnl_alg_kind_t alg = wino ? dnnl_convolution_winograd : dnnl_convolution_direct;
   dnnl_data_type_t dt;
   dm_dnnl_dtype(dtype, &dt);
   conv_descs d;
@@ -423,15 +434,15 @@ static dm_status grad_build(grad_state *s, const conv_geo *p, dm_dtype dtype, in
   DM_TRY(dm_dnnl_plain_md(1, &p->M, dtype, &bias));
   dnnl_convolution_desc_t fd, wd, dd;
   DM_DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-                  &fd, dnnl_forward_training, dnnl_convolution_direct, &d.src, &d.wei,
+                  &fd, dnnl_forward_training, alg, &d.src, &d.wei,
                   has_db ? &bias : NULL, &d.dst, d.strides, d.dilates, d.pad_l, d.pad_r),
               "describing a convolution");
   DM_DNNL_TRY(dnnl_dilated_convolution_backward_weights_desc_init(
-                  &wd, dnnl_convolution_direct, &d.src, &d.wei, has_db ? &bias : NULL, &d.dst,
+                  &wd, alg, &d.src, &d.wei, has_db ? &bias : NULL, &d.dst,
                   d.strides, d.dilates, d.pad_l, d.pad_r),
               "describing a convolution's backward weights");
   DM_DNNL_TRY(dnnl_dilated_convolution_backward_data_desc_init(
-                  &dd, dnnl_convolution_direct, &d.src, &d.wei, &d.dst, d.strides, d.dilates,
+                  &dd, alg, &d.src, &d.wei, &d.dst, d.strides, d.dilates,
                   d.pad_l, d.pad_r),
               "describing a convolution's backward data");
   dnnl_primitive_desc_t hint = NULL;
@@ -495,8 +506,16 @@ static dm_status grad_run(dm_op_ctx *ctx) {
   DM_TRY(plain_of(w, &key[1]));
   DM_TRY(plain_of(dy, &key[2]));
   if (!dm_dnnl_prim_matches(&s->bwd_w, 3, key) ||
-      (has_dx && !dm_dnnl_prim_matches(&s->bwd_d, 3, key)))
-    DM_TRY(grad_build(s, &p, x->dtype, has_db, has_dx, key));
+      (has_dx && !dm_dnnl_prim_matches(&s->bwd_d, 3, key))) {
+    /* Winograd where it pays (see wants_winograd), else, or where oneDNN has none, direct */
+    const int wino = wants_winograd(&p, x->dtype, 0);
+    dm_status st = grad_build(s, &p, x->dtype, has_db, has_dx, key, wino);
+    if (st != DM_OK && wino) {
+      dm_error_clear();
+      st = grad_build(s, &p, x->dtype, has_db, has_dx, key, 0);
+    }
+    DM_TRY(st);
+  }
   /* Inputs first (outputs may share storage with them), each in the layout its primitive
    * wants: dY once per distinct layout. */
   void *xd, *dyw, *dyd = NULL, *wd = NULL, *dwd, *dbd = NULL, *dxd = NULL;

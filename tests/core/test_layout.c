@@ -12,7 +12,7 @@
  * make_unique, copy and the public fetch all see plain values; the executor converts the
  * inputs of a reference kernel in their blobs and drops a blocked output it will write;
  * a conversion that would pass the workspace's memory cap fails cleanly; every recorded
- * description is freed exactly once.
+ * description is freed exactly once; storage versions change with every writer only.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -169,6 +169,53 @@ static void test_executor_and_fetch(void **state) {
   assert_int_equal(descs_freed, descs_made);
 }
 
+/* Storage versions (dm_tensor_version): every writer gives the contents a new one, a
+ * reader does not, and no two storages ever share one, even at a reused address. */
+static void test_versions(void **state) {
+  (void)state;
+  dm_workspace *ws;
+  assert_ok(dm_workspace_create(&ws));
+  int64_t dims[] = {2, 5};
+  float v[10] = {0};
+  assert_ok(dm_workspace_feed(ws, "X", DM_FLOAT, 2, dims, v));
+  dm_tensor *x = dm_workspace_find(ws, "X")->tensor;
+  uint64_t a = dm_tensor_version(x);
+  assert_true(a != 0);
+  (void)dm_tensor_data(x); /* a read */
+  assert_true(dm_tensor_version(x) == a);
+  (void)dm_tensor_mutable_data(x); /* a writer */
+  uint64_t b = dm_tensor_version(x);
+  assert_true(b != a);
+  assert_ok(dm_workspace_feed(ws, "X", DM_FLOAT, 2, dims, v)); /* fed again, same size */
+  uint64_t c = dm_tensor_version(dm_workspace_find(ws, "X")->tensor);
+  assert_true(c != b && c != a);
+  /* an op's output, written in place */
+  assert_ok(run_text(ws, "op { type: 'Relu' input: 'X' output: 'X' engine: 'REFERENCE' }"));
+  uint64_t d = dm_tensor_version(dm_workspace_find(ws, "X")->tensor);
+  assert_true(d != c);
+  /* its input is only read */
+  assert_ok(run_text(ws, "op { type: 'Relu' input: 'X' output: 'Y' engine: 'REFERENCE' }"));
+  assert_true(dm_tensor_version(dm_workspace_find(ws, "X")->tensor) == d);
+  /* a copy into a tensor; then freed storages and new ones at (maybe) the same address */
+  dm_tensor *t = dm_tensor_new(DM_DEFAULT_TENSOR_LIMIT);
+  assert_non_null(t);
+  assert_ok(dm_tensor_resize(t, DM_FLOAT, 2, dims));
+  uint64_t e = dm_tensor_version(t);
+  assert_ok(dm_tensor_copy(t, dm_workspace_find(ws, "X")->tensor));
+  assert_true(dm_tensor_version(t) != e);
+  uint64_t seen[8];
+  for (int i = 0; i < 8; i++) {
+    dm_tensor_reset(t);
+    assert_true(dm_tensor_version(t) == 0);
+    assert_ok(dm_tensor_resize(t, DM_FLOAT, 2, dims));
+    seen[i] = dm_tensor_version(t);
+    for (int j = 0; j < i; j++)
+      assert_true(seen[j] != seen[i]);
+  }
+  dm_tensor_free(t);
+  dm_workspace_destroy(ws);
+}
+
 /* Converting allocates the plain buffer under the workspace's cap: past it, the read
  * fails with the cap's error and the blocked data stays as it was. */
 static void test_conversion_under_cap(void **state) {
@@ -201,6 +248,7 @@ int main(void) {
       cmocka_unit_test(test_unique_and_copy),
       cmocka_unit_test(test_executor_and_fetch),
       cmocka_unit_test(test_conversion_under_cap),
+      cmocka_unit_test(test_versions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,6 +267,34 @@ static const gpu_case gpu_cases[] = {
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
      {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
+    /* The fused training ops (operators/bn_fusion.c) without their reserve slot: the
+     * unfused sequence on the GPU (bn_cudnn.c's fallback), NCHW and NHWC; the gradients
+     * read Y and the statistics of the CPU's forward */
+#define BNF_FEEDS(C, D0, D1, D2, D3)                                                    \
+  {{"X", 'T', 4, {D0, D1, D2, D3}, -2, 2}, {"scale", 'f', 1, {C}, 0.5, 2},                 \
+   {"bias", 'f', 1, {C}, -1, 1}, {"mean", 'f', 1, {C}, -1, 1}, {"var", 'f', 1, {C}, 0.5, 2}, \
+   {"Z", 'T', 4, {D0, D1, D2, D3}, -1, 1}, {"dY", 'T', 4, {D0, D1, D2, D3}, -1, 1}}
+#define BNF_PREP(TYPE, Z, ARGS)                                                          \
+  "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' " Z           \
+  "output: 'Y' output: 'mean' output: 'var' output: 'sm' output: 'siv' type: '" TYPE "' " \
+  ARGS "}"
+#define BNF_CASES(SFX, ARGS, C, D0, D1, D2, D3)                                          \
+  {"SpatialBNRelu" SFX, "type: 'SpatialBNRelu' " ARGS, BNF_FEEDS(C, D0, D1, D2, D3), NULL, \
+   {"X", "scale", "bias", "mean", "var"}, {"Y", "mean", "var", "sm", "siv"}, GC_ALL, 110, \
+   GC_RESHAPE},                                                                          \
+  {"SpatialBNAddRelu" SFX, "type: 'SpatialBNAddRelu' " ARGS,                             \
+   BNF_FEEDS(C, D0, D1, D2, D3), NULL, {"X", "scale", "bias", "mean", "var", "Z"},       \
+   {"Y", "mean", "var", "sm", "siv"}, GC_ALL, 110, GC_RESHAPE},                          \
+  {"SpatialBNReluGradient" SFX, "type: 'SpatialBNReluGradient' " ARGS,                   \
+   BNF_FEEDS(C, D0, D1, D2, D3), BNF_PREP("SpatialBNRelu", "", ARGS),                    \
+   {"X", "scale", "dY", "sm", "siv", "Y", "bias"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, \
+   GC_RESHAPE},                                                                          \
+  {"SpatialBNAddReluGradient" SFX, "type: 'SpatialBNAddReluGradient' " ARGS,             \
+   BNF_FEEDS(C, D0, D1, D2, D3), BNF_PREP("SpatialBNAddRelu", "input: 'Z' ", ARGS),      \
+   {"X", "scale", "dY", "sm", "siv", "Y", "bias"}, {"dX", "dscale", "dbias", "dZ"}, GC_ALL, \
+   210, GC_RESHAPE}
+    BNF_CASES("", BN, 3, 4, 3, 5, 5),
+    BNF_CASES(" NHWC", BN_NHWC, 8, 4, 5, 5, 8),
     /* Inference: Y from the running statistics, which stay inputs only */
     {"SpatialBN is_test", "type: 'SpatialBN' " BN_TEST,
      {{"X", 'T', 4, {2, 3, 5, 5}, -2, 2}, {"scale", 'f', 1, {3}, 0.5, 2},

@@ -33,7 +33,10 @@ EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast"
 # needs (is_test, order, epsilon, broadcast, fusion_type) it reads from the ops. Nowhere
 # else may these be named.
 MATCHED = {"fusion.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC", "ConvFusion",
-                        "FCFusion"}}
+                        "FCFusion"},
+           # training-mode SpatialBN (+ Sum/Add) + Relu made SpatialBNRelu and
+           # SpatialBNAddRelu (net/train_fusion.c)
+           "train_fusion.c": {"SpatialBN", "Relu", "Sum", "Add"}}
 # An UpperCamel literal with a lower-case letter: an op type, not a dtype name ("INT64").
 # is_type(op, "T") is net/fusion.c's comparison helper.
 COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp|is_type)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')

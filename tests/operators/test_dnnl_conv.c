@@ -43,6 +43,9 @@ static const conv_case cases[] = {
     {"3x3 blocked, odd C", 2, 19, 9, 9, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"7x7 stride 2, 3 channels", 1, 3, 23, 21, 16, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 1, 0},
     {"kernel = padded input", 2, 2, 3, 3, 2, 5, 5, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
+    /* Conv and ConvGradient in FP32 take oneDNN's Winograd kernels for this one (3x3,
+     * stride 1, output of at least 28x28), ConvFusion for the three below */
+    {"3x3 Winograd, 28x29 output", 2, 8, 28, 29, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},
     /* ConvFusion in FP32 takes oneDNN's Winograd kernel for these (3x3, stride 1, output
      * of at least 14x14): its transforms reorder the sums, within the same bound */
     {"3x3 Winograd, 16x15 output", 2, 16, 16, 15, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, 1},

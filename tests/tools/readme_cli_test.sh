@@ -44,6 +44,12 @@ while IFS= read -r cmd; do
   i=$((i + 1))
   case $cmd in
   demitasse\ *) run="\"\$DM\" ${cmd#demitasse }" ;;
+  # `mpirun -np N demitasse ...`: through tests/dist/mpirun.sh (root, oversubscribed)
+  mpirun\ -np\ [0-9]*\ demitasse\ *)
+    command -v mpirun >/dev/null 2>&1 || { echo "no mpirun: README command $i not run"; continue; }
+    np=${cmd#mpirun -np }
+    np=${np%% *}
+    run="sh \"\$SRC/tests/dist/mpirun.sh\" $np \"\$DM\" ${cmd#mpirun -np $np demitasse }" ;;
   *) run=$cmd ;;
   esac
   checks=$((checks + 1))

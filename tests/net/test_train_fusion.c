@@ -1,0 +1,376 @@
+/* test_train_fusion.c: the training fusion pass (net/train_fusion.h):
+ *   - the exact op lists it makes: SpatialBN + Relu (in place, as Caffe2's ResNet writes
+ *     it) -> SpatialBNRelu; SpatialBN + Sum/Add + Relu -> SpatialBNAddRelu with Z last,
+ *     either operand order, the Relu's output over Z; the fused op where the Relu was,
+ *     the BN's arguments and name carried, a fresh reserve output; then the gradient pass
+ *     emits SpatialBNReluGradient / SpatialBNAddReluGradient;
+ *   - the patterns left alone, each with its reason in the report: Y with another reader,
+ *     fetched (external output or kept), fed; Y read first by another op; a broadcast Add;
+ *     an op between that writes a BN input, reads a statistics output, or writes Z after
+ *     the Sum; the Relu writing a BN input; test-mode BN not counted; a net with
+ *     gradient ops refused;
+ *   - training: a small ResNet-style net (Conv + BN + Relu, a BN + Sum + Relu identity
+ *     join, a BN + Add + Relu join, FC, softmax loss) trained 4 steps with momentum SGD
+ *     through the pipeline with and without fuse_train, FP32 and with FP16 mixed
+ *     precision (dynamic loss scaling), on the reference engine: the fused kernels run
+ *     the unfused ops' own loops, so the tolerance is zero: every step's loss and, after
+ *     every step, every blob of the state (weights, momenta, BN statistics) must be
+ *     bit-identical.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "net/api.h"
+#include "net/gradient.h"
+#include "net/netdef_build.h"
+#include "net/pipeline.h"
+#include "net/train_fusion.h"
+#include "netdef_test_util.h"
+#include "test_util.h"
+
+static void expect_ops(const Caffe2__NetDef *net, const char *want) {
+  char got[4096];
+  op_list(net, OPL_OUTPUTS, got, sizeof got);
+  if (strcmp(got, want) != 0)
+    fail_msg("ops\n  got:  %s\n  want: %s", got, want);
+}
+
+/* A training BN named `name` on x writing y (statistics name_rm, name_riv, ...). */
+static char *bn(char *buf, size_t cap, const char *name, const char *x, const char *y) {
+  snprintf(buf, cap,
+           "op { name: \"%s\" type: \"SpatialBN\" input: \"%s\" input: \"%s_s\" input: \"%s_b\" "
+           "input: \"%s_rm\" input: \"%s_riv\" output: \"%s\" output: \"%s_rm\" output: "
+           "\"%s_riv\" output: \"%s_sm\" output: \"%s_siv\" arg { name: \"is_test\" i: 0 } "
+           "arg { name: \"epsilon\" f: 0.001 } }\n",
+           name, x, name, name, name, name, y, name, name, name, name);
+  return buf;
+}
+
+/* Runs the pass on `text` (keep, fed may be NULL); returns the net, *report the report. */
+static Caffe2__NetDef *fuse(const char *text, const char *const *keep, size_t n_keep,
+                            const char *const *fed, size_t n_fed,
+                            dm_train_fusion_summary *sum) {
+  Caffe2__NetDef *net = parse(text);
+  dm_train_fusion_opts o = {keep, n_keep, fed, n_fed};
+  assert_ok(dm_train_fusion_pass(net, &o, sum));
+  return net;
+}
+
+static void test_fused_nets(void **state) {
+  (void)state;
+  char a[1024], b[1024], c[1024], text[8192];
+  /* Caffe2's ResNet form: the Relu in place over Y, the sum in a new blob, Relu in place. */
+  snprintf(text, sizeof text,
+           "%s"
+           "op { type: \"Relu\" input: \"t1\" output: \"t1\" }\n"
+           "op { type: \"Conv\" input: \"t1\" input: \"w\" output: \"c2\" }\n"
+           "%s"
+           "op { type: \"Sum\" input: \"t2\" input: \"t1\" output: \"s2\" }\n"
+           "op { type: \"Relu\" input: \"s2\" output: \"s2\" }\n"
+           "op { type: \"Conv\" input: \"s2\" input: \"w\" output: \"c3\" }\n"
+           "%s"
+           "op { type: \"Add\" input: \"s2\" input: \"t3\" output: \"s2\" }\n"
+           "op { type: \"Relu\" input: \"s2\" output: \"s2\" }\n"
+           "external_input: \"x\"\nexternal_output: \"s2\"\n",
+           bn(a, sizeof a, "bn1", "x", "t1"), bn(b, sizeof b, "bn2", "c2", "t2"),
+           bn(c, sizeof c, "bn3", "c3", "t3"));
+  dm_train_fusion_summary sum;
+  Caffe2__NetDef *net = fuse(text, NULL, 0, NULL, 0, &sum);
+  expect_ops(net,
+             "SpatialBNRelu(x,bn1_s,bn1_b,bn1_rm,bn1_riv)>t1,bn1_rm,bn1_riv,bn1_sm,bn1_siv,"
+             "t1_reserve "
+             "Conv(t1,w)>c2 "
+             "SpatialBNAddRelu(c2,bn2_s,bn2_b,bn2_rm,bn2_riv,t1)>s2,bn2_rm,bn2_riv,bn2_sm,"
+             "bn2_siv,t2_reserve "
+             "Conv(s2,w)>c3 "
+             "SpatialBNAddRelu(c3,bn3_s,bn3_b,bn3_rm,bn3_riv,s2)>s2,bn3_rm,bn3_riv,bn3_sm,"
+             "bn3_siv,t3_reserve");
+  assert_int_equal(sum.bn_total, 3);
+  assert_int_equal(sum.bn_relu, 1);
+  assert_int_equal(sum.bn_add_relu, 2);
+  assert_null(sum.report);
+  /* The BN's name and arguments carried. */
+  assert_string_equal(net->op[0]->name, "bn1");
+  const Caffe2__Argument *eps = dm_opdef_find_arg(net->op[2], "epsilon");
+  assert_non_null(eps);
+  assert_true(eps->has_f && fabsf(eps->f - 0.001f) == 0);
+  /* A reserve name already taken gets a suffix. */
+  dm_train_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  snprintf(text, sizeof text,
+           "%sop { type: \"Relu\" input: \"t1\" output: \"y\" }\n"
+           "op { type: \"Relu\" input: \"t1_reserve\" output: \"q\" }\n",
+           bn(a, sizeof a, "bn1", "x", "t1"));
+  net = fuse(text, NULL, 0, NULL, 0, &sum);
+  expect_ops(net, "SpatialBNRelu(x,bn1_s,bn1_b,bn1_rm,bn1_riv)>y,bn1_rm,bn1_riv,bn1_sm,bn1_siv,"
+                  "t1_reserve_1 Relu(t1_reserve)>q");
+  dm_train_fusion_summary_free(&sum);
+  /* The gradient pass then emits the fused backward ops. */
+  const char *loss = "y";
+  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  char got[4096];
+  op_list(net, 0, got, sizeof got);
+  if (!strstr(got, "SpatialBNReluGradient(x,bn1_s,y_autogen_grad,bn1_sm,bn1_siv,y,bn1_b,t1_reserve_1)"))
+    fail_msg("no fused gradient in %s", got);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
+/* One BN + Relu pattern made unfusable by `extra` (ops around it): the report names `why`. */
+static void expect_refused(const char *before, const char *between, const char *after,
+                           const char *const *keep, size_t n_keep, const char *const *fed,
+                           size_t n_fed, const char *why) {
+  char a[1024], text[8192];
+  snprintf(text, sizeof text, "%s%s%sop { type: \"Relu\" input: \"t\" output: \"y\" }\n%s",
+           before, bn(a, sizeof a, "bn", "x", "t"), between, after);
+  dm_train_fusion_summary sum;
+  Caffe2__NetDef *net = fuse(text, keep, n_keep, fed, n_fed, &sum);
+  assert_int_equal(sum.bn_total, 1);
+  assert_int_equal(sum.bn_relu + sum.bn_add_relu, 0);
+  assert_non_null(sum.report);
+  if (!strstr(sum.report, why) || !strstr(sum.report, "op 0 SpatialBN 'bn' (t): not fused"))
+    fail_msg("report\n%s\nlacks '%s'", sum.report, why);
+  Caffe2__NetDef *orig = parse(text);
+  char x1[4096], x2[4096];
+  op_list(orig, OPL_OUTPUTS, x1, sizeof x1);
+  op_list(net, OPL_OUTPUTS, x2, sizeof x2);
+  assert_string_equal(x1, x2); /* unchanged */
+  protobuf_c_message_free_unpacked(&orig->base, NULL);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  dm_train_fusion_summary_free(&sum);
+}
+
+static void test_left_alone(void **state) {
+  (void)state;
+  static const char *const t[] = {"t"};
+  expect_refused("", "", "op { type: \"FC\" input: \"t\" input: \"w\" input: \"b\" output: \"f\" }\n",
+                 NULL, 0, NULL, 0, "an intermediate blob (the BN's Y or the sum) has another "
+                 "reader or writer");
+  expect_refused("", "", "external_output: \"t\"\n", NULL, 0, NULL, 0, "is fetched");
+  expect_refused("", "", "", t, 1, NULL, 0, "is fetched");
+  expect_refused("", "", "", NULL, 0, t, 1, "is fed at each run");
+  expect_refused("", "op { type: \"Conv\" input: \"t\" input: \"w\" output: \"c\" }\n", "", NULL,
+                 0, NULL, 0, "Y is read first by an op other than a Relu, Sum or Add");
+  expect_refused("", "op { type: \"Relu\" input: \"q\" output: \"bn_s\" }\n", "", NULL, 0, NULL,
+                 0, "an op between the BN and the Relu writes one of the BN's inputs");
+  expect_refused("", "op { type: \"Relu\" input: \"bn_sm\" output: \"q\" }\n", "", NULL, 0,
+                 NULL, 0, "reads or writes one of the BN's statistics outputs");
+  expect_refused("", "op { type: \"Relu\" input: \"y\" output: \"q\" }\n", "", NULL, 0, NULL, 0,
+                 "an op between the BN and the Relu reads or writes the Relu's output");
+  /* The Relu writing the BN's X (the BN's gradient reads X) */
+  char a[1024], text[4096];
+  snprintf(text, sizeof text, "%sop { type: \"Relu\" input: \"t\" output: \"x\" }\n",
+           bn(a, sizeof a, "bn", "x", "t"));
+  dm_train_fusion_summary sum;
+  Caffe2__NetDef *net = fuse(text, NULL, 0, NULL, 0, &sum);
+  assert_non_null(strstr(sum.report, "the Relu's output is one of the BN's inputs"));
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  dm_train_fusion_summary_free(&sum);
+  /* Sum/Add forms: a broadcast Add; Z written between the Sum and the Relu; a Sum of Y
+   * with itself. */
+  const char *const sums[][2] = {
+      {"op { type: \"Add\" input: \"t\" input: \"z\" output: \"s\" arg { name: \"broadcast\" "
+       "i: 1 } }\nop { type: \"Relu\" input: \"s\" output: \"s\" }\n",
+       "the Add reading Y broadcasts"},
+      {"op { type: \"Sum\" input: \"z\" input: \"t\" output: \"s\" }\n"
+       "op { type: \"Relu\" input: \"q\" output: \"z\" }\n"
+       "op { type: \"Relu\" input: \"s\" output: \"s\" }\n",
+       "an op between the Sum/Add and the Relu writes Z"},
+      {"op { type: \"Sum\" input: \"t\" input: \"t\" output: \"s\" }\n"
+       "op { type: \"Relu\" input: \"s\" output: \"s\" }\n",
+       "the Sum/Add adds Y to itself"},
+      {"op { type: \"Sum\" input: \"t\" input: \"z\" output: \"s\" }\n"
+       "op { type: \"Conv\" input: \"s\" input: \"w\" output: \"s2\" }\n",
+       "the sum is read first by an op other than a Relu"},
+  };
+  for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++) {
+    snprintf(text, sizeof text, "%s%s", bn(a, sizeof a, "bn", "x", "t"), sums[i][0]);
+    net = fuse(text, NULL, 0, NULL, 0, &sum);
+    assert_int_equal(sum.bn_add_relu + sum.bn_relu, 0);
+    if (!sum.report || !strstr(sum.report, sums[i][1]))
+      fail_msg("case %zu: report '%s' lacks '%s'", i, sum.report ? sum.report : "",
+               sums[i][1]);
+    protobuf_c_message_free_unpacked(&net->base, NULL);
+    dm_train_fusion_summary_free(&sum);
+  }
+  /* Test mode: not a training BN, not counted. */
+  net = fuse("op { type: \"SpatialBN\" input: \"x\" input: \"s\" input: \"b\" input: \"m\" "
+             "input: \"v\" output: \"t\" arg { name: \"is_test\" i: 1 } }\n"
+             "op { type: \"Relu\" input: \"t\" output: \"t\" }\n",
+             NULL, 0, NULL, 0, &sum);
+  assert_int_equal(sum.bn_total, 0);
+  assert_int_equal(net->n_op, 2);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  dm_train_fusion_summary_free(&sum);
+  /* A net with gradient ops. */
+  net = parse("op { type: \"Relu\" input: \"x\" output: \"y\" }\n"
+              "op { type: \"ReluGradient\" input: \"y\" input: \"dy\" output: \"dx\" "
+              "is_gradient_op: true }\n");
+  dm_status s = dm_train_fusion_pass(net, NULL, &sum);
+  assert_status_msg(s, DM_ERR_INVALID, "runs before the gradient pass, and op 1 "
+                    "('ReluGradient') is a gradient op");
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  dm_train_fusion_summary_free(&sum);
+}
+
+/* ---- training with and without the pass ------------------------------------------ */
+
+enum { NB = 4, CIN = 3, HW = 6, CH = 8, CLS = 5, STEPS = 4 };
+
+static const char *const block_net =
+    "op { type: \"Conv\" input: \"data\" input: \"w1\" input: \"b1\" output: \"c1\" "
+    "arg { name: \"kernel\" i: 3 } arg { name: \"pad\" i: 1 } }\n"
+    "op { type: \"SpatialBN\" input: \"c1\" input: \"s1\" input: \"o1\" input: \"rm1\" "
+    "input: \"rv1\" output: \"t1\" output: \"rm1\" output: \"rv1\" output: \"sm1\" output: "
+    "\"si1\" arg { name: \"is_test\" i: 0 } arg { name: \"momentum\" f: 0.9 } }\n"
+    "op { type: \"Relu\" input: \"t1\" output: \"t1\" }\n"
+    "op { type: \"Conv\" input: \"t1\" input: \"w2\" output: \"c2\" arg { name: \"kernel\" i: 1 } }\n"
+    "op { type: \"SpatialBN\" input: \"c2\" input: \"s2\" input: \"o2\" input: \"rm2\" "
+    "input: \"rv2\" output: \"t2\" output: \"rm2\" output: \"rv2\" output: \"sm2\" output: "
+    "\"si2\" arg { name: \"is_test\" i: 0 } }\n"
+    "op { type: \"Sum\" input: \"t2\" input: \"t1\" output: \"u2\" }\n"
+    "op { type: \"Relu\" input: \"u2\" output: \"u2\" }\n"
+    "op { type: \"Conv\" input: \"u2\" input: \"w3\" output: \"c3\" arg { name: \"kernel\" i: 3 } "
+    "arg { name: \"pad\" i: 1 } }\n"
+    "op { type: \"SpatialBN\" input: \"c3\" input: \"s3\" input: \"o3\" input: \"rm3\" "
+    "input: \"rv3\" output: \"t3\" output: \"rm3\" output: \"rv3\" output: \"sm3\" output: "
+    "\"si3\" arg { name: \"is_test\" i: 0 } }\n"
+    "op { type: \"Add\" input: \"u2\" input: \"t3\" output: \"u3\" }\n"
+    "op { type: \"Relu\" input: \"u3\" output: \"u3\" }\n"
+    "op { type: \"FC\" input: \"u3\" input: \"fw\" input: \"fb\" output: \"pred\" }\n"
+    "op { type: \"SoftmaxWithLoss\" input: \"pred\" input: \"label\" output: \"softmax\" "
+    "output: \"loss\" }\n"
+    "external_input: \"data\"\nexternal_input: \"label\"\nexternal_output: \"loss\"\n";
+
+static void feed_rand(dm_workspace *ws, const char *name, int ndim, const int64_t *dims,
+                      uint64_t *rng, double lo, double hi) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= dims[i];
+  float *v = malloc((size_t)n * sizeof *v);
+  assert_non_null(v);
+  for (int64_t i = 0; i < n; i++) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = (float)(lo + (hi - lo) * (double)(*rng >> 11) * 0x1p-53);
+  }
+  assert_ok(dm_workspace_feed(ws, name, DM_FLOAT, ndim, dims, v));
+  free(v);
+}
+
+typedef struct trainer {
+  dm_workspace *ws;
+  dm_net *net;
+  char **state;
+  size_t n_state;
+} trainer;
+
+static void trainer_init(trainer *t, int fuse_train, int fp16) {
+  memset(t, 0, sizeof *t);
+  assert_ok(dm_workspace_create(&t->ws));
+  assert_ok(dm_workspace_set_engine(t->ws, "REFERENCE"));
+  uint64_t rng = 12345;
+  const int64_t w1[] = {CH, CIN, 3, 3}, w2[] = {CH, CH, 1, 1}, w3[] = {CH, CH, 3, 3},
+                c[] = {CH}, fw[] = {CLS, CH * HW * HW}, fb[] = {CLS},
+                xd[] = {NB, CIN, HW, HW}, ld[] = {NB};
+  feed_rand(t->ws, "w1", 4, w1, &rng, -0.3, 0.3);
+  feed_rand(t->ws, "b1", 1, c, &rng, -0.1, 0.1);
+  feed_rand(t->ws, "w2", 4, w2, &rng, -0.3, 0.3);
+  feed_rand(t->ws, "w3", 4, w3, &rng, -0.2, 0.2);
+  feed_rand(t->ws, "fw", 2, fw, &rng, -0.05, 0.05);
+  feed_rand(t->ws, "fb", 1, fb, &rng, -0.1, 0.1);
+  for (int k = 1; k <= 3; k++) {
+    char n[8];
+    snprintf(n, sizeof n, "s%d", k), feed_rand(t->ws, n, 1, c, &rng, 0.8, 1.2);
+    snprintf(n, sizeof n, "o%d", k), feed_rand(t->ws, n, 1, c, &rng, -0.1, 0.1);
+    snprintf(n, sizeof n, "rm%d", k), feed_rand(t->ws, n, 1, c, &rng, -0.1, 0.1);
+    snprintf(n, sizeof n, "rv%d", k), feed_rand(t->ws, n, 1, c, &rng, 0.9, 1.1);
+  }
+  feed_rand(t->ws, "data", 4, xd, &rng, -1, 1);
+  int32_t label[NB];
+  for (int i = 0; i < NB; i++)
+    label[i] = (i * 3) % CLS;
+  assert_ok(dm_workspace_feed(t->ws, "label", DM_INT32, 1, ld, label));
+  Caffe2__NetDef *def = parse(block_net), *add = NULL;
+  const char *loss = "loss";
+  static const char *const data_blobs[] = {"data", "label"};
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
+  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.fuse_train = fuse_train;
+  p.mixed_precision = fp16;
+  p.mp.scaling = DM_LS_DYNAMIC;
+  dm_pipeline_result r;
+  assert_ok(dm_pipeline_run(def, &p, &add, &r));
+  if (fuse_train) {
+    assert_int_equal(r.train_fusion.bn_relu, 1);
+    assert_int_equal(r.train_fusion.bn_add_relu, 2);
+  }
+  dm_pipeline_result_free(&r);
+  dm_net *init_net = NULL;
+  assert_ok(dm_workspace_create_net(t->ws, add, "init_add", &init_net));
+  assert_ok(dm_net_run(init_net));
+  t->n_state = dm_workspace_blob_count(t->ws);
+  t->state = calloc(t->n_state, sizeof *t->state);
+  assert_non_null(t->state);
+  for (size_t i = 0; i < t->n_state; i++)
+    t->state[i] = strdup(dm_workspace_blob_name(t->ws, i));
+  assert_ok(dm_workspace_create_net(t->ws, def, "train", &t->net));
+  /* the workspace owns def and add now */
+}
+
+static void trainer_free(trainer *t) {
+  for (size_t i = 0; i < t->n_state; i++)
+    free(t->state[i]);
+  free(t->state);
+  dm_workspace_destroy(t->ws);
+}
+
+static void check_training(int fp16) {
+  trainer plain, fused;
+  trainer_init(&plain, 0, fp16);
+  trainer_init(&fused, 1, fp16);
+  assert_int_equal(plain.n_state, fused.n_state);
+  double first = 0, last = 0;
+  for (int step = 0; step < STEPS; step++) {
+    assert_ok(dm_net_run(plain.net));
+    assert_ok(dm_net_run(fused.net));
+    for (size_t i = 0; i <= plain.n_state; i++) {
+      const char *name = i < plain.n_state ? plain.state[i] : "loss";
+      const dm_tensor *x = NULL, *y = NULL;
+      assert_ok(dm_workspace_fetch(plain.ws, name, &x));
+      assert_ok(dm_workspace_fetch(fused.ws, name, &y));
+      assert_int_equal(dm_tensor_nbytes(x), dm_tensor_nbytes(y));
+      if (memcmp(dm_tensor_data(x), dm_tensor_data(y), dm_tensor_nbytes(x)) != 0)
+        fail_msg("%s: '%s' differs after step %d", fp16 ? "fp16" : "fp32", name, step + 1);
+      if (i == plain.n_state)
+        *(step == 0 ? &first : &last) = *(const float *)dm_tensor_data(x);
+    }
+  }
+  printf("# %s: loss %.6f -> %.6f, identical with and without the pass\n",
+         fp16 ? "fp16" : "fp32", first, last);
+  assert_true(last < first); /* it trains */
+  trainer_free(&plain);
+  trainer_free(&fused);
+}
+
+static void test_training_fp32(void **state) {
+  (void)state;
+  check_training(0);
+}
+
+static void test_training_fp16(void **state) {
+  (void)state;
+  check_training(1);
+}
+
+int main(void) {
+  assert_int_equal(dm_init(), DM_OK);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fused_nets),
+      cmocka_unit_test(test_left_alone),
+      cmocka_unit_test(test_training_fp32),
+      cmocka_unit_test(test_training_fp16),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

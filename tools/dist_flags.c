@@ -1,0 +1,113 @@
+/* dist_flags.c: `train --data-parallel` and its flags (see dist_flags.h). */
+#include "dist_flags.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "demitasse.h"
+
+enum { O_DP = DM_DIST_FLAG_BASE, O_DP_BUCKET, O_DP_FP32, O_DP_TIMEOUT };
+
+static const struct option dist_long_opts[] = {
+    {"data-parallel", no_argument, NULL, O_DP},
+    {"dp-bucket-mb", required_argument, NULL, O_DP_BUCKET},
+    {"dp-fp32", no_argument, NULL, O_DP_FP32},
+    {"dp-timeout", required_argument, NULL, O_DP_TIMEOUT},
+    {NULL, 0, NULL, 0}};
+
+struct option *dm_dist_merge_opts(const struct option *base) {
+  size_t n_base = 0, n = sizeof dist_long_opts / sizeof dist_long_opts[0] - 1;
+  while (base[n_base].name)
+    n_base++;
+  struct option *all = calloc(n_base + n + 1, sizeof *all);
+  if (all) {
+    memcpy(all, base, n_base * sizeof *all);
+    memcpy(all + n_base, dist_long_opts, n * sizeof *all);
+  }
+  return all;
+}
+
+void dm_dist_cli_init(dm_dist_cli *d) {
+  memset(d, 0, sizeof *d);
+  d->size = 1;
+}
+
+int dm_dist_flag(const char *cmd, int c, const char *arg, dm_dist_cli *d, int *rc) {
+  long v = 0;
+  char *end = NULL;
+  switch (c) {
+  case O_DP: d->on = 1; break;
+  case O_DP_FP32: d->fp32 = 1; break;
+  case O_DP_BUCKET:
+    if (!dm_cli_parse_long(arg, 1, 1L << 20, &v)) {
+      *rc = dm_cli_usage_error(cmd, "--dp-bucket-mb wants a whole number of MiB in [1, "
+                                    "2^20], got '%s'", arg);
+      return 1;
+    }
+    d->bucket_bytes = (int64_t)v << 20;
+    break;
+  case O_DP_TIMEOUT:
+    d->timeout_s = strtod(arg, &end);
+    if (!*arg || *end || !(d->timeout_s > 0 && d->timeout_s <= 1e6)) {
+      *rc = dm_cli_usage_error(cmd, "--dp-timeout wants seconds in (0, 1e6], got '%s'", arg);
+      return 1;
+    }
+    break;
+  default: return 0;
+  }
+  *rc = DM_EXIT_OK;
+  return 1;
+}
+
+void dm_dist_help(FILE *f) {
+  fprintf(f,
+          "  --data-parallel          run as one rank of `mpirun -np N demitasse train ...`:\n"
+          "                           rank 0's initial weights go to every rank, each reads\n"
+          "                           its share of every global batch (the net's batch_size\n"
+          "                           per rank), the weight gradients are averaged over the\n"
+          "                           ranks (Allreduce ops after the backward ops), the loss\n"
+          "                           and accuracy logged are means over the ranks, and rank\n"
+          "                           0 alone prints and writes the CSV, the curves and the\n"
+          "                           checkpoints (every rank reads --resume's checkpoint)\n"
+          "  --dp-bucket-mb N         MiB per all-reduce call (default 25)\n"
+          "  --dp-fp32                sum FP16 gradients in FP32 (default: in FP16)\n"
+          "  --dp-timeout S           seconds a rank waits for the others in a collective\n"
+          "                           before the job ends with an error (default 300)\n");
+}
+
+dm_status dm_dist_cli_start(dm_dist_cli *d, int cuda, int *cuda_id) {
+  if (!d->on)
+    return DM_OK;
+  DM_TRY(dm_dist_init(&d->rank, &d->size));
+  if (d->timeout_s > 0)
+    DM_TRY(dm_dist_set_timeout(d->timeout_s));
+  /* One GPU per rank on a host: OpenMPI names the rank's index on its host. */
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (cuda && cuda_id && *cuda_id == 0 && local)
+    *cuda_id = atoi(local);
+  if (d->rank != 0 && !freopen("/dev/null", "w", stdout))
+    return dm_error(DM_ERR_IO, "rank %d: silencing stdout", d->rank);
+  return DM_OK;
+}
+
+void dm_dist_cli_pass_opts(const dm_dist_cli *d, int overlap, dm_dp_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->bucket_bytes = d->bucket_bytes;
+  o->fp32_wire = d->fp32;
+  o->overlap = overlap;
+  o->num_shards = d->size;
+  o->shard_id = d->rank;
+}
+
+void dm_dist_cli_finish(dm_dist_cli *d, int failed) {
+  if (!d->on)
+    return;
+  if (failed && d->size > 1) {
+    fprintf(stderr, "demitasse train: rank %d of %d failed: ending every rank\n", d->rank,
+            d->size);
+    fflush(NULL);
+    dm_dist_abort(1);
+  }
+  dm_dist_finalize();
+}
