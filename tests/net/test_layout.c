@@ -218,14 +218,7 @@ static const dm_tensor *fetch(dm_workspace *ws, const char *name) {
 static Caffe2__NetDef *forward_def(const char *path) {
   Caffe2__NetDef *def = NULL;
   assert_ok(dm_netdef_read(path, &def));
-  size_t kept = 0;
-  for (size_t i = 0; i < def->n_op; i++) {
-    if (strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
-      protobuf_c_message_free_unpacked(&def->op[i]->base, NULL);
-    else
-      def->op[kept++] = def->op[i];
-  }
-  def->n_op = kept;
+  drop_ops(def, "TensorProtosDBInput");
   return def;
 }
 
