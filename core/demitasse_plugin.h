@@ -97,6 +97,24 @@ typedef enum dm_op_role {
 } dm_op_role;
 
 /* An in-place pair: output `out` may share the blob of input `in`. End lists with {-1,-1}. */
+/* How an op meets 4-D data the layout pass (net/layout_pass.h) holds NHWC. The schema's
+ * layout_inputs/layout_outputs masks name the slots that hold such data (bit 63: that
+ * slot and every later one). */
+typedef enum dm_layout_rule {
+  DM_LAYOUT_REFUSE = 0,   /* unknown: the pass refuses the op when it reads NHWC data */
+  DM_LAYOUT_ORDER = 1,    /* takes an `order` argument (NCHW or NHWC): the pass sets it;
+                             channels pass through (pools, batch norm, LRN) */
+  DM_LAYOUT_FILTER = 2,   /* as ORDER, and input 1 is a filter (M x C x kH x kW; NHWC:
+                             M x kH x kW x C) whose dim 0 is the output's channels (Conv) */
+  DM_LAYOUT_JOIN = 3,     /* as ORDER, joining its inputs along channels (Concat); an
+                             explicit `axis` is a dim of the 4-D data and is renumbered */
+  DM_LAYOUT_ELEMENTWISE = 4, /* computes element by element (or over the whole tensor, the
+                             same whatever the order): the masked outputs have the layout
+                             of the masked inputs; in-place outputs keep theirs */
+  DM_LAYOUT_FLATTEN = 5   /* flattens input 0 from dim 1 against a weight, input 1 (FC,
+                             N x C*H*W): the pass reorders the weight's columns for NHWC */
+} dm_layout_rule;
+
 typedef struct dm_inplace_pair {
   int in, out;
 } dm_inplace_pair;
@@ -159,6 +177,11 @@ typedef struct dm_op_schema {
    * alternating batch buffers, page-locked once for DMA uploads): freeing them between
    * runs would allocate afresh each time, so the memory pass keeps them when asked to. */
   uint64_t reused_outputs;
+
+  /* Appended in ABI 3.2. What the layout pass needs (see dm_layout_rule; zero: the op
+   * is refused when it reads data held NHWC). */
+  uint64_t layout_inputs, layout_outputs;
+  dm_layout_rule layout;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at

@@ -521,6 +521,12 @@ dm_status dm_device_place_init(Caffe2__NetDef *init, const dm_device_opts *o,
     const Caffe2__OperatorDef *op = init->op[i];
     if ((s = init_op_to_gpu(p.ws, i, op, o, gpu_blobs, n, &to_gpu[i])) != DM_OK)
       goto cleanup;
+    /* An input an earlier op of this net wrote on the CPU reaches the GPU only with the
+     * copies at the end: its reader stays on the CPU too (a momentum filled in the shape
+     * of a weight the layout pass re-laid there). */
+    for (size_t k = 0; to_gpu[i] && k < op->n_input; k++)
+      if (dm_str_in_list(op->input[k], (const char *const *)sent, n_sent))
+        to_gpu[i] = 0;
     int pinned = op->device_option && op->device_option->has_device_type;
     int on_cpu = pinned ? option_loc(op->device_option) == LOC_CPU : !to_gpu[i];
     for (size_t k = 0; on_cpu && k < op->n_output; k++)

@@ -38,8 +38,9 @@
  * Output is deterministic: names and order depend on the net and the options only.
  *
  * The init net: dm_device_place_init takes the GPU state the pass reported. An init op
- * whose outputs are all such blobs, whose inputs are all on the GPU too, and which has
- * a CUDA kernel (and is neither pinned nor forced) moves to the GPU. Any other init op
+ * whose outputs are all such blobs, whose inputs are all on the GPU too (none written
+ * on the CPU by an earlier op of the same init net), and which has a CUDA kernel (and
+ * is neither pinned nor forced) moves to the GPU. Any other init op
  * that writes such a blob (random fills, GivenTensorFill: CPU-only) stays on the CPU,
  * and one in-place copy CopyCPUToGPU(X) -> X per blob is appended at the end of the init
  * net, so the blob keeps its name and arrives on the GPU before the main net runs.

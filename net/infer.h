@@ -43,6 +43,9 @@ typedef struct dm_infer_prep {
                                    addition; `fetch` is never fused away */
   int post_ops;                 /* with fuse: the post-op fusions too (Conv + Sum + Relu,
                                    FC + Relu: CPU kernels only, so not with `device`) */
+  int layout;                   /* dm_layout: DM_LAYOUT_NHWC runs the layout pass (the
+                                   weights' re-layouts in the addition; `fetch` is
+                                   transposed back) */
 } dm_infer_prep;
 
 /* Defaults: FP32, nothing fed, fetched or placed, no fusion, no report. */

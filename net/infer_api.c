@@ -49,6 +49,9 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.fuse_opts.params = o->params;
   p.fuse_opts.n_params = o->params ? o->n_params : 0;
   p.fuse_opts.post_ops = o->post_ops;
+  p.layout = (dm_layout)o->layout;
+  p.layout_opts.keep = o->fetch;
+  p.layout_opts.n_keep = o->fetch ? o->n_fetch : 0;
   p.device = o->device;
   p.dev = o->dev;
   p.inits = o->inits;

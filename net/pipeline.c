@@ -20,6 +20,7 @@ void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   dm_optimizer_opts_init(&o->optim);
   dm_mp_opts_init(&o->mp);
   dm_device_opts_init(&o->dev);
+  o->layout = DM_LAYOUT_AUTO;
 }
 
 void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
@@ -48,6 +49,7 @@ void dm_pipeline_result_free(dm_pipeline_result *r) {
   dm_fusion_summary_free(&r->fusion);
   dm_train_fusion_summary_free(&r->train_fusion);
   dm_mp_summary_free(&r->mp);
+  dm_layout_summary_free(&r->layout);
   dm_gpu_state_free(&r->gpu);
 }
 
@@ -115,6 +117,59 @@ static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
             s->post_total, s->conv_relu, s->conv_sum, s->conv_sum_relu, s->fc_relu);
   if (s->report)
     fprintf(f, "not fused:\n%s", s->report);
+}
+
+/* The renamed weights are listed: a caller fetching or checkpointing one must know. */
+static void print_layout_summary(FILE *f, const dm_layout_summary *s) {
+  if (s->already) {
+    fprintf(f, "layout pass: the net is already NHWC; unchanged\n");
+    return;
+  }
+  fprintf(f, "layout pass: %zu of %zu ops NHWC, %zu transposes inserted, %zu weights re-laid "
+             "by the init addition under new names:\n",
+          s->ops_order, s->ops_total, s->transposes, s->n_renamed);
+  for (size_t k = 0; k < s->n_renamed; k++)
+    fprintf(f, "  %s -> %s (%s)\n", s->renamed[2 * k], s->renamed[2 * k + 1],
+            s->fc[k] ? "FC columns in NHWC order" : "filter M x kH x kW x C");
+}
+
+/* The layout stage -------------------------------------------------------------- */
+
+static dm_status layout_all(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                            const dm_layout_opts *lo, Caffe2__NetDef *add,
+                            dm_layout_summary *sum) {
+  DM_TRY(dm_layout_pass(net, lo, add, sum));
+  for (size_t i = 0; i < o->n_shared; i++)
+    DM_TRY(dm_layout_pass(o->shared[i], lo, add, sum));
+  return DM_OK;
+}
+
+/* AUTO: whether the pass converts every net, tried on copies (nothing changes). */
+static int layout_converts(Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                           const dm_layout_opts *lo, const Caffe2__NetDef *add) {
+  dm_pipeline_opts c = *o;
+  Caffe2__NetDef *n = NULL, *a = NULL, **sh = calloc(o->n_shared + 1, sizeof *sh);
+  dm_layout_summary sum = {0};
+  dm_status s = sh ? DM_PB_CLONE(Caffe2__NetDef, net, &n) : DM_NOMEM("the layout trial");
+  if (s == DM_OK)
+    s = DM_PB_CLONE(Caffe2__NetDef, add, &a);
+  for (size_t i = 0; s == DM_OK && i < o->n_shared; i++)
+    s = DM_PB_CLONE(Caffe2__NetDef, o->shared[i], &sh[i]);
+  c.shared = sh;
+  if (s == DM_OK)
+    s = layout_all(n, &c, lo, a, &sum);
+  if (s != DM_OK && o->report)
+    fprintf(o->report, "layout: the nets stay as written (%s)\n", dm_last_error());
+  for (size_t i = 0; sh && i < o->n_shared; i++)
+    if (sh[i])
+      protobuf_c_message_free_unpacked(&sh[i]->base, NULL);
+  free(sh);
+  if (n)
+    protobuf_c_message_free_unpacked(&n->base, NULL);
+  if (a)
+    protobuf_c_message_free_unpacked(&a->base, NULL);
+  dm_layout_summary_free(&sum);
+  return s == DM_OK;
 }
 
 static void print_train_fusion_summary(FILE *f, const dm_train_fusion_summary *s) {
@@ -278,7 +333,18 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       print_mp_summary(o->report, &r->mp);
   }
 
-  /* [layout: to come here] */
+  /* layout: the training net, then the nets reading its weights */
+  int nhwc = o->layout == DM_LAYOUT_NHWC ||
+             (o->layout == DM_LAYOUT_AUTO && o->device && o->mixed_precision && r->gradient);
+  dm_layout_opts lo = o->layout_opts;
+  lo.fed = o->optim.exclude;
+  lo.n_fed = o->optim.n_exclude;
+  if (s == DM_OK && nhwc && (s = new_init_add(init_add)) == DM_OK &&
+      (o->layout == DM_LAYOUT_NHWC || layout_converts(net, o, &lo, *init_add))) {
+    s = layout_all(net, o, &lo, *init_add, &r->layout);
+    if (s == DM_OK && o->report)
+      print_layout_summary(o->report, &r->layout);
+  }
 
   /* 4. device: the training net, the nets sharing its weights, then the init nets for
    * the GPU state of them all. */
@@ -301,6 +367,9 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     char **names = NULL;
     size_t n = 0;
     s = dm_find_trainable_params(net, o->optim.exclude, o->optim.n_exclude, &names, &n);
+    /* Weights the layout pass renamed keep their gradients' names (<old>_grad). */
+    for (size_t k = 0; s == DM_OK && k < r->layout.n_renamed; k++)
+      s = dm_strv_push(&names, &n, r->layout.renamed[2 * k]);
     if (s == DM_OK) {
       dm_dp_opts dp = o->dp;
       dp.params = (const char *const *)names;

@@ -16,8 +16,10 @@
  *                        the mixed-precision pass appends, which then cast the folded
  *                        weights (they join mp.params when that list is given)
  *   3. mixed precision   dm_mixed_precision_pass; loss-scale state to the init addition
- *      [layout: to come here, once every op's dtype is known and before placement, so
- *       the device pass sees the layout the engines run]
+ *      layout            dm_layout_pass (NHWC), on the training net then the `shared`
+ *                        nets (the same weights renamed the same way): after the casts,
+ *                        before placement, so the device pass sees the layout the
+ *                        engines run; the weights' re-layouts go to the init addition
  *   4. device            dm_device_pass on the training net, then on the `shared` nets
  *                        (test nets reading the same weights), then dm_device_place_init
  *                        on the caller's `inits` and the init addition, for the GPU state
@@ -40,6 +42,7 @@
 #include "net/data_parallel.h"
 #include "net/device_pass.h"
 #include "net/fusion.h"
+#include "net/layout_pass.h"
 #include "net/mixed_precision.h"
 #include "net/optimizer_pass.h"
 #include "net/train_fusion.h"
@@ -75,7 +78,11 @@ typedef struct dm_pipeline_opts {
   /* 3. mixed precision (mp.exclude is set from optim.exclude) */
   int mixed_precision;
   dm_mp_opts mp;
-  /* [layout: its options go here] */
+  /* layout: DM_LAYOUT_NHWC runs the layout pass, AUTO (the default) as layout_pass.h
+   * says (layout_opts.fed is set from optim.exclude; layout_opts.keep: blobs the caller
+   * fetches, transposed back) */
+  dm_layout layout;
+  dm_layout_opts layout_opts;
   /* 4. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from
    * optim.exclude). Needs no GPU: it only rewrites. */
   int device;
@@ -124,6 +131,7 @@ typedef struct dm_pipeline_result {
   dm_fusion_summary fusion; /* with fuse: the pass's summary */
   dm_train_fusion_summary train_fusion; /* with fuse_train: the pass's summary */
   dm_mp_summary mp;  /* with mixed precision: the pass's summary */
+  dm_layout_summary layout; /* with layout NHWC: the pass's summary */
   dm_gpu_state gpu; /* with device: the GPU state of all the nets placed */
   dm_dp_summary dp; /* with data parallel: the pass's summary */
 } dm_pipeline_result;

@@ -46,6 +46,7 @@ static const dm_op_schema relu_schema = {
     .infer = relu_infer,
     .cost = relu_cost,
     .gradient = relu_gradient,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1,
 };
 
 void dm_relu_buffer(dm_dtype t, const void *x, void *y, int64_t n) {
@@ -137,6 +138,7 @@ static const dm_op_schema relu_grad_schema = {
     .doc = "Y, dY -> dX = dY * (Y > 0); dX may be dY.",
     .infer = relu_grad_infer,
     .cost = relu_cost,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1,
 };
 
 static const dm_op_schema *const schemas[] = {&relu_schema, &relu_grad_schema, NULL};

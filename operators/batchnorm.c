@@ -169,6 +169,7 @@ static const dm_op_schema bn_schema = {
     .infer = bn_infer,
     .cost = bn_cost,
     .gradient = bn_gradient,
+    .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x1, .layout_outputs = 0x1, /* X -> Y */
 };
 
 static const dm_op_schema bn_grad_schema = {
@@ -185,6 +186,7 @@ static const dm_op_schema bn_grad_schema = {
            "running mean and var in place of the saved statistics).",
     .infer = dm_bn_grad_infer,
     .cost = bn_grad_cost,
+    .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x5, .layout_outputs = 0x1, /* X, dY -> dX */
 };
 
 /* The kernels walk one channel at a time in blocks of at most BN_BLOCK values: a channel

@@ -125,34 +125,37 @@ static const dm_inplace_pair add_inplace[] = {{0, 0}, {3, 1}, {4, 2}, {5, 0}, {-
 static const dm_inplace_pair relu_grad_inplace[] = {{2, 0}, {-1, -1}};
 static const dm_inplace_pair add_grad_inplace[] = {{2, 3}, {-1, -1}};
 
-#define FUSED_SCHEMA(TYPE, NIN, INPLACE, DOC)                                           \
+/* LAYOUT_IN/OUT: the slots in `order` for the layout pass (X, Z, dY, Y, dX, dZ). */
+#define FUSED_SCHEMA(TYPE, NIN, INPLACE, LAYOUT_IN, DOC)                                \
   {.type = TYPE, .min_inputs = NIN, .max_inputs = NIN, .min_outputs = 5, .max_outputs = 6, \
    .args = dm_bn_args, .inplace = INPLACE, .precision = DM_PREC_FOLLOW,                 \
    .fp32_inputs = 0x1e, .fp32_outputs = 0x1e, .nonfloat_outputs = 1u << FWD_RESERVE,   \
-   .doc = DOC, .infer = fused_infer, .cost = fused_cost, .gradient = fused_gradient}
-#define FUSED_GRAD_SCHEMA(TYPE, NOUT, INPLACE, DOC)                                     \
+   .doc = DOC, .infer = fused_infer, .cost = fused_cost, .gradient = fused_gradient,    \
+   .layout = DM_LAYOUT_ORDER, .layout_inputs = LAYOUT_IN, .layout_outputs = 0x1}
+#define FUSED_GRAD_SCHEMA(TYPE, NOUT, INPLACE, LAYOUT_OUT, DOC)                         \
   {.type = TYPE, .min_inputs = 7, .max_inputs = 8, .min_outputs = NOUT,                 \
    .max_outputs = NOUT, .args = dm_bn_args, .inplace = INPLACE,                         \
    .precision = DM_PREC_FOLLOW, .fp32_inputs = 0x5a, .fp32_outputs = 0x06,              \
    .nonfloat_inputs = 1u << GRAD_RESERVE, .doc = DOC, .infer = fused_grad_infer,        \
-   .cost = fused_grad_cost}
+   .cost = fused_grad_cost, .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x25,           \
+   .layout_outputs = LAYOUT_OUT}
 
 static const dm_op_schema bn_relu_schema = FUSED_SCHEMA(
-    "SpatialBNRelu", 5, relu_inplace,
+    "SpatialBNRelu", 5, relu_inplace, 0x1,
     "X, scale, bias, mean, var -> Y, running_mean (in place with mean), running_var (in "
     "place with var), saved_mean, saved_inv_std, [reserve]: Y = relu(SpatialBN(X)); "
     "training only (is_test=0), SpatialBN's arguments.");
 static const dm_op_schema bn_add_relu_schema = FUSED_SCHEMA(
-    "SpatialBNAddRelu", 6, add_inplace,
+    "SpatialBNAddRelu", 6, add_inplace, 0x21,
     "X, scale, bias, mean, var, Z -> Y, running_mean (in place with mean), running_var (in "
     "place with var), saved_mean, saved_inv_std, [reserve]: Y = relu(SpatialBN(X) + Z), Z "
     "as X; training only (is_test=0), SpatialBN's arguments.");
 static const dm_op_schema bn_relu_grad_schema = FUSED_GRAD_SCHEMA(
-    "SpatialBNReluGradient", 3, relu_grad_inplace,
+    "SpatialBNReluGradient", 3, relu_grad_inplace, 0x1,
     "X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias: "
     "SpatialBNGradient of dY masked where Y > 0.");
 static const dm_op_schema bn_add_relu_grad_schema = FUSED_GRAD_SCHEMA(
-    "SpatialBNAddReluGradient", 4, add_grad_inplace,
+    "SpatialBNAddReluGradient", 4, add_grad_inplace, 0x9,
     "X, scale, dY, saved_mean, saved_inv_std, Y, bias, [reserve] -> dX, dscale, dbias, dZ: "
     "dZ = dY masked where Y > 0, and SpatialBNGradient of dZ.");
 

@@ -530,6 +530,7 @@ static const dm_op_schema conv_schema = {
     .infer = conv_infer,
     .cost = dm_conv_cost,
     .gradient = conv_gradient,
+    .layout = DM_LAYOUT_FILTER, .layout_inputs = 0x3, .layout_outputs = 0x1, /* X, W -> Y */
 };
 
 static const dm_op_schema conv_grad_schema = {
@@ -543,6 +544,8 @@ static const dm_op_schema conv_grad_schema = {
     .doc = "X, W, dY -> dW, db, [dX]; with no_bias: dW, [dX].",
     .infer = conv_grad_infer,
     .cost = conv_grad_cost,
+    /* X, W, dY -> dW, dX (db, 1-D, may take slot 1: a slot of dX without no_bias) */
+    .layout = DM_LAYOUT_FILTER, .layout_inputs = 0x7, .layout_outputs = 0x7,
 };
 
 static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};

@@ -103,6 +103,8 @@ static const dm_op_schema conv_fusion_schema = {
            "Conv's arguments and layouts.",
     .infer = conv_fusion_infer,
     .cost = conv_fusion_cost,
+    /* X, W, S (with b; S without b, at 2, is refused by the layout pass) -> Y */
+    .layout = DM_LAYOUT_FILTER, .layout_inputs = 0xb, .layout_outputs = 0x1,
 };
 
 /* ---- FCFusion -------------------------------------------------------------------- */
@@ -167,6 +169,7 @@ static const dm_op_schema fc_fusion_schema = {
            "fusion_type 1); FC's axis and axis_w.",
     .infer = fc_fusion_infer,
     .cost = fc_fusion_cost,
+    .layout = DM_LAYOUT_FLATTEN, .layout_inputs = 0x1,
 };
 
 static const dm_op_schema *const schemas[] = {&conv_fusion_schema, &fc_fusion_schema, NULL};

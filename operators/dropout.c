@@ -124,6 +124,7 @@ static const dm_op_schema dropout_schema = {
     .infer = dropout_infer,
     .cost = dropout_cost,
     .gradient = dropout_gradient,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x3,
 };
 
 static const dm_op_schema dropout_grad_schema = {
@@ -139,6 +140,7 @@ static const dm_op_schema dropout_grad_schema = {
     .doc = "dY, mask -> dX = dY * mask / (1 - ratio); is_test: dX = dY.",
     .infer = dropout_grad_infer,
     .cost = dropout_grad_cost,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1,
 };
 
 dm_status dm_dropout_init(dm_op_ctx *ctx, void **state) {

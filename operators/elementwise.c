@@ -44,6 +44,7 @@ static const dm_op_schema sum_schema = {
     .infer = sum_infer,
     .cost = elementwise_cost,
     .gradient = sum_gradient,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX, .layout_outputs = 0x1,
 };
 
 /* One block [i0, i0 + n) for an accumulator type ACC over element type T; LOAD widens an
@@ -375,7 +376,8 @@ static dm_status div_gradient(dm_grad_ctx *g) {
   static const dm_op_schema var##_schema = {                                            \
       .type = name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, \
       .args = binary_args, .inplace = binary_inplace, .precision = DM_PREC_FOLLOW,      \
-      .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad}
+      .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad,  \
+      .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1}
 
 BINARY_SCHEMA(add, "Add", add_gradient, "A, B -> C = A + B (B broadcast when broadcast=1).");
 BINARY_SCHEMA(sub, "Sub", sub_gradient, "A, B -> C = A - B (B broadcast when broadcast=1).");
@@ -437,7 +439,8 @@ static const dm_op_schema scale_schema = {
     .type = "Scale", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .args = scale_args, .inplace = scale_inplace, .precision = DM_PREC_FOLLOW,
     .doc = "X -> Y = scale * X (FLOAT, FLOAT16, BFLOAT16, DOUBLE); may run in place.",
-    .infer = scale_infer, .cost = elementwise_cost, .gradient = scale_gradient};
+    .infer = scale_infer, .cost = elementwise_cost, .gradient = scale_gradient,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
 
 /* ---- SumReduceLike --------------------------------------------------------------- */
 

@@ -7,8 +7,11 @@
  *
  * FCGradient: X, W, dY -> dW (W's shape), db (N), dX (X's shape), as Caffe2 (which always
  * emits dX): dW = dY^T X, db = column sums of dY, dX = dY W. db takes dY's dtype.
+ *
+ * FCWeightToNHWC: the layout pass's reorder of an FC weight whose X it holds NHWC.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "core/half.h"
@@ -90,6 +93,7 @@ static const dm_op_schema fc_schema = {
     .infer = dm_fc_infer,
     .cost = dm_fc_cost,
     .gradient = fc_gradient,
+    .layout = DM_LAYOUT_FLATTEN, .layout_inputs = 0x1,
 };
 
 dm_status dm_fc_run(dm_op_ctx *ctx) {
@@ -208,13 +212,84 @@ static const dm_op_schema fc_grad_schema = {
     .doc = "X, W, dY -> dW, db, [dX] for FC (same axis, axis_w).",
     .infer = fc_grad_infer,
     .cost = fc_grad_cost,
+    .layout = DM_LAYOUT_FLATTEN, .layout_inputs = 0x1, .layout_outputs = 0x4, /* X -> dX */
 };
 
-static const dm_op_schema *const schemas[] = {&fc_schema, &fc_grad_schema, NULL};
+/* ---- FCWeightToNHWC: the layout pass's reorder of an FC weight ------------------- */
+
+/* W (N x K) with K = C * S, C the channels (the sum of the C_i's first dims), S = H*W:
+ * the column of NCHW element (c, s) is c*S + s, of NHWC element (s, c) s*C + c. */
+static dm_status fc_nhwc_geometry(dm_op_ctx *ctx, int64_t *N, int64_t *C, int64_t *S) {
+  const dm_tensor *w = dm_op_input(ctx, 0);
+  char ws[96];
+  if (w->ndim != 2 || w->dtype == DM_STRING)
+    return dm_op_error(ctx, DM_ERR_INVALID, "W is %s %s; %s takes a 2-D numeric W (N x K)",
+                       dm_dtype_name(w->dtype), dm_shape_str(w, ws, sizeof ws), dm_op_type(ctx));
+  int64_t c = 0;
+  for (int i = 1; i < dm_op_num_inputs(ctx); i++) {
+    const dm_tensor *t = dm_op_input(ctx, i);
+    if (t->ndim < 1 || t->dims[0] <= 0)
+      return dm_op_error(ctx, DM_ERR_INVALID, "input %d ('%s') is %s: no channel count in its "
+                         "first dim", i, dm_op_input_name(ctx, i), dm_shape_str(t, ws, sizeof ws));
+    c += t->dims[0];
+  }
+  if (w->dims[1] % c != 0)
+    return dm_op_error(ctx, DM_ERR_INVALID, "W is %s: K = %lld is not a multiple of the %lld "
+                       "channels", dm_shape_str(w, ws, sizeof ws), (long long)w->dims[1],
+                       (long long)c);
+  *N = w->dims[0];
+  *C = c;
+  *S = w->dims[1] / c;
+  return DM_OK;
+}
+
+static dm_status fc_nhwc_infer(dm_op_ctx *ctx) {
+  int64_t N, C, S;
+  DM_TRY(fc_nhwc_geometry(ctx, &N, &C, &S));
+  const dm_tensor *w = dm_op_input(ctx, 0);
+  if (dm_op_output(ctx, 0) == w)
+    return dm_op_error(ctx, DM_ERR_INVALID, "Y is W; %s cannot run in place", dm_op_type(ctx));
+  return dm_op_set_output(ctx, 0, w->dtype, 2, w->dims);
+}
+
+static dm_status fc_nhwc_run(dm_op_ctx *ctx) {
+  DM_TRY(fc_nhwc_infer(ctx));
+  int64_t N, C, S;
+  DM_TRY(fc_nhwc_geometry(ctx, &N, &C, &S));
+  const dm_tensor *w = dm_op_input(ctx, 0);
+  size_t es = dm_dtype_size(w->dtype);
+  const char *pw = dm_tensor_data(w);
+  char *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t s = 0; s < S; s++)
+        memcpy(py + (size_t)(n * C * S + s * C + c) * es, pw + (size_t)(n * C * S + c * S + s) * es,
+               es);
+  return DM_OK;
+}
+
+static const dm_op_schema fc_nhwc_schema = {
+    .type = "FCWeightToNHWC",
+    .min_inputs = 2,
+    .max_inputs = -1,
+    .min_outputs = 1,
+    .max_outputs = 1,
+    .precision = DM_PREC_NONE, /* a permutation, any dtype */
+    .doc = "W (N x K), C_1, [C_2, ...] -> Y (N x K): W's columns, read as (C, K/C) with C the "
+           "sum of the C_i's first dims (the filters making the channels), reordered to "
+           "(K/C, C): the weight of an FC that reads the same data flattened from NHWC "
+           "(the layout pass puts it in the init-net addition).",
+    .infer = fc_nhwc_infer,
+    .no_gradient = 1,
+};
+
+static const dm_op_schema *const schemas[] = {&fc_schema, &fc_grad_schema, &fc_nhwc_schema,
+                                              NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "FC", .device = DM_CPU, .run = dm_fc_run},
     {.type = "FCGradient", .device = DM_CPU, .run = fc_grad_run},
+    {.type = "FCWeightToNHWC", .device = DM_CPU, .run = fc_nhwc_run},
     {0},
 };
 const dm_op_family dm_family_fc = {schemas, kernels};

@@ -221,7 +221,8 @@ static const dm_op_schema unscale_schema = {
            "FP32 arithmetic); found_inf (FLOAT, one element) is 1.0 when any element of any "
            "g_k is inf or NaN before or after unscaling, else 0.0. loss_scale is FLOAT, one "
            "element, positive and finite. Feed found_inf to the update ops' skip input.",
-    .infer = unscale_infer, .cost = unscale_cost, .gradient = NULL, .no_gradient = 0};
+    .infer = unscale_infer, .cost = unscale_cost, .gradient = NULL, .no_gradient = 0,
+    .layout = DM_LAYOUT_ELEMENTWISE}; /* g_k in place keep their layout */
 
 /* ---- UpdateLossScale ------------------------------------------------------------------ */
 

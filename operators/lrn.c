@@ -146,6 +146,7 @@ static const dm_op_schema lrn_schema = {
     .infer = lrn_infer,
     .cost = lrn_cost,
     .gradient = lrn_gradient,
+    .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x1, .layout_outputs = 0x3, /* X -> Y, scale */
 };
 
 static const dm_op_schema lrn_grad_schema = {
@@ -159,6 +160,7 @@ static const dm_op_schema lrn_grad_schema = {
     .doc = "X, Y, dY, [scale (the forward's, FLOAT)] -> dX; scale is recomputed when absent.",
     .infer = lrn_grad_infer,
     .cost = lrn_grad_cost,
+    .layout = DM_LAYOUT_ORDER, .layout_inputs = 0xf, .layout_outputs = 0x1,
 };
 
 /* A copy of x as FP32 when it is FP16, else x's own data; *owned is what to free. */

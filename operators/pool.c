@@ -292,11 +292,13 @@ static dm_status average_pool_gradient(dm_grad_ctx *g) {
 #define POOL_SCHEMA(name, grad_fn, doc_)                                                    \
   {.type = name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,     \
    .args = pool_args, .precision = DM_PREC_FOLLOW, .doc = doc_, .infer = pool_infer,       \
-   .cost = pool_cost, .gradient = grad_fn}
+   .cost = pool_cost, .gradient = grad_fn, .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x1,  \
+   .layout_outputs = 0x1}
 #define POOL_GRAD_SCHEMA(name, doc_)                                                        \
   {.type = name, .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,     \
    .args = pool_args, .precision = DM_PREC_FOLLOW, .doc = doc_, .infer = pool_grad_infer,  \
-   .cost = pool_grad_cost}
+   .cost = pool_grad_cost, .layout = DM_LAYOUT_ORDER, .layout_inputs = 0x7,                \
+   .layout_outputs = 0x1}
 
 static const dm_op_schema max_pool_schema =
     POOL_SCHEMA("MaxPool", max_pool_gradient, "X -> Y, the maximum over each window.");

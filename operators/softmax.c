@@ -91,6 +91,8 @@ static const dm_op_schema softmax_schema = {
     .infer = softmax_infer,
     .cost = softmax_cost,
     .gradient = softmax_gradient,
+    /* a row from dim 1 (axis 1) holds the same values in either order */
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1,
 };
 
 static const dm_inplace_pair softmax_grad_inplace[] = {{1, 0}, {-1, -1}};
@@ -107,6 +109,7 @@ static const dm_op_schema softmax_grad_schema = {
     .doc = "Y, dY -> dX = Y * (dY - sum(dY * Y)) per row of Y viewed as N x D at `axis`.",
     .infer = softmax_grad_infer,
     .cost = softmax_grad_cost,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1,
 };
 
 /* One row in place in `r` (D floats). */

@@ -593,12 +593,14 @@ static const dm_op_schema schema_list[] = {
     {.type = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 2,
      .args = concat_args, .precision = DM_PREC_FOLLOW, .nonfloat_outputs = 0x2,
      .doc = "X0, X1, ... -> Y joined along `axis`, [split_info (INT32 sizes)]",
-     .infer = concat_infer, .cost = copy_cost, .gradient = concat_gradient},
+     .infer = concat_infer, .cost = copy_cost, .gradient = concat_gradient,
+     .layout = DM_LAYOUT_JOIN, .layout_inputs = UINT64_MAX, .layout_outputs = 0x1},
     {.type = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = -1,
      .args = concat_args, .precision = DM_PREC_FOLLOW,
      .nonfloat_inputs = 0x2, .host_inputs = 0x2, /* the split sizes, read on the host */
      .doc = "X, [split] -> Y0, Y1, ... cut along `axis` by `split` (or equal parts)",
-     .infer = split_infer, .cost = copy_cost, .gradient = split_gradient},
+     .infer = split_infer, .cost = copy_cost, .gradient = split_gradient,
+     .layout = DM_LAYOUT_JOIN, .layout_inputs = 0x1, .layout_outputs = UINT64_MAX},
     {.type = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 2,
      .args = reshape_args, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      /* new_shape is read on the host; it and old_shape are integers */
@@ -624,7 +626,8 @@ static const dm_op_schema schema_list[] = {
     {.type = "StopGradient", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
      .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y = X; no gradient flows back through it", .infer = stop_infer,
-     .cost = copy_cost, .no_gradient = 1},
+     .cost = copy_cost, .no_gradient = 1, .layout = DM_LAYOUT_ELEMENTWISE,
+     .layout_inputs = 0x1, .layout_outputs = 0x1},
 };
 
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/half.h"
+#include "net/layout_pass.h"
 #include "net/netdef_build.h"
 
 int dm_cli_fail(void) {
@@ -140,6 +141,13 @@ int dm_cli_threads_flag(const char *cmd, const char *arg) {
     return dm_cli_usage_error(cmd, "--threads wants a whole number of threads from 1 to %d, "
                                    "got '%s'", DM_MAX_THREADS, arg);
   return dm_set_num_threads((int)n) == DM_OK ? DM_EXIT_OK : dm_cli_fail();
+}
+
+int dm_cli_layout_flag(const char *cmd, const char *arg, int *out) {
+  if (strcmp(arg, "nhwc") != 0 && strcmp(arg, "nchw") != 0)
+    return dm_cli_usage_error(cmd, "--layout is nchw or nhwc (got '%s')", arg);
+  *out = arg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  return DM_EXIT_OK;
 }
 
 int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out) {

@@ -76,6 +76,9 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
   "                      " pad "    oneDNN alike (default: the cores this process may\n"  \
   "                      " pad "    run on; `demitasse info` prints the count)\n"
 int dm_cli_threads_flag(const char *cmd, const char *arg);
+/* --layout nchw|nhwc (`run`, `train`, `rewrite`): *out a dm_layout (net/layout_pass.h),
+ * or a usage error. */
+int dm_cli_layout_flag(const char *cmd, const char *arg, int *out);
 /* --engine NAME, shared by `run` and `train`: the CPU engine for ops whose net names
  * none (dm_workspace_set_engine): "dnnl" (the default where built) or "reference". Sets
  * *out to the registry's name ("DNNL", "REFERENCE"), or returns a usage error. */

@@ -9,7 +9,8 @@
  * (net/pipeline.h) that `train` and the C API use, so the same options print the net
  * they run. Without --grad, --fp16/--bf16 paint an inference net instead, as `run
  * --precision` does (net/infer.h): the net printed is the one `run` runs, and --init-out
- * gets the weights' casts.
+ * gets the weights' casts. --layout nhwc makes an NCHW net NHWC (net/layout_pass.h):
+ * --init-out gets the weights' re-layouts.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -60,6 +61,13 @@ static void help(FILE *f) {
           "                       also Conv + Sum/Add + Relu -> ConvFusion and FC + Relu ->\n"
           "                       FCFusion (CPU kernels)\n");
   fprintf(f,
+          "  --layout nhwc|nchw   after --fp16: the net made NHWC (order NHWC on Conv, pool,\n"
+          "                       BN, LRN; one Transpose where data enters and before each\n"
+          "                       4-D external output); the weights are re-laid once by\n"
+          "                       --init-out, under new names (listed on stderr). Default\n"
+          "                       as train's: nhwc for --grad --fp16/--bf16 --device cuda\n"
+          "                       when the net converts, else as written\n");
+  fprintf(f,
           "  --fuse-train         training: before --grad (or alone, to see the fused forward\n"
           "                       net), SpatialBN (+ Sum/Add) + Relu as one op whose\n"
           "                       gradient --grad emits (cuDNN's fused batch norm on a\n"
@@ -78,7 +86,8 @@ static void help(FILE *f) {
           "--init-out net, run after the model's init net.\n");
 }
 
-enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_FUSE_TRAIN };
+enum { O_GRAD = 256, O_LOSS, O_DATA, O_INIT, O_FREE, O_KEEP, O_PLUGIN, O_FUSE, O_FUSE_TRAIN,
+       O_LAYOUT };
 
 static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
   if (path)
@@ -95,6 +104,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
   int grad, optimize, free_memory, fuse, fuse_train;
+  int layout; /* -1: not given (the pipeline's default); else a dm_layout */
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -124,6 +134,8 @@ static dm_status rewrite(rewrite_job *j) {
   p.data_parallel = j->dist.on;
   dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
   p.memory = j->free_memory;
+  if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
+    p.layout = (dm_layout)j->layout;
   p.fuse_train = j->fuse_train;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
@@ -143,6 +155,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.dev = j->dev.opts;
     ip.report = stderr;
     ip.free_masters = 1; /* as run does */
+    ip.layout = j->layout > 0 ? j->layout : DM_LAYOUT_AS_WRITTEN;
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);
@@ -167,7 +180,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"free", no_argument, NULL, O_FREE},        {"keep", required_argument, NULL, O_KEEP},
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
       {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE},
-      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN}};
+      {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
+      {"layout", required_argument, NULL, O_LAYOUT}};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -177,7 +191,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
-  rewrite_job j = {0};
+  rewrite_job j = {.layout = -1};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
@@ -205,6 +219,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_INIT: j.init_out = optarg; break;
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
+    case O_LAYOUT: rc = dm_cli_layout_flag("rewrite", optarg, &j.layout); break;
     case O_FUSE_TRAIN: j.fuse_train = 1; break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))
@@ -234,10 +249,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
   if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse &&
-      !j.fuse_train)
+      !j.fuse_train && j.layout <= 0)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
-                                       "or --fp16 / --bf16 / --fuse alone for an inference net)");
+                                       "or --fp16 / --bf16 / --fuse / --layout nhwc alone for an "
+                                       "inference net)");
   if (rc == DM_EXIT_OK && !j.grad && (j.mp.enabled || j.fuse) && j.free_memory)
     rc = dm_cli_usage_error("rewrite", "--free needs --grad (inference painting has no "
                                        "memory pass)");
@@ -250,8 +266,9 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory && !j.fuse)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free or --fuse");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse)
-    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16 or --fuse");
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse && j.layout <= 0)
+    rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16, --fuse or "
+                                       "--layout");
   dm_mp_cli_finish(&j.mp);
   static const char *const default_data[] = {"data", "label"};
   j.opts.exclude = data.n ? data.items : default_data;

@@ -53,6 +53,8 @@ static void help(FILE *f) {
           "                          after the init net) and, on the CPU, Conv (+ Sum/Add)\n"
           "                          + Relu and FC + Relu become ConvFusion/FCFusion ops\n"
           "                          (`rewrite --fuse NET` prints the fused net)\n"
+          "      --layout nhwc       run an NCHW net as NHWC (the layout pass: inputs and\n"
+          "                          outputs stay NCHW; `rewrite --layout nhwc` prints it)\n"
           DM_MEMORY_LIMIT_HELP(" ")
           DM_THREADS_HELP("")
           DM_ENGINE_HELP("")
@@ -69,6 +71,7 @@ typedef struct run_opts {
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
+  int layout;          /* --layout nhwc: DM_LAYOUT_NHWC */
 } run_opts;
 
 static double now_ms(void) {
@@ -161,6 +164,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
   p.fuse = !o->no_fuse;
   p.post_ops = p.fuse && !o->dev.cuda; /* ConvFusion/FCFusion have CPU kernels only */
+  p.layout = o->layout;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);
@@ -320,6 +324,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
       {"no-fuse", no_argument, NULL, 'F'},
+      {"layout", required_argument, NULL, 1304},
       DM_MEMORY_LIMIT_OPTION,
       DM_THREADS_OPTION,
       DM_ENGINE_OPTION,
@@ -370,6 +375,7 @@ int dm_cmd_run(int argc, char **argv) {
       rc = dm_cli_memory_limit_flag("run", optarg, &o.memory_limit);
       break;
     case 'F': o.no_fuse = 1; break;
+    case 1304: rc = dm_cli_layout_flag("run", optarg, &o.layout); break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("run", optarg, &o.engine); break;
     case 'h': help(stdout); goto done;

@@ -31,6 +31,7 @@ typedef struct train_opts {
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free, fuse_train;
+  int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
@@ -81,7 +82,12 @@ static void help(FILE *f) {
           "                           .pbtxt text, else binary) before training\n"
           "      --save-init FILE     write their init addition (optimizer and loss-scale\n"
           "                           state fills, as placed) the same way; with --iters 0\n"
-          "                           these two are written and nothing runs (no GPU needed)\n");
+          "                           these two are written and nothing runs (no GPU needed)\n"
+          "      --layout L           nchw (the net as written) or nhwc (the layout pass:\n"
+          "                           NHWC inside, the weights re-laid once by the init\n"
+          "                           addition under new names, listed); default nhwc with\n"
+          "                           --device cuda and --fp16/--bf16 when the nets convert,\n"
+          "                           else as written\n");
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
@@ -233,6 +239,8 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->optim = o->opt;
   p->mixed_precision = o->mp.enabled;
   p->mp = o->mp.opts;
+  if (o->layout >= 0) /* else the pipeline's default: NHWC with a GPU and FP16/BF16 */
+    p->layout = (dm_layout)o->layout;
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
   p->memory = !o->no_free;
@@ -556,7 +564,8 @@ cleanup:
   return s;
 }
 
-enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_FUSE_TRAIN };
+enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_FUSE_TRAIN,
+       O_LAYOUT };
 
 int dm_cmd_train(int argc, char **argv) {
   static const struct option own[] = {
@@ -575,6 +584,7 @@ int dm_cmd_train(int argc, char **argv) {
       {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
       {"save-net", required_argument, NULL, O_SAVE_NET},
       {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
+      {"layout", required_argument, NULL, O_LAYOUT},
       DM_THREADS_OPTION, DM_ENGINE_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
@@ -585,7 +595,8 @@ int dm_cmd_train(int argc, char **argv) {
   free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
-  train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100};
+  train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100,
+                  .layout = -1};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
@@ -632,6 +643,7 @@ int dm_cmd_train(int argc, char **argv) {
     case O_FUSE_TRAIN: o.fuse_train = 1; break;
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
+    case O_LAYOUT: rc = dm_cli_layout_flag("train", optarg, &o.layout); break;
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
       break;

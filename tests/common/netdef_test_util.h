@@ -54,4 +54,18 @@ static inline void op_list(const Caffe2__NetDef *net, int flags, char *buf, size
   }
 }
 
+/* `net` with every op of type `type` removed (a training net's DB input, when the test
+ * feeds data and label itself); the ops go and are freed. Returns how many went. */
+static inline size_t drop_ops(Caffe2__NetDef *net, const char *type) {
+  size_t kept = 0, n = net->n_op;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(net->op[i]->type, type) == 0)
+      protobuf_c_message_free_unpacked(&net->op[i]->base, NULL);
+    else
+      net->op[kept++] = net->op[i];
+  }
+  net->n_op = kept;
+  return n - kept;
+}
+
 #endif

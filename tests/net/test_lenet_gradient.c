@@ -46,6 +46,7 @@
 #include "net/gradient.h"
 #include "net/netdef_build.h"
 #include "test_util.h"
+#include "netdef_test_util.h"
 
 enum { B = 4, SIDE = 28, POINTS = 10 };
 #define H 1e-2      /* the step: the rounding term e_L / H stays ~1% of a typical gradient */
@@ -67,15 +68,7 @@ static const int32_t labels[B] = {3, 8, 0, 5};
 static Caffe2__NetDef *forward_def(void) {
   Caffe2__NetDef *def = NULL;
   assert_ok(dm_netdef_read(train_path, &def));
-  size_t kept = 0;
-  for (size_t i = 0; i < def->n_op; i++) {
-    if (strcmp(def->op[i]->type, "TensorProtosDBInput") == 0)
-      protobuf_c_message_free_unpacked(&def->op[i]->base, NULL);
-    else
-      def->op[kept++] = def->op[i];
-  }
-  assert_true(kept < def->n_op); /* the model still reads its data from a DB */
-  def->n_op = kept;
+  assert_true(drop_ops(def, "TensorProtosDBInput") > 0); /* it still reads from a DB */
   return def;
 }
 

@@ -36,8 +36,9 @@ static void test_frozen_plugin_loads_after_growth(void **state) {
   const dm_op_schema *h = dm_schema_lookup("TwiceHeap");
   assert_non_null(h);
   assert_int_equal(h->fp32_inputs | h->fp32_outputs | h->nonfloat_inputs | h->nonfloat_outputs |
-                       h->host_inputs | h->reused_outputs,
+                       h->host_inputs | h->reused_outputs | h->layout_inputs | h->layout_outputs,
                    0);
+  assert_int_equal(h->layout, DM_LAYOUT_REFUSE); /* ABI 3.2's: refused by the layout pass */
   assert_int_equal(h->role, 0);
   assert_int_equal(h->skip_input, 0);
   assert_int_equal(h->max_inputs, 1);

@@ -1,0 +1,541 @@
+/* test_layout.c: the layout pass (net/layout_pass.h), an NCHW net made NHWC.
+ *
+ *   - FCWeightToNHWC against index loops written here (the NCHW column c*S + s of every
+ *     row moved to s*C + c), with the channels summed over two filters (a Concat's), and
+ *     its refusal of a K that is not a multiple of the channels;
+ *   - the refusal: an op whose schema gives no layout rule (Reshape) reading NHWC data
+ *     fails the pass with its index, type and name, and the net is left as it was;
+ *   - two Convs joined by a Concat (axis 1 -> 3) into an FC: the FC weight reordered by
+ *     both filters' channels, the output equal to the NCHW net's;
+ *   - training steps through the pipeline (gradient, momentum, [FP16 mixed precision with
+ *     an initial loss scale of 128, so the first step is taken], layout) against the
+ *     same pipeline without the layout pass: LeNet (models/mnist,
+ *     its DB input removed, batch 2 fed) and ResNet-50 (models/resnet50, batch 2 of 64 x
+ *     64 images, which its global pooling allows), FP32 and FP16. The loss, the logits and
+ *     every parameter after one update (BN running statistics included) are compared,
+ *     the re-laid weights read back through the pass's rename list (a filter's
+ *     M x kH x kW x C, an FC weight's columns in NHWC order);
+ *   - the tolerances can fail: LeNet with the FC weight's reorder replaced by a plain copy
+ *     (the NCHW columns against NHWC data) is outside them.
+ *
+ * Tolerance (derived, never tuned). The two nets compute the same sums in different
+ * orders (NHWC kernels walk channels innermost), so each value differs by FP32 rounding
+ * only. By Higham and Mary's probabilistic bound (SIAM J. Sci. Comput. 2019), a sum of K
+ * terms in two orders differs by at most lam sqrt(K) u times the terms' scale (lam = 4,
+ * u = 2^-24); along the net the errors add, so K is the sum, over every Conv, FC and
+ * training-mode SpatialBN of the forward net, of the reductions it and its gradient ops
+ * perform (C kH kW forward, M kH kW for dX, N outH outW for dW; K_in, N_out and the
+ * batch for an FC; N H W twice for a BN), read from the NCHW net's shapes. A parameter is
+ * compared with the scale of its update (the adjusted gradient MomentumSGDUpdate leaves
+ * in <p>_grad, lr g on the first step), plus two ulps of the parameter for the update's
+ * own rounding; a blob without a gradient (running statistics) and the loss and logits
+ * with their own largest magnitude. With FP16 painting, the roundings of each FP16
+ * tensor to FP16 (u16 = 2^-11) may also land one ulp apart: D of them along the path,
+ * two per forward op (its output and its gradient), add lam sqrt(D) 2 u16 by the same
+ * bound.
+ *
+ * ResNet-50's updates are compared in norm instead, against a noise floor. At batch 2
+ * its gradients are not continuous at rounding level: a MaxPool window's maximum tied
+ * within rounding, a Relu input within rounding of 0, or a training-mode BN over the 8
+ * values of a 2 x 2 res5 channel sends an element's gradient elsewhere, so moving every
+ * input pixel by one ulp already moves the NCHW net's updates by ~2% (FP32) in norm.
+ * Rounding differences in the NHWC net can do no more than such perturbations: the
+ * relative distance of its updates from NCHW's must be within lam times that floor
+ * (measured here on the NCHW net, input one ulp up) plus the bound above, and in FP32
+ * the floor must stay under 10%, so a wrong backward is still caught. In FP16, whose
+ * roundings tie MaxPool windows far more often, the floor is ~75% and the updates are
+ * only held to it; the loss and logits are still compared elementwise, and LeNet's FP16
+ * updates are.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/half.h"
+#include "net/api.h"
+#include "net/netdef_build.h"
+#include "net/pipeline.h"
+#include "netdef_test_util.h"
+#include "test_util.h"
+
+#define LAM 4.0
+#define U32 0x1p-24
+#define U16 0x1p-11
+
+static const char *lenet_init, *lenet_train, *resnet_init, *resnet_train;
+
+static const dm_tensor *fetch(dm_workspace *ws, const char *name);
+static double max_abs(const dm_tensor *t);
+
+/* ---- FCWeightToNHWC -------------------------------------------------------------- */
+
+static void test_fc_weight_op(void **state) {
+  (void)state;
+  enum { N = 3, C1 = 2, C2 = 3, C = C1 + C2, S = 4, K = C * S };
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  float w[N * K], f1[C1], f2[C2 * 2];
+  for (int i = 0; i < N * K; i++)
+    w[i] = (float)i;
+  const int64_t wd[2] = {N, K}, f1d[1] = {C1}, f2d[2] = {C2, 2}, bad[2] = {N, K + 1};
+  assert_ok(dm_workspace_feed(ws, "w", DM_FLOAT, 2, wd, w));
+  assert_ok(dm_workspace_feed(ws, "f1", DM_FLOAT, 1, f1d, f1));
+  assert_ok(dm_workspace_feed(ws, "f2", DM_FLOAT, 2, f2d, f2));
+  assert_ok(run_text(ws, "op { input: ['w', 'f1', 'f2'] output: 'y' type: 'FCWeightToNHWC' }"));
+  const dm_tensor *y = NULL;
+  assert_ok(dm_workspace_fetch(ws, "y", &y));
+  assert_int_equal(dm_tensor_ndim(y), 2);
+  assert_int_equal(dm_tensor_dims(y)[1], K);
+  const float *py = dm_tensor_data(y);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int s = 0; s < S; s++)
+        if (py[n * K + s * C + c] != w[n * K + c * S + s])
+          fail_msg("y[%d, %d] is %g; want W[%d, %d] = %g", n, s * C + c,
+                   py[n * K + s * C + c], n, c * S + s, w[n * K + c * S + s]);
+  float wb[N * (K + 1)] = {0};
+  assert_ok(dm_workspace_feed(ws, "w", DM_FLOAT, 2, bad, wb));
+  assert_status_msg(run_text(ws, "op { input: ['w', 'f1', 'f2'] output: 'y' "
+                                 "type: 'FCWeightToNHWC' }"),
+                    DM_ERR_INVALID, "not a multiple of the 5 channels");
+  dm_workspace_destroy(ws);
+}
+
+/* ---- refusal --------------------------------------------------------------------- */
+
+static void test_refused(void **state) {
+  (void)state;
+  const char *text =
+      "op { input: ['data', 'w'] output: 'c' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['c'] output: ['r', 'old'] name: 'flat' type: 'Reshape'"
+      "     arg { name: 'shape' ints: [0, -1] } }"
+      "external_input: ['data', 'w'] external_output: 'r'";
+  Caffe2__NetDef *net = parse(text), *add = NULL;
+  char *before = print(net);
+  assert_ok(dm_netdef_new("add", &add));
+  static const char *const fed[] = {"data"};
+  dm_layout_opts o = {.fed = fed, .n_fed = 1};
+  dm_layout_summary sum = {0};
+  assert_status_msg(dm_layout_pass(net, &o, add, &sum), DM_ERR_UNSUPPORTED,
+                    "op 1 (Reshape 'flat')", "no layout rule", "blob 'c'");
+  char *after = print(net);
+  assert_string_equal(before, after); /* decided before anything changed */
+  assert_int_equal(add->n_op, 0);
+  dm_layout_summary_free(&sum);
+  free(before);
+  free(after);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
+/* ---- Concat into FC ---------------------------------------------------------------- */
+
+/* Two Convs joined along channels (Concat axis 1) and flattened into an FC: the Concat's
+ * axis becomes 3, the FC's weight is reordered by the channels of both filters, and y
+ * equals the NCHW net's within FP32 rounding (K = 27 + 54 terms on the path). */
+static void test_concat_fc(void **state) {
+  (void)state;
+  const char *text =
+      "op { input: ['data', 'w1'] output: 'a' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['data', 'w2'] output: 'b' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['a', 'b'] output: ['c', 'ci'] type: 'Concat' arg { name: 'axis' i: 1 } }"
+      "op { input: ['c', 'fw', 'fb'] output: 'y' type: 'FC' }"
+      "external_input: ['data', 'w1', 'w2', 'fw', 'fb'] external_output: 'y'";
+  enum { ND = 2 * 3 * 5 * 5, N1 = 4 * 27, N2 = 2 * 27, NF = 5 * 54 };
+  static float data[ND], w1[N1], w2[N2], fw[NF], fb[5];
+  float *all[] = {data, w1, w2, fw, fb};
+  size_t len[] = {ND, N1, N2, NF, 5};
+  uint64_t rng = 42;
+  for (int t = 0; t < 5; t++)
+    for (size_t i = 0; i < len[t]; i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      all[t][i] = (float)((double)(rng >> 40) / 16777216.0 - 0.5);
+    }
+  const int64_t dd[4] = {2, 3, 5, 5}, d1[4] = {4, 3, 3, 3}, d2[4] = {2, 3, 3, 3},
+                df[2] = {5, 54}, db[1] = {5};
+  const int64_t *dims[] = {dd, d1, d2, df, db};
+  const int nd[] = {4, 4, 4, 2, 1};
+  const char *names[] = {"data", "w1", "w2", "fw", "fb"};
+  dm_workspace *ws[2];
+  for (int v = 0; v < 2; v++) {
+    assert_ok(dm_workspace_create(&ws[v]));
+    for (int t = 0; t < 5; t++)
+      assert_ok(dm_workspace_feed(ws[v], names[t], DM_FLOAT, nd[t], dims[t], all[t]));
+  }
+  assert_ok(run_text(ws[0], text));
+  Caffe2__NetDef *net = parse(text), *add = NULL;
+  assert_ok(dm_netdef_new("add", &add));
+  static const char *const fed[] = {"data"};
+  dm_layout_opts o = {.fed = fed, .n_fed = 1};
+  dm_layout_summary sum = {0};
+  assert_ok(dm_layout_pass(net, &o, add, &sum));
+  char got[1024];
+  op_list(add, OPL_OUTPUTS, got, sizeof got);
+  assert_string_equal(got, "Transpose(w1)>w1_nhwc Transpose(w2)>w2_nhwc "
+                           "FCWeightToNHWC(fw,w1_nhwc,w2_nhwc)>fw_nhwc");
+  const Caffe2__Argument *axis = dm_opdef_find_arg(net->op[3], "axis");
+  assert_true(strcmp(net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(ws[1], add, "add", &n));
+  assert_ok(dm_net_run(n));
+  assert_ok(dm_workspace_create_net(ws[1], net, "nhwc", &n));
+  assert_ok(dm_net_run(n));
+  const dm_tensor *ya = fetch(ws[0], "y"), *yb = fetch(ws[1], "y");
+  assert_int_equal(dm_tensor_numel(yb), 10);
+  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
+  double tol = LAM * sqrt(27.0 + 54.0) * U32 * max_abs(ya);
+  for (int k = 0; k < 10; k++)
+    if (fabs((double)pa[k] - pb[k]) > tol)
+      fail_msg("y[%d]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", k, pa[k], pb[k], tol);
+  dm_layout_summary_free(&sum);
+  dm_workspace_destroy(ws[0]);
+  dm_workspace_destroy(ws[1]);
+}
+
+/* ---- training steps ------------------------------------------------------------- */
+
+typedef struct model {
+  const char *init, *train;
+  int64_t batch, channels, side;
+} model;
+
+typedef struct stepped {
+  dm_workspace *ws;
+  Caffe2__NetDef *net;     /* the rewritten training net (a copy, for the shapes) */
+  Caffe2__NetDef *add;     /* its init addition (a copy) */
+  dm_layout_summary layout;
+  char **params;           /* the init net's outputs */
+  size_t n_params;
+} stepped;
+
+static const dm_tensor *fetch(dm_workspace *ws, const char *name) {
+  const dm_tensor *t = NULL;
+  assert_ok(dm_workspace_fetch(ws, name, &t));
+  return t;
+}
+
+/* The forward net without its DB input (data and label are fed). */
+static Caffe2__NetDef *forward_def(const char *path) {
+  Caffe2__NetDef *def = NULL;
+  assert_ok(dm_netdef_read(path, &def));
+  drop_ops(def, "TensorProtosDBInput");
+  return def;
+}
+
+/* sabotage: the FC weights' reorder made a plain copy (the check that the tolerance can
+ * fail); perturb: every pixel one ulp up (the noise floor). */
+static void step(const model *m, int layout, int fp16, int sabotage, int perturb,
+                 stepped *out) {
+  memset(out, 0, sizeof *out);
+  assert_ok(dm_workspace_create(&out->ws));
+  assert_ok(dm_workspace_run_net_file(out->ws, m->init));
+  Caffe2__NetDef *init = NULL;
+  assert_ok(dm_netdef_read(m->init, &init));
+  for (size_t i = 0; i < init->n_op; i++)
+    for (size_t k = 0; k < init->op[i]->n_output; k++)
+      assert_ok(dm_strv_push(&out->params, &out->n_params, init->op[i]->output[k]));
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+
+  static const char *const exclude[] = {"data", "label"};
+  const char *loss = "loss";
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, exclude, 2);
+  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.lr = 0.05;
+  p.mixed_precision = fp16;
+  p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
+  p.layout = layout ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  Caffe2__NetDef *net = forward_def(m->train), *add = NULL;
+  dm_pipeline_result r;
+  assert_ok(dm_pipeline_run(net, &p, &add, &r));
+  assert_ok(DM_PB_CLONE(Caffe2__NetDef, add, &out->add)); /* before any sabotage */
+  out->layout = r.layout;
+  r.layout = (dm_layout_summary){0};
+  dm_pipeline_result_free(&r);
+  for (size_t i = 0; sabotage && i < add->n_op; i++)
+    if (strcmp(add->op[i]->type, "FCWeightToNHWC") == 0) {
+      for (size_t k = 1; k < add->op[i]->n_input; k++) /* the channel inputs go */
+        free(add->op[i]->input[k]);
+      add->op[i]->n_input = 1;
+      char *copy = strdup("Copy");
+      assert_non_null(copy);
+      free(add->op[i]->type);
+      add->op[i]->type = copy;
+      sabotage = 2;
+    }
+  assert_true(sabotage != 1); /* asked for, and there was an FC weight to sabotage */
+  assert_ok(DM_PB_CLONE(Caffe2__NetDef, net, &out->net));
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(out->ws, add, "init_add", &n));
+  assert_ok(dm_net_run(n));
+
+  int64_t numel = m->batch * m->channels * m->side * m->side;
+  float *x = malloc((size_t)numel * sizeof *x);
+  assert_non_null(x);
+  uint64_t rng = 0x853c49e6748fea9bull;
+  for (int64_t i = 0; i < numel; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((double)(rng >> 40) / 16777216.0);
+    if (perturb)
+      x[i] = nextafterf(x[i], 2.0f);
+  }
+  const int64_t xd[4] = {m->batch, m->channels, m->side, m->side}, ld[1] = {m->batch};
+  int32_t labels[8] = {3, 8, 0, 5, 1, 2, 7, 9};
+  assert_ok(dm_workspace_feed(out->ws, "data", DM_FLOAT, 4, xd, x));
+  assert_ok(dm_workspace_feed(out->ws, "label", DM_INT32, 1, ld, labels));
+  free(x);
+  assert_ok(dm_workspace_create_net(out->ws, net, "train", &n));
+  assert_ok(dm_net_run(n));
+  if (fp16) { /* the step was taken, not skipped for an overflow */
+    const dm_tensor *f = fetch(out->ws, "found_inf");
+    assert_true(*(const float *)dm_tensor_data(f) == 0.0f);
+  }
+}
+
+static void stepped_free(stepped *s) {
+  dm_workspace_destroy(s->ws);
+  protobuf_c_message_free_unpacked(&s->net->base, NULL);
+  protobuf_c_message_free_unpacked(&s->add->base, NULL);
+  dm_layout_summary_free(&s->layout);
+  for (size_t i = 0; i < s->n_params; i++)
+    free(s->params[i]);
+  free(s->params);
+}
+
+static int64_t dim(dm_workspace *ws, const char *name, int d) {
+  const dm_tensor *t = fetch(ws, name);
+  return d < dm_tensor_ndim(t) ? dm_tensor_dims(t)[d] : 1;
+}
+
+/* K (the summed reduction lengths) and D (the FP16 roundings) of the NCHW net. */
+static void reductions(const stepped *a, double *K, double *D) {
+  *K = 0;
+  *D = 0;
+  const Caffe2__NetDef *net = a->net;
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (op->is_gradient_op || !op->n_output)
+      continue;
+    const char *t = op->type;
+    *D += 2;
+    if (strcmp(t, "Conv") == 0) {
+      const char *w = op->input[1], *y = op->output[0];
+      double khw = (double)(dim(a->ws, w, 2) * dim(a->ws, w, 3));
+      *K += (double)dim(a->ws, w, 1) * khw + (double)dim(a->ws, w, 0) * khw +
+            (double)(dim(a->ws, y, 0) * dim(a->ws, y, 2) * dim(a->ws, y, 3));
+    } else if (strcmp(t, "FC") == 0) {
+      const char *w = op->input[1];
+      *K += (double)(dim(a->ws, w, 1) + dim(a->ws, w, 0) + dim(a->ws, op->output[0], 0));
+    } else if (strcmp(t, "SpatialBN") == 0) {
+      const char *y = op->output[0];
+      *K += 2.0 * (double)(dim(a->ws, y, 0) * dim(a->ws, y, 2) * dim(a->ws, y, 3));
+    }
+  }
+}
+
+static double max_abs(const dm_tensor *t) {
+  const float *p = dm_tensor_data(t);
+  double m = 0;
+  for (int64_t i = 0; i < dm_tensor_numel(t); i++)
+    m = fmax(m, fabs(p[i]));
+  return m;
+}
+
+/* B's index of A's element k of parameter `name`: the same, or through a filter's or an
+ * FC weight's re-layout. */
+static int64_t b_index(const dm_tensor *ta, int fc, int64_t C, int64_t k) {
+  const int64_t *d = dm_tensor_dims(ta);
+  if (fc < 0)
+    return k;
+  if (fc) { /* (N, C*S): column c*S + s -> s*C + c */
+    int64_t K = d[1], S = K / C, n = k / K, col = k % K;
+    return n * K + (col % S) * C + col / S;
+  }
+  int64_t M = d[0], Cf = d[1], kh = d[2], kw = d[3];
+  int64_t w = k % kw, h = k / kw % kh, c = k / (kw * kh) % Cf, o = k / (kw * kh * Cf);
+  (void)M;
+  return ((o * kh + h) * kw + w) * Cf + c;
+}
+
+/* The channels an FC weight's reorder used: the first dims of its filter inputs. */
+static int64_t fc_channels(const stepped *b, const char *w_new) {
+  int64_t C = 0;
+  for (size_t i = 0; i < b->add->n_op; i++) {
+    const Caffe2__OperatorDef *op = b->add->op[i];
+    if (strcmp(op->type, "FCWeightToNHWC") == 0 && strcmp(op->output[0], w_new) == 0)
+      for (size_t k = 1; k < op->n_input; k++)
+        C += dim(b->ws, op->input[k], 0);
+  }
+  return C;
+}
+
+/* A float tensor's values as doubles (FP16 widened), malloc'd. */
+static double *values(const dm_tensor *t) {
+  int64_t n = dm_tensor_numel(t);
+  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  assert_non_null(v);
+  for (int64_t k = 0; k < n; k++)
+    v[k] = dm_tensor_dtype(t) == DM_FLOAT16
+               ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[k])
+               : ((const float *)dm_tensor_data(t))[k];
+  return v;
+}
+
+/* How far B is from A: the worst |A - B| / tolerance over the loss, the logits, the
+ * parameters without a gradient (running statistics) and, with `elementwise`, every
+ * trained parameter; and the trained parameters' difference and update as sums of
+ * squares (their relative distance in norm). */
+typedef struct gap {
+  double worst;
+  double sq_err, sq_update;
+} gap;
+
+static gap compare(const stepped *a, const stepped *b, double rel, int elementwise,
+                   int verbose) {
+  gap g = {0, 0, 0};
+  const char *outs[] = {"loss", "pred"};
+  for (int o = 0; o < 2; o++) {
+    const dm_tensor *ta = fetch(a->ws, outs[o]), *tb = fetch(b->ws, outs[o]);
+    assert_int_equal(dm_tensor_numel(ta), dm_tensor_numel(tb));
+    double *pa = values(ta), *pb = values(tb), tol = 0;
+    for (int64_t k = 0; k < dm_tensor_numel(ta); k++)
+      tol = fmax(tol, rel * fabs(pa[k]));
+    double here = 0;
+    for (int64_t k = 0; k < dm_tensor_numel(ta); k++)
+      here = fmax(here, fabs(pa[k] - pb[k]) / tol);
+    if (verbose && here > 0.5)
+      print_message("  %s: worst error / tolerance %.3g\n", outs[o], here);
+    g.worst = fmax(g.worst, here);
+    free(pa);
+    free(pb);
+  }
+  for (size_t i = 0; i < a->n_params; i++) {
+    const char *name = a->params[i], *bname = name;
+    int fc = -1;
+    for (size_t k = 0; k < b->layout.n_renamed; k++)
+      if (strcmp(b->layout.renamed[2 * k], name) == 0) {
+        bname = b->layout.renamed[2 * k + 1];
+        fc = b->layout.fc[k];
+      }
+    const dm_tensor *ta = fetch(a->ws, name), *tb = fetch(b->ws, bname);
+    if (dm_tensor_dtype(ta) != DM_FLOAT)
+      continue; /* the iteration counter */
+    assert_int_equal(dm_tensor_numel(ta), dm_tensor_numel(tb));
+    char gname[256]; /* the update: the FP32 gradient MomentumSGDUpdate adjusted */
+    snprintf(gname, sizeof gname, "%s_grad_fp32", name);
+    if (!dm_workspace_has_blob(a->ws, gname))
+      snprintf(gname, sizeof gname, "%s_grad", name);
+    const dm_tensor *grad = dm_workspace_has_blob(a->ws, gname) ? fetch(a->ws, gname) : NULL;
+    double scale = max_abs(grad ? grad : ta);
+    int64_t C = fc == 1 ? fc_channels(b, bname) : 0;
+    assert_true(fc != 1 || C > 0);
+    const float *pa = dm_tensor_data(ta), *pb = dm_tensor_data(tb);
+    const float *pg = grad ? dm_tensor_data(grad) : NULL;
+    double here = 0;
+    for (int64_t k = 0; k < dm_tensor_numel(ta); k++) {
+      double tol = rel * scale + 2 * U32 * fabs(pa[k]);
+      double err = fabs((double)pa[k] - pb[b_index(ta, fc, C, k)]);
+      if (pg) {
+        g.sq_err += err * err;
+        g.sq_update += (double)pg[k] * pg[k];
+      }
+      if ((!pg || elementwise) && !(tol == 0 && err == 0))
+        here = fmax(here, err / tol);
+    }
+    if (verbose && here > 0.5)
+      print_message("  %s: worst error / tolerance %.3g\n", name, here);
+    g.worst = fmax(g.worst, here);
+  }
+  return g;
+}
+
+/* With noise_floor, the trained parameters are compared in norm against how far the
+ * NCHW net itself moves when every input pixel moves one ulp (see the file comment). */
+static void check_model(const model *m, int fp16, int noise_floor) {
+  stepped a, b;
+  step(m, 0, fp16, 0, 0, &a);
+  step(m, 1, fp16, 0, 0, &b);
+  assert_true(b.layout.n_renamed > 0);
+  double K, D;
+  reductions(&a, &K, &D);
+  double rel = LAM * sqrt(K) * U32 + (fp16 ? LAM * sqrt(D) * 2 * U16 : 0);
+  gap g = compare(&a, &b, rel, !noise_floor, 1);
+  assert_true(isfinite(g.sq_update) && g.sq_update > 0); /* the parameters moved */
+  print_message("%s %s: K %.0f, D %.0f, relative tolerance %.3g; worst error / tolerance "
+                "%.3g\n", m->train, fp16 ? "FP16" : "FP32", K, D, rel, g.worst);
+  if (g.worst > 1)
+    fail_msg("NHWC differs from NCHW beyond the tolerance (%.3g of it)", g.worst);
+  if (noise_floor) {
+    stepped n;
+    step(m, 0, fp16, 0, 1, &n);
+    gap gn = compare(&a, &n, rel, 0, 0);
+    double e_layout = sqrt(g.sq_err / g.sq_update), e_noise = sqrt(gn.sq_err / gn.sq_update);
+    print_message("  updates: NHWC vs NCHW %.3g relative (norm); NCHW vs NCHW with the input "
+                  "one ulp off %.3g\n", e_layout, e_noise);
+    if (!fp16 && !(e_noise < 0.1)) /* a floor this high would hide a wrong net */
+      fail_msg("the noise floor %.3g is too high for a meaningful comparison", e_noise);
+    if (!(e_layout <= LAM * e_noise + rel))
+      fail_msg("NHWC's updates are %.3g off in norm, beyond %g x the noise floor %.3g + %.3g",
+               e_layout, LAM, e_noise, rel);
+    stepped_free(&n);
+  }
+  stepped_free(&a);
+  stepped_free(&b);
+}
+
+static const model lenet = {NULL, NULL, 2, 1, 28};
+
+static void test_lenet(void **state) {
+  (void)state;
+  model m = lenet;
+  m.init = lenet_init;
+  m.train = lenet_train;
+  check_model(&m, 0, 0);
+  check_model(&m, 1, 0);
+}
+
+/* The FC reorder replaced by a copy: the comparison must fail. */
+static void test_lenet_can_fail(void **state) {
+  (void)state;
+  model m = lenet;
+  m.init = lenet_init;
+  m.train = lenet_train;
+  stepped a, b;
+  step(&m, 0, 0, 0, 0, &a);
+  step(&m, 1, 0, 1, 0, &b);
+  double K, D;
+  reductions(&a, &K, &D);
+  double worst = compare(&a, &b, LAM * sqrt(K) * U32, 1, 0).worst;
+  print_message("sabotaged FC weight: worst error / tolerance %.3g\n", worst);
+  assert_true(worst > 10);
+  stepped_free(&a);
+  stepped_free(&b);
+}
+
+static void test_resnet50(void **state) {
+  (void)state;
+  model m = {resnet_init, resnet_train, 2, 3, 64};
+  check_model(&m, 0, 1);
+  check_model(&m, 1, 1);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s lenet_init lenet_train resnet50_init resnet50_train\n", argv[0]);
+    return 2;
+  }
+  lenet_init = argv[1];
+  lenet_train = argv[2];
+  resnet_init = argv[3];
+  resnet_train = argv[4];
+  assert_ok(dm_init());
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fc_weight_op),
+      cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_concat_fc),
+      cmocka_unit_test(test_lenet),
+      cmocka_unit_test(test_lenet_can_fail),
+      cmocka_unit_test(test_resnet50),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
