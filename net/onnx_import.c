@@ -39,6 +39,10 @@ typedef struct imp {
   const Onnx__TensorProto **consts;
   const char **const_names;
   size_t n_consts, cap_consts;
+  /* Tensors made here from Constant's value_float(s)/value_int(s): the struct and dims
+   * are owned here, the values borrowed from the attribute. */
+  Onnx__TensorProto **made;
+  size_t n_made;
   char why[256]; /* a translator's reason for refusing a node */
 } imp;
 
@@ -662,10 +666,15 @@ static dm_status tr_reshape(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
+static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b);
+
+/* ONNX op type -> translator. A translator that leaves the builder unstarted (Constant)
+ * adds nothing to the predict net. */
 static const struct {
   const char *op_type;
   node_fn fn;
 } translators[] = {
+    {"Constant", tr_constant},
     {"Conv", tr_conv},
     {"MaxPool", tr_maxpool},
     {"AveragePool", tr_avgpool},
@@ -689,12 +698,11 @@ static const struct {
 
 /* ---- Constant -------------------------------------------------------------------- */
 
-/* A Constant node's value goes to the init net like an initializer. value_float(s) and
- * value_int(s) are made into a tensor owned by *made. */
-static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, Onnx__TensorProto **made) {
-  *made = NULL;
-  if (need_outputs(c, n, 1) != DM_OK)
-    return REFUSED;
+/* A Constant node's value goes to the init net like an initializer, and is known to
+ * the translators that need constant inputs (Reshape's shape). */
+static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  (void)b;
+  DM_TRY(need_outputs(c, n, 1));
   const Onnx__AttributeProto *a = n->n_attribute == 1 ? n->attribute[0] : NULL;
   if (!a || !a->name)
     return refuse(c, "expected exactly one value attribute");
@@ -702,26 +710,26 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, Onnx__TensorProto
     DM_TRY(emit_fill(c, n->output[0], a->t));
     return const_add(c, n->output[0], a->t);
   }
+  int is_list = strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0;
+  int is_float = strcmp(a->name, "value_float") == 0 || strcmp(a->name, "value_floats") == 0;
+  int is_int = strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0;
+  if (!is_float && !is_int)
+    return refuse(c, "a Constant given by '%s'", a->name);
+  Onnx__TensorProto **list = realloc(c->made, (c->n_made + 1) * sizeof *list);
+  if (!list)
+    return DM_NOMEM("a constant");
+  c->made = list;
   Onnx__TensorProto *t = malloc(sizeof *t);
   if (!t)
     return DM_NOMEM("a constant");
   onnx__tensor_proto__init(t);
-  int is_list = strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0;
-  int is_float = strcmp(a->name, "value_float") == 0 || strcmp(a->name, "value_floats") == 0;
-  int is_int = strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0;
-  if (!is_float && !is_int) {
-    free(t);
-    return refuse(c, "a Constant given by '%s'", a->name);
-  }
+  c->made[c->n_made++] = t;
   t->has_data_type = 1;
   t->data_type = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-  /* The tensor borrows the attribute's arrays; *made frees only the struct and dims. */
   if (is_list) {
     t->dims = malloc(sizeof *t->dims);
-    if (!t->dims) {
-      free(t);
+    if (!t->dims)
       return DM_NOMEM("a constant");
-    }
     t->n_dims = 1;
     t->dims[0] = (int64_t)(is_float ? a->n_floats : a->n_ints);
   }
@@ -732,7 +740,6 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, Onnx__TensorProto
     t->n_int64_data = is_list ? a->n_ints : 1;
     t->int64_data = is_list ? a->ints : (int64_t *)&a->i;
   }
-  *made = t;
   DM_TRY(emit_fill(c, n->output[0], t));
   return const_add(c, n->output[0], t);
 }
@@ -749,8 +756,7 @@ static dm_status add_external(char ***arr, size_t *n, const char *name) {
   return dm_strv_push(arr, n, name);
 }
 
-static dm_status translate_graph(imp *c, const Onnx__ModelProto *m, Onnx__TensorProto ***made,
-                                 size_t *n_made) {
+static dm_status translate_graph(imp *c) {
   const Onnx__GraphProto *g = c->g;
   for (size_t i = 0; i < g->n_initializer; i++) {
     const Onnx__TensorProto *t = g->initializer[i];
@@ -794,20 +800,6 @@ static dm_status translate_graph(imp *c, const Onnx__ModelProto *m, Onnx__Tensor
     dm_status r = REFUSED;
     if (!is_default_domain(n->domain)) {
       snprintf(c->why, sizeof c->why, "domain '%s' is not supported", n->domain);
-    } else if (strcmp(type, "Constant") == 0) {
-      Onnx__TensorProto *t = NULL;
-      r = tr_constant(c, n, &t);
-      if (t) {
-        Onnx__TensorProto **a = realloc(*made, (*n_made + 1) * sizeof *a);
-        if (!a) {
-          free(t->dims);
-          free(t);
-          r = DM_NOMEM("a constant");
-        } else {
-          *made = a;
-          a[(*n_made)++] = t;
-        }
-      }
     } else {
       size_t k = 0;
       while (translators[k].op_type && strcmp(translators[k].op_type, type) != 0)
@@ -825,7 +817,7 @@ static dm_status translate_graph(imp *c, const Onnx__ModelProto *m, Onnx__Tensor
             if (!b.op->name)
               dm_opb_fail(&b, DM_NOMEM("an op name"));
           }
-          r = dm_opb_append(&b, c->pred);
+          r = b.op || b.s != DM_OK ? dm_opb_append(&b, c->pred) : DM_OK;
         } else if (b.op) {
           dm_opb_discard(&b);
         }
@@ -860,7 +852,6 @@ static dm_status translate_graph(imp *c, const Onnx__ModelProto *m, Onnx__Tensor
     s = add_external(&c->pred->external_input, &c->pred->n_external_input, g->input[i]->name);
   for (size_t i = 0; i < c->n_consts && s == DM_OK; i++)
     s = add_external(&c->pred->external_input, &c->pred->n_external_input, c->const_names[i]);
-  (void)m;
   for (size_t i = 0; i < n_known; i++)
     free(known[i]);
   free(known);
@@ -888,19 +879,17 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
   if (c.opset < OPSET_MIN)
     return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opset %d and newer",
                     (long long)c.opset, OPSET_MIN);
-  Onnx__TensorProto **made = NULL;
-  size_t n_made = 0;
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
   dm_status s = dm_netdef_new(gname, &c.init);
   if (s == DM_OK)
     s = dm_netdef_new(gname, &c.pred);
   if (s == DM_OK)
-    s = translate_graph(&c, model, &made, &n_made);
-  for (size_t i = 0; i < n_made; i++) {
-    free(made[i]->dims);
-    free(made[i]);
+    s = translate_graph(&c);
+  for (size_t i = 0; i < c.n_made; i++) {
+    free(c.made[i]->dims);
+    free(c.made[i]);
   }
-  free(made);
+  free(c.made);
   free(c.consts);
   free(c.const_names);
   if (s != DM_OK) {
