@@ -43,8 +43,31 @@ typedef struct imp {
    * are owned here, the values borrowed from the attribute. */
   Onnx__TensorProto **made;
   size_t n_made;
+  /* Every name a node may read (graph inputs, initializers, earlier outputs) and its
+   * rank where known (-1: unknown); a translator sets out_rank for its outputs. */
+  char **known;
+  int *ranks;
+  size_t n_known;
+  int out_rank;
   char why[256]; /* a translator's reason for refusing a node */
 } imp;
+
+static int rank_of(const imp *c, const char *name) {
+  for (size_t i = c->n_known; name && i-- > 0;)
+    if (strcmp(c->known[i], name) == 0)
+      return c->ranks[i];
+  return -1;
+}
+
+static dm_status known_add(imp *c, const char *name, int rank) {
+  int *r = realloc(c->ranks, (c->n_known + 1) * sizeof *r);
+  if (!r)
+    return DM_NOMEM("the importer's name table");
+  c->ranks = r;
+  DM_TRY(dm_strv_push(&c->known, &c->n_known, name));
+  c->ranks[c->n_known - 1] = rank;
+  return DM_OK;
+}
 
 /* A translator's verdict when it cannot translate a node: c->why says why. */
 #define REFUSED DM_ERR_UNSUPPORTED
@@ -525,28 +548,69 @@ static dm_status tr_identity(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return plain(c, n, b, "Copy", 1);
 }
 
-/* Elementwise binary ops: the Caffe2 ops take equal shapes (ONNX's multidirectional
- * broadcasting is not translated yet, so a broadcast fails when the net runs). */
-static dm_status binary(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type) {
-  if (c->opset < 7 || attr(n, "broadcast"))
+/* Elementwise binary ops. ONNX broadcasts numpy's way; the Caffe2 ops take equal shapes,
+ * or (broadcast 1) a B whose dims, leading and trailing 1s dropped, are a run of A's
+ * starting at `axis`. That is numpy's rule when B is a constant of rank <= A's with no
+ * 1 inside that run, aligned at axis = rank(A) - rank(B); for Add and Mul a constant A
+ * is swapped to the B side. Other broadcasts are refused where the ranks say so, and
+ * two non-constant inputs of one rank are taken to have equal shapes. */
+static dm_status binary(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type,
+                        int commutes) {
+  if (attr(n, "broadcast"))
     return refuse(c, "the legacy broadcast attribute");
-  return plain(c, n, b, type, 2);
+  DM_TRY(need_outputs(c, n, 1));
+  if (n->n_input != 2 || !in_name(n, 0) || !in_name(n, 1))
+    return refuse(c, "expected 2 inputs");
+  const char *x = in_name(n, 0), *y = in_name(n, 1);
+  const Onnx__TensorProto *ky = const_find(c, y);
+  if (commutes && !ky && const_find(c, x)) {
+    const char *t = x;
+    x = y;
+    y = t;
+    ky = const_find(c, y);
+  }
+  int ra = rank_of(c, x), rb = rank_of(c, y);
+  c->out_rank = ra < 0 || rb < 0 ? -1 : ra > rb ? ra : rb;
+  dm_opb_start(b, type);
+  dm_opb_input(b, x);
+  dm_opb_input(b, y);
+  dm_opb_output(b, n->output[0]);
+  if (ky && tensor_numel(ky) == 1) { /* a scalar: any rank */
+    dm_opb_arg_int(b, "broadcast", 1);
+    return DM_OK;
+  }
+  if (ky && ra >= 0 && rb <= ra) {
+    size_t lo = 0, hi = ky->n_dims;
+    while (lo < hi && ky->dims[lo] == 1)
+      lo++;
+    while (hi > lo && ky->dims[hi - 1] == 1)
+      hi--;
+    for (size_t i = lo; i < hi; i++)
+      if (ky->dims[i] == 1)
+        return refuse(c, "B (%s) broadcasts along a dim inside its shape", y);
+    dm_opb_arg_int(b, "broadcast", 1);
+    dm_opb_arg_int(b, "axis", ra - rb);
+    return DM_OK;
+  }
+  if (ra >= 0 && rb >= 0 && ra != rb)
+    return refuse(c, "a broadcast between ranks %d and %d of a non-constant input", ra, rb);
+  return DM_OK;
 }
 
 static dm_status tr_add(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return binary(c, n, b, "Add");
+  return binary(c, n, b, "Add", 1);
 }
 
 static dm_status tr_sub(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return binary(c, n, b, "Sub");
+  return binary(c, n, b, "Sub", 0);
 }
 
 static dm_status tr_mul(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return binary(c, n, b, "Mul");
+  return binary(c, n, b, "Mul", 1);
 }
 
 static dm_status tr_div(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return binary(c, n, b, "Div");
+  return binary(c, n, b, "Div", 0);
 }
 
 static dm_status tr_dropout(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
@@ -576,6 +640,7 @@ static dm_status tr_flatten(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   if (axis < 0)
     return refuse(c, "a negative axis");
   dm_opb_arg_int(b, "axis", axis);
+  c->out_rank = 2;
   return DM_OK;
 }
 
@@ -606,6 +671,7 @@ static dm_status tr_gemm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   if (bias && bias->n_dims != 1)
     return refuse(c, "C of rank %zu; only a 1-D bias is supported", bias->n_dims);
   start(b, "FC", n, 3);
+  c->out_rank = 2;
   return DM_OK;
 }
 
@@ -628,9 +694,12 @@ static dm_status tr_softmax(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
    * rule; from 13 it normalises along the one axis (default -1), the same only when
    * that is the last. */
   int64_t axis = attr_int(n, "axis", c->opset >= 13 ? -1 : 1);
-  if (c->opset >= 13 && axis != -1)
-    return refuse(c, "opset %lld Softmax along axis %lld (only the last, -1, is supported)",
-                  (long long)c->opset, (long long)axis);
+  int rank = rank_of(c, in_name(n, 0));
+  if (c->opset >= 13 && axis != -1 && !(rank > 0 && axis == rank - 1))
+    return refuse(c, "Softmax along axis %lld of a tensor of %s rank (only the last axis is "
+                  "supported)", (long long)axis, rank < 0 ? "unknown" : "another");
+  if (c->opset >= 13)
+    axis = -1;
   dm_opb_arg_int(b, "axis", axis);
   return DM_OK;
 }
@@ -645,6 +714,7 @@ static dm_status tr_reshape(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     const int64_t *s = attr_ints(n, "shape", &ns);
     start(b, "Reshape", n, 1);
     dm_opb_arg_ints(b, "shape", s, ns);
+    c->out_rank = (int)ns;
     return DM_OK;
   }
   if (!in_name(n, 1))
@@ -663,6 +733,95 @@ static dm_status tr_reshape(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   start(b, "Reshape", n, 1); /* the shape goes in as an argument; 0 keeps a dim in both */
   dm_opb_arg_ints(b, "shape", shape, ns);
   free(shape);
+  c->out_rank = (int)ns;
+  return DM_OK;
+}
+
+static dm_status tr_sum(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  DM_TRY(need_outputs(c, n, 1));
+  for (size_t i = 0; i < n->n_input; i++)
+    if (!in_name(n, i))
+      return refuse(c, "an empty input name");
+  if (n->n_input == 0)
+    return refuse(c, "no inputs");
+  start(b, "Sum", n, n->n_input); /* equal shapes, as Add */
+  return DM_OK;
+}
+
+static dm_status tr_transpose(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  DM_TRY(plain(c, n, b, "Transpose", 1));
+  size_t k;
+  const int64_t *perm = attr_ints(n, "perm", &k);
+  if (perm)
+    dm_opb_arg_ints(b, "axes", perm, k); /* absent: reversed, in both */
+  return DM_OK;
+}
+
+/* LRN across channels: ONNX's formula is Caffe2's (alpha divided by size); ONNX's
+ * defaults differ from the op's, so all four are written. */
+static dm_status tr_lrn(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  DM_TRY(plain(c, n, b, "LRN", 1));
+  const Onnx__AttributeProto *size = attr(n, "size");
+  if (!size || !size->has_i)
+    return refuse(c, "no size");
+  dm_opb_arg_int(b, "size", size->i);
+  dm_opb_arg_float(b, "alpha", attr_float(n, "alpha", 1e-4f));
+  dm_opb_arg_float(b, "beta", attr_float(n, "beta", 0.75f));
+  dm_opb_arg_float(b, "bias", attr_float(n, "bias", 1.0f));
+  return DM_OK;
+}
+
+static dm_status tr_cast(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  DM_TRY(plain(c, n, b, "Cast", 1));
+  /* The element types both sides know, by the name the Cast op reads. */
+  static const int32_t ok[] = {
+      ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+      ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+      ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL,
+      ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, ONNX__TENSOR_PROTO__DATA_TYPE__INT8};
+  int64_t to = attr_int(n, "to", -1);
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+    if (to == ok[i]) {
+      dm_opb_arg_string(b, "to", onnx_dtype_name(ok[i]));
+      return DM_OK;
+    }
+  return refuse(c, "to %s", onnx_dtype_name((int32_t)to));
+}
+
+static dm_status tr_split(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  size_t n_out = n_outputs_used(n);
+  if (!in_name(n, 0) || n_out == 0)
+    return refuse(c, "no input or no outputs");
+  for (size_t i = 0; i < n_out; i++)
+    if (!n->output[i][0])
+      return refuse(c, "an empty output name");
+  int64_t *sizes = NULL;
+  size_t ns = 0;
+  if (c->opset < 13) {
+    const int64_t *v = attr_ints(n, "split", &ns);
+    if (v) {
+      sizes = malloc(ns * sizeof *sizes + 1);
+      if (!sizes)
+        return DM_NOMEM("split sizes");
+      memcpy(sizes, v, ns * sizeof *sizes);
+    }
+  } else if (in_name(n, 1)) {
+    const Onnx__TensorProto *t = const_find(c, in_name(n, 1));
+    if (!t)
+      return refuse(c, "the split sizes are computed in the graph");
+    DM_TRY(const_ints(c, t, &sizes, &ns));
+  } else if (attr(n, "num_outputs") && attr_int(n, "num_outputs", 0) != (int64_t)n_out) {
+    return refuse(c, "num_outputs differs from the outputs given");
+  }
+  if (sizes && ns != n_out) {
+    free(sizes);
+    return refuse(c, "%zu split sizes for %zu outputs", ns, n_out);
+  }
+  start(b, "Split", n, 1); /* without sizes, both cut into equal parts */
+  dm_opb_arg_int(b, "axis", attr_int(n, "axis", 0));
+  if (sizes)
+    dm_opb_arg_ints(b, "split", sizes, ns);
+  free(sizes);
   return DM_OK;
 }
 
@@ -693,6 +852,11 @@ static const struct {
     {"BatchNormalization", tr_batchnorm},
     {"Softmax", tr_softmax},
     {"Reshape", tr_reshape},
+    {"Sum", tr_sum},
+    {"Transpose", tr_transpose},
+    {"LRN", tr_lrn},
+    {"Cast", tr_cast},
+    {"Split", tr_split},
     {NULL, NULL},
 };
 
@@ -708,6 +872,7 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     return refuse(c, "expected exactly one value attribute");
   if (strcmp(a->name, "value") == 0 && a->t) {
     DM_TRY(emit_fill(c, n->output[0], a->t));
+    c->out_rank = (int)a->t->n_dims;
     return const_add(c, n->output[0], a->t);
   }
   int is_list = strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0;
@@ -741,6 +906,7 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     t->int64_data = is_list ? a->ints : (int64_t *)&a->i;
   }
   DM_TRY(emit_fill(c, n->output[0], t));
+  c->out_rank = (int)t->n_dims;
   return const_add(c, n->output[0], t);
 }
 
@@ -769,17 +935,20 @@ static dm_status translate_graph(imp *c) {
   if (g->n_sparse_initializer)
     return dm_error(DM_ERR_UNSUPPORTED, "sparse initializers are not supported");
 
-  /* Every name a node may read: graph inputs, initializers, earlier nodes' outputs. */
-  char **known = NULL;
-  size_t n_known = 0;
   char *report = NULL;
   size_t report_len = 0, n_refused = 0;
   dm_status s = DM_OK;
-  for (size_t i = 0; i < g->n_input && s == DM_OK; i++)
+  for (size_t i = 0; i < g->n_input && s == DM_OK; i++) {
+    const Onnx__TypeProto *ty = g->input[i]->type;
+    int rank = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+                       ty->tensor_type->shape
+                   ? (int)ty->tensor_type->shape->n_dim
+                   : -1;
     if (g->input[i]->name)
-      s = dm_strv_push(&known, &n_known, g->input[i]->name);
+      s = known_add(c, g->input[i]->name, rank);
+  }
   for (size_t i = 0; i < g->n_initializer && s == DM_OK; i++)
-    s = dm_strv_push(&known, &n_known, g->initializer[i]->name);
+    s = known_add(c, g->initializer[i]->name, (int)g->initializer[i]->n_dims);
 
   for (size_t i = 0; i < g->n_node && s == DM_OK; i++) {
     const Onnx__NodeProto *n = g->node[i];
@@ -788,7 +957,7 @@ static dm_status translate_graph(imp *c) {
     /* An input no earlier node, input or initializer defines: a missing initializer, or
      * a graph that is not in topological order (a cycle). */
     for (size_t j = 0; j < n->n_input && s == DM_OK; j++)
-      if (in_name(n, j) && !dm_str_in_list(n->input[j], (const char *const *)known, n_known))
+      if (in_name(n, j) && !dm_str_in_list(n->input[j], (const char *const *)c->known, c->n_known))
         s = dm_error(DM_ERR_INVALID,
                      "node %zu (%s '%s'): input '%s' is not a graph input, an initializer or "
                      "an output of an earlier node (a missing initializer, or nodes out of "
@@ -797,6 +966,7 @@ static dm_status translate_graph(imp *c) {
     if (s != DM_OK)
       break;
     c->why[0] = '\0';
+    c->out_rank = rank_of(c, in_name(n, 0));
     dm_status r = REFUSED;
     if (!is_default_domain(n->domain)) {
       snprintf(c->why, sizeof c->why, "domain '%s' is not supported", n->domain);
@@ -834,14 +1004,14 @@ static dm_status translate_graph(imp *c) {
     }
     for (size_t j = 0; j < n->n_output && s == DM_OK; j++)
       if (n->output[j] && n->output[j][0])
-        s = dm_strv_push(&known, &n_known, n->output[j]);
+        s = known_add(c, n->output[j], c->out_rank);
   }
   if (s == DM_OK && n_refused)
     s = dm_error(DM_ERR_UNSUPPORTED, "%zu of %zu nodes cannot be imported:%s", n_refused,
                  g->n_node, report ? report : "");
   for (size_t i = 0; i < g->n_output && s == DM_OK; i++) {
     const char *o = g->output[i]->name;
-    if (!o || !dm_str_in_list(o, (const char *const *)known, n_known))
+    if (!o || !dm_str_in_list(o, (const char *const *)c->known, c->n_known))
       s = dm_error(DM_ERR_INVALID, "graph output '%s' is not produced by any node",
                    o ? o : "(no name)");
     else
@@ -852,9 +1022,6 @@ static dm_status translate_graph(imp *c) {
     s = add_external(&c->pred->external_input, &c->pred->n_external_input, g->input[i]->name);
   for (size_t i = 0; i < c->n_consts && s == DM_OK; i++)
     s = add_external(&c->pred->external_input, &c->pred->n_external_input, c->const_names[i]);
-  for (size_t i = 0; i < n_known; i++)
-    free(known[i]);
-  free(known);
   free(report);
   return s;
 }
@@ -892,6 +1059,10 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
   free(c.made);
   free(c.consts);
   free(c.const_names);
+  for (size_t i = 0; i < c.n_known; i++)
+    free(c.known[i]);
+  free(c.known);
+  free(c.ranks);
   if (s != DM_OK) {
     if (c.init)
       protobuf_c_message_free_unpacked(&c.init->base, NULL);

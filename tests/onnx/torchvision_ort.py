@@ -9,7 +9,7 @@ demitasse, and the two outputs compared: the largest difference must stay within
 of the largest output magnitude (FP32 arithmetic in a different order over ~10^9
 multiply-adds).
 
-Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (resnet18, squeezenet1_1)
+Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (resnet18, squeezenet1_1, opsnet)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
 """
 import os
@@ -26,9 +26,37 @@ except ImportError as e:
     sys.exit(77)
 
 
+class OpsNet(torch.nn.Module):
+    """The translations torchvision's models do not reach: BatchNormalization that is
+    not folded into a Conv, a grouped and a dilated Conv, MaxPool with ceil_mode,
+    AveragePool with padding not counted, Split, Mul/Sub/Add/Div (equal shapes, a
+    scalar constant, a (C, 1, 1) initializer), Concat, a Reshape to a
+    constant shape, and opset 13's Softmax along the last axis named by number."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv_g = torch.nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.conv_d = torch.nn.Conv2d(16, 12, 3, padding=2, dilation=2)
+        self.fc = torch.nn.Linear(12, 10)
+        self.shift = torch.nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(torch.relu(self.conv(x))))              # 8 x 112 x 112
+        a = torch.nn.functional.max_pool2d(y, 3, 2, ceil_mode=True)    # 8 x 56 x 56
+        b = torch.nn.functional.avg_pool2d(y, 3, 2, padding=1, count_include_pad=False)
+        p, q = torch.split(torch.cat([a, b], 1), [8, 8], dim=1)
+        u = p * q - p + q * 0.5 + self.shift                           # broadcasts: a
+        z = torch.cat([u, q / 2.0], 1)                                 # scalar, (8, 1, 1)
+        z = self.conv_d(torch.relu(self.conv_g(z)))                    # 12 x 56 x 56
+        z = torch.reshape(torch.nn.functional.adaptive_avg_pool2d(z, 1), (1, 12))
+        return torch.softmax(self.fc(z), dim=1)
+
+
 def build(name):
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)()
+    m = OpsNet() if name == "opsnet" else getattr(torchvision.models, name)()
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):
