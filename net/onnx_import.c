@@ -25,8 +25,10 @@
 #error "raw_data is little-endian; the importer reads it in place on little-endian hosts only"
 #endif
 
-/* The oldest default-domain opset the importer claims (the range starts here). */
+/* The default-domain opsets the importer claims: from 7 to the newest the onnx package
+ * (1.23) defines. A newer opset may change an op's meaning, so it is refused. */
 #define OPSET_MIN 7
+#define OPSET_MAX 28
 /* Largest element count one tensor may claim (its bytes must fit a file anyway). */
 #define NUMEL_MAX ((int64_t)1 << 31)
 
@@ -637,8 +639,11 @@ static dm_status tr_dropout(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 static dm_status tr_flatten(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   DM_TRY(plain(c, n, b, "Flatten", 1));
   int64_t axis = attr_int(n, "axis", 1);
+  int rank = rank_of(c, in_name(n, 0));
+  if (axis < 0 && rank >= 0)
+    axis += rank; /* opset 11 counts a negative axis from the end */
   if (axis < 0)
-    return refuse(c, "a negative axis");
+    return refuse(c, "a negative axis on a tensor of unknown rank");
   dm_opb_arg_int(b, "axis", axis);
   c->out_rank = 2;
   return DM_OK;
@@ -652,8 +657,14 @@ static dm_status tr_concat(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   for (size_t i = 0; i < n->n_input; i++)
     if (!in_name(n, i))
       return refuse(c, "an empty input name");
+  int64_t axis = a->i;
+  int rank = rank_of(c, in_name(n, 0));
+  if (axis < 0 && rank >= 0)
+    axis += rank;
+  if (axis < 0)
+    return refuse(c, "a negative axis on tensors of unknown rank");
   start(b, "Concat", n, n->n_input);
-  dm_opb_arg_int(b, "axis", a->i);
+  dm_opb_arg_int(b, "axis", axis);
   return DM_OK;
 }
 
@@ -677,8 +688,10 @@ static dm_status tr_gemm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 
 static dm_status tr_batchnorm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   DM_TRY(need_outputs(c, n, 1));
-  if (attr_int(n, "training_mode", 0) != 0 || (c->opset < 7 && attr_int(n, "is_test", 0) == 0))
+  if (attr_int(n, "training_mode", 0) != 0)
     return refuse(c, "training mode");
+  if (attr_int(n, "spatial", 1) == 0)
+    return refuse(c, "spatial 0 (statistics per element, not per channel)");
   for (size_t i = 0; i < 5; i++)
     if (!in_name(n, i))
       return refuse(c, "input %zu is missing", i);
@@ -817,8 +830,16 @@ static dm_status tr_split(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     free(sizes);
     return refuse(c, "%zu split sizes for %zu outputs", ns, n_out);
   }
+  int64_t axis = attr_int(n, "axis", 0);
+  int rank = rank_of(c, in_name(n, 0));
+  if (axis < 0 && rank >= 0)
+    axis += rank;
+  if (axis < 0) {
+    free(sizes);
+    return refuse(c, "a negative axis on a tensor of unknown rank");
+  }
   start(b, "Split", n, 1); /* without sizes, both cut into equal parts */
-  dm_opb_arg_int(b, "axis", attr_int(n, "axis", 0));
+  dm_opb_arg_int(b, "axis", axis);
   if (sizes)
     dm_opb_arg_ints(b, "split", sizes, ns);
   free(sizes);
@@ -1043,9 +1064,9 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
       c.opset = model->opset_import[i]->version;
   if (c.opset < 0)
     return dm_error(DM_ERR_PARSE, "the model imports no version of the default (ai.onnx) opset");
-  if (c.opset < OPSET_MIN)
-    return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opset %d and newer",
-                    (long long)c.opset, OPSET_MIN);
+  if (c.opset < OPSET_MIN || c.opset > OPSET_MAX)
+    return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opsets %d to %d",
+                    (long long)c.opset, OPSET_MIN, OPSET_MAX);
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
   dm_status s = dm_netdef_new(gname, &c.init);
   if (s == DM_OK)
