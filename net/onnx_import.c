@@ -398,6 +398,12 @@ static dm_status const_ints(imp *c, const Onnx__TensorProto *t, int64_t **out, s
 
 /* ---- translators ----------------------------------------------------------------- */
 
+static dm_status add_external(char ***arr, size_t *n, const char *name) {
+  if (dm_str_in_list(name, (const char *const *)*arr, *n))
+    return DM_OK;
+  return dm_strv_push(arr, n, name);
+}
+
 typedef dm_status (*node_fn)(imp *c, const Onnx__NodeProto *n, dm_opb *b);
 
 /* Starts op `type` with the node's first `n_in` inputs (those given) and its outputs. */
@@ -668,22 +674,122 @@ static dm_status tr_concat(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
-/* Gemm as FC: Y = A B^T + C with B as (N, K), which is how exporters write a Linear. */
+/* A new init-net blob "<base><suffix>" for a weight the importer derives: its name, or
+ * NULL (out of memory) in *out, which the caller frees. Also an external input of the
+ * predict net. */
+static dm_status derived_name(imp *c, const char *base, const char *suffix, char **out) {
+  size_t len = strlen(base) + strlen(suffix) + 1;
+  *out = malloc(len);
+  if (!*out)
+    return DM_NOMEM("a blob name");
+  snprintf(*out, len, "%s%s", base, suffix);
+  if (dm_str_in_list(*out, (const char *const *)c->known, c->n_known)) {
+    free(*out);
+    *out = NULL;
+    return refuse(c, "the graph already has a blob '%s%s'", base, suffix);
+  }
+  DM_TRY(add_external(&c->pred->external_input, &c->pred->n_external_input, *out));
+  return dm_strv_push(&c->init->external_output, &c->init->n_external_output, *out);
+}
+
+/* Fills blob `name` (init net) with the transpose of the 2-D FLOAT constant `t`: FC's
+ * weights are (N, K), a MatMul's or a transB 0 Gemm's B is (K, N). */
+static dm_status fill_transposed(imp *c, const char *name, const Onnx__TensorProto *t) {
+  int64_t numel = tensor_numel(t);
+  if (t->n_dims != 2 || numel < 0 || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+    return refuse(c, "B is not a 2-D FLOAT constant");
+  const uint8_t *data = NULL;
+  uint8_t *owned = NULL;
+  DM_TRY(tensor_bytes(c, t, numel, &data, &owned));
+  int64_t k = t->dims[0], n = t->dims[1], dims[2] = {n, k};
+  float *v = malloc((size_t)numel * sizeof *v + 1);
+  dm_opb b;
+  dm_opb_start(&b, "GivenTensorFill");
+  if (!v)
+    dm_opb_fail(&b, DM_NOMEM("transposed weights"));
+  for (int64_t i = 0; v && i < k; i++)
+    for (int64_t j = 0; j < n; j++)
+      memcpy(&v[j * k + i], data + 4 * (i * n + j), 4);
+  dm_opb_output(&b, name);
+  dm_opb_arg_ints(&b, "shape", dims, 2);
+  if (dm_opb_op(&b) && v)
+    dm_opb_fail(&b, dm_opdef_set_arg_floats(dm_opb_op(&b), "values", v, (size_t)numel));
+  free(v);
+  free(owned);
+  return dm_opb_append(&b, c->init);
+}
+
+/* Fills blob `name` with N zeros (FC's bias where ONNX has none). */
+static dm_status fill_zeros(imp *c, const char *name, int64_t N) {
+  dm_opb b;
+  dm_opb_start(&b, "ConstantFill");
+  dm_opb_output(&b, name);
+  dm_opb_arg_ints(&b, "shape", &N, 1);
+  dm_opb_arg_float(&b, "value", 0.0f);
+  return dm_opb_append(&b, c->init);
+}
+
+/* FC(X, W, bias) for a node whose B is `b_name`, (N, K) when `b_is_nk`, else a (K, N)
+ * constant transposed here; a missing bias is zeros (N from a constant B). */
+static dm_status as_fc(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *b_name,
+                       int b_is_nk, const char *bias_name, int64_t axis) {
+  const Onnx__TensorProto *kb = const_find(c, b_name);
+  char *w = NULL, *zb = NULL;
+  if (!b_is_nk && !kb)
+    return refuse(c, "B is (K, N) and not a constant (FC takes (N, K) weights)");
+  if (kb && kb->n_dims != 2)
+    return refuse(c, "B of rank %zu", kb->n_dims);
+  if (!bias_name && !kb)
+    return refuse(c, "no bias and B is not a constant (its size is unknown)");
+  dm_status s = DM_OK;
+  if (!b_is_nk && (s = derived_name(c, b_name, "_transposed", &w)) == DM_OK)
+    s = fill_transposed(c, w, kb);
+  if (s == DM_OK && !bias_name &&
+      (s = derived_name(c, n->output[0], "_zero_bias", &zb)) == DM_OK)
+    s = fill_zeros(c, zb, b_is_nk ? kb->dims[0] : kb->dims[1]);
+  if (s == DM_OK) {
+    dm_opb_start(b, "FC");
+    dm_opb_input(b, in_name(n, 0));
+    dm_opb_input(b, w ? w : b_name);
+    dm_opb_input(b, zb ? zb : bias_name);
+    dm_opb_output(b, n->output[0]);
+    if (axis != 1)
+      dm_opb_arg_int(b, "axis", axis);
+  }
+  free(w);
+  free(zb);
+  return s;
+}
+
+/* Gemm as FC: Y = A B^T + C with B as (N, K), which is how exporters write a Linear;
+ * a constant B given as (K, N) (transB 0) is transposed at import. */
 static dm_status tr_gemm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   DM_TRY(need_outputs(c, n, 1));
-  if (attr_int(n, "transA", 0) != 0 || attr_int(n, "transB", 0) != 1)
-    return refuse(c, "transA %lld, transB %lld; only transA 0, transB 1 (FC) is supported",
-                  (long long)attr_int(n, "transA", 0), (long long)attr_int(n, "transB", 0));
+  if (attr_int(n, "transA", 0) != 0)
+    return refuse(c, "transA 1");
   if (attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
     return refuse(c, "alpha or beta other than 1");
-  if (!in_name(n, 0) || !in_name(n, 1) || !in_name(n, 2))
-    return refuse(c, "no C input (a bias is required)");
+  if (!in_name(n, 0) || !in_name(n, 1))
+    return refuse(c, "A and B are required");
   const Onnx__TensorProto *bias = const_find(c, in_name(n, 2));
   if (bias && bias->n_dims != 1)
     return refuse(c, "C of rank %zu; only a 1-D bias is supported", bias->n_dims);
-  start(b, "FC", n, 3);
   c->out_rank = 2;
-  return DM_OK;
+  return as_fc(c, n, b, in_name(n, 1), attr_int(n, "transB", 0) != 0, in_name(n, 2), 1);
+}
+
+/* MatMul by a constant matrix as FC along A's last axis (FC flattens the leading ones). */
+static dm_status tr_matmul(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  DM_TRY(need_outputs(c, n, 1));
+  if (!in_name(n, 0) || !in_name(n, 1) || n->n_input != 2)
+    return refuse(c, "expected 2 inputs");
+  int ra = rank_of(c, in_name(n, 0));
+  if (ra < 2)
+    return refuse(c, "A of %s rank (2 or more is supported)", ra < 0 ? "unknown" : "lower");
+  if (!const_find(c, in_name(n, 1)))
+    return refuse(c, "B is not a constant");
+  c->out_rank = ra;
+  return as_fc(c, n, b, in_name(n, 1), 0, NULL, ra - 1);
 }
 
 static dm_status tr_batchnorm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
@@ -870,6 +976,7 @@ static const struct {
     {"Flatten", tr_flatten},
     {"Concat", tr_concat},
     {"Gemm", tr_gemm},
+    {"MatMul", tr_matmul},
     {"BatchNormalization", tr_batchnorm},
     {"Softmax", tr_softmax},
     {"Reshape", tr_reshape},
@@ -937,11 +1044,6 @@ static int is_default_domain(const char *d) {
   return !d || !*d || strcmp(d, "ai.onnx") == 0;
 }
 
-static dm_status add_external(char ***arr, size_t *n, const char *name) {
-  if (dm_str_in_list(name, (const char *const *)*arr, *n))
-    return DM_OK;
-  return dm_strv_push(arr, n, name);
-}
 
 static dm_status translate_graph(imp *c) {
   const Onnx__GraphProto *g = c->g;

@@ -202,6 +202,37 @@ static void test_translation(void **state) {
   free_pair(init, pred);
 }
 
+/* A Gemm with transB 0 and a constant B (K, N): FC reads B transposed, filled under a
+ * new name; without C, a zero bias of N. */
+static void test_gemm_transposed(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  static int64_t kn[] = {8, 3};
+  for (int i = 0; i < 24; i++)
+    wf_data[i] = (float)i;
+  t.init[2].dims = kn;
+  t.node[3].attribute[0]->i = 0; /* transB 0 */
+  t.node[3].n_input = 2;         /* no C */
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  const Caffe2__OperatorDef *fc = pred->op[3];
+  assert_string_equal(fc->type, "FC");
+  assert_string_equal(fc->input[1], "Wf_transposed");
+  assert_string_equal(fc->input[2], "y_zero_bias");
+  const Caffe2__OperatorDef *wt = init->op[4], *zb = init->op[5];
+  assert_string_equal(wt->output[0], "Wf_transposed");
+  const Caffe2__Argument *v = arg(wt, "values"), *sh = arg(wt, "shape");
+  assert_int_equal(sh->ints[0], 3);
+  assert_int_equal(sh->ints[1], 8);
+  for (int j = 0; j < 3; j++) /* W^T[j][i] = B[i][j] = 3 i + j */
+    for (int i = 0; i < 8; i++)
+      assert_true(v->floats[j * 8 + i] == (float)(3 * i + j));
+  assert_string_equal(zb->type, "ConstantFill");
+  assert_int_equal(arg(zb, "shape")->ints[0], 3);
+  free_pair(init, pred);
+}
+
 static void test_missing_initializer(void **state) {
   (void)state;
   tmodel t;
@@ -233,14 +264,14 @@ static void test_unsupported_listed(void **state) {
   build_small(&t);
   static char *lstm_in[] = {"f"}, *lstm_out[] = {"l"};
   static char *cus_in[] = {"l"}, *cus_out[] = {"q"};
-  t.node[3].attribute[0]->i = 0; /* Gemm transB 0: not an FC */
+  t.node[3].attribute[0]->name = "transA"; /* Gemm transA 1: not an FC */
   tm_node(&t, "LSTM", "lstm", 1, lstm_in, 1, lstm_out);
   Onnx__NodeProto *cus = tm_node(&t, "Frob", "custom", 1, cus_in, 1, cus_out);
   cus->domain = "com.example";
   Caffe2__NetDef *init = NULL, *pred = NULL;
   opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
                    "3 of 6 nodes cannot be imported", "node 3 'fc': Gemm (domain 'ai.onnx', opset 13)",
-                   "transB 0", "node 4 'lstm': LSTM", "no translation",
+                   "transA 1", "node 4 'lstm': LSTM", "no translation",
                    "node 5 'custom': Frob (domain 'com.example'", NULL);
   assert_null(init);
 }
@@ -375,7 +406,7 @@ int main(void) {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
       cmocka_unit_test(test_cycle),           cmocka_unit_test(test_unsupported_listed),
       cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
-      cmocka_unit_test(test_constant_reshape),
+      cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

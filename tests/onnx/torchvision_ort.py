@@ -31,7 +31,8 @@ class OpsNet(torch.nn.Module):
     not folded into a Conv, a grouped and a dilated Conv, MaxPool with ceil_mode,
     AveragePool with padding not counted, Split, Mul/Sub/Add/Div (equal shapes, a
     scalar constant, a (C, 1, 1) initializer), Concat, a Reshape to a
-    constant shape, and opset 13's Softmax along the last axis named by number."""
+    constant shape, MatMul by a constant (a Linear on a 3-D tensor), and opset 13's
+    Softmax along the last axis named by number."""
 
     def __init__(self):
         super().__init__()
@@ -40,6 +41,7 @@ class OpsNet(torch.nn.Module):
         self.conv_g = torch.nn.Conv2d(16, 16, 3, padding=1, groups=4)
         self.conv_d = torch.nn.Conv2d(16, 12, 3, padding=2, dilation=2)
         self.fc = torch.nn.Linear(12, 10)
+        self.fc3 = torch.nn.Linear(10, 7)  # on a 3-D tensor: MatMul + Add
         self.shift = torch.nn.Parameter(torch.randn(8, 1, 1))
 
     def forward(self, x):
@@ -51,7 +53,8 @@ class OpsNet(torch.nn.Module):
         z = torch.cat([u, q / 2.0], 1)                                 # scalar, (8, 1, 1)
         z = self.conv_d(torch.relu(self.conv_g(z)))                    # 12 x 56 x 56
         z = torch.reshape(torch.nn.functional.adaptive_avg_pool2d(z, 1), (1, 12))
-        return torch.softmax(self.fc(z), dim=1)
+        z = self.fc3(torch.reshape(self.fc(z), (1, 1, 10)))
+        return torch.softmax(torch.reshape(z, (1, 7)), dim=1)
 
 
 def build(name):
