@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "core/fileio.h"
 #include "core/netio.h"
+#include "net/onnx_import.h"
 #include "proto/caffe2.pb-c.h"
 
 static const struct {
@@ -25,6 +26,7 @@ static const struct {
     {"BlobProto", &caffe2__blob_proto__descriptor},
     {"PlanDef", &caffe2__plan_def__descriptor},
     {"TensorShapes", &caffe2__tensor_shapes__descriptor},
+    {"ModelProto", &onnx__model_proto__descriptor}, /* ONNX's (proto/onnx.proto) */
 };
 #define N_TYPES (sizeof types / sizeof types[0])
 
@@ -36,7 +38,8 @@ static void help(FILE *f) {
           "binary; an input with another extension is recognised by its content). OUT may\n"
           "be '-' for stdout (text unless --to binary).\n\n"
           "  -t, --type TYPE  message type: NetDef (default), TensorProtos, TensorProto,\n"
-          "                   BlobProto, PlanDef, TensorShapes\n"
+          "                   BlobProto, PlanDef, TensorShapes, ModelProto (ONNX; the\n"
+          "                   default when IN or OUT ends in .onnx, which is binary)\n"
           "  -f, --from FMT   read IN as text or binary\n"
           "  -T, --to FMT     write OUT as text or binary\n"
           "  -h, --help       this text\n");
@@ -77,7 +80,7 @@ int dm_cmd_convert(int argc, char **argv) {
                                        {"to", required_argument, NULL, 'T'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  const ProtobufCMessageDescriptor *desc = &caffe2__net_def__descriptor;
+  const ProtobufCMessageDescriptor *desc = NULL;
   dm_file_format from = DM_FORMAT_AUTO, to = DM_FORMAT_AUTO;
   int c;
   optind = 0;
@@ -105,7 +108,15 @@ int dm_cmd_convert(int argc, char **argv) {
   }
   if (argc - optind != 2)
     return dm_cli_usage_error("convert", "wants two files, IN and OUT (got %d)", argc - optind);
-  if (convert(argv[optind], argv[optind + 1], desc, from, to) != DM_OK)
+  const char *in = argv[optind], *out = argv[optind + 1];
+  int in_onnx = dm_onnx_is_model_path(in), out_onnx = dm_onnx_is_model_path(out);
+  if (!desc)
+    desc = in_onnx || out_onnx ? &onnx__model_proto__descriptor : &caffe2__net_def__descriptor;
+  if (in_onnx && from == DM_FORMAT_AUTO)
+    from = DM_FORMAT_BINARY;
+  if (out_onnx && to == DM_FORMAT_AUTO)
+    to = DM_FORMAT_BINARY;
+  if (convert(in, out, desc, from, to) != DM_OK)
     return dm_cli_fail();
   return DM_EXIT_OK;
 }

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "core/fileio.h"
 #include "net/api.h"
+#include "net/onnx_import.h"
 #include "inspect_shapes.h"
 
 static void help(FILE *f) {
@@ -20,7 +21,8 @@ static void help(FILE *f) {
              "                         [--input NAME=D0,D1,..[:DTYPE]]... [--out-channels TABLE]\n\n"
              "Prints the ops of NET (index, type, name, inputs -> outputs, engine, device),\n"
              "its blobs and its external inputs and outputs. With --init, also counts the\n"
-             "parameters the init net creates and lists the inputs left to feed.\n\n"
+             "parameters the init net creates and lists the inputs left to feed. A .onnx\n"
+             "NET is shown as import-onnx translates it, its weights counted (no --init).\n\n"
              "  -i, --init FILE  the init net that fills NET's weights\n"
              "  -d, --dot FILE   write a Graphviz graph (ops as boxes, blobs as ellipses)\n"
              "  -I, --input NAME=D0,D1,..[:DTYPE]\n"
@@ -151,9 +153,9 @@ static int64_t fill_numel(const Caffe2__OperatorDef *op) {
   return -1;
 }
 
-static dm_status print_params(const Caffe2__NetDef *def, const char *init_path) {
-  Caffe2__NetDef *init = NULL;
-  DM_TRY(dm_netdef_read(init_path, &init));
+/* `init` (taken) fills `def`'s weights; `init_path` names it. */
+static dm_status print_params(const Caffe2__NetDef *def, Caffe2__NetDef *init,
+                              const char *init_path) {
   int64_t total = 0;
   size_t blobs = 0, unknown = 0;
   for (size_t i = 0; i < init->n_op; i++) {
@@ -240,10 +242,21 @@ static dm_status write_dot(const Caffe2__NetDef *def, blob_table *t, const char 
 
 static dm_status inspect(const char *path, const char *init, const char *dot,
                          const char *table, const dm_strlist *inputs) {
-  Caffe2__NetDef *def = NULL;
+  Caffe2__NetDef *def = NULL, *init_def = NULL;
   blob_table t = {0};
-  DM_TRY(dm_netdef_read(path, &def));
-  dm_status s = build_table(def, &t);
+  if (dm_onnx_is_model_path(path)) {
+    /* an ONNX model is shown as it imports: the predict net, its weights the init net */
+    if (init || inputs->n)
+      return dm_error(DM_ERR_INVALID, "%s: --init and --input are not used with an ONNX model",
+                      path);
+    DM_TRY(dm_onnx_import_file(path, &init_def, &def));
+    init = path;
+  } else {
+    DM_TRY(dm_netdef_read(path, &def));
+  }
+  dm_status s = init && !init_def ? dm_netdef_read(init, &init_def) : DM_OK;
+  if (s == DM_OK)
+    s = build_table(def, &t);
   if (s != DM_OK)
     goto cleanup;
   char dev[64];
@@ -258,8 +271,12 @@ static dm_status inspect(const char *path, const char *init, const char *dot,
   print_blobs(&t);
   print_list("external inputs", def->external_input, def->n_external_input);
   print_list("external outputs", def->external_output, def->n_external_output);
-  if (init && (s = print_params(def, init)) != DM_OK)
-    goto cleanup;
+  if (init_def) {
+    s = print_params(def, init_def, init); /* takes init_def */
+    init_def = NULL;
+    if (s != DM_OK)
+      goto cleanup;
+  }
   if (inputs->n && (s = dm_inspect_shapes(def, path, init, table, inputs->items, inputs->n)) != DM_OK)
     goto cleanup;
   if (dot) {
@@ -269,6 +286,8 @@ static dm_status inspect(const char *path, const char *init, const char *dot,
   }
 cleanup:
   free(t.b);
+  if (init_def)
+    protobuf_c_message_free_unpacked(&init_def->base, NULL);
   protobuf_c_message_free_unpacked(&def->base, NULL);
   return s;
 }

@@ -18,6 +18,7 @@
 #include "device_flags.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
+#include "net/onnx_import.h"
 
 static void help(FILE *f) {
   fprintf(f,
@@ -27,7 +28,8 @@ static void help(FILE *f) {
           "Runs INIT once (it fills the weights), feeds the inputs, then runs NET N times\n"
           "and prints the time per iteration. Nets are .pb (binary) or .pbtxt (text).\n"
           "Without --output, prints each external output of NET (shape, type, first values).\n\n"
-          "  -n, --net FILE          the net to run (required)\n"
+          "  -n, --net FILE          the net to run (required); a .onnx model is imported\n"
+          "                          first and brings its weights (no --init)\n"
           "  -i, --init FILE         an init net, run once first\n"
           "  -I, --input NAME=FILE   feed blob NAME from a .npy file (repeatable)\n"
           "  -o, --output NAME=FILE  write blob NAME to a .npy file after the last run\n"
@@ -172,6 +174,17 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   return s;
 }
 
+/* The net, and for an ONNX model (.onnx) its init net too: the model is imported
+ * (net/onnx_import.h) and holds its own weights. */
+static dm_status read_net(const run_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **init) {
+  if (!dm_onnx_is_model_path(o->net))
+    return dm_netdef_read(o->net, def);
+  if (o->init)
+    return dm_error(DM_ERR_INVALID, "--init is not used with an ONNX model: %s holds its weights",
+                    o->net);
+  return dm_onnx_import_file(o->net, init, def);
+}
+
 /* Instantiates `def` (taken) in `ws` and runs it once: the init net and the casts. */
 static dm_status run_once(dm_workspace *ws, Caffe2__NetDef *def, const char *source) {
   dm_net *net = NULL;
@@ -263,14 +276,14 @@ static dm_status run(const run_opts *o) {
     DM_TRY(dm_plugin_load(o->plugins.items[i]));
   /* the main net is painted and placed first: that says which weights the init net and
    * the casts put on the GPU */
-  if ((s = dm_netdef_read(o->net, &def)) != DM_OK ||
+  if ((s = read_net(o, &def, &init)) != DM_OK ||
       (s = fetched_names(o, def, &fetch, &n_fetch)) != DM_OK ||
       (s = prepare(o, fetch, n_fetch, def, &init, &init_add)) != DM_OK ||
       (s = dm_workspace_create(&ws)) != DM_OK ||
       (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK ||
       (s = dm_workspace_set_engine(ws, o->engine)) != DM_OK)
     goto cleanup;
-  s = init ? run_once(ws, init, o->init) : DM_OK; /* takes init */
+  s = init ? run_once(ws, init, o->init ? o->init : o->net) : DM_OK; /* takes init */
   init = NULL;
   if (s == DM_OK && init_add)
     s = run_once(ws, init_add, "weight casts"); /* takes init_add */

@@ -25,6 +25,7 @@ static const dm_cli_cmd commands[] = {
     {"info", dm_cmd_info, "version, CPU features, BLAS, OpenMP, CUDA libraries and GPUs"},
     {"ops", dm_cmd_ops, "list the registered operator types"},
     {"make-db", dm_cmd_make_db, "MNIST IDX files -> training and validation LMDBs"},
+    {"import-onnx", dm_cmd_import_onnx, "an ONNX model -> a Caffe2 init net and predict net"},
     {NULL, NULL, NULL},
 };
 

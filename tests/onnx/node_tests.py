@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""node_tests.py: ONNX's backend node test cases through `demitasse run --net MODEL.onnx`.
+
+The onnx package (PyPI) carries its node test cases as code (onnx.backend.test.case.node):
+each a one-node model with input and expected output arrays computed by ONNX's NumPy
+reference. Every case whose nodes are all op types the importer translates is run: the
+importer may refuse it (an attribute or opset it does not translate; listed as refused),
+and what it accepts must run and match ONNX's outputs (rtol 1e-3, atol 1e-5, as ONNX's
+own backend test), or fail with a clear error that an op does not take the dtype, or be
+one of the KNOWN cases below. Cases of other op types are counted, not run.
+
+Usage: node_tests.py DEMITASSE WORKDIR [-v]
+Exits 77 (skipped) when the onnx package or numpy cannot be imported; 1 when a case
+the importer accepted fails to run or differs.
+"""
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    from onnx.backend.test.case import node as node_cases
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+# The op types net/onnx_import.c translates (its table).
+TRANSLATED = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu",
+              "Identity", "Dropout", "Add", "Sub", "Mul", "Div", "Flatten", "Concat", "Gemm",
+              "BatchNormalization", "Softmax", "Reshape", "Sum", "Transpose", "LRN", "Cast",
+              "Split", "Constant"}
+
+
+# Accepted cases that fail with a clear error instead of an answer, and why. Anything
+# else that fails to run, or any wrong answer, fails the test.
+KNOWN = {
+    "test_maxpool_2d_ceil_output_size_reduce_by_one":
+        "ceil_mode's last window starting in the right padding: MaxPool's legacy_pad 3 "
+        "drops it only when there is padding (Caffe's rule) and refuses the shape",
+    "test_split_1d_uneven_split_opset18": "num_outputs with a smaller last part",
+    "test_split_2d_uneven_split_opset18": "num_outputs with a smaller last part",
+}
+# Run errors that are a dtype the Caffe2 op (or the .npy reader) does not take.
+DTYPE_REFUSALS = ("expected the same dtype", "unsupported dtype", "MaxPool takes")
+
+
+def run_case(exe, work, case, verbose):
+    d = os.path.join(work, case.name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(case.model, path)
+    g = case.model.graph
+    inits = {t.name for t in g.initializer}
+    in_names = [v.name for v in g.input if v.name not in inits]
+    out_names = [v.name for v in g.output]
+    for k, (inputs, outputs) in enumerate(case.data_sets or []):
+        cmd = [exe, "run", "--net", path]
+        for name, arr in zip(in_names, inputs):
+            f = os.path.join(d, f"in{k}_{len(cmd)}.npy")
+            np.save(f, np.asarray(arr))
+            cmd += ["--input", f"{name}={f}"]
+        outs = []
+        for name in out_names:
+            f = os.path.join(d, f"out{k}_{len(outs)}.npy")
+            outs.append(f)
+            cmd += ["--output", f"{name}={f}"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            if "cannot be imported" in r.stderr or "the importer reads" in r.stderr:
+                return "refused", r.stderr.strip().splitlines()[-1]
+            err = [l for l in r.stderr.splitlines() if l.startswith("demitasse:")]
+            err = err[-1] if err else r.stderr.strip()[-300:]
+            if case.name in KNOWN:
+                return "known", KNOWN[case.name]
+            if any(t in err for t in DTYPE_REFUSALS):
+                return "dtype refused", err
+            return "run-error", err
+        for f, want in zip(outs, outputs):
+            got = np.load(f)
+            want = np.asarray(want)
+            if got.shape != want.shape:
+                return "mismatch", f"shape {got.shape}, expected {want.shape}"
+            if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3,
+                               atol=1e-5):
+                err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+                return "mismatch", f"max |error| {err:.3g}"
+    return "pass", ""
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    exe, work = sys.argv[1], sys.argv[2]
+    verbose = "-v" in sys.argv[3:]
+    counts = {"pass": 0, "refused": 0, "dtype refused": 0, "known": 0, "run-error": 0,
+              "mismatch": 0, "other ops": 0}
+    bad = []
+    for case in node_cases.collect_testcases(None):
+        if case.model is None or not case.data_sets:
+            continue
+        if not all(n.op_type in TRANSLATED and n.domain in ("", "ai.onnx")
+                   for n in case.model.graph.node):
+            counts["other ops"] += 1
+            continue
+        status, why = run_case(exe, work, case, verbose)
+        counts[status] += 1
+        if status in ("run-error", "mismatch"):
+            bad.append(f"{case.name}: {status}: {why}")
+        if verbose and status != "pass":
+            print(f"{case.name}: {status}: {why}")
+    print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    for b in bad:
+        print("FAIL", b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

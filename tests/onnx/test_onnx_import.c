@@ -1,0 +1,412 @@
+/* test_onnx_import.c: the ONNX importer (net/onnx_import.h) on small models built here.
+ *
+ * What a translation must produce (argument values, fills, external names), and what
+ * must fail with a clear error: a truncated file, a missing initializer, nodes out of
+ * order (a cycle), an unsupported data type, raw_data of the wrong length, external
+ * data outside the model's folder, and a model with several untranslatable nodes, all
+ * listed in one message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "net/netdef_build.h"
+#include "net/onnx_import.h"
+#include "op_test_util.h"
+
+#define MAXN 8
+
+/* A model held in fixed arrays: nothing to free. */
+typedef struct tmodel {
+  Onnx__ModelProto m;
+  Onnx__GraphProto g;
+  Onnx__OperatorSetIdProto os;
+  Onnx__OperatorSetIdProto *osp[1];
+  Onnx__NodeProto node[MAXN];
+  Onnx__NodeProto *nodep[MAXN];
+  Onnx__TensorProto init[MAXN];
+  Onnx__TensorProto *initp[MAXN];
+  Onnx__ValueInfoProto in[MAXN], out[MAXN];
+  Onnx__ValueInfoProto *inp[MAXN], *outp[MAXN];
+  Onnx__AttributeProto attr[MAXN][MAXN];
+  Onnx__AttributeProto *attrp[MAXN][MAXN];
+} tmodel;
+
+static void tm_init(tmodel *t, int64_t opset) {
+  memset(t, 0, sizeof *t);
+  onnx__model_proto__init(&t->m);
+  onnx__graph_proto__init(&t->g);
+  onnx__operator_set_id_proto__init(&t->os);
+  t->os.has_version = 1;
+  t->os.version = opset;
+  t->osp[0] = &t->os;
+  t->m.n_opset_import = 1;
+  t->m.opset_import = t->osp;
+  t->m.graph = &t->g;
+  t->g.node = t->nodep;
+  t->g.initializer = t->initp;
+  t->g.input = t->inp;
+  t->g.output = t->outp;
+}
+
+static void tm_input(tmodel *t, char *name) {
+  Onnx__ValueInfoProto *v = &t->in[t->g.n_input];
+  onnx__value_info_proto__init(v);
+  v->name = name;
+  t->inp[t->g.n_input++] = v;
+}
+
+static void tm_output(tmodel *t, char *name) {
+  Onnx__ValueInfoProto *v = &t->out[t->g.n_output];
+  onnx__value_info_proto__init(v);
+  v->name = name;
+  t->outp[t->g.n_output++] = v;
+}
+
+/* A FLOAT initializer with `dims` (n_dims of them) and `data`. */
+static Onnx__TensorProto *tm_float_init(tmodel *t, char *name, size_t n_dims, int64_t *dims,
+                                        size_t n, float *data) {
+  Onnx__TensorProto *x = &t->init[t->g.n_initializer];
+  onnx__tensor_proto__init(x);
+  x->name = name;
+  x->has_data_type = 1;
+  x->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  x->n_dims = n_dims;
+  x->dims = dims;
+  x->n_float_data = n;
+  x->float_data = data;
+  t->initp[t->g.n_initializer++] = x;
+  return x;
+}
+
+static Onnx__NodeProto *tm_node(tmodel *t, char *type, char *name, size_t n_in, char **in,
+                                size_t n_out, char **out) {
+  size_t k = t->g.n_node++;
+  Onnx__NodeProto *n = &t->node[k];
+  onnx__node_proto__init(n);
+  n->op_type = type;
+  n->name = name;
+  n->n_input = n_in;
+  n->input = in;
+  n->n_output = n_out;
+  n->output = out;
+  n->attribute = t->attrp[k];
+  t->nodep[k] = n;
+  return n;
+}
+
+static Onnx__AttributeProto *tm_attr(tmodel *t, Onnx__NodeProto *n, char *name) {
+  size_t k = (size_t)(n - t->node);
+  Onnx__AttributeProto *a = &t->attr[k][n->n_attribute];
+  onnx__attribute_proto__init(a);
+  a->name = name;
+  t->attrp[k][n->n_attribute++] = a;
+  return a;
+}
+
+static void attr_ints(tmodel *t, Onnx__NodeProto *n, char *name, size_t k, int64_t *v) {
+  Onnx__AttributeProto *a = tm_attr(t, n, name);
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  a->n_ints = k;
+  a->ints = v;
+}
+
+static void attr_int(tmodel *t, Onnx__NodeProto *n, char *name, int64_t v) {
+  Onnx__AttributeProto *a = tm_attr(t, n, name);
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  a->has_i = 1;
+  a->i = v;
+}
+
+static const Caffe2__Argument *arg(const Caffe2__OperatorDef *op, const char *name) {
+  const Caffe2__Argument *a = dm_opdef_find_arg(op, name);
+  if (!a)
+    fail_msg("op %s has no argument '%s'", op->type, name);
+  return a;
+}
+
+static void free_pair(Caffe2__NetDef *init, Caffe2__NetDef *pred) {
+  if (init)
+    protobuf_c_message_free_unpacked(&init->base, NULL);
+  if (pred)
+    protobuf_c_message_free_unpacked(&pred->base, NULL);
+}
+
+/* x -> Conv(W, b; 3x3, stride 2, pads 1 0 1 2) -> Relu -> Flatten -> Gemm(Wf, bf) -> y */
+static char *conv_in[] = {"x", "W", "b"}, *conv_out[] = {"c"};
+static char *relu_in[] = {"c"}, *relu_out[] = {"r"};
+static char *flat_in[] = {"r"}, *flat_out[] = {"f"};
+static char *gemm_in[] = {"f", "Wf", "bf"}, *gemm_out[] = {"y"};
+static int64_t w_dims[] = {2, 1, 3, 3}, b_dims[] = {2}, wf_dims[] = {3, 8}, bf_dims[] = {3};
+static float w_data[18], b_data[2] = {0.5f, -0.25f}, wf_data[24], bf_data[3] = {1, 2, 3};
+static int64_t strides[] = {2, 2}, pads[] = {1, 0, 1, 2}, kshape[] = {3, 3};
+
+static void build_small(tmodel *t) {
+  tm_init(t, 13);
+  tm_input(t, "x");
+  tm_output(t, "y");
+  tm_float_init(t, "W", 4, w_dims, 18, w_data);
+  tm_float_init(t, "b", 1, b_dims, 2, b_data);
+  tm_float_init(t, "Wf", 2, wf_dims, 24, wf_data);
+  tm_float_init(t, "bf", 1, bf_dims, 3, bf_data);
+  Onnx__NodeProto *conv = tm_node(t, "Conv", "conv1", 3, conv_in, 1, conv_out);
+  attr_ints(t, conv, "kernel_shape", 2, kshape);
+  attr_ints(t, conv, "strides", 2, strides);
+  attr_ints(t, conv, "pads", 4, pads);
+  tm_node(t, "Relu", "relu1", 1, relu_in, 1, relu_out);
+  tm_node(t, "Flatten", "flat", 1, flat_in, 1, flat_out);
+  Onnx__NodeProto *gemm = tm_node(t, "Gemm", "fc", 3, gemm_in, 1, gemm_out);
+  attr_int(t, gemm, "transB", 1);
+}
+
+static void test_translation(void **state) {
+  (void)state;
+  for (int i = 0; i < 18; i++)
+    w_data[i] = (float)i * 0.125f;
+  tmodel t;
+  build_small(&t);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  /* the init net fills the four weights under their ONNX names, values kept exactly */
+  assert_int_equal(init->n_op, 4);
+  assert_string_equal(init->op[0]->type, "GivenTensorFill");
+  assert_string_equal(init->op[0]->output[0], "W");
+  const Caffe2__Argument *v = arg(init->op[0], "values"), *s = arg(init->op[0], "shape");
+  assert_int_equal(v->n_floats, 18);
+  assert_memory_equal(v->floats, w_data, sizeof w_data);
+  assert_int_equal(s->n_ints, 4);
+  assert_memory_equal(s->ints, w_dims, sizeof w_dims);
+  /* the predict net: Conv (ONNX's pads are Caffe2's t, l, b, r), Relu, Flatten, FC */
+  assert_int_equal(pred->n_op, 4);
+  assert_string_equal(pred->op[0]->type, "Conv");
+  assert_string_equal(pred->op[0]->name, "conv1");
+  assert_memory_equal(arg(pred->op[0], "pads")->ints, pads, sizeof pads);
+  assert_memory_equal(arg(pred->op[0], "strides")->ints, strides, sizeof strides);
+  assert_memory_equal(arg(pred->op[0], "kernels")->ints, kshape, sizeof kshape);
+  assert_int_equal(pred->op[0]->n_input, 3);
+  assert_string_equal(pred->op[1]->type, "Relu");
+  assert_string_equal(pred->op[2]->type, "Flatten");
+  assert_int_equal(arg(pred->op[2], "axis")->i, 1);
+  assert_string_equal(pred->op[3]->type, "FC");
+  assert_int_equal(pred->n_external_output, 1);
+  assert_string_equal(pred->external_output[0], "y");
+  assert_string_equal(pred->external_input[0], "x");
+  free_pair(init, pred);
+}
+
+/* A Gemm with transB 0 and a constant B (K, N): FC reads B transposed, filled under a
+ * new name; without C, a zero bias of N. */
+static void test_gemm_transposed(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  static int64_t kn[] = {8, 3};
+  for (int i = 0; i < 24; i++)
+    wf_data[i] = (float)i;
+  t.init[2].dims = kn;
+  t.node[3].attribute[0]->i = 0; /* transB 0 */
+  t.node[3].n_input = 2;         /* no C */
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  const Caffe2__OperatorDef *fc = pred->op[3];
+  assert_string_equal(fc->type, "FC");
+  assert_string_equal(fc->input[1], "Wf_transposed");
+  assert_string_equal(fc->input[2], "y_zero_bias");
+  const Caffe2__OperatorDef *wt = init->op[4], *zb = init->op[5];
+  assert_string_equal(wt->output[0], "Wf_transposed");
+  const Caffe2__Argument *v = arg(wt, "values"), *sh = arg(wt, "shape");
+  assert_int_equal(sh->ints[0], 3);
+  assert_int_equal(sh->ints[1], 8);
+  for (int j = 0; j < 3; j++) /* W^T[j][i] = B[i][j] = 3 i + j */
+    for (int i = 0; i < 8; i++)
+      assert_true(v->floats[j * 8 + i] == (float)(3 * i + j));
+  assert_string_equal(zb->type, "ConstantFill");
+  assert_int_equal(arg(zb, "shape")->ints[0], 3);
+  free_pair(init, pred);
+}
+
+static void test_missing_initializer(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  t.g.n_initializer = 1; /* W only: b, Wf, bf are gone */
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_INVALID, "node 0",
+                   "Conv 'conv1'", "input 'b'", "missing initializer", NULL);
+  assert_null(init);
+  assert_null(pred);
+}
+
+static void test_cycle(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  /* Relu reads Flatten's output, which comes later: not a DAG in order */
+  relu_in[0] = "f";
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  dm_status s = dm_onnx_import(&t.m, NULL, &init, &pred);
+  relu_in[0] = "c";
+  opt_expect_error(s, DM_ERR_INVALID, "node 1", "Relu 'relu1'", "input 'f'", "out of order",
+                   NULL);
+}
+
+static void test_unsupported_listed(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  static char *lstm_in[] = {"f"}, *lstm_out[] = {"l"};
+  static char *cus_in[] = {"l"}, *cus_out[] = {"q"};
+  t.node[3].attribute[0]->name = "transA"; /* Gemm transA 1: not an FC */
+  tm_node(&t, "LSTM", "lstm", 1, lstm_in, 1, lstm_out);
+  Onnx__NodeProto *cus = tm_node(&t, "Frob", "custom", 1, cus_in, 1, cus_out);
+  cus->domain = "com.example";
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "3 of 6 nodes cannot be imported", "node 3 'fc': Gemm (domain 'ai.onnx', opset 13)",
+                   "transA 1", "node 4 'lstm': LSTM", "no translation",
+                   "node 5 'custom': Frob (domain 'com.example'", NULL);
+  assert_null(init);
+}
+
+static void test_bad_tensors(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  t.init[1].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "tensor 'b' is FLOAT16", NULL);
+  t.init[1].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  uint8_t raw[7] = {0};
+  t.init[1].n_float_data = 0;
+  t.init[1].has_raw_data = 1;
+  t.init[1].raw_data.len = sizeof raw;
+  t.init[1].raw_data.data = raw;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_PARSE, "tensor 'b'",
+                   "raw_data has 7 bytes", "need 8", NULL);
+  t.init[1].has_raw_data = 0;
+  t.init[1].n_float_data = 1; /* dims say 2 */
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_PARSE, "tensor 'b'",
+                   "1 values; dims need 2", NULL);
+  t.os.version = 6;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED, "opset 6",
+                   NULL);
+  t.os.version = 29; /* newer than the importer knows: an op's meaning may have changed */
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED, "opset 29",
+                   "opsets 7 to 28", NULL);
+  assert_null(init);
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_files(void **state) {
+  (void)state;
+  char dir[] = "/tmp/dm_onnx_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char model[64], ext[64], extbad[64];
+  snprintf(model, sizeof model, "%s/m.onnx", dir);
+  snprintf(ext, sizeof ext, "%s/weights.bin", dir);
+  /* b's two floats live in weights.bin at offset 4 */
+  float file_data[3] = {9.0f, 0.5f, -0.25f};
+  write_file(ext, file_data, sizeof file_data);
+  tmodel t;
+  build_small(&t);
+  Onnx__StringStringEntryProto kv[3], *kvp[3] = {&kv[0], &kv[1], &kv[2]};
+  char *keys[3] = {"location", "offset", "length"}, *vals[3] = {"weights.bin", "4", "8"};
+  for (int i = 0; i < 3; i++) {
+    onnx__string_string_entry_proto__init(&kv[i]);
+    kv[i].key = keys[i];
+    kv[i].value = vals[i];
+  }
+  t.init[1].n_float_data = 0;
+  t.init[1].has_data_location = 1;
+  t.init[1].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  t.init[1].n_external_data = 3;
+  t.init[1].external_data = kvp;
+  size_t len = protobuf_c_message_get_packed_size(&t.m.base);
+  uint8_t *buf = malloc(len);
+  assert_non_null(buf);
+  protobuf_c_message_pack(&t.m.base, buf);
+  write_file(model, buf, len);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import_file(model, &init, &pred), DM_OK);
+  const Caffe2__Argument *v = arg(init->op[1], "values");
+  assert_int_equal(v->n_floats, 2);
+  assert_true(v->floats[0] == 0.5f && v->floats[1] == -0.25f);
+  free_pair(init, pred);
+  init = pred = NULL;
+
+  /* a truncated file is a parse error naming the file */
+  write_file(model, buf, len / 2);
+  opt_expect_error(dm_onnx_import_file(model, &init, &pred), DM_ERR_PARSE, "m.onnx", NULL);
+  /* a file that is not there */
+  snprintf(extbad, sizeof extbad, "%s/none.onnx", dir);
+  opt_expect_error(dm_onnx_import_file(extbad, &init, &pred), DM_ERR_NOT_FOUND, "none.onnx", NULL);
+  /* external data may not leave the model's folder */
+  kv[0].value = "../weights.bin";
+  opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_INVALID, "tensor 'b'",
+                   "'../weights.bin'", "inside the model's folder", NULL);
+  kv[0].value = "weights.bin";
+  kv[1].value = "8"; /* 4 bytes left, 8 wanted */
+  opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_PARSE, "tensor 'b'",
+                   "no 8 bytes at offset 8", NULL);
+  assert_null(init);
+  free(buf);
+  unlink(model);
+  unlink(ext);
+  rmdir(dir);
+}
+
+/* Constant(value_ints) feeds Reshape's shape: folded into the Reshape's argument, and
+ * filled (INT64) in the init net; a shape computed by the graph is refused. */
+static void test_constant_reshape(void **state) {
+  (void)state;
+  tmodel t;
+  tm_init(&t, 14);
+  tm_input(&t, "x");
+  tm_output(&t, "y");
+  static char *k_out[] = {"shape"}, *r_in[] = {"x", "shape"}, *r_out[] = {"y"};
+  static int64_t shape[] = {1, -1};
+  Onnx__NodeProto *k = tm_node(&t, "Constant", "k", 0, NULL, 1, k_out);
+  attr_ints(&t, k, "value_ints", 2, shape);
+  tm_node(&t, "Reshape", "r", 2, r_in, 1, r_out);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  assert_int_equal(init->n_op, 1);
+  assert_string_equal(init->op[0]->type, "GivenTensorInt64Fill");
+  assert_memory_equal(arg(init->op[0], "values")->ints, shape, sizeof shape);
+  assert_int_equal(pred->n_op, 1);
+  assert_string_equal(pred->op[0]->type, "Reshape");
+  assert_int_equal(pred->op[0]->n_input, 1);
+  assert_memory_equal(arg(pred->op[0], "shape")->ints, shape, sizeof shape);
+  free_pair(init, pred);
+  init = pred = NULL;
+  r_in[1] = "x"; /* the shape is now a graph value */
+  dm_status st = dm_onnx_import(&t.m, NULL, &init, &pred);
+  r_in[1] = "shape";
+  opt_expect_error(st, DM_ERR_UNSUPPORTED, "node 1 'r': Reshape", "only a constant shape",
+                   NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
+      cmocka_unit_test(test_cycle),           cmocka_unit_test(test_unsupported_listed),
+      cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
+      cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""torchvision_ort.py: torchvision models through `demitasse import-onnx` + `run`,
+against ONNX Runtime.
+
+Each model is built with seeded random weights (and random BatchNorm statistics, so
+that the folded-in normalisation is exercised), exported to ONNX (opset 13, eval mode,
+input "data" 1x3x224x224, output "prob"), run by onnxruntime, imported and run by
+demitasse, and the two outputs compared: the largest difference must stay within 1e-3
+of the largest output magnitude (FP32 arithmetic in a different order over ~10^9
+multiply-adds).
+
+Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (resnet18, squeezenet1_1, opsnet)
+Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
+"""
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    import torchvision
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+
+class OpsNet(torch.nn.Module):
+    """The translations torchvision's models do not reach: BatchNormalization that is
+    not folded into a Conv, a grouped and a dilated Conv, MaxPool with ceil_mode,
+    AveragePool with padding not counted, Split, Mul/Sub/Add/Div (equal shapes, a
+    scalar constant, a (C, 1, 1) initializer), Concat, a Reshape to a
+    constant shape, MatMul by a constant (a Linear on a 3-D tensor), and opset 13's
+    Softmax along the last axis named by number."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv_g = torch.nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.conv_d = torch.nn.Conv2d(16, 12, 3, padding=2, dilation=2)
+        self.fc = torch.nn.Linear(12, 10)
+        self.fc3 = torch.nn.Linear(10, 7)  # on a 3-D tensor: MatMul + Add
+        self.shift = torch.nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(torch.relu(self.conv(x))))              # 8 x 112 x 112
+        a = torch.nn.functional.max_pool2d(y, 3, 2, ceil_mode=True)    # 8 x 56 x 56
+        b = torch.nn.functional.avg_pool2d(y, 3, 2, padding=1, count_include_pad=False)
+        p, q = torch.split(torch.cat([a, b], 1), [8, 8], dim=1)
+        u = p * q - p + q * 0.5 + self.shift                           # broadcasts: a
+        z = torch.cat([u, q / 2.0], 1)                                 # scalar, (8, 1, 1)
+        z = self.conv_d(torch.relu(self.conv_g(z)))                    # 12 x 56 x 56
+        z = torch.reshape(torch.nn.functional.adaptive_avg_pool2d(z, 1), (1, 12))
+        z = self.fc3(torch.reshape(self.fc(z), (1, 1, 10)))
+        return torch.softmax(torch.reshape(z, (1, 7)), dim=1)
+
+
+def build(name):
+    torch.manual_seed(0)
+    m = OpsNet() if name == "opsnet" else getattr(torchvision.models, name)()
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.weight.data.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.bias.data.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+    return m.eval()
+
+
+def check(exe, work, name):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model = build(name)
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    path = os.path.join(d, name + ".onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, x, path, opset_version=13, input_names=["data"],
+                          output_names=["prob"], do_constant_folding=True)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"data": x.numpy()})[0]
+    np.save(os.path.join(d, "data.npy"), x.numpy())
+    subprocess.run([exe, "import-onnx", path, "-o", d], check=True)
+    out = os.path.join(d, "prob.npy")
+    subprocess.run([exe, "run", "--init", os.path.join(d, "init_net.pb"), "--net",
+                    os.path.join(d, "predict_net.pb"), "--input",
+                    "data=" + os.path.join(d, "data.npy"), "--output", "prob=" + out],
+                   check=True, stdout=subprocess.DEVNULL)
+    got = np.load(out)
+    if got.shape != ref.shape:
+        print(f"{name}: shape {got.shape}, onnxruntime {ref.shape}")
+        return False
+    err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+    scale = float(np.max(np.abs(ref)))
+    ok = err <= 1e-3 * scale
+    print(f"{name}: max |demitasse - onnxruntime| = {err:.3g}, max |out| = {scale:.3g}: "
+          f"{'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def main():
+    if len(sys.argv) < 4:
+        print(__doc__)
+        return 2
+    exe, work = sys.argv[1], sys.argv[2]
+    ok = True
+    for name in sys.argv[3:]:
+        ok = check(exe, work, name) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
