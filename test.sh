@@ -12,6 +12,9 @@
 set -u
 cd "$(dirname "$0")"
 ./setup.sh || exit 1
+# The ONNX tests' Python (torch and torchvision from Debian, onnx and onnxruntime from
+# PyPI, in bench/.venv); without it those tests skip.
+sh tests/onnx/setup_python.sh "$(pwd)"
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 results=$(mktemp)

@@ -43,17 +43,12 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p $cache
 
 # Dependencies: PyTorch and torchvision from Debian, ONNX Runtime and onnx from PyPI in a
-# venv that sees the system's packages (so torch and numpy are Debian's).
-if ! $sys_py -c 'import torch, torchvision, numpy, venv, ensurepip' 2>/dev/null; then
-  echo "installing python3-torch python3-torchvision python3-numpy python3-venv (apt-get)"
-  { apt-get update && apt-get install -y python3-torch python3-torchvision python3-numpy \
-      python3-venv; } >$tmp/apt.log 2>&1 ||
-    { tail -n 20 $tmp/apt.log; echo "apt-get failed: install those four packages and rerun"; exit 1; }
-fi
-[ -x $venv/bin/python ] || $sys_py -m venv --system-site-packages $venv
+# venv that sees the system's packages (so torch and numpy are Debian's), made by the
+# same script the ONNX tests use.
+sh tests/onnx/setup_python.sh "$(pwd)"
 py=$venv/bin/python
-# numpy<2: Debian's torch 1.13 is built against NumPy 1.x; keep pip from bringing 2.x.
-$py -c 'import onnxruntime, onnx' 2>/dev/null || $py -m pip install -q onnxruntime onnx 'numpy<2'
+$py -c 'import torch, torchvision, onnxruntime, onnx' 2>/dev/null ||
+  { echo "bench/.venv lacks torch, torchvision, onnx or onnxruntime (see above)"; exit 1; }
 ninja -C "$build" bench/infer_net tools/demitasse >$tmp/ninja.log 2>&1 || { cat $tmp/ninja.log; exit 1; }
 dm=$build/tools/demitasse
 infer=$build/bench/infer_net
