@@ -58,7 +58,7 @@ static const dm_arg_spec allreduce_args[] = {
     {"wire_dtype", DM_ARG_STRING, 0,
      "the precision of the sum: the blobs' own (default), FLOAT, FLOAT16 or BFLOAT16"},
     {"bucket_bytes", DM_ARG_INT, 0, "bytes per collective (default 25 MiB)"},
-    {NULL},
+    {NULL, 0, 0, NULL},
 };
 
 /* Precision NONE: the mixed-precision pass leaves its inputs as they are (it places the

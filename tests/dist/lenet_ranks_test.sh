@@ -11,7 +11,11 @@
 #       same 1-rank run on the reference kernels (the same arithmetic in another valid
 #       order) gives the spread; every logged loss must agree within max(1e-3 relative,
 #       4 times the largest spread up to that step), and the final weights within 4
-#       times the weights' spread (plus 16 ulps of the largest);
+#       times the weights' spread (plus 16 ulps of the largest). A build without oneDNN
+#       has no second order to measure with (its "reference" run is the same run), so
+#       there (a) checks only the first 40% of the steps, before the drift sets in,
+#       within 1e-3 (a one-ulp perturbation of the start drifts later than a per-step
+#       one, so it cannot stand in);
 #   (b) the 2-rank run's checkpoint, resumed by 2 ranks from step N/2, ends bit-identical
 #       to the uninterrupted 2-rank run;
 #   (c) a rank killed (SIGKILL) mid-run ends the job with an error naming the lost rank,
@@ -72,14 +76,17 @@ EOF
 }
 
 # (a) 1 rank, 1 rank on the reference kernels, 2 ranks
+SPREAD=1
+"$DM" info 2>/dev/null | grep -q 'CPU engine: oneDNN' || SPREAD=0
+[ -n "${DM_RANKS_NO_SPREAD:-}" ] && SPREAD=0 # (to exercise that path on any build)
 one "$T/one_ck" "$T/one.csv" "$T/one.log" || { tail -5 "$T/one.log"; exit 1; }
 one "$T/ref_ck" "$T/ref.csv" "$T/ref.log" --engine reference || { tail -5 "$T/ref.log"; exit 1; }
 two "$T/two_ck" "$T/two.csv" "$T/two.log" "$N" || { tail -20 "$T/two.log"; exit 1; }
 grep -q "Allreduce" "$T/two.log" || fail "the 2-rank run's passes added no Allreduce"
 for r in one ref two; do export_ckpt "$T/${r}_ck" "$T/$r.npz" || exit 1; done
-$PY - "$T" <<'EOF' || fails=$((fails + 1))
+$PY - "$T" "$SPREAD" "$N" <<'EOF' || fails=$((fails + 1))
 import csv, sys, numpy as np
-t = sys.argv[1]
+t, spread_known, n = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
 def losses(name):
     with open(f"{t}/{name}.csv") as f:
         return {int(r["iter"]): float(r["loss"]) for r in csv.DictReader(f)}
@@ -88,6 +95,9 @@ common = sorted(set(one) & set(two) & set(ref))
 assert len(common) >= 10, f"only {len(common)} common logged iterations"
 ok = True
 worst = envelope = 0
+if not spread_known:
+    common = [i for i in common if i <= 0.4 * n]
+    print(f"no second FP32 order in this build: the first {len(common)} logged steps, within 1e-3")
 for i in common:
     rel = abs(two[i] - one[i]) / abs(one[i])
     envelope = max(envelope, abs(ref[i] - one[i]) / abs(one[i]))  # the drift so far
@@ -97,9 +107,9 @@ for i in common:
         print(f"iteration {i}: loss {two[i]!r} on 2 ranks, {one[i]!r} on 1 (relative {rel:.2e}, bound {bound:.2e})")
         ok = False
 print(f"losses: {len(common)} logged iterations, worst relative difference / bound {worst:.3f}")
-a, r, b = (np.load(f"{t}/{n}.npz") for n in ("one", "ref", "two"))
+a, r, b = (np.load(f"{t}/{k}.npz") for k in ("one", "ref", "two"))
 assert int(b["optimizer_iteration"].ravel()[0]) == int(a["optimizer_iteration"].ravel()[0])
-for k in sorted(a.files):
+for k in sorted(a.files) if spread_known else []:
     if a[k].dtype.kind != "f":
         continue
     spread = np.abs(r[k].astype(np.float64) - a[k]).max()
