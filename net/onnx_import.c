@@ -339,7 +339,8 @@ static dm_status emit_fill(imp *c, const char *name, const Onnx__TensorProto *t)
     if (!v) {
       dm_opb_fail(&b, DM_NOMEM("a tensor's values"));
     } else {
-      memcpy(v, data, (size_t)numel * sizeof *v);
+      if (numel > 0) /* an empty tensor may have no data pointer at all */
+        memcpy(v, data, (size_t)numel * sizeof *v);
       dm_opb_fail(&b, dm_opdef_set_arg_floats(op, "values", v, (size_t)numel));
       free(v);
     }

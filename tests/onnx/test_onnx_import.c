@@ -305,6 +305,27 @@ static void test_bad_tensors(void **state) {
   assert_null(init);
 }
 
+/* An initializer with a zero dim has no values and, in protobuf-c, no data pointer:
+ * it imports as an empty fill (a fuzzer found the copy from a NULL pointer). */
+static void test_empty_initializer(void **state) {
+  (void)state;
+  tmodel t;
+  build_small(&t);
+  static int64_t zero_dims[] = {0, 4};
+  tm_float_init(&t, "empty", 2, zero_dims, 0, NULL);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  const Caffe2__OperatorDef *fill = NULL;
+  for (size_t i = 0; i < init->n_op; i++)
+    if (strcmp(init->op[i]->output[0], "empty") == 0)
+      fill = init->op[i];
+  assert_non_null(fill);
+  assert_string_equal(fill->type, "GivenTensorFill");
+  assert_int_equal(arg(fill, "values")->n_floats, 0);
+  assert_memory_equal(arg(fill, "shape")->ints, zero_dims, sizeof zero_dims);
+  free_pair(init, pred);
+}
+
 static void write_file(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
@@ -407,6 +428,7 @@ int main(void) {
       cmocka_unit_test(test_cycle),           cmocka_unit_test(test_unsupported_listed),
       cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
       cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
+      cmocka_unit_test(test_empty_initializer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
