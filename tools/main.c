@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli_util.h"
 #include "core/fileio.h"
@@ -53,7 +56,21 @@ static int finish_stdout(int rc) {
   return DM_EXIT_ERROR;
 }
 
+/* A training step frees and reallocates the same activation and gradient buffers
+ * every iteration. With glibc's defaults, blocks of a few MB are mmapped, or the heap's
+ * top is trimmed, so each step gets fresh pages from the kernel and faults on every one
+ * of them (LeNet: about 2,000 faults and 20% of a step, measured with `perf stat`).
+ * Keeping them in the heap lets the next step reuse the pages. The library leaves
+ * malloc to its host; this is the CLI's own choice. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 64 << 20); /* blocks under 64 MiB come from the heap */
+  mallopt(M_TRIM_THRESHOLD, 512 << 20); /* and up to 512 MiB of free heap is kept */
+#endif
+}
+
 int main(int argc, char **argv) {
+  keep_freed_memory();
   if (argc < 2) {
     usage(stderr);
     return DM_EXIT_USAGE;

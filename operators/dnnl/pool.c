@@ -267,6 +267,29 @@ static inline float load(const void *p, dm_dtype t, int64_t i) {
   return t == DM_FLOAT ? ((const float *)p)[i] : dm_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
+/* Offset of (n, c, 0, 0): the channel block's division done once per plane. */
+static inline int64_t flat4_plane(const flat4 *f, int64_t n, int64_t c) {
+  return f->off0 + n * f->s[0] + (c / f->blk) * f->s[1] + c % f->blk;
+}
+
+/* One (n, c) plane of MaxPoolGradient; inlined with t constant, so the loads do not
+ * test the dtype per element. */
+static inline __attribute__((always_inline)) void
+max_grad_plane(const dm_conv_geom *g, const int64_t *hwin, const int64_t *wwin, const void *px,
+               const void *py, const void *pdy, float *acc, const flat4 *fx, const flat4 *fy,
+               const flat4 *fdy, const flat4 *fdx, int64_t n, int64_t c, dm_dtype t) {
+  const int64_t bx = flat4_plane(fx, n, c), by = flat4_plane(fy, n, c);
+  const int64_t bdy = flat4_plane(fdy, n, c), bdx = flat4_plane(fdx, n, c);
+  for (int64_t oh = 0; oh < g->outH; oh++)
+    for (int64_t ow = 0; ow < g->outW; ow++) {
+      float yv = load(py, t, by + oh * fy->s[2] + ow * fy->s[3]);
+      float d = load(pdy, t, bdy + oh * fdy->s[2] + ow * fdy->s[3]);
+      for (int64_t h = hwin[2 * oh]; h < hwin[2 * oh + 1]; h++)
+        for (int64_t w = wwin[2 * ow]; w < wwin[2 * ow + 1]; w++)
+          if (load(px, t, bx + h * fx->s[2] + w * fx->s[3]) == yv)
+            acc[bdx + h * fdx->s[2] + w * fdx->s[3]] += d;
+    }
+}
 
 /* MaxPoolGradient: dY to every input of the window equal to Y (Caffe2's rule). */
 static dm_status max_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p) {
@@ -297,26 +320,27 @@ static dm_status max_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p)
   if (n_dx)
     memset(acc, 0, n_dx * sizeof *acc);
   const dm_conv_geom *g = &p->g;
-  const int64_t N = g->N, C = g->C, H = g->H, W = g->W;
+  /* Window bounds once per op, not per output element. */
+  int64_t *win = malloc((size_t)(2 * g->outH + 2 * g->outW) * sizeof *win + 1);
+  if (!win)
+    return DM_NOMEM("pooling windows");
+  for (int64_t oh = 0; oh < g->outH; oh++)
+    dm_pool_window(g, 0, oh, g->H, &win[2 * oh], &win[2 * oh + 1]);
+  int64_t *wwin = win + 2 * g->outH;
+  for (int64_t ow = 0; ow < g->outW; ow++)
+    dm_pool_window(g, 1, ow, g->W, &wwin[2 * ow], &wwin[2 * ow + 1]);
+  const int64_t N = g->N, C = g->C;
 #if DM_HAVE_OPENMP
 #pragma omp parallel for collapse(2) schedule(static) if (dx->numel > (1 << 14))
 #endif
   for (int64_t n = 0; n < N; n++)
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t oh = 0; oh < g->outH; oh++) {
-        int64_t h0, h1;
-        dm_pool_window(g, 0, oh, H, &h0, &h1);
-        for (int64_t ow = 0; ow < g->outW; ow++) {
-          int64_t w0, w1;
-          dm_pool_window(g, 1, ow, W, &w0, &w1);
-          float yv = load(py, t, flat4_at(&fy, n, c, oh, ow));
-          float d = load(pdy, t, flat4_at(&fdy, n, c, oh, ow));
-          for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++)
-              if (load(px, t, flat4_at(&fx, n, c, h, w)) == yv)
-                acc[flat4_at(&fdx, n, c, h, w)] += d;
-        }
-      }
+    for (int64_t c = 0; c < C; c++) {
+      if (t == DM_FLOAT) /* the dtype is a constant inside each call: two tight loops */
+        max_grad_plane(g, win, wwin, px, py, pdy, acc, &fx, &fy, &fdy, &fdx, n, c, DM_FLOAT);
+      else
+        max_grad_plane(g, win, wwin, px, py, pdy, acc, &fx, &fy, &fdy, &fdx, n, c, DM_BFLOAT16);
+    }
+  free(win);
   if (t != DM_FLOAT)
     dm_narrow(t, acc, pdx, n_dx);
   return DM_OK;
