@@ -4,10 +4,14 @@ against ONNX Runtime.
 
 Each model is built with seeded random weights (and random BatchNorm statistics, so
 that the folded-in normalisation is exercised), exported to ONNX (opset 13, eval mode,
-input "data" 1x3x224x224, output "prob"), run by onnxruntime, imported and run by
-demitasse, and the two outputs compared: the largest difference must stay within 1e-3
+input "data" 1x3x224x224, output "prob") and run by onnxruntime. demitasse runs it three
+ways: the .onnx file directly, the pair `import-onnx` writes, both in FP32, and the
+.onnx file with `--precision fp16`. In FP32 the largest difference must stay within 1e-3
 of the largest output magnitude (FP32 arithmetic in a different order over ~10^9
-multiply-adds).
+multiply-adds). In FP16 the bound is derived from the format: every Conv/Gemm/MatMul
+rounds its input, its weights and its output to FP16 (unit roundoff u = 2^-11) and
+accumulates in FP32, so each such layer adds at most about 3u of relative error to what
+it passes on; over L of them the first-order bound is 3uL of the largest output.
 
 Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (resnet18, squeezenet1_1, opsnet)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
@@ -18,6 +22,7 @@ import sys
 
 try:
     import numpy as np
+    import onnx
     import onnxruntime as ort
     import torch
     import torchvision
@@ -81,22 +86,32 @@ def check(exe, work, name):
                           output_names=["prob"], do_constant_folding=True)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     ref = sess.run(None, {"data": x.numpy()})[0]
-    np.save(os.path.join(d, "data.npy"), x.numpy())
+    data = os.path.join(d, "data.npy")
+    np.save(data, x.numpy())
     subprocess.run([exe, "import-onnx", path, "-o", d], check=True)
-    out = os.path.join(d, "prob.npy")
-    subprocess.run([exe, "run", "--init", os.path.join(d, "init_net.pb"), "--net",
-                    os.path.join(d, "predict_net.pb"), "--input",
-                    "data=" + os.path.join(d, "data.npy"), "--output", "prob=" + out],
-                   check=True, stdout=subprocess.DEVNULL)
-    got = np.load(out)
-    if got.shape != ref.shape:
-        print(f"{name}: shape {got.shape}, onnxruntime {ref.shape}")
-        return False
-    err = float(np.max(np.abs(got.astype(np.float64) - ref)))
-    scale = float(np.max(np.abs(ref)))
-    ok = err <= 1e-3 * scale
-    print(f"{name}: max |demitasse - onnxruntime| = {err:.3g}, max |out| = {scale:.3g}: "
-          f"{'ok' if ok else 'FAIL'}")
+    pair = ["--init", os.path.join(d, "init_net.pb"), "--net", os.path.join(d, "predict_net.pb")]
+    fp16_layers = sum(n.op_type in ("Conv", "Gemm", "MatMul")
+                      for n in onnx.load(path).graph.node)
+    ok = True
+    for how, args, bound in (("onnx", ["--net", path], 1e-3),
+                             ("pair", pair, 1e-3),
+                             ("onnx fp16", ["--net", path, "--precision", "fp16"],
+                              3 * 2.0 ** -11 * fp16_layers)):
+        out = os.path.join(d, "prob.npy")
+        subprocess.run([exe, "run", *args, "--input", "data=" + data, "--output",
+                        "prob=" + out], check=True, stdout=subprocess.DEVNULL)
+        got = np.load(out)
+        if got.shape != ref.shape:
+            print(f"{name} ({how}): shape {got.shape}, onnxruntime {ref.shape}: FAIL")
+            ok = False
+            continue
+        err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+        scale = float(np.max(np.abs(ref)))
+        good = err <= bound * scale
+        print(f"{name} ({how}): max |demitasse - onnxruntime| = {err:.3g}, max |out| = "
+              f"{scale:.3g}, relative {err / scale:.3g} (bound {bound:.3g}): "
+              f"{'ok' if good else 'FAIL'}")
+        ok = ok and good
     return ok
 
 
