@@ -243,6 +243,16 @@ typedef enum dm_loss_scale_mode {
 #define DM_TRAIN_SKIPPED_BLOB "loss_scale_skipped"      /* INT64 [1], steps skipped */
 #define DM_TRAIN_ITERATION_BLOB "optimizer_iteration"   /* INT64 [1], steps applied */
 
+/* A three-way option: the library's choice, or forced off or on. */
+typedef enum dm_switch { DM_SWITCH_AUTO = 0, DM_SWITCH_OFF = 1, DM_SWITCH_ON = 2 } dm_switch;
+
+/* The activations' layout in a training net (see dm_train_options.layout). */
+typedef enum dm_train_layout {
+  DM_TRAIN_LAYOUT_AUTO = 0,
+  DM_TRAIN_LAYOUT_NCHW = 1, /* as the net is written */
+  DM_TRAIN_LAYOUT_NHWC = 2
+} dm_train_layout;
+
 typedef struct dm_train_options {
   size_t struct_size;            /* sizeof(dm_train_options), set by dm_train_options_init */
   const char *const *losses;     /* the loss blobs (default {"loss"}); borrowed */
@@ -291,6 +301,16 @@ typedef struct dm_train_options {
   int data_parallel;
   int64_t dp_bucket_bytes;       /* bytes per all-reduce call (default 25 MiB) */
   int dp_fp32;                   /* 1: reduce FP16 gradients in FP32 (default: in FP16) */
+  /* Appended later (ABI growth: a program built with an older header gets the
+   * defaults). The step's speed options, as `demitasse train` has them. */
+  int fuse_train;                /* nonzero: SpatialBN (+ Add) + Relu fused, forward and
+                                    backward (--fuse-train; cuDNN's fused batch norm on a
+                                    GPU); default 0 */
+  dm_switch multi_tensor;        /* one optimizer op for all parameters (--multi-tensor):
+                                    DM_SWITCH_AUTO (default) is on with a GPU device */
+  dm_train_layout layout;        /* DM_TRAIN_LAYOUT_AUTO (default): NHWC for a net on a
+                                    GPU in FP16/BF16, else as written; NCHW: as written;
+                                    NHWC: the layout pass (--layout) */
 } dm_train_options;
 
 /* Fills *o with the defaults above, as `demitasse train` has them, and struct_size with

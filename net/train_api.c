@@ -185,6 +185,23 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->dp.overlap = p->device; /* a GPU overlaps each group's collective with the backward */
   p->dp.num_shards = dm_dist_size();
   p->dp.shard_id = dm_dist_rank();
+  p->fuse_train = o->fuse_train != 0;
+  switch (o->multi_tensor) {
+  case DM_SWITCH_AUTO: p->optim.multi_tensor = DM_OPTIM_MULTI_AUTO; break;
+  case DM_SWITCH_OFF: p->optim.multi_tensor = DM_OPTIM_MULTI_OFF; break;
+  case DM_SWITCH_ON: p->optim.multi_tensor = DM_OPTIM_MULTI_ON; break;
+  default:
+    return dm_error(DM_ERR_INVALID, "dm_train_options.multi_tensor: unknown value %d",
+                    (int)o->multi_tensor);
+  }
+  switch (o->layout) {
+  case DM_TRAIN_LAYOUT_AUTO: p->layout = DM_LAYOUT_AUTO; break;
+  case DM_TRAIN_LAYOUT_NCHW: p->layout = DM_LAYOUT_AS_WRITTEN; break;
+  case DM_TRAIN_LAYOUT_NHWC: p->layout = DM_LAYOUT_NHWC; break;
+  default:
+    return dm_error(DM_ERR_INVALID, "dm_train_options.layout: unknown value %d",
+                    (int)o->layout);
+  }
   return DM_OK;
 }
 

@@ -112,6 +112,16 @@ static void null_arguments(void) {
           "dm_rewrite_train_net", "net_path");
   REFUSED(dm_rewrite_train_net("x.pbtxt", NULL, NULL, NULL), DM_ERR_INVALID,
           "dm_rewrite_train_net", "out_net_path");
+  /* Enum fields out of range are named, before any file is read. */
+  dm_train_options bad;
+  dm_train_options_init(&bad);
+  bad.multi_tensor = (dm_switch)7;
+  REFUSED(dm_rewrite_train_net("x.pbtxt", &bad, "o.pbtxt", NULL), DM_ERR_INVALID,
+          "dm_train_options.multi_tensor", "unknown value 7");
+  dm_train_options_init(&bad);
+  bad.layout = (dm_train_layout)-1;
+  REFUSED(dm_rewrite_train_net("x.pbtxt", &bad, "o.pbtxt", NULL), DM_ERR_INVALID,
+          "dm_train_options.layout", "unknown value -1");
   /* Tensors: NULL (a failed fetch's) reads as an empty tensor. */
   EXPECT(dm_tensor_dtype(NULL) == DM_UNDEFINED, "dtype(NULL)");
   EXPECT(dm_tensor_ndim(NULL) == 0, "ndim(NULL)");

@@ -69,6 +69,14 @@ check adam_static pbtxt "$lenet_net" "$lenet_init" 1 -- --optimizer adam --polic
 check fp16_binary pb "$lenet_net" "$lenet_init" 1 -- --optimizer momentum --fp16 -- --fp16
 check r50_fp16_cuda_free pbtxt "$r50_net" "$r50_init" 1 -- --optimizer momentum --fp16 \
   --device cuda -- --fp16 --device cuda
+# the step's speed options (issue 14): training fusion, multi-tensor updates, layouts
+check r50_fuse_nhwc pbtxt "$r50_net" "$r50_init" 0 -- --optimizer momentum --fp16 --fuse-train \
+  --layout nhwc --multi-tensor -- --fp16 --fuse-train --layout nhwc --multi-tensor
+check r50_cuda_nchw_single pbtxt "$r50_net" "$r50_init" 0 -- --optimizer momentum --fp16 \
+  --device cuda --layout nchw --no-multi-tensor -- --fp16 --device cuda --layout nchw \
+  --no-multi-tensor
+check lenet_multi pbtxt "$lenet_net" "$lenet_init" 1 -- --optimizer momentum --multi-tensor \
+  -- --multi-tensor
 
 # The training net really went through the passes (not three copies of the input).
 grep -q 'type: "UnscaleAndCheck"' "$tmp/fp16_cuda/rewrite.pbtxt" || fail "no UnscaleAndCheck"
@@ -77,4 +85,10 @@ if [ "$cuda" = 1 ]; then
 fi
 grep -q 'type: "Free"' "$tmp/demo_fp32_free/rewrite.pbtxt" || fail "no Free ops"
 grep -q 'output: "loss_scale"' "$tmp/fp16_momentum/rewrite_init.pbtxt" || fail "no loss-scale fill"
+grep -q 'type: "SpatialBNRelu"' "$tmp/r50_fuse_nhwc/rewrite.pbtxt" || fail "no fused BN+Relu"
+grep -q 's: "NHWC"' "$tmp/r50_fuse_nhwc/rewrite.pbtxt" || fail "no NHWC ops"
+grep -q 'type: "MultiMomentumSGDUpdate"' "$tmp/lenet_multi/rewrite.pbtxt" || fail "no multi-tensor update"
+grep -q 'type: "MultiMomentumSGDUpdate"' "$tmp/r50_cuda_nchw_single/rewrite.pbtxt" &&
+  fail "--no-multi-tensor still has a multi-tensor update"
+grep -q 's: "NHWC"' "$tmp/r50_cuda_nchw_single/rewrite.pbtxt" && fail "--layout nchw has NHWC ops"
 echo "ok: $n option sets, rewrite = train --save-net = dm_rewrite_train_net byte for byte"

@@ -4,7 +4,8 @@
  * --save-net`. Sees only <demitasse.h>.
  * usage: rewrite_api NET OUT_NET OUT_INIT [--sgd|--adam] [--lr X] [--weight-decay W]
  *          [--policy P --stepsize N --gamma G] [--fp16|--bf16] [--loss-scale MODE]
- *          [--init-scale S] [--device DEV] [--no-free]
+ *          [--init-scale S] [--device DEV] [--no-free] [--fuse-train]
+ *          [--multi-tensor|--no-multi-tensor] [--layout nchw|nhwc]
  */
 #include <demitasse.h>
 #include <stdio.h>
@@ -31,6 +32,12 @@ int main(int argc, char **argv) {
       o.precision = DM_PRECISION_BF16, takes = 0;
     else if (strcmp(a, "--no-free") == 0)
       o.memory = 0, takes = 0;
+    else if (strcmp(a, "--fuse-train") == 0)
+      o.fuse_train = 1, takes = 0;
+    else if (strcmp(a, "--multi-tensor") == 0)
+      o.multi_tensor = DM_SWITCH_ON, takes = 0;
+    else if (strcmp(a, "--no-multi-tensor") == 0)
+      o.multi_tensor = DM_SWITCH_OFF, takes = 0;
     else if (!v)
       takes = -1;
     else if (strcmp(a, "--lr") == 0)
@@ -47,6 +54,8 @@ int main(int argc, char **argv) {
       o.init_scale = atof(v);
     else if (strcmp(a, "--device") == 0)
       o.device = v;
+    else if (strcmp(a, "--layout") == 0)
+      o.layout = strcmp(v, "nhwc") == 0 ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
     else if (strcmp(a, "--loss-scale") == 0)
       o.loss_scale = strcmp(v, "static") == 0    ? DM_LOSS_SCALE_STATIC
                      : strcmp(v, "dynamic") == 0 ? DM_LOSS_SCALE_DYNAMIC
