@@ -73,6 +73,15 @@ static Onnx__NodeProto *node_io(oxe *e, const ex_op *o, const char *type, size_t
   return n;
 }
 
+/* A node of `type` named `name` (NULL: none) from x to y. */
+static Onnx__NodeProto *unary(oxe *e, const char *type, const char *name, const char *x,
+                              const char *y) {
+  Onnx__NodeProto *n = ex_node(e, type, name);
+  ex_in(e, n, x);
+  ex_out(e, n, y);
+  return n;
+}
+
 static dm_status plain(oxe *e, const ex_op *o, const char *type, size_t n_in) {
   if (o->def->n_input != n_in || o->def->n_output < 1)
     return ex_refuse(e, "expected %zu input(s) and an output", n_in);
@@ -213,11 +222,8 @@ static dm_status tr_conv_fusion(oxe *e, const ex_op *o) {
     ex_out(e, n, sum);
     y = sum;
   }
-  if (relu) {
-    Onnx__NodeProto *n = ex_node(e, "Relu", NULL);
-    ex_in(e, n, y);
-    ex_out(e, n, o->out[0]);
-  }
+  if (relu)
+    unary(e, "Relu", NULL, y, o->out[0]);
   return e->s;
 }
 
@@ -320,10 +326,7 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
   const char *a = o->in[0];
   if (!(axis == 1 && sx->known && sx->ndim == 2)) {
     a = ex_fresh(e, o->out[0], "_flat");
-    Onnx__NodeProto *n = ex_node(e, "Flatten", NULL);
-    ex_in(e, n, o->in[0]);
-    ex_out(e, n, a);
-    ex_attr_int(e, n, "axis", axis);
+    ex_attr_int(e, unary(e, "Flatten", NULL, o->in[0], a), "axis", axis);
   }
   int reshape = axis != 1;
   const char *y = relu || reshape ? ex_fresh(e, o->out[0], "_gemm") : o->out[0];
@@ -341,11 +344,8 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
     reshape_const(e, y, dims, (int)axis + 1, r, NULL);
     y = r;
   }
-  if (relu) {
-    Onnx__NodeProto *r = ex_node(e, "Relu", NULL);
-    ex_in(e, r, y);
-    ex_out(e, r, o->out[0]);
-  }
+  if (relu)
+    unary(e, "Relu", NULL, y, o->out[0]);
   return e->s;
 }
 
@@ -378,25 +378,15 @@ static dm_status tr_softmax(oxe *e, const ex_op *o) {
     return e->s;
   }
   const char *flat = ex_fresh(e, o->out[0], "_flat"), *sm = ex_fresh(e, o->out[0], "_2d");
-  Onnx__NodeProto *n = ex_node(e, "Flatten", NULL);
-  ex_in(e, n, o->in[0]);
-  ex_out(e, n, flat);
-  ex_attr_int(e, n, "axis", axis);
-  n = ex_node(e, "Softmax", o->def->name);
-  ex_in(e, n, flat);
-  ex_out(e, n, sm);
-  ex_attr_int(e, n, "axis", -1);
+  ex_attr_int(e, unary(e, "Flatten", NULL, o->in[0], flat), "axis", axis);
+  ex_attr_int(e, unary(e, "Softmax", o->def->name, flat, sm), "axis", -1);
   if (sx->known) {
     reshape_const(e, sm, sx->dims, sx->ndim, o->out[0], NULL);
   } else {
     const char *shape = ex_fresh(e, o->out[0], "_shape");
-    n = ex_node(e, "Shape", NULL);
-    ex_in(e, n, o->in[0]);
-    ex_out(e, n, shape);
-    n = ex_node(e, "Reshape", NULL);
-    ex_in(e, n, sm);
-    ex_in(e, n, shape);
-    ex_out(e, n, o->out[0]);
+    unary(e, "Shape", NULL, o->in[0], shape);
+    Onnx__NodeProto *n = unary(e, "Reshape", NULL, sm, o->out[0]);
+    ex_in(e, n, shape); /* after X: ONNX's inputs are (data, shape) */
   }
   return e->s;
 }
