@@ -752,6 +752,26 @@ static dm_status add_outputs(exporter *x) {
   return DM_OK;
 }
 
+/* Drops the initializers no node reads and no graph output names: a constant a
+ * translator replaced by a reshaped copy (a broadcast B, a 4-D FC weight). */
+static void prune_initializers(Onnx__GraphProto *g) {
+  size_t kept = 0;
+  for (size_t i = 0; i < g->n_initializer; i++) {
+    Onnx__TensorProto *t = g->initializer[i];
+    int used = 0;
+    for (size_t j = 0; j < g->n_node && !used; j++)
+      for (size_t k = 0; k < g->node[j]->n_input && !used; k++)
+        used = strcmp(g->node[j]->input[k], t->name) == 0;
+    for (size_t j = 0; j < g->n_output && !used; j++)
+      used = strcmp(g->output[j]->name, t->name) == 0;
+    if (used)
+      g->initializer[kept++] = t;
+    else
+      protobuf_c_message_free_unpacked(&t->base, NULL);
+  }
+  g->n_initializer = kept;
+}
+
 static dm_status new_model(const Caffe2__NetDef *pred, Onnx__ModelProto **out) {
   Onnx__ModelProto *m = malloc(sizeof *m);
   Onnx__GraphProto *g = malloc(sizeof *g);
@@ -822,6 +842,8 @@ dm_status dm_onnx_export(const Caffe2__NetDef *init, const Caffe2__NetDef *pred,
     s = translate_ops(&x);
   if (s == DM_OK)
     s = add_outputs(&x);
+  if (s == DM_OK)
+    prune_initializers(m->graph);
   dm_workspace_destroy(x.ws);
   names_free(&x.names);
   for (size_t i = 0; i < x.e.n_pool; i++)

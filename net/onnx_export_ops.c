@@ -227,6 +227,44 @@ static dm_status tr_conv_fusion(oxe *e, const ex_op *o) {
   return e->s;
 }
 
+/* Caffe's pooling rule (legacy_pad 3) rounds the output size up like ONNX's ceil_mode,
+ * but also drops a last window that would start in the padding, which ONNX's shape rule
+ * (onnx 1.23) does not. Where that happens the pads that give Caffe's size are written
+ * instead (the tail grown by stride * (rounded - floor), as conv_args.c computes), with
+ * ceil_mode 0; it can only happen with a head pad, and without X's shape such a pool is
+ * refused. */
+static dm_status caffe_pool_pads(oxe *e, const ex_op *o, win *w) {
+  const ex_shape *sx = &o->in_shape[0];
+  int dropped = 0;
+  if (!sx->known || sx->ndim != 4) {
+    if (w->p[0] || w->p[1])
+      return ex_refuse(e, "legacy_pad 3 with padding and X's shape unknown (Caffe drops a last "
+                          "window that starts in the padding; ONNX's ceil_mode keeps it): give "
+                          "the inputs' shapes");
+    return DM_OK;
+  }
+  int64_t tail[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t in = sx->dims[2 + i], h = w->p[i], k = w->k[i], s = w->s[i];
+    int64_t span = in + 2 * h - k;
+    if (span < 0 || s < 1)
+      return ex_refuse(e, "a %lld-wide window on %lld pixels with pad %lld", (long long)k,
+                       (long long)in, (long long)h);
+    int64_t out = (span + s - 1) / s + 1, standard = span / s + 1;
+    if (h > 0 && (out - 1) * s >= in + h) {
+      out--;
+      dropped = 1;
+    }
+    tail[i] = h + s * (out - standard);
+  }
+  if (dropped) {
+    w->legacy = 0;
+    w->p[2] = tail[0];
+    w->p[3] = tail[1];
+  }
+  return DM_OK;
+}
+
 static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *global) {
   if (o->def->n_input != 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X -> Y");
@@ -241,6 +279,8 @@ static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *glob
     return ex_refuse(e, "no kernel size");
   if (w.d[0] != 1 || w.d[1] != 1)
     return ex_refuse(e, "dilated pooling");
+  if (w.legacy == 3)
+    DM_TRY(caffe_pool_pads(e, o, &w));
   Onnx__NodeProto *n = node_io(e, o, type, 1);
   window_attrs(e, n, &w); /* AveragePool: count_include_pad 0, as ours counts input only */
   return e->s;
@@ -555,6 +595,22 @@ static int64_t *const_ints(oxe *e, const char *name, size_t *n) {
   return v;
 }
 
+/* Input k, an integer constant, as a 1-D INT64 one: itself when it is one, else an
+ * INT64 copy "<output 0><suffix>". NULL when it is no integer constant (or out of
+ * memory: e->s). */
+static const char *int64_input(oxe *e, const ex_op *o, size_t k, const char *suffix) {
+  const ex_const *c = ex_const_find(e, o->in[k]);
+  if (c && c->dtype == DM_INT64 && c->ndim == 1)
+    return o->in[k];
+  size_t n = 0;
+  int64_t *v = const_ints(e, o->in[k], &n);
+  if (!v)
+    return NULL;
+  const char *name = ex_const_i64(e, o->out[0], suffix, v, n);
+  free(v);
+  return name;
+}
+
 /* Reshape: the `shape` argument (or a constant second input) as an INT64 initializer (0
  * keeps a dim and -1 is inferred in both); its old_shape output, when read, a constant
  * from X's known shape. */
@@ -569,12 +625,9 @@ static dm_status tr_reshape(oxe *e, const ex_op *o) {
   if (sa) {
     shape = ex_const_i64(e, o->out[0], "_shape", sa->ints, sa->n_ints);
   } else if (ex_const_find(e, o->in[1])) {
-    size_t k = 0;
-    int64_t *v = const_ints(e, o->in[1], &k);
-    if (!v)
-      return ex_refuse(e, "new_shape is not an integer constant");
-    shape = ex_const_i64(e, o->out[0], "_shape", v, k);
-    free(v);
+    shape = int64_input(e, o, 1, "_shape");
+    if (!shape)
+      return e->s != DM_OK ? e->s : ex_refuse(e, "new_shape is not an integer constant");
   } else if (o->in_shape[1].known && o->in_shape[1].dtype == DM_INT64) {
     shape = o->in[1];
   } else {
@@ -652,12 +705,9 @@ static dm_status tr_split(oxe *e, const ex_op *o) {
   if (sa) {
     sizes = ex_const_i64(e, o->out[0], "_split", sa->ints, sa->n_ints);
   } else if (n_in == 2) {
-    size_t k = 0;
-    int64_t *v = const_ints(e, o->in[1], &k);
-    if (!v)
-      return ex_refuse(e, "the split sizes are not an integer constant");
-    sizes = ex_const_i64(e, o->out[0], "_split", v, k);
-    free(v);
+    sizes = int64_input(e, o, 1, "_split");
+    if (!sizes)
+      return e->s != DM_OK ? e->s : ex_refuse(e, "the split sizes are not an integer constant");
   }
   Onnx__NodeProto *n = ex_node(e, "Split", o->def->name);
   ex_in(e, n, o->in[0]);

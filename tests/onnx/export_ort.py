@@ -11,6 +11,7 @@ Models:
 - lenet: models/mnist's LeNet with the DB input, loss and accuracy ops taken off and a
   Softmax added (FC on a 4-D input, an in-place Relu), 4x1x28x28.
 - example: models/example's MLP, also checked against the NumPy answer it ships with.
+- opsnet: a net made here for the translations the models do not reach (see OPSNET).
 
 Each exported file must pass onnx.checker.check_model (full check, with the input
 shapes given); SqueezeNet is also exported without input shapes (the general Softmax
@@ -137,13 +138,88 @@ def example(exe, work):
                    os.path.join(m, "predict_net.pbtxt"), {"data": x}, ["prob"], extra=numpy_ref)
 
 
+def fill(name, a):
+    a = np.asarray(a, np.float32)
+    shape = ", ".join(str(d) for d in a.shape)
+    vals = ", ".join(repr(float(v)) for v in a.ravel())
+    return (f'op {{ output: "{name}" type: "GivenTensorFill" arg {{ name: "shape" ints: [{shape}] }}'
+            f' arg {{ name: "values" floats: [{vals}] }} }}\n')
+
+
+# The translations the models above do not reach, each in the form that needs care:
+# Conv with legacy_pad SAME and stride 2, SpatialBN, ConvFusion (conv + b + S, relu)
+# expanded again, MaxPool by Caffe's rule where the last window would start in the
+# padding (dropped), AveragePool with padding not counted, LRN, Concat with split_info,
+# Split, Transpose, Reshape with old_shape, FC at axis 2 (Flatten, Gemm, Reshape), Softmax
+# over two trailing dims (Flatten, Softmax, Reshape), legacy broadcasts at axis 1 and of a
+# scalar, Scale, Sub, Div, Sum, Cast to FLOAT16 and HalfToFloat (on the input, so both
+# round the same values), Copy, test-mode Dropout, Flatten and FCFusion.
+OPSNET = """name: "opsnet"
+op { input: ["data", "w1", "b1"] output: "c1" name: "c1" type: "Conv" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 2 } arg { name: "legacy_pad" i: 2 } }
+op { input: ["c1", "scale", "bias", "mean", "var"] output: "bn" name: "bn" type: "SpatialBN"
+  arg { name: "is_test" i: 1 } arg { name: "epsilon" f: 0.001 } }
+op { input: ["bn", "w2", "b2", "bn"] output: "cf" name: "cf" type: "ConvFusion"
+  arg { name: "kernel" i: 3 } arg { name: "pad" i: 1 } arg { name: "fusion_type" i: 3 } }
+op { input: "cf" output: "mp" name: "mp" type: "MaxPool" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 3 } arg { name: "pad" i: 1 } arg { name: "legacy_pad" i: 3 } }
+op { input: "cf" output: "ap" name: "ap" type: "AveragePool" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 1 } arg { name: "pad" i: 1 } }
+op { input: "ap" output: "lrn" name: "lrn" type: "LRN" arg { name: "size" i: 3 }
+  arg { name: "alpha" f: 0.001 } arg { name: "beta" f: 0.75 } arg { name: "bias" f: 1.0 } }
+op { input: ["lrn", "cf"] output: ["cat", "cat_info"] name: "cat" type: "Concat" }
+op { input: "cat" output: ["sp0", "sp1"] name: "sp" type: "Split" arg { name: "axis" i: 1 }
+  arg { name: "split" ints: [6, 10] } }
+op { input: "sp0" output: "tr" name: "tr" type: "Transpose" arg { name: "axes" ints: [0, 2, 3, 1] } }
+op { input: "tr" output: ["rs", "rs_old"] name: "rs" type: "Reshape" arg { name: "shape" ints: [0, 25, -1] } }
+op { input: ["rs", "fw", "fb"] output: "fc" name: "fc" type: "FC" arg { name: "axis" i: 2 } }
+op { input: "fc" output: "sm" name: "sm" type: "Softmax" arg { name: "axis" i: 1 } }
+op { input: ["sm", "abias"] output: "ad" name: "ad" type: "Add" arg { name: "broadcast" i: 1 }
+  arg { name: "axis" i: 1 } }
+op { input: ["ad", "two"] output: "mu" name: "mu" type: "Mul" arg { name: "broadcast" i: 1 } }
+op { input: "mu" output: "sc" name: "sc" type: "Scale" arg { name: "scale" f: 0.5 } }
+op { input: ["sc", "sm"] output: "sb" name: "sb" type: "Sub" }
+op { input: ["sb", "den"] output: "dv" name: "dv" type: "Div" arg { name: "broadcast" i: 1 } }
+op { input: ["dv", "sm", "sb"] output: "su" name: "su" type: "Sum" }
+op { input: "su" output: "cp" name: "cp" type: "Copy" }
+op { input: "cp" output: ["out1", "mask"] name: "drop" type: "Dropout" arg { name: "is_test" i: 1 } }
+op { input: "mp" output: "fl" name: "fl" type: "Flatten" }
+op { input: ["fl", "fw2", "fb2"] output: "out2" name: "ff" type: "FCFusion"
+  arg { name: "fusion_type" i: 1 } }
+op { input: "data" output: "h" name: "tohalf" type: "Cast" arg { name: "to" s: "FLOAT16" } }
+op { input: "h" output: "out3" name: "tofloat" type: "HalfToFloat" }
+external_input: "data"
+external_output: ["out1", "out2", "out3"]
+"""
+
+
+def opsnet(exe, work):
+    d = os.path.join(work, "opsnet")
+    os.makedirs(d)
+    g = np.random.default_rng(5)
+    r = lambda *s: g.standard_normal(s) * 0.3
+    init = "".join([
+        fill("w1", r(8, 3, 3, 3)), fill("b1", r(8)), fill("scale", g.uniform(0.5, 1.5, 8)),
+        fill("bias", r(8)), fill("mean", r(8)), fill("var", g.uniform(0.5, 1.5, 8)),
+        fill("w2", r(8, 8, 3, 3)), fill("b2", r(8)), fill("fw", r(4, 6)), fill("fb", r(4)),
+        fill("abias", r(25)), fill("two", [2.0]), fill("den", g.uniform(1, 2, 4)),
+        fill("fw2", r(5, 32)), fill("fb2", r(5))])
+    ip, np_ = os.path.join(d, "init.pbtxt"), os.path.join(d, "net.pbtxt")
+    with open(ip, "w") as f:
+        f.write(init)
+    with open(np_, "w") as f:
+        f.write(OPSNET)
+    x = g.uniform(-1, 1, (2, 3, 9, 9)).astype(np.float32)
+    return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3"])
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     exe, work = sys.argv[1], sys.argv[2]
     ok = True
-    for f in (squeezenet, lenet, example):
+    for f in (squeezenet, lenet, example, opsnet):
         ok = f(exe, work) and ok
     return 0 if ok else 1
 

@@ -48,7 +48,7 @@ static const char *conv_init =
  * (1x2x5x5); Split p on channels by `sizes` -> p0, p1; Concat (p0, p1, a) -> j (1x4x5x5),
  * split_info unread; global MaxPool -> g (1x4x1x1) -> FC (4-D at axis 1: Flatten + Gemm)
  * -> fc; Reshape j by `newshape` -> r (1x100) -> Softmax -> prob. */
-static const char *conv_pred =
+static const char *conv_pred_fmt =
     "name: 'convnet'"
     "op { input: ['x', 'w', 'b'] output: 'c' name: 'conv1' type: 'Conv'"
     "  arg { name: 'kernel' i: 3 } arg { name: 'stride' i: 1 }"
@@ -56,7 +56,7 @@ static const char *conv_pred =
     "  arg { name: 'pad_r' i: 2 } }"
     "op { input: 'c' output: 'c' name: 'relu1' type: 'Relu' }"
     "op { input: 'c' output: 'p' name: 'pool1' type: 'MaxPool' arg { name: 'kernel' i: 3 }"
-    "  arg { name: 'stride' i: 2 } arg { name: 'pad' i: 1 } arg { name: 'legacy_pad' i: 3 } }"
+    "  arg { name: 'stride' i: 2 } arg { name: 'pad' i: %d } arg { name: 'legacy_pad' i: 3 } }"
     "op { input: 'c' output: 'a' name: 'pool2' type: 'AveragePool' arg { name: 'kernels' ints: [4, 4] }"
     "  arg { name: 'strides' ints: [1, 1] } arg { name: 'legacy_pad' i: 1 } }"
     "op { input: ['p', 'sizes'] output: ['p0', 'p1'] name: 'split' type: 'Split' arg { name: 'axis' i: 1 } }"
@@ -68,6 +68,14 @@ static const char *conv_pred =
     "op { input: 'r' output: 'prob' name: 'softmax' type: 'Softmax' }"
     "external_input: ['x', 'w', 'b', 'fc_w', 'fc_b', 'newshape', 'sizes']"
     "external_output: ['fc', 'prob']";
+
+/* The conv net with pool1's pad (1, or 0 where X's shape is not given: a padded pool by
+ * Caffe's rule needs it). */
+static const char *conv_pred(int pool_pad) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf, conv_pred_fmt, pool_pad);
+  return buf;
+}
 
 static Onnx__ModelProto *export_text(const char *init_text, const char *pred_text,
                                      const dm_onnx_input_shape *shapes, size_t n_shapes) {
@@ -145,7 +153,7 @@ static void assert_inputs(const Onnx__NodeProto *n, size_t k, ...) {
 static void test_conv_pool_attributes(void **state) {
   (void)state;
   dm_onnx_input_shape x = {"x", 4, {1, 1, 8, 8}};
-  Onnx__ModelProto *m = export_text(conv_init, conv_pred, &x, 1);
+  Onnx__ModelProto *m = export_text(conv_init, conv_pred(1), &x, 1);
   assert_int_equal(m->ir_version, DM_ONNX_EXPORT_IR_VERSION);
   assert_int_equal(m->opset_import[0]->version, DM_ONNX_EXPORT_OPSET);
   assert_string_equal(m->producer_name, "demitasse");
@@ -209,7 +217,7 @@ static void test_conv_pool_attributes(void **state) {
 
 static void test_initializers_and_names(void **state) {
   (void)state;
-  Onnx__ModelProto *m = export_text(conv_init, conv_pred, NULL, 0);
+  Onnx__ModelProto *m = export_text(conv_init, conv_pred(0), NULL, 0);
   /* the values exactly, little-endian FLOAT; ConstantFill's too; an unread fill left out */
   const Onnx__TensorProto *w = initializer(m, "w"), *b = initializer(m, "b");
   assert_non_null(w);
@@ -225,7 +233,12 @@ static void test_initializers_and_names(void **state) {
   memcpy(fb, initializer(m, "fc_b")->raw_data.data, sizeof fb);
   assert_true(fb[0] == 0.25f && fb[1] == 0.25f && fb[2] == 0.25f);
   assert_int_equal(initializer(m, "newshape")->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
-  assert_int_equal(initializer(m, "sizes")->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+  /* Split's INT32 sizes are read as an INT64 copy, and the original is left out */
+  const Onnx__NodeProto *split = node_named(m, "split");
+  assert_string_equal(split->input[1], "p0_split");
+  assert_int_equal(initializer(m, "p0_split")->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+  assert_null(initializer(m, "sizes"));
+  assert_string_equal(node_named(m, "reshape")->input[1], "newshape");
   assert_null(initializer(m, "unused"));
   /* the seeded XavierFill gives what the init net gives when run */
   dm_workspace *ws = NULL;
@@ -297,6 +310,12 @@ static void test_refused_listed(void **state) {
                          "op 3 'loss': SoftmaxWithLoss: no ONNX translation",
                          "op 4 'nhwc': MaxPool: order is not NCHW", NULL};
   expect_fail(init, pred, NULL, 0, DM_ERR_UNSUPPORTED, frags);
+  /* Caffe's pooling rule with padding needs X's shape */
+  const char *frags4[] = {"1 of 1 ops", "op 0 'pool': MaxPool: legacy_pad 3 with padding and "
+                          "X's shape unknown", NULL};
+  expect_fail(NULL, "op { input: 'x' output: 'y' name: 'pool' type: 'MaxPool' arg { name: "
+              "'kernel' i: 3 } arg { name: 'pad' i: 1 } arg { name: 'legacy_pad' i: 3 } }"
+              "external_input: 'x' external_output: 'y'", NULL, 0, DM_ERR_UNSUPPORTED, frags4);
   /* a weight no init op fills, and a blob nobody writes */
   const char *pred2 =
       "op { input: ['x', 'w', 'b'] output: 'c' name: 'conv1' type: 'Conv' arg { name: 'kernel' i: 3 } }"
@@ -356,6 +375,21 @@ static void test_shape_forms(void **state) {
   assert_int_equal(bb->n_dims, 2);
   assert_memory_equal(bb->dims, ((int64_t[]){3, 1}), 16);
   assert_memory_equal(bb->raw_data.data, ((float[]){1, 2, 3}), 12);
+  free_model(m);
+  /* Caffe's pooling rule where the last window would start in the padding (5 pixels,
+   * kernel 3, stride 3, pad 1: Caffe gives 2, ONNX's ceil_mode 3): explicit pads that
+   * give 2, no ceil_mode */
+  dm_onnx_input_shape x5 = {"x", 4, {1, 1, 5, 5}};
+  m = export_text(NULL, "op { input: 'x' output: 'y' name: 'pool' type: 'MaxPool' arg { name: "
+                  "'kernel' i: 3 } arg { name: 'stride' i: 3 } arg { name: 'pad' i: 1 } arg "
+                  "{ name: 'legacy_pad' i: 3 } } external_input: 'x' external_output: 'y'", &x5, 1);
+  const Onnx__NodeProto *pool = node_named(m, "pool");
+  assert_null(attr(pool, "ceil_mode"));
+  assert_ints(pool, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  const Onnx__TensorShapeProto *ys = m->graph->output[0]->type->tensor_type->shape;
+  assert_int_equal(ys->dim[2]->dim_value, 2);
+  free_model(m);
+  m = export_text(init, pred, &x, 1);
   /* axis -1 of a 3-D input is the last: one Softmax node */
   const Onnx__NodeProto *sm1 = node_named(m, "sm1");
   assert_string_equal(sm1->op_type, "Softmax");
