@@ -186,10 +186,14 @@ op { input: "cp" output: ["out1", "mask"] name: "drop" type: "Dropout" arg { nam
 op { input: "mp" output: "fl" name: "fl" type: "Flatten" }
 op { input: ["fl", "fw2", "fb2"] output: "out2" name: "ff" type: "FCFusion"
   arg { name: "fusion_type" i: 1 } }
+op { input: "cf" output: "mp2" name: "mp2" type: "MaxPool" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 2 } arg { name: "pad" i: 1 } arg { name: "legacy_pad" i: 3 } }
+op { input: "cf" output: "ap2" name: "ap2" type: "AveragePool" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 2 } arg { name: "pad" i: 1 } arg { name: "legacy_pad" i: 3 } }
 op { input: "data" output: "h" name: "tohalf" type: "Cast" arg { name: "to" s: "FLOAT16" } }
 op { input: "h" output: "out3" name: "tofloat" type: "HalfToFloat" }
 external_input: "data"
-external_output: ["out1", "out2", "out3"]
+external_output: ["out1", "out2", "out3", "mp2", "ap2"]
 """
 
 
@@ -210,7 +214,7 @@ def opsnet(exe, work):
     with open(np_, "w") as f:
         f.write(OPSNET)
     x = g.uniform(-1, 1, (2, 3, 9, 9)).astype(np.float32)
-    return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3"])
+    return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3", "mp2", "ap2"])
 
 
 def main():
