@@ -147,8 +147,8 @@ def fill(name, a):
 
 
 # The translations the models above do not reach, each in the form that needs care:
-# Conv with legacy_pad SAME and stride 2, SpatialBN, ConvFusion (conv + b + S, relu)
-# expanded again, MaxPool by Caffe's rule where the last window would start in the
+# Conv with legacy_pad SAME and stride 2, SpatialBN, ConvFusion (grouped; conv + b + S,
+# relu) expanded again, a dilated Conv with asymmetric pads and no bias, MaxPool by Caffe's rule where the last window would start in the
 # padding (dropped), AveragePool with padding not counted, LRN, Concat with split_info,
 # Split, Transpose, Reshape with old_shape, FC at axis 2 (Flatten, Gemm, Reshape), Softmax
 # over two trailing dims (Flatten, Softmax, Reshape), legacy broadcasts at axis 1 and of a
@@ -160,7 +160,10 @@ op { input: ["data", "w1", "b1"] output: "c1" name: "c1" type: "Conv" arg { name
 op { input: ["c1", "scale", "bias", "mean", "var"] output: "bn" name: "bn" type: "SpatialBN"
   arg { name: "is_test" i: 1 } arg { name: "epsilon" f: 0.001 } }
 op { input: ["bn", "w2", "b2", "bn"] output: "cf" name: "cf" type: "ConvFusion"
-  arg { name: "kernel" i: 3 } arg { name: "pad" i: 1 } arg { name: "fusion_type" i: 3 } }
+  arg { name: "kernel" i: 3 } arg { name: "pad" i: 1 } arg { name: "fusion_type" i: 3 }
+  arg { name: "group" i: 2 } }
+op { input: ["cf", "w3"] output: "dil" name: "dil" type: "Conv" arg { name: "kernel" i: 2 }
+  arg { name: "dilation" i: 2 } arg { name: "pads" ints: [1, 0, 2, 1] } }
 op { input: "cf" output: "mp" name: "mp" type: "MaxPool" arg { name: "kernel" i: 3 }
   arg { name: "stride" i: 3 } arg { name: "pad" i: 1 } arg { name: "legacy_pad" i: 3 } }
 op { input: "cf" output: "ap" name: "ap" type: "AveragePool" arg { name: "kernel" i: 3 }
@@ -193,7 +196,7 @@ op { input: "cf" output: "ap2" name: "ap2" type: "AveragePool" arg { name: "kern
 op { input: "data" output: "h" name: "tohalf" type: "Cast" arg { name: "to" s: "FLOAT16" } }
 op { input: "h" output: "out3" name: "tofloat" type: "HalfToFloat" }
 external_input: "data"
-external_output: ["out1", "out2", "out3", "mp2", "ap2"]
+external_output: ["out1", "out2", "out3", "mp2", "ap2", "dil"]
 """
 
 
@@ -205,7 +208,7 @@ def opsnet(exe, work):
     init = "".join([
         fill("w1", r(8, 3, 3, 3)), fill("b1", r(8)), fill("scale", g.uniform(0.5, 1.5, 8)),
         fill("bias", r(8)), fill("mean", r(8)), fill("var", g.uniform(0.5, 1.5, 8)),
-        fill("w2", r(8, 8, 3, 3)), fill("b2", r(8)), fill("fw", r(4, 6)), fill("fb", r(4)),
+        fill("w2", r(8, 4, 3, 3)), fill("w3", r(3, 8, 2, 2)), fill("b2", r(8)), fill("fw", r(4, 6)), fill("fb", r(4)),
         fill("abias", r(25)), fill("two", [2.0]), fill("den", g.uniform(1, 2, 4)),
         fill("fw2", r(5, 32)), fill("fb2", r(5))])
     ip, np_ = os.path.join(d, "init.pbtxt"), os.path.join(d, "net.pbtxt")
@@ -214,7 +217,7 @@ def opsnet(exe, work):
     with open(np_, "w") as f:
         f.write(OPSNET)
     x = g.uniform(-1, 1, (2, 3, 9, 9)).astype(np.float32)
-    return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3", "mp2", "ap2"])
+    return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3", "mp2", "ap2", "dil"])
 
 
 def main():
