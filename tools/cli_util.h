@@ -24,6 +24,7 @@ int dm_cmd_init_net(int argc, char **argv);
 int dm_cmd_train(int argc, char **argv);
 int dm_cmd_make_db(int argc, char **argv);
 int dm_cmd_import_onnx(int argc, char **argv);
+int dm_cmd_export_onnx(int argc, char **argv);
 
 /* Prints "demitasse: <dm_last_error()>" on stderr; returns DM_EXIT_ERROR. */
 int dm_cli_fail(void);

@@ -29,6 +29,7 @@ static const dm_cli_cmd commands[] = {
     {"ops", dm_cmd_ops, "list the registered operator types"},
     {"make-db", dm_cmd_make_db, "MNIST IDX files -> training and validation LMDBs"},
     {"import-onnx", dm_cmd_import_onnx, "an ONNX model -> a Caffe2 init net and predict net"},
+    {"export-onnx", dm_cmd_export_onnx, "a Caffe2 init net and predict net -> an ONNX model"},
     {NULL, NULL, NULL},
 };
 
