@@ -1,0 +1,194 @@
+/* nary_math.c: Pow, Max, Min and Mean, elementwise over inputs broadcast numpy's way
+ * (broadcast.h); FLOAT, FLOAT16 and BFLOAT16.
+ *
+ * Pow: X [, E] -> Y = X ^ E, with E either the `exponent` argument (Caffe2's form) or a
+ * second input of any numeric dtype (ONNX lets the exponent's type differ from the
+ * base's). Max, Min: N inputs, NaN propagated (numpy's maximum/minimum). Mean: the sum
+ * of N inputs in double over N, rounded once. Each output element is computed in double
+ * from the widened inputs and rounded once into Y's dtype (X0's).
+ *
+ * The output is walked in rows of its last dim, in blocks; every input's block is read
+ * before the block of Y is written, so Y may be an input of Y's shape. No gradients:
+ * Caffe2's Max/Min gradients need the forward's selection, not done yet.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dm_config.h"
+
+#include "broadcast.h"
+#include "builtin.h"
+#include "common.h"
+
+#define BLOCK 256
+
+typedef enum nary_kind { N_POW, N_MAX, N_MIN, N_MEAN } nary_kind;
+
+static nary_kind kind_of(dm_op_ctx *ctx) {
+  const char *t = dm_op_type(ctx);
+  return t[0] == 'P' ? N_POW : strcmp(t, "Max") == 0 ? N_MAX : strcmp(t, "Min") == 0 ? N_MIN
+                                                                                    : N_MEAN;
+}
+
+/* Element i of a numeric tensor's data, as a double. */
+static inline double load_elem(dm_dtype t, const void *p, int64_t i) {
+  switch (t) {
+  case DM_FLOAT: return ((const float *)p)[i];
+  case DM_DOUBLE: return ((const double *)p)[i];
+  case DM_FLOAT16:
+  case DM_BFLOAT16: return dm_reduced_to_float(t, ((const uint16_t *)p)[i]);
+  case DM_INT32: return ((const int32_t *)p)[i];
+  case DM_INT64: return (double)((const int64_t *)p)[i];
+  default: return 0;
+  }
+}
+
+static int exponent_dtype_ok(dm_dtype t) {
+  return dm_is_float_or_reduced(t) || t == DM_DOUBLE || t == DM_INT32 || t == DM_INT64;
+}
+
+static dm_status nary_infer(dm_op_ctx *ctx) {
+  const int nin = dm_op_num_inputs(ctx);
+  const nary_kind k = kind_of(ctx);
+  const dm_tensor *in[64];
+  if (nin > (int)(sizeof in / sizeof in[0]))
+    return dm_op_error(ctx, DM_ERR_INVALID, "%d inputs; %s takes at most %d", nin,
+                       dm_op_type(ctx), (int)(sizeof in / sizeof in[0]));
+  const dm_dtype t = dm_op_input(ctx, 0)->dtype;
+  if (!dm_is_float_or_reduced(t))
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X0 is %s: unsupported dtype; %s takes FLOAT, FLOAT16 or BFLOAT16",
+                       dm_dtype_name(t), dm_op_type(ctx));
+  for (int i = 0; i < nin; i++) {
+    in[i] = dm_op_input(ctx, i);
+    if (k == N_POW && i == 1) {
+      if (!exponent_dtype_ok(in[1]->dtype))
+        return dm_op_error(ctx, DM_ERR_TYPE,
+                           "E is %s: unsupported dtype for the exponent (FLOAT, FLOAT16, "
+                           "BFLOAT16, DOUBLE, INT32 or INT64)",
+                           dm_dtype_name(in[1]->dtype));
+    } else if (in[i]->dtype != t) {
+      return dm_op_error(ctx, DM_ERR_TYPE, "input %d is %s but X0 is %s; expected the same dtype",
+                         i, dm_dtype_name(in[i]->dtype), dm_dtype_name(t));
+    }
+  }
+  if (k == N_POW && nin == 1 && !dm_op_has_arg(ctx, "exponent"))
+    return dm_op_error(ctx, DM_ERR_INVALID, "Pow needs the `exponent` argument or a 2nd input E");
+  if (k == N_POW && nin == 2 && dm_op_has_arg(ctx, "exponent"))
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "Pow takes the `exponent` argument or a 2nd input E, not both");
+  int ndim;
+  int64_t dims[DM_MAX_DIMS];
+  static const char *const pow_slots[] = {"X", "E"};
+  DM_TRY(dm_bcast_numpy_output_shape(ctx, nin, in, k == N_POW ? pow_slots : NULL, &ndim, dims));
+  return dm_op_set_output(ctx, 0, t, ndim, dims);
+}
+
+static inline double combine(nary_kind k, double acc, double v) {
+  switch (k) {
+  case N_POW: return pow(acc, v);
+  case N_MAX: return acc != acc || v != v ? NAN : acc > v ? acc : v;
+  case N_MIN: return acc != acc || v != v ? NAN : acc < v ? acc : v;
+  case N_MEAN: return acc + v;
+  }
+  return acc;
+}
+
+static dm_status nary_run(dm_op_ctx *ctx) {
+  DM_TRY(nary_infer(ctx));
+  const int nin = dm_op_num_inputs(ctx);
+  const nary_kind k = kind_of(ctx);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  if (y->numel == 0)
+    return DM_OK;
+  const int nd = y->ndim > 0 ? y->ndim : 1;
+  int64_t dims[DM_MAX_DIMS] = {1};
+  for (int d = 0; d < y->ndim; d++)
+    dims[d] = y->dims[d];
+  int64_t strides[64][DM_MAX_DIMS];
+  for (int i = 0; i < nin; i++)
+    dm_bcast_numpy_strides(dm_op_input(ctx, i), nd, dims, strides[i]);
+  const double expo = dm_op_arg_float(ctx, "exponent", 1.0f);
+  const int64_t len = dims[nd - 1], rows = y->numel / len;
+  const dm_dtype t = y->dtype;
+  void *py = dm_tensor_mutable_data(y);
+#if DM_HAVE_OPENMP
+#pragma omp parallel for if (y->numel > (1 << 15))
+#endif
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t j0 = 0; j0 < len; j0 += BLOCK) {
+      double acc[BLOCK];
+      float out[BLOCK];
+      const int64_t m = len - j0 < BLOCK ? len - j0 : BLOCK;
+      for (int i = 0; i < nin; i++) {
+        const dm_tensor *x = dm_op_input(ctx, i);
+        const void *px = dm_tensor_data(x);
+        const int64_t off = dm_bcast_row_offset(nd, dims, strides[i], r);
+        const int64_t step = strides[i][nd - 1];
+        for (int64_t j = 0; j < m; j++) {
+          double v = load_elem(x->dtype, px, off + (j0 + j) * step);
+          acc[j] = i == 0 ? v : combine(k, acc[j], v);
+        }
+      }
+      if (k == N_POW && nin == 1)
+        for (int64_t j = 0; j < m; j++)
+          acc[j] = pow(acc[j], expo);
+      if (k == N_MEAN)
+        for (int64_t j = 0; j < m; j++)
+          acc[j] /= nin;
+      if (dm_is_reduced_float(t)) { /* double -> 16 bits once */
+        for (int64_t j = 0; j < m; j++)
+          ((uint16_t *)py)[r * len + j0 + j] = dm_double_to_reduced(t, acc[j]);
+      } else {
+        for (int64_t j = 0; j < m; j++)
+          out[j] = (float)acc[j];
+        memcpy((float *)py + r * len + j0, out, (size_t)m * sizeof *out);
+      }
+    }
+  }
+  return DM_OK;
+}
+
+static void nary_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  dm_cost_io(ctx, c);
+  c->flops = (double)dm_op_output(ctx, 0)->numel * dm_op_num_inputs(ctx);
+}
+
+static const dm_arg_spec pow_args[] = {
+    {"exponent", DM_ARG_FLOAT, 0, "the exponent, when there is no input E"},
+    {NULL, 0, 0, NULL},
+};
+static const dm_inplace_pair nary_inplace[] = {{0, 0}, {1, 0}, {-1, -1}};
+/* Not on E's blob: E may have another dtype. */
+static const dm_inplace_pair pow_inplace[] = {{0, 0}, {-1, -1}};
+
+static const dm_op_schema pow_schema = {
+    .type = "Pow", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .args = pow_args, .inplace = pow_inplace, .precision = DM_PREC_FOLLOW,
+    .doc = "X, [E] -> Y = X ^ E (E: the `exponent` argument, or an input of any numeric "
+           "dtype broadcast with X numpy's way); X FLOAT, FLOAT16 or BFLOAT16.",
+    .infer = nary_infer, .cost = nary_cost,
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
+
+#define NARY_SCHEMA(var, name, docstr)                                                      \
+  static const dm_op_schema var##_schema = {                                                \
+      .type = name, .min_inputs = 1, .max_inputs = 64, .min_outputs = 1, .max_outputs = 1,  \
+      .inplace = nary_inplace, .precision = DM_PREC_FOLLOW, .doc = docstr,                  \
+      .infer = nary_infer, .cost = nary_cost,                                               \
+      .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX, .layout_outputs = 0x1}
+
+NARY_SCHEMA(max, "Max", "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated).");
+NARY_SCHEMA(min, "Min", "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated).");
+NARY_SCHEMA(mean, "Mean", "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
+
+static const dm_op_schema *const schemas[] = {&pow_schema, &max_schema, &min_schema,
+                                              &mean_schema, NULL};
+/* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
+static const dm_kernel_def kernels[] = {
+    {.type = "Pow", .device = DM_CPU, .run = nary_run},
+    {.type = "Max", .device = DM_CPU, .run = nary_run},
+    {.type = "Min", .device = DM_CPU, .run = nary_run},
+    {.type = "Mean", .device = DM_CPU, .run = nary_run},
+    {0},
+};
+const dm_op_family dm_family_nary_math = {schemas, kernels};
