@@ -282,7 +282,7 @@ static void half_bcast_block(dm_dtype t, const uint16_t *pb, const dm_bcast *g, 
 /* Numpy's broadcast: C walked in rows of its last dim; A and B read at their row's
  * offset with a stride of 0 or 1 along it. C may be an input of C's shape (read at the
  * index written). 16-bit elements are widened, computed in FP32 and rounded once. */
-#define NP_LOOP(T, LOAD, STORE, EXPR)                                          \
+#define NP_LOOP(T, ACC_T, LOAD, STORE, EXPR)                                        \
   do {                                                                         \
     const T *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);                  \
     T *pc = dm_tensor_mutable_data(c);                                         \
@@ -319,38 +319,18 @@ static dm_status binary_numpy_run(dm_op_ctx *ctx, bin_kind k) {
   const dm_dtype t = a->dtype;
 #define WIDEN(v) dm_reduced_to_float(t, v)
 #define ROUND(v) dm_double_to_reduced(t, (double)(v))
-#define F32(OP) NP_LOOP(float, SAME, SAME, OP(x, y))
-#define F64(OP) NP_LOOP(double, SAME, SAME, OP(x, y))
-#define F16(OP) NP_LOOP(uint16_t, WIDEN, ROUND, OP(x, y))
-#define I32(OP) NP_LOOP(int32_t, SAME, SAME, OP(uint32_t, x, y))
-#define I64(OP) NP_LOOP(int64_t, SAME, SAME, OP(uint64_t, x, y))
+#define F32(OP) NP_LOOP(float, float, SAME, SAME, OP(x, y))
+#define F64(OP) NP_LOOP(double, double, SAME, SAME, OP(x, y))
+#define F16(OP) NP_LOOP(uint16_t, float, WIDEN, ROUND, OP(x, y))
+#define I32(OP) NP_LOOP(int32_t, int32_t, SAME, SAME, OP(uint32_t, x, y))
+#define I64(OP) NP_LOOP(int64_t, int64_t, SAME, SAME, OP(uint64_t, x, y))
   switch (t) {
-  case DM_FLOAT: {
-#define ACC_T float
-    BIN_SWITCH(k, F32, OP_)
-#undef ACC_T
-  } break;
-  case DM_DOUBLE: {
-#define ACC_T double
-    BIN_SWITCH(k, F64, OP_)
-#undef ACC_T
-  } break;
+  case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
+  case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
   case DM_FLOAT16:
-  case DM_BFLOAT16: {
-#define ACC_T float
-    BIN_SWITCH(k, F16, OP_)
-#undef ACC_T
-  } break;
-  case DM_INT32: {
-#define ACC_T int32_t
-    BIN_SWITCH(k, I32, IOP_)
-#undef ACC_T
-  } break;
-  case DM_INT64: {
-#define ACC_T int64_t
-    BIN_SWITCH(k, I64, IOP_)
-#undef ACC_T
-  } break;
+  case DM_BFLOAT16: BIN_SWITCH(k, F16, OP_) break;
+  case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
+  case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
   default: break;
   }
 #undef F32
