@@ -39,7 +39,7 @@ static dm_status binary(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char 
   dm_opb_input(b, x);
   dm_opb_input(b, y);
   dm_opb_output(b, n->output[0]);
-  if (ky && ox_tensor_numel(ky) == 1 && ra >= rb) { /* a scalar: any rank up to A's */
+  if (ky && ox_tensor_numel(ky) == 1 && (rb == 0 || ra >= rb)) { /* a scalar, A of its rank or more */
     dm_opb_arg_int(b, "broadcast", 1);
     return DM_OK;
   }
@@ -140,7 +140,8 @@ static dm_status tr_pow(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     return ox_refuse(c, "expected 2 inputs");
   const Onnx__TensorProto *ky = ox_const_find(c, n->input[1]);
   int ra = ox_rank_of(c, n->input[0]);
-  if (ky && ox_tensor_numel(ky) == 1 && ra >= (int)ky->n_dims && is_float_type(ky->data_type)) {
+  if (ky && ox_tensor_numel(ky) == 1 && (ky->n_dims == 0 || ra >= (int)ky->n_dims) &&
+      is_float_type(ky->data_type)) {
     float e;
     DM_TRY(const_scalar(c, ky, "the exponent", &e));
     ox_start(b, "Pow", n, 1);
