@@ -39,7 +39,7 @@ static dm_status binary(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char 
   dm_opb_input(b, x);
   dm_opb_input(b, y);
   dm_opb_output(b, n->output[0]);
-  if (ky && ox_tensor_numel(ky) == 1 && (rb == 0 || ra >= rb)) { /* a scalar, A of its rank or more */
+  if (ky && ox_tensor_numel(ky) == 1 && (rb == 0 || ra >= rb)) { /* a scalar, rank <= A's */
     dm_opb_arg_int(b, "broadcast", 1);
     return DM_OK;
   }
@@ -97,7 +97,8 @@ static dm_status const_scalar(imp *c, const Onnx__TensorProto *t, const char *wh
     *out = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ? dm_half_to_float(h)
                                                                   : dm_bf16_to_float(h);
   } break;
-  default: s = ox_refuse(c, "%s is %s; expected a float constant", what, ox_dtype_name(t->data_type));
+  default:
+    s = ox_refuse(c, "%s is %s; expected a float constant", what, ox_dtype_name(t->data_type));
   }
   free(owned);
   return s;
@@ -122,9 +123,15 @@ static dm_status nary(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *t
   return DM_OK;
 }
 
-static dm_status tr_max(imp *c, const Onnx__NodeProto *n, dm_opb *b) { return nary(c, n, b, "Max"); }
-static dm_status tr_min(imp *c, const Onnx__NodeProto *n, dm_opb *b) { return nary(c, n, b, "Min"); }
-static dm_status tr_mean(imp *c, const Onnx__NodeProto *n, dm_opb *b) { return nary(c, n, b, "Mean"); }
+static dm_status tr_max(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return nary(c, n, b, "Max");
+}
+static dm_status tr_min(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return nary(c, n, b, "Min");
+}
+static dm_status tr_mean(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return nary(c, n, b, "Mean");
+}
 
 /* Pow(X, Y): Caffe2's `exponent` argument when Y is a constant float scalar no wider in
  * rank than X; the 2-input form (numpy's broadcast, any numeric exponent) otherwise. */

@@ -153,7 +153,8 @@ static dm_status sum_run(dm_op_ctx *ctx) {
 typedef enum bin_kind { B_ADD, B_SUB, B_MUL, B_DIV } bin_kind;
 
 static const dm_arg_spec binary_args[] = {
-    {"broadcast", DM_ARG_INT, 0, "1: B is broadcast onto A (legacy rules); default 0: numpy's rule"},
+    {"broadcast", DM_ARG_INT, 0,
+     "1: B is broadcast onto A (legacy rules); default 0: numpy's rule"},
     {"axis", DM_ARG_INT, 0, "where B's dims start in A's (default -1: trailing)"},
     {NULL, 0, 0, NULL},
 };
@@ -484,10 +485,14 @@ static dm_status div_gradient(dm_grad_ctx *g) {
       .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad,  \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1}
 
-BINARY_SCHEMA(add, "Add", add_gradient, "A, B -> C = A + B (numpy broadcast; legacy with broadcast=1).");
-BINARY_SCHEMA(sub, "Sub", sub_gradient, "A, B -> C = A - B (numpy broadcast; legacy with broadcast=1).");
-BINARY_SCHEMA(mul, "Mul", mul_gradient, "A, B -> C = A * B (numpy broadcast; legacy with broadcast=1).");
-BINARY_SCHEMA(div, "Div", div_gradient, "A, B -> C = A / B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(add, "Add", add_gradient,
+              "A, B -> C = A + B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(sub, "Sub", sub_gradient,
+              "A, B -> C = A - B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(mul, "Mul", mul_gradient,
+              "A, B -> C = A * B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(div, "Div", div_gradient,
+              "A, B -> C = A / B (numpy broadcast; legacy with broadcast=1).");
 
 /* ---- Scale ----------------------------------------------------------------------- */
 
@@ -550,7 +555,8 @@ static const dm_op_schema scale_schema = {
 /* ---- SumReduceLike --------------------------------------------------------------- */
 
 static const dm_arg_spec reduce_like_args[] = {
-    {"axis", DM_ARG_INT, 0, "legacy: where B's dims start in A's (-1: trailing); absent: numpy's rule"},
+    {"axis", DM_ARG_INT, 0,
+     "legacy: where B's dims start in A's (-1: trailing); absent: numpy's rule"},
     {NULL, 0, 0, NULL},
 };
 /* In place on A: C is built aside (it is smaller), then takes A's blob. */
