@@ -1,5 +1,6 @@
 /* nary_math.c: Pow, Max, Min and Mean, elementwise over inputs broadcast numpy's way
- * (broadcast.h); FLOAT, FLOAT16 and BFLOAT16.
+ * (broadcast.h); FLOAT, FLOAT16, BFLOAT16 and DOUBLE, and for Max and Min the integers
+ * up to 32 bits too (each exact in double, and Max/Min return one of their inputs).
  *
  * Pow: X [, E] -> Y = X ^ E, with E either the `exponent` argument (Caffe2's form) or a
  * second input of any numeric dtype (ONNX lets the exponent's type differ from the
@@ -39,8 +40,37 @@ static inline double load_elem(dm_dtype t, const void *p, int64_t i) {
   case DM_BFLOAT16: return dm_reduced_to_float(t, ((const uint16_t *)p)[i]);
   case DM_INT32: return ((const int32_t *)p)[i];
   case DM_INT64: return (double)((const int64_t *)p)[i];
+  case DM_INT16: return ((const int16_t *)p)[i];
+  case DM_UINT16: return ((const uint16_t *)p)[i];
+  case DM_INT8: return ((const int8_t *)p)[i];
+  case DM_UINT8: return ((const uint8_t *)p)[i];
   default: return 0;
   }
+}
+
+/* v (exact in t for the integers: Max and Min return an input) into element i. */
+static inline void store_elem(dm_dtype t, void *p, int64_t i, double v) {
+  switch (t) {
+  case DM_FLOAT: ((float *)p)[i] = (float)v; break;
+  case DM_DOUBLE: ((double *)p)[i] = v; break;
+  case DM_FLOAT16:
+  case DM_BFLOAT16: ((uint16_t *)p)[i] = dm_double_to_reduced(t, v); break; /* once */
+  case DM_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case DM_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case DM_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case DM_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case DM_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  default: break;
+  }
+}
+
+/* The dtypes of X0 (and Y): floats for all, and the integers exact in double for Max
+ * and Min (INT64 is not: a value past 2^53 would come back changed). */
+static int dtype_ok(nary_kind k, dm_dtype t) {
+  if (dm_is_float_or_reduced(t) || t == DM_DOUBLE)
+    return 1;
+  return (k == N_MAX || k == N_MIN) && (t == DM_INT32 || t == DM_INT16 || t == DM_UINT16 ||
+                                        t == DM_INT8 || t == DM_UINT8);
 }
 
 static int exponent_dtype_ok(dm_dtype t) {
@@ -55,10 +85,11 @@ static dm_status nary_infer(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_INVALID, "%d inputs; %s takes at most %d", nin,
                        dm_op_type(ctx), (int)(sizeof in / sizeof in[0]));
   const dm_dtype t = dm_op_input(ctx, 0)->dtype;
-  if (!dm_is_float_or_reduced(t))
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X0 is %s: unsupported dtype; %s takes FLOAT, FLOAT16 or BFLOAT16",
-                       dm_dtype_name(t), dm_op_type(ctx));
+  if (!dtype_ok(k, t))
+    return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s: unsupported dtype; %s takes FLOAT, FLOAT16, "
+                       "BFLOAT16, DOUBLE%s", k == N_POW ? "X" : "X0", dm_dtype_name(t),
+                       dm_op_type(ctx),
+                       k == N_MAX || k == N_MIN ? " and integers up to 32 bits" : "");
   for (int i = 0; i < nin; i++) {
     in[i] = dm_op_input(ctx, i);
     if (k == N_POW && i == 1) {
@@ -68,7 +99,7 @@ static dm_status nary_infer(dm_op_ctx *ctx) {
                            "BFLOAT16, DOUBLE, INT32 or INT64)",
                            dm_dtype_name(in[1]->dtype));
     } else if (in[i]->dtype != t) {
-      return dm_op_error(ctx, DM_ERR_TYPE, "input %d is %s but X0 is %s; expected the same dtype",
+      return dm_op_error(ctx, DM_ERR_TYPE, "X%d is %s but X0 is %s; expected the same dtype",
                          i, dm_dtype_name(in[i]->dtype), dm_dtype_name(t));
     }
   }
@@ -118,7 +149,6 @@ static dm_status nary_run(dm_op_ctx *ctx) {
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t j0 = 0; j0 < len; j0 += BLOCK) {
       double acc[BLOCK];
-      float out[BLOCK];
       const int64_t m = len - j0 < BLOCK ? len - j0 : BLOCK;
       for (int i = 0; i < nin; i++) {
         const dm_tensor *x = dm_op_input(ctx, i);
@@ -136,14 +166,8 @@ static dm_status nary_run(dm_op_ctx *ctx) {
       if (k == N_MEAN)
         for (int64_t j = 0; j < m; j++)
           acc[j] /= nin;
-      if (dm_is_reduced_float(t)) { /* double -> 16 bits once */
-        for (int64_t j = 0; j < m; j++)
-          ((uint16_t *)py)[r * len + j0 + j] = dm_double_to_reduced(t, acc[j]);
-      } else {
-        for (int64_t j = 0; j < m; j++)
-          out[j] = (float)acc[j];
-        memcpy((float *)py + r * len + j0, out, (size_t)m * sizeof *out);
-      }
+      for (int64_t j = 0; j < m; j++)
+        store_elem(t, py, r * len + j0 + j, acc[j]);
     }
   }
   return DM_OK;
@@ -166,7 +190,7 @@ static const dm_op_schema pow_schema = {
     .type = "Pow", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .args = pow_args, .inplace = pow_inplace, .precision = DM_PREC_FOLLOW,
     .doc = "X, [E] -> Y = X ^ E (E: the `exponent` argument, or an input of any numeric "
-           "dtype broadcast with X numpy's way); X FLOAT, FLOAT16 or BFLOAT16.",
+           "dtype broadcast with X numpy's way); X FLOAT, FLOAT16, BFLOAT16 or DOUBLE.",
     .infer = nary_infer, .cost = nary_cost,
     .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
 
@@ -177,8 +201,10 @@ static const dm_op_schema pow_schema = {
       .infer = nary_infer, .cost = nary_cost,                                               \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX, .layout_outputs = 0x1}
 
-NARY_SCHEMA(max, "Max", "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated).");
-NARY_SCHEMA(min, "Min", "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated).");
+NARY_SCHEMA(max, "Max", "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated; floats, "
+            "integers up to 32 bits).");
+NARY_SCHEMA(min, "Min", "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
+            "integers up to 32 bits).");
 NARY_SCHEMA(mean, "Mean", "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
 
 static const dm_op_schema *const schemas[] = {&pow_schema, &max_schema, &min_schema,

@@ -274,6 +274,53 @@ static void test_nary(void **state) {
       }
     }
   }
+  /* Max and Min of integers (exact) and doubles; INT64 refused */
+  static const dm_dtype its[] = {DM_INT32, DM_INT16, DM_UINT8, DM_DOUBLE};
+  const int64_t d2[] = {2, 3}, d1[] = {3};
+  const double av[6] = {5, -7, 100, 0, 12, -1}, bv[3] = {3, -2, 50};
+  for (size_t ti = 0; ti < sizeof its / sizeof its[0]; ti++) {
+    dm_dtype t = its[ti];
+    union {
+      int32_t i32[6];
+      int16_t i16[6];
+      uint8_t u8[6];
+      double f64[6];
+    } ua, ub;
+    for (int i = 0; i < 6; i++) {
+      double a = t == DM_UINT8 ? fabs(av[i]) : av[i];
+      double b = t == DM_UINT8 ? fabs(bv[i % 3]) : bv[i % 3];
+      if (t == DM_INT32) ua.i32[i] = (int32_t)a, ub.i32[i % 3] = (int32_t)b;
+      if (t == DM_INT16) ua.i16[i] = (int16_t)a, ub.i16[i % 3] = (int16_t)b;
+      if (t == DM_UINT8) ua.u8[i] = (uint8_t)a, ub.u8[i % 3] = (uint8_t)b;
+      if (t == DM_DOUBLE) ua.f64[i] = a, ub.f64[i % 3] = b;
+    }
+    for (int mx = 0; mx < 2; mx++) {
+      opt_feed(ws, "A", t, 2, d2, &ua);
+      opt_feed(ws, "B", t, 1, d1, &ub);
+      opt_op *op = opt_new(mx ? "Max" : "Min");
+      opt_in(op, "A"), opt_in(op, "B"), opt_out(op, "Y");
+      assert_int_equal(opt_run(op, ws), DM_OK);
+      const void *y = dm_tensor_data(opt_fetch(ws, "Y", t, 2, d2));
+      for (int i = 0; i < 6; i++) {
+        double a = t == DM_UINT8 ? fabs(av[i]) : av[i];
+        double b = t == DM_UINT8 ? fabs(bv[i % 3]) : bv[i % 3];
+        double r = mx ? fmax(a, b) : fmin(a, b);
+        double got = t == DM_INT32   ? ((const int32_t *)y)[i]
+                     : t == DM_INT16 ? ((const int16_t *)y)[i]
+                     : t == DM_UINT8 ? ((const uint8_t *)y)[i]
+                                     : ((const double *)y)[i];
+        if (got != r)
+          fail_msg("%s %s: Y[%d] = %g, reference %g", mx ? "Max" : "Min", dm_dtype_name(t), i,
+                   got, r);
+      }
+    }
+  }
+  int64_t i64[3] = {1, 2, 3};
+  opt_feed(ws, "L", DM_INT64, 1, d1, i64);
+  opt_op *lop = opt_new("Max");
+  opt_in(lop, "L"), opt_in(lop, "L"), opt_out(lop, "Y");
+  opt_expect_error(opt_run(lop, ws), DM_ERR_TYPE, "X0 is INT64: unsupported dtype", NULL);
+
   /* an INT64 exponent with a FLOAT base */
   float base[3] = {2, -3, 0.5f};
   int64_t ex[3] = {3, 2, -1}, d3[] = {3};
