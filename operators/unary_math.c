@@ -153,6 +153,10 @@ static dm_status grad_infer(dm_op_ctx *ctx) {
                        dm_shape_str(s, a, sizeof a), dm_shape_str(dy, b, sizeof b));
   if (dm_op_output(ctx, 0) == s)
     return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not %s's", slot);
+  if (strcmp(dm_op_type(ctx), "LeakyReluGradient") == 0 && dm_op_arg_float(ctx, "alpha", 0.01f) < 0)
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "alpha %g is negative: Y's sign then no longer tells X's (Caffe2's "
+                       "LeakyReluGradient reads Y)", (double)dm_op_arg_float(ctx, "alpha", 0.01f));
   return dm_op_set_output(ctx, 0, s->dtype, s->ndim, s->dims);
 }
 

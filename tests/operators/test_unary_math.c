@@ -222,6 +222,10 @@ static void test_errors(void **state) {
   opt_in(op, "F"), opt_out(op, "Y");
   opt_arg_float(op, "min", 2), opt_arg_float(op, "max", 1);
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "min 2 is above its max 1", NULL);
+  op = opt_new("LeakyReluGradient");
+  opt_in(op, "F"), opt_in(op, "F"), opt_out(op, "G");
+  opt_arg_float(op, "alpha", -0.5f);
+  opt_expect_error(opt_run(op, ws), DM_ERR_UNSUPPORTED, "alpha -0.5 is negative", NULL);
   op = opt_new("HardSwish");
   opt_in(op, "F"), opt_out(op, "F");
   assert_int_not_equal(opt_run(op, ws), DM_OK); /* not in place: the gradient reads X */
