@@ -5,7 +5,10 @@
  * output element it reduces to, held in double, so the result is exact to the last
  * rounding whatever the thread count, and rounded once into Y's dtype. An empty
  * reduction gives 0 (Sum), NaN (Mean: 0/0) and -inf (Max); Max propagates NaN.
- * No gradients yet (Caffe2's ReduceGradient ops are not here).
+ *
+ * Gradients, Caffe2's: Reduce{Sum,Mean,Max}Gradient: dY, X, Y -> dX of X's shape, each
+ * element the dY it was reduced into (over the count for Mean; for Max only where X
+ * equals Y, every tied element alike), with the forward's axes and keepdims.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -117,6 +120,87 @@ static dm_status reduce_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* ---- the gradients ------------------------------------------------------------------ */
+
+static dm_status grad_infer(dm_op_ctx *ctx) {
+  const dm_tensor *dy = dm_op_input(ctx, 0), *x = dm_op_input(ctx, 1), *y = dm_op_input(ctx, 2);
+  if (!dm_is_float_or_reduced(x->dtype) || dy->dtype != x->dtype || y->dtype != x->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "dY, X, Y are %s, %s, %s; expected the same dtype, FLOAT, FLOAT16 or "
+                       "BFLOAT16", dm_dtype_name(dy->dtype), dm_dtype_name(x->dtype),
+                       dm_dtype_name(y->dtype));
+  int reduced[DM_MAX_DIMS], ndim;
+  int64_t dims[DM_MAX_DIMS], n = 1;
+  DM_TRY(reduce_geometry(ctx, x, reduced, &ndim, dims));
+  for (int d = 0; d < ndim; d++)
+    n *= dims[d];
+  char a[96], b[96];
+  if (dy->numel != n || y->numel != n)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s and Y is %s, but X reduces to %lld elements",
+                       dm_shape_str(dy, a, sizeof a), dm_shape_str(y, b, sizeof b), (long long)n);
+  dm_tensor *dx = dm_op_output(ctx, 0);
+  if (dx == dy || dx == y)
+    return dm_op_error(ctx, DM_ERR_INVALID, "dX may not be dY's or Y's blob");
+  return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
+}
+
+static dm_status grad_run(dm_op_ctx *ctx) {
+  DM_TRY(grad_infer(ctx));
+  const dm_tensor *dy = dm_op_input(ctx, 0), *x = dm_op_input(ctx, 1), *y = dm_op_input(ctx, 2);
+  dm_tensor *dx = dm_op_output(ctx, 0);
+  const char *t = dm_op_type(ctx);
+  const red_kind k = strncmp(t, "ReduceSum", 9) == 0 ? R_SUM
+                     : strncmp(t, "ReduceMean", 10) == 0 ? R_MEAN : R_MAX;
+  int reduced[DM_MAX_DIMS], ndim;
+  int64_t odims[DM_MAX_DIMS];
+  DM_TRY(reduce_geometry(ctx, x, reduced, &ndim, odims));
+  const int nd = x->ndim > 0 ? x->ndim : 1;
+  int64_t dims[DM_MAX_DIMS] = {1}, os[DM_MAX_DIMS] = {0};
+  int64_t s = 1, count = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    dims[d] = x->dims[d];
+    os[d] = reduced[d] ? 0 : s;
+    s *= reduced[d] ? 1 : x->dims[d];
+    count *= reduced[d] ? x->dims[d] : 1;
+  }
+  const int64_t len = dims[nd - 1], rows = len ? x->numel / len : 0, step = os[nd - 1];
+  float *buf = malloc((size_t)(3 * (len ? len : 1)) * sizeof *buf);
+  float *g = malloc((size_t)(2 * (dy->numel ? dy->numel : 1)) * sizeof *g);
+  if (!buf || !g) {
+    free(buf);
+    free(g);
+    return DM_NOMEM("the reduction gradient's buffers");
+  }
+  float *yv = g + dy->numel;
+  dm_load_f32(dy->dtype, dm_tensor_data(dy), 0, dy->numel, g);
+  dm_load_f32(y->dtype, dm_tensor_data(y), 0, y->numel, yv);
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t o = dm_bcast_row_offset(nd, dims, os, r);
+    float *xr = buf + len;
+    dm_load_f32(x->dtype, dm_tensor_data(x), r * len, len, xr);
+    for (int64_t q = 0; q < len; q++) {
+      const int64_t j = o + q * step;
+      buf[q] = k == R_SUM    ? g[j]
+               : k == R_MEAN ? (float)((double)g[j] / (double)count)
+               : xr[q] == yv[j] ? g[j] : 0.0f;
+    }
+    dm_store_f32(x->dtype, dm_tensor_mutable_data(dx), r * len, len, buf);
+  }
+  free(buf);
+  free(g);
+  return DM_OK;
+}
+
+/* dY, X, Y -> dX; the forward's axes and keepdims are copied onto it. */
+static dm_status emit_grad(dm_grad_ctx *g, const char *type) {
+  const char *in[] = {dm_grad_output_grad(g, 0), dm_grad_input(g, 0), dm_grad_output(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, type, 3, in, 1, out);
+}
+static dm_status rsum_gradient(dm_grad_ctx *g) { return emit_grad(g, "ReduceSumGradient"); }
+static dm_status rmean_gradient(dm_grad_ctx *g) { return emit_grad(g, "ReduceMeanGradient"); }
+static dm_status rmax_gradient(dm_grad_ctx *g) { return emit_grad(g, "ReduceMaxGradient"); }
+
 static void reduce_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_cost_io(ctx, c);
   c->flops = (double)dm_op_input(ctx, 0)->numel;
@@ -132,19 +216,35 @@ static const dm_arg_spec reduce_args[] = {
   static const dm_op_schema var##_schema = {                                                \
       .type = name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,   \
       .args = reduce_args, .precision = DM_PREC_FOLLOW, .doc = docstr,                      \
-      .infer = reduce_infer, .cost = reduce_cost}
+      .infer = reduce_infer, .cost = reduce_cost, .gradient = var##_gradient}
+#define GRAD_SCHEMA(var, name, docstr)                                                      \
+  static const dm_op_schema var##_schema = {                                                \
+      .type = name, .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,   \
+      .args = reduce_args, .precision = DM_PREC_FOLLOW, .doc = docstr,                      \
+      .infer = grad_infer, .cost = reduce_cost}
 
 REDUCE_SCHEMA(rsum, "ReduceSum", "X -> Y = X summed over `axes` (default all), `keepdims`.");
 REDUCE_SCHEMA(rmean, "ReduceMean", "X -> Y = the mean of X over `axes` (default all), `keepdims`.");
 REDUCE_SCHEMA(rmax, "ReduceMax", "X -> Y = the max of X over `axes` (default all), `keepdims`; "
                                  "NaN propagated.");
+GRAD_SCHEMA(rsum_grad, "ReduceSumGradient",
+            "dY, X, Y -> dX of X's shape: dY broadcast back over the reduced `axes`.");
+GRAD_SCHEMA(rmean_grad, "ReduceMeanGradient",
+            "dY, X, Y -> dX of X's shape: dY over the count, broadcast back over `axes`.");
+GRAD_SCHEMA(rmax_grad, "ReduceMaxGradient",
+            "dY, X, Y -> dX of X's shape: dY where X equals its max Y (every tie), else 0.");
 
-static const dm_op_schema *const schemas[] = {&rsum_schema, &rmean_schema, &rmax_schema, NULL};
+static const dm_op_schema *const schemas[] = {&rsum_schema,      &rmean_schema,
+                                              &rmax_schema,      &rsum_grad_schema,
+                                              &rmean_grad_schema, &rmax_grad_schema, NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "ReduceSum", .device = DM_CPU, .run = reduce_run},
     {.type = "ReduceMean", .device = DM_CPU, .run = reduce_run},
     {.type = "ReduceMax", .device = DM_CPU, .run = reduce_run},
+    {.type = "ReduceSumGradient", .device = DM_CPU, .run = grad_run},
+    {.type = "ReduceMeanGradient", .device = DM_CPU, .run = grad_run},
+    {.type = "ReduceMaxGradient", .device = DM_CPU, .run = grad_run},
     {0},
 };
 const dm_op_family dm_family_reduce = {schemas, kernels};

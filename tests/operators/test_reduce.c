@@ -5,6 +5,7 @@
  * (u |ref|, + one FP32 rounding of each widened input, which is exact); LogSoftmax
  * works in FP32 rows with a double sum: its error is a few FP32 roundings of the
  * magnitudes involved (|x| + |lse|), 8 u32 (|x| + |lse|), plus u |ref| for 16-bit.
+ * The gradients (ReduceSum/Mean/Max and LogSoftmax) by finite differences (grad_check.h).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -182,11 +183,33 @@ static void test_log_softmax_gradient(void **state) {
   gc_check("type: 'LogSoftmax' input: 'X' output: 'Y' arg { name: 'axis' i: 2 }", in, 1, 1, 5);
 }
 
+/* The gradient makers + kernels against finite differences (Max: distinct values, so no
+ * ties within 2h). */
+static void test_reduce_gradient(void **state) {
+  (void)state;
+  static float x[60];
+  for (int i = 0; i < 60; i++) /* distinct, 0.05 apart */
+    x[i] = (float)((i * 37 % 60) * 0.05 - 1.5);
+  gc_input in[] = {{"X", 3, {3, 4, 5}, x, 1, 0}};
+  static const char *const ops[] = {
+      "type: 'ReduceSum' input: 'X' output: 'Y' arg { name: 'axes' ints: [0, 2] } "
+      "arg { name: 'keepdims' i: 0 }",
+      "type: 'ReduceMean' input: 'X' output: 'Y' arg { name: 'axes' ints: [-1] }",
+      "type: 'ReduceMean' input: 'X' output: 'Y'",
+      "type: 'ReduceMax' input: 'X' output: 'Y' arg { name: 'axes' ints: [1] } "
+      "arg { name: 'keepdims' i: 0 }",
+  };
+  static const int64_t lens[] = {15, 5, 60, 1};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+    gc_check(ops[k], in, 1, 1, lens[k]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_log_softmax),
       cmocka_unit_test(test_log_softmax_gradient),
+      cmocka_unit_test(test_reduce_gradient),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
