@@ -280,6 +280,19 @@ static void half_bcast_block(dm_dtype t, const uint16_t *pb, const dm_bcast *g, 
   case B_DIV: F(I##DIV); break;                                             \
   }
 
+/* Every dtype's loop for kind K, with F32 .. I64 defined by the caller (the plain and the
+ * numpy loops). */
+#define DTYPE_SWITCH(T, K)                                                  \
+  switch (T) {                                                              \
+  case DM_FLOAT: BIN_SWITCH(K, F32, OP_) break;                             \
+  case DM_DOUBLE: BIN_SWITCH(K, F64, OP_) break;                            \
+  case DM_FLOAT16:                                                          \
+  case DM_BFLOAT16: BIN_SWITCH(K, F16, OP_) break;                          \
+  case DM_INT32: BIN_SWITCH(K, I32, IOP_) break;                            \
+  case DM_INT64: BIN_SWITCH(K, I64, IOP_) break;                            \
+  default: break;                                                           \
+  }
+
 /* Numpy's broadcast: C walked in rows of its last dim; A and B read at their row's
  * offset with a stride of 0 or 1 along it. C may be an input of C's shape (read at the
  * index written). 16-bit elements are widened, computed in FP32 and rounded once. */
@@ -325,22 +338,14 @@ static dm_status binary_numpy_run(dm_op_ctx *ctx, bin_kind k) {
 #define F16(OP) NP_LOOP(uint16_t, float, WIDEN, ROUND, OP(x, y))
 #define I32(OP) NP_LOOP(int32_t, int32_t, SAME, SAME, OP(uint32_t, x, y))
 #define I64(OP) NP_LOOP(int64_t, int64_t, SAME, SAME, OP(uint64_t, x, y))
-  switch (t) {
-  case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
-  case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
-  case DM_FLOAT16:
-  case DM_BFLOAT16: BIN_SWITCH(k, F16, OP_) break;
-  case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
-  case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
-  default: break;
-  }
+  DTYPE_SWITCH(t, k)
+#undef WIDEN
+#undef ROUND
 #undef F32
 #undef F64
 #undef F16
 #undef I32
 #undef I64
-#undef WIDEN
-#undef ROUND
   return DM_OK;
 }
 
@@ -366,15 +371,7 @@ dm_status dm_binary_run_reference(dm_op_ctx *ctx) {
 #define F16(OP) BIN_LOOP_HALF(OP(x, y))
 #define I32(OP) BIN_LOOP(int32_t, OP(uint32_t, x, y))
 #define I64(OP) BIN_LOOP(int64_t, OP(uint64_t, x, y))
-  switch (a->dtype) {
-  case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
-  case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
-  case DM_FLOAT16:
-  case DM_BFLOAT16: BIN_SWITCH(k, F16, OP_) break;
-  case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
-  case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
-  default: break;
-  }
+  DTYPE_SWITCH(a->dtype, k)
 #undef F32
 #undef F64
 #undef F16
