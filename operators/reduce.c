@@ -49,6 +49,20 @@ static dm_status reduce_geometry(dm_op_ctx *ctx, const dm_tensor *x, int *reduce
   return DM_OK;
 }
 
+/* X's dims (rank 0 stays rank 1 of one element, as the callers preset) and the output
+ * strides along them (0 along a reduced dim); returns how many elements reduce into one. */
+static int64_t reduce_strides(const dm_tensor *x, const int *reduced, int64_t *dims,
+                              int64_t *os) {
+  int64_t s = 1, count = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    dims[d] = x->dims[d];
+    os[d] = reduced[d] ? 0 : s;
+    s *= reduced[d] ? 1 : x->dims[d];
+    count *= reduced[d] ? x->dims[d] : 1;
+  }
+  return count;
+}
+
 static dm_status reduce_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   if (!dm_is_float_or_reduced(x->dtype))
@@ -71,17 +85,9 @@ static dm_status reduce_run(dm_op_ctx *ctx) {
   int reduced[DM_MAX_DIMS], ndim;
   int64_t odims[DM_MAX_DIMS];
   DM_TRY(reduce_geometry(ctx, x, reduced, &ndim, odims));
-  /* X's dims (rank 0 as rank 1 of one element) and the output strides along them (0
-   * along a reduced dim). */
   const int nd = x->ndim > 0 ? x->ndim : 1;
   int64_t dims[DM_MAX_DIMS] = {1}, os[DM_MAX_DIMS] = {0};
-  int64_t s = 1, count = 1;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    dims[d] = x->dims[d];
-    os[d] = reduced[d] ? 0 : s;
-    s *= reduced[d] ? 1 : x->dims[d];
-    count *= reduced[d] ? x->dims[d] : 1;
-  }
+  const int64_t count = reduce_strides(x, reduced, dims, os);
   const int64_t nout = y->numel;
   double *acc = malloc((size_t)(nout ? nout : 1) * sizeof *acc);
   const int64_t len = dims[nd - 1];
@@ -156,13 +162,7 @@ static dm_status grad_run(dm_op_ctx *ctx) {
   DM_TRY(reduce_geometry(ctx, x, reduced, &ndim, odims));
   const int nd = x->ndim > 0 ? x->ndim : 1;
   int64_t dims[DM_MAX_DIMS] = {1}, os[DM_MAX_DIMS] = {0};
-  int64_t s = 1, count = 1;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    dims[d] = x->dims[d];
-    os[d] = reduced[d] ? 0 : s;
-    s *= reduced[d] ? 1 : x->dims[d];
-    count *= reduced[d] ? x->dims[d] : 1;
-  }
+  const int64_t count = reduce_strides(x, reduced, dims, os);
   const int64_t len = dims[nd - 1], rows = len ? x->numel / len : 0, step = os[nd - 1];
   float *buf = malloc((size_t)(3 * (len ? len : 1)) * sizeof *buf);
   float *g = malloc((size_t)(2 * (dy->numel ? dy->numel : 1)) * sizeof *g);
