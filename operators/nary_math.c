@@ -9,8 +9,12 @@
  * from the widened inputs and rounded once into Y's dtype (X0's).
  *
  * The output is walked in rows of its last dim, in blocks; every input's block is read
- * before the block of Y is written, so Y may be an input of Y's shape. No gradients:
- * Caffe2's Max/Min gradients need the forward's selection, not done yet.
+ * before the block of Y is written, so Y may be an input of Y's shape.
+ *
+ * MaxGradient, MinGradient (Caffe2's): Y, dY, X0, X1, ... -> dX0, dX1, ...: dXi = dY
+ * where Xi equals Y (every tied input alike), else 0. An input the forward broadcast
+ * would need its gradient summed back: refused at run time, saying so. Pow and Mean
+ * have no gradient.
  */
 #include <math.h>
 #include <string.h>
@@ -173,6 +177,68 @@ static dm_status nary_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* ---- MaxGradient, MinGradient -------------------------------------------------------- */
+
+static dm_status select_grad_infer(dm_op_ctx *ctx) {
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  const int n = dm_op_num_inputs(ctx) - 2;
+  char a[96], b[96];
+  if (!dm_is_float_or_reduced(y->dtype) && y->dtype != DM_DOUBLE)
+    return dm_op_error(ctx, DM_ERR_TYPE, "Y is %s: unsupported dtype; %s takes FLOAT, FLOAT16, "
+                       "BFLOAT16 or DOUBLE", dm_dtype_name(y->dtype), dm_op_type(ctx));
+  if (dm_op_num_outputs(ctx) != n)
+    return dm_op_error(ctx, DM_ERR_INVALID, "%d outputs for %d inputs X; expected one each",
+                       dm_op_num_outputs(ctx), n);
+  for (int i = -1; i < n; i++) {
+    const dm_tensor *t = i < 0 ? dy : dm_op_input(ctx, 2 + i);
+    if (t->dtype != y->dtype || !dm_tensor_same_shape(t, y))
+      return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                         "input %d is %s %s but Y is %s %s: the gradient runs inputs of Y's "
+                         "shape and dtype only (a broadcast input's would need summing)",
+                         i < 0 ? 1 : 2 + i, dm_dtype_name(t->dtype), dm_shape_str(t, a, sizeof a),
+                         dm_dtype_name(y->dtype), dm_shape_str(y, b, sizeof b));
+  }
+  for (int i = 0; i < n; i++) {
+    dm_tensor *o = dm_op_output(ctx, i);
+    for (int j = 0; j < n + 2; j++)
+      if (o == dm_op_input(ctx, j))
+        return dm_op_error(ctx, DM_ERR_INVALID, "output %d is input %d's blob", i, j);
+    DM_TRY(dm_op_set_output(ctx, i, y->dtype, y->ndim, y->dims));
+  }
+  return DM_OK;
+}
+
+static dm_status select_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(select_grad_infer(ctx));
+  const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
+  const int n = dm_op_num_inputs(ctx) - 2;
+  const dm_dtype t = y->dtype;
+  for (int i = 0; i < n; i++) {
+    const void *px = dm_tensor_data(dm_op_input(ctx, 2 + i));
+    void *pd = dm_tensor_mutable_data(dm_op_output(ctx, i));
+    for (int64_t j = 0; j < y->numel; j++) {
+      double yv = load_elem(t, dm_tensor_data(y), j);
+      store_elem(t, pd, j, load_elem(t, px, j) == yv ? load_elem(t, dm_tensor_data(dy), j) : 0.0);
+    }
+  }
+  return DM_OK;
+}
+
+/* Y, dY, X0, X1, ... -> dX0, dX1, ... (the inputs whose gradient is not needed get one
+ * all the same: the op writes every slot). */
+static dm_status select_gradient(dm_grad_ctx *g, const char *type) {
+  const int n = dm_grad_num_inputs(g);
+  const char *in[66], *out[64];
+  if (n > 64)
+    return dm_error(DM_ERR_INVALID, "%s of %d inputs; at most 64", type, n);
+  in[0] = dm_grad_output(g, 0), in[1] = dm_grad_output_grad(g, 0);
+  for (int i = 0; i < n; i++)
+    in[2 + i] = dm_grad_input(g, i), out[i] = dm_grad_input_grad(g, i);
+  return dm_grad_emit(g, type, n + 2, in, n, out);
+}
+static dm_status max_gradient(dm_grad_ctx *g) { return select_gradient(g, "MaxGradient"); }
+static dm_status min_gradient(dm_grad_ctx *g) { return select_gradient(g, "MinGradient"); }
+
 static void nary_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_cost_io(ctx, c);
   c->flops = (double)dm_op_output(ctx, 0)->numel * dm_op_num_inputs(ctx);
@@ -194,27 +260,43 @@ static const dm_op_schema pow_schema = {
     .infer = nary_infer, .cost = nary_cost,
     .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
 
-#define NARY_SCHEMA(var, name, docstr)                                                      \
+#define NARY_SCHEMA(var, name, grad, docstr)                                                \
   static const dm_op_schema var##_schema = {                                                \
       .type = name, .min_inputs = 1, .max_inputs = 64, .min_outputs = 1, .max_outputs = 1,  \
       .inplace = nary_inplace, .precision = DM_PREC_FOLLOW, .doc = docstr,                  \
-      .infer = nary_infer, .cost = nary_cost,                                               \
+      .infer = nary_infer, .cost = nary_cost, .gradient = grad,                             \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX, .layout_outputs = 0x1}
+#define SELECT_GRAD_SCHEMA(var, name, docstr)                                               \
+  static const dm_op_schema var##_schema = {                                                \
+      .type = name, .min_inputs = 3, .max_inputs = 66, .min_outputs = 1, .max_outputs = 64, \
+      .precision = DM_PREC_FOLLOW, .doc = docstr, .infer = select_grad_infer,               \
+      .cost = nary_cost, .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX,      \
+      .layout_outputs = UINT64_MAX}
 
-NARY_SCHEMA(max, "Max", "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated; floats, "
+NARY_SCHEMA(max, "Max", max_gradient, "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated; floats, "
             "integers up to 32 bits).");
-NARY_SCHEMA(min, "Min", "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
+NARY_SCHEMA(min, "Min", min_gradient, "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
             "integers up to 32 bits).");
-NARY_SCHEMA(mean, "Mean", "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
+NARY_SCHEMA(mean, "Mean", NULL, "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
 
-static const dm_op_schema *const schemas[] = {&pow_schema, &max_schema, &min_schema,
-                                              &mean_schema, NULL};
+SELECT_GRAD_SCHEMA(max_grad, "MaxGradient",
+                   "Y, dY, X0, X1, ... -> dX0, dX1, ...: dXi = dY where Xi == Y, else 0 (inputs "
+                   "of Y's shape).");
+SELECT_GRAD_SCHEMA(min_grad, "MinGradient",
+                   "Y, dY, X0, X1, ... -> dX0, dX1, ...: dXi = dY where Xi == Y, else 0 (inputs "
+                   "of Y's shape).");
+
+static const dm_op_schema *const schemas[] = {&pow_schema,  &max_schema,      &min_schema,
+                                              &mean_schema, &max_grad_schema, &min_grad_schema,
+                                              NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "Pow", .device = DM_CPU, .run = nary_run},
     {.type = "Max", .device = DM_CPU, .run = nary_run},
     {.type = "Min", .device = DM_CPU, .run = nary_run},
     {.type = "Mean", .device = DM_CPU, .run = nary_run},
+    {.type = "MaxGradient", .device = DM_CPU, .run = select_grad_run},
+    {.type = "MinGradient", .device = DM_CPU, .run = select_grad_run},
     {0},
 };
 const dm_op_family dm_family_nary_math = {schemas, kernels};

@@ -7,7 +7,8 @@
  * rounding) or double (Pow, Max, Min, Mean) and rounded once: |got - ref| <= u |ref|
  * (+ one FP32 rounding, + half a subnormal). FP32 results: one rounding of the exact
  * result (Mean's double sum: the division adds one more); Pow computes pow() in double,
- * so it is within one FP32 rounding too. Integers are exact (modular).
+ * so it is within one FP32 rounding too. Integers are exact (modular). The Max/Min
+ * gradients by finite differences (grad_check.h).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -336,12 +337,36 @@ static void test_nary(void **state) {
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "exponent", NULL);
 }
 
+/* Max and Min gradients by finite differences (values distinct, 0.05 apart: no ties
+ * within 2h), and the refusal of a broadcast input. */
+static void test_select_gradient(void **state) {
+  dm_workspace *ws = *state;
+  static float x[3][24];
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 24; i++)
+      x[k][i] = (float)(((i * 7 + k * 29) % 72) * 0.05 - 1.8);
+  gc_input in[] = {{"A", 2, {4, 6}, x[0], 1, 0}, {"B", 2, {4, 6}, x[1], 1, 0},
+                   {"C", 2, {4, 6}, x[2], 1, 0}};
+  gc_check("type: 'Max' input: 'A' input: 'B' input: 'C' output: 'Y'", in, 3, 1, 1);
+  gc_check("type: 'Min' input: 'A' input: 'B' output: 'Y'", in, 2, 1, 1);
+  int64_t d2[] = {4, 6}, d1[] = {6};
+  opt_feed(ws, "Y", DM_FLOAT, 2, d2, x[0]);
+  opt_feed(ws, "dY", DM_FLOAT, 2, d2, x[1]);
+  opt_feed(ws, "X1", DM_FLOAT, 1, d1, x[2]);
+  opt_op *op = opt_new("MaxGradient");
+  opt_in(op, "Y"), opt_in(op, "dY"), opt_in(op, "Y"), opt_in(op, "X1");
+  opt_out(op, "d0"), opt_out(op, "d1");
+  opt_expect_error(opt_run(op, ws), DM_ERR_UNSUPPORTED, "input 3 is FLOAT 6",
+                   "a broadcast input's would need summing", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_numpy),
       cmocka_unit_test(test_binary_numpy_gradient),
       cmocka_unit_test(test_sum_reduce_like_numpy),
       cmocka_unit_test(test_nary),
+      cmocka_unit_test(test_select_gradient),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
