@@ -273,9 +273,11 @@ static const dm_op_schema pow_schema = {
       .cost = nary_cost, .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = UINT64_MAX,      \
       .layout_outputs = UINT64_MAX}
 
-NARY_SCHEMA(max, "Max", max_gradient, "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated; floats, "
+NARY_SCHEMA(max, "Max", max_gradient,
+            "X0, X1, ... -> Y = elementwise max (numpy broadcast, NaN propagated; floats, "
             "integers up to 32 bits).");
-NARY_SCHEMA(min, "Min", min_gradient, "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
+NARY_SCHEMA(min, "Min", min_gradient,
+            "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
             "integers up to 32 bits).");
 NARY_SCHEMA(mean, "Mean", NULL, "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
 
