@@ -13,8 +13,9 @@
  *
  * MaxGradient, MinGradient (Caffe2's): Y, dY, X0, X1, ... -> dX0, dX1, ...: dXi = dY
  * where Xi equals Y (every tied input alike), else 0. An input the forward broadcast
- * would need its gradient summed back: refused at run time, saying so. Pow and Mean
- * have no gradient.
+ * would need its gradient summed back: refused at run time, saying so. Mean's gradient
+ * is made of existing ops: dXi = SumReduceLike(Scale(dY, 1/N), Xi) (numpy's rule, so a
+ * broadcast input gets its sum). Pow has no gradient.
  */
 #include <math.h>
 #include <string.h>
@@ -237,6 +238,23 @@ static dm_status select_gradient(dm_grad_ctx *g, const char *type) {
   return dm_grad_emit(g, type, n + 2, in, n, out);
 }
 static dm_status max_gradient(dm_grad_ctx *g) { return select_gradient(g, "MaxGradient"); }
+
+static dm_status mean_gradient(dm_grad_ctx *g) {
+  const int n = dm_grad_num_inputs(g);
+  for (int i = 0; i < n; i++) {
+    if (!dm_grad_input_needed(g, i))
+      continue;
+    const char *dx = dm_grad_input_grad(g, i);
+    const char *in1[] = {dm_grad_output_grad(g, 0)}, *out[] = {dx};
+    DM_TRY(dm_grad_emit(g, "Scale", 1, in1, 1, out));
+    dm_grad_clear_args(g);
+    DM_TRY(dm_grad_set_arg_float(g, "scale", 1.0f / (float)n));
+    const char *in2[] = {dx, dm_grad_input(g, i)};
+    DM_TRY(dm_grad_emit(g, "SumReduceLike", 2, in2, 1, out)); /* in place, no axis */
+    dm_grad_clear_args(g);
+  }
+  return DM_OK;
+}
 static dm_status min_gradient(dm_grad_ctx *g) { return select_gradient(g, "MinGradient"); }
 
 static void nary_cost(dm_op_ctx *ctx, dm_op_cost *c) {
@@ -279,7 +297,7 @@ NARY_SCHEMA(max, "Max", max_gradient,
 NARY_SCHEMA(min, "Min", min_gradient,
             "X0, X1, ... -> Y = elementwise min (numpy broadcast, NaN propagated; floats, "
             "integers up to 32 bits).");
-NARY_SCHEMA(mean, "Mean", NULL, "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
+NARY_SCHEMA(mean, "Mean", mean_gradient, "X0, X1, ... -> Y = elementwise mean (numpy broadcast).");
 
 SELECT_GRAD_SCHEMA(max_grad, "MaxGradient",
                    "Y, dY, X0, X1, ... -> dX0, dX1, ...: dXi = dY where Xi == Y, else 0 (inputs "

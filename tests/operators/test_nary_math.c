@@ -337,7 +337,7 @@ static void test_nary(void **state) {
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "exponent", NULL);
 }
 
-/* Max and Min gradients by finite differences (values distinct, 0.05 apart: no ties
+/* Max, Min (and Mean) gradients by finite differences (values distinct, 0.05 apart: no ties
  * within 2h), and the refusal of a broadcast input. */
 static void test_select_gradient(void **state) {
   dm_workspace *ws = *state;
@@ -349,6 +349,11 @@ static void test_select_gradient(void **state) {
                    {"C", 2, {4, 6}, x[2], 1, 0}};
   gc_check("type: 'Max' input: 'A' input: 'B' input: 'C' output: 'Y'", in, 3, 1, 1);
   gc_check("type: 'Min' input: 'A' input: 'B' output: 'Y'", in, 2, 1, 1);
+  /* Mean: equal shapes, and a broadcast input whose gradient is summed */
+  gc_check("type: 'Mean' input: 'A' input: 'B' input: 'C' output: 'Y'", in, 3, 1, 3);
+  gc_input bc[] = {{"A", 2, {4, 6}, x[0], 1, 0}, {"B", 2, {4, 1}, x[1], 1, 0},
+                   {"C", 1, {6}, x[2], 1, 0}};
+  gc_check("type: 'Mean' input: 'A' input: 'B' input: 'C' output: 'Y'", bc, 3, 1, 3);
   int64_t d2[] = {4, 6}, d1[] = {6};
   opt_feed(ws, "Y", DM_FLOAT, 2, d2, x[0]);
   opt_feed(ws, "dY", DM_FLOAT, 2, d2, x[1]);
