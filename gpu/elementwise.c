@@ -1,5 +1,5 @@
 /* elementwise.c: the CUDA kernels (engine "") of the elementwise ops: Add, Sub, Mul, Div
- * (with the legacy broadcast), Sum, Scale, SumReduceLike, Relu and ReluGradient. The
+ * (equal shapes and the legacy broadcast; numpy's broadcast is refused at run time), Sum, Scale, SumReduceLike, Relu and ReluGradient. The
  * device code is elementwise.cu.
  *
  * Every run function first runs the op's schema inference (dm_op_run_infer: the CPU
@@ -22,6 +22,13 @@
 static dm_status binary_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *a = IN(0), *b = IN(1);
+  if (dm_op_arg_int(ctx, "broadcast", 0) == 0 && !dm_tensor_same_shape(a, b)) {
+    char as[96], bs[96];
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "A is %s and B is %s: the CUDA kernel runs equal shapes and the legacy "
+                       "broadcast (broadcast=1) only; numpy's broadcast runs on the CPU",
+                       dm_shape_str(a, as, sizeof as), dm_shape_str(b, bs, sizeof bs));
+  }
   dm_bcast g;
   DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
   const char *t = dm_op_type(ctx);
@@ -69,8 +76,12 @@ static dm_status reduce_like_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *a = IN(0), *b = IN(1);
   dm_tensor *c = OUT(0);
-  dm_bcast g;
-  DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  dm_bcast g; /* numpy's rule (no `axis`) is the legacy one where the legacy applies */
+  if (dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g) != DM_OK)
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "the CUDA SumReduceLike runs the legacy broadcast only (B's dims, "
+                       "without leading and trailing 1s, a run of A's); this numpy broadcast "
+                       "runs on the CPU");
   cudaStream_t s;
   DM_TRY(dm_gpu_op_stream(ctx, &s));
   const dm_dtype t = a->dtype;

@@ -28,6 +28,10 @@ static const dm_op_family *const families[] = {
     &dm_family_fold_bn,
     &dm_family_device_copy,
     &dm_family_multi_optimizer,
+    &dm_family_unary_math,
+    &dm_family_nary_math,
+    &dm_family_reduce,
+    &dm_family_log_softmax,
     NULL,
 };
 

@@ -1,5 +1,5 @@
-/* elementwise.c: Sum, Add/Sub/Mul/Div (Caffe2's legacy broadcast), Scale and
- * SumReduceLike, with their gradient makers.
+/* elementwise.c: Sum, Add/Sub/Mul/Div (numpy's broadcast, or Caffe2's legacy one with
+ * `broadcast`=1), Scale and SumReduceLike, with their gradient makers.
  *
  * Sum works in blocks: every input's block is read and summed in a local accumulator
  * before the block of Y is written, so Y may share storage with any input. FP16 and BF16
@@ -12,7 +12,9 @@
  * broadcast dims. Sub negates B's (Scale by -1). Mul: dA = Mul(dC, B) (same broadcast),
  * dB = SumReduceLike(Mul(dC, A)). Div reads C and B, not A (so it may run in place on A):
  * dA = Div(dC, B), dB = -SumReduceLike(dC * C / B). The chains run in place on dB's
- * blob, so no temporary names are needed.
+ * blob, so no temporary names are needed. Without `broadcast` (numpy's rule) either
+ * input may be broadcast and the maker has no shapes, so every input's gradient goes
+ * through SumReduceLike without `axis` (a copy when that input was not broadcast).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +153,8 @@ static dm_status sum_run(dm_op_ctx *ctx) {
 typedef enum bin_kind { B_ADD, B_SUB, B_MUL, B_DIV } bin_kind;
 
 static const dm_arg_spec binary_args[] = {
-    {"broadcast", DM_ARG_INT, 0, "1: B is broadcast onto A (legacy rules); default 0"},
+    {"broadcast", DM_ARG_INT, 0,
+     "1: B is broadcast onto A (legacy rules); default 0: numpy's rule"},
     {"axis", DM_ARG_INT, 0, "where B's dims start in A's (default -1: trailing)"},
     {NULL, 0, 0, NULL},
 };
@@ -167,6 +170,11 @@ static int binary_dtype_ok(dm_dtype t) {
   return dm_is_float_or_reduced(t) || t == DM_DOUBLE || t == DM_INT32 || t == DM_INT64;
 }
 
+/* Whether the op broadcasts numpy's way: no legacy `broadcast`, and unequal shapes. */
+static int binary_is_numpy(dm_op_ctx *ctx, const dm_tensor *a, const dm_tensor *b) {
+  return dm_op_arg_int(ctx, "broadcast", 0) == 0 && !dm_tensor_same_shape(a, b);
+}
+
 static dm_status binary_infer(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   if (!binary_dtype_ok(a->dtype) || b->dtype != a->dtype)
@@ -174,6 +182,14 @@ static dm_status binary_infer(dm_op_ctx *ctx) {
                        "A, B are %s, %s; expected the same dtype, one of FLOAT, FLOAT16, "
                        "BFLOAT16, DOUBLE, INT32, INT64",
                        dm_dtype_name(a->dtype), dm_dtype_name(b->dtype));
+  if (binary_is_numpy(ctx, a, b)) {
+    const dm_tensor *in[] = {a, b};
+    int ndim;
+    int64_t dims[DM_MAX_DIMS];
+    static const char *const slots[] = {"A", "B"};
+    DM_TRY(dm_bcast_numpy_output_shape(ctx, 2, in, slots, &ndim, dims));
+    return dm_op_set_output(ctx, 0, a->dtype, ndim, dims);
+  }
   dm_bcast g;
   DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
   if (g.broadcasting && dm_op_output(ctx, 0) == b)
@@ -264,12 +280,79 @@ static void half_bcast_block(dm_dtype t, const uint16_t *pb, const dm_bcast *g, 
   case B_DIV: F(I##DIV); break;                                             \
   }
 
-static dm_status binary_run(dm_op_ctx *ctx) {
+/* Every dtype's loop for kind K, with F32 .. I64 defined by the caller (the plain and the
+ * numpy loops). */
+#define DTYPE_SWITCH(T, K)                                                  \
+  switch (T) {                                                              \
+  case DM_FLOAT: BIN_SWITCH(K, F32, OP_) break;                             \
+  case DM_DOUBLE: BIN_SWITCH(K, F64, OP_) break;                            \
+  case DM_FLOAT16:                                                          \
+  case DM_BFLOAT16: BIN_SWITCH(K, F16, OP_) break;                          \
+  case DM_INT32: BIN_SWITCH(K, I32, IOP_) break;                            \
+  case DM_INT64: BIN_SWITCH(K, I64, IOP_) break;                            \
+  default: break;                                                           \
+  }
+
+/* Numpy's broadcast: C walked in rows of its last dim; A and B read at their row's
+ * offset with a stride of 0 or 1 along it. C may be an input of C's shape (read at the
+ * index written). 16-bit elements are widened, computed in FP32 and rounded once. */
+#define NP_LOOP(T, ACC_T, LOAD, STORE, EXPR)                                        \
+  do {                                                                         \
+    const T *pa = dm_tensor_data(a), *pb = dm_tensor_data(b);                  \
+    T *pc = dm_tensor_mutable_data(c);                                         \
+    OMP_FOR_NP                                                                 \
+    for (int64_t r = 0; r < rows; r++) {                                       \
+      const T *ra = pa + dm_bcast_row_offset(nd, dims, sa, r);                 \
+      const T *rb = pb + dm_bcast_row_offset(nd, dims, sb, r);                 \
+      T *rc = pc + r * len;                                                    \
+      for (int64_t j = 0; j < len; j++) {                                      \
+        const ACC_T x = LOAD(ra[j * ia]), y = LOAD(rb[j * ib]);                \
+        rc[j] = (T)STORE(EXPR);                                                \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+#if DM_HAVE_OPENMP
+#define OMP_FOR_NP _Pragma("omp parallel for if (rows * len > (1 << 16))")
+#else
+#define OMP_FOR_NP
+#endif
+
+static dm_status binary_numpy_run(dm_op_ctx *ctx, bin_kind k) {
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  dm_tensor *c = dm_op_output(ctx, 0);
+  if (c->numel == 0)
+    return DM_OK;
+  int nd = c->ndim > 0 ? c->ndim : 1;
+  int64_t dims[DM_MAX_DIMS] = {1}, sa[DM_MAX_DIMS], sb[DM_MAX_DIMS];
+  for (int d = 0; d < c->ndim; d++)
+    dims[d] = c->dims[d];
+  dm_bcast_numpy_strides(a, nd, dims, sa);
+  dm_bcast_numpy_strides(b, nd, dims, sb);
+  const int64_t len = dims[nd - 1], rows = c->numel / len, ia = sa[nd - 1], ib = sb[nd - 1];
+  const dm_dtype t = a->dtype;
+#define WIDEN(v) dm_reduced_to_float(t, v)
+#define ROUND(v) dm_double_to_reduced(t, (double)(v))
+#define F32(OP) NP_LOOP(float, float, SAME, SAME, OP(x, y))
+#define F64(OP) NP_LOOP(double, double, SAME, SAME, OP(x, y))
+#define F16(OP) NP_LOOP(uint16_t, float, WIDEN, ROUND, OP(x, y))
+#define I32(OP) NP_LOOP(int32_t, int32_t, SAME, SAME, OP(uint32_t, x, y))
+#define I64(OP) NP_LOOP(int64_t, int64_t, SAME, SAME, OP(uint64_t, x, y))
+  DTYPE_SWITCH(t, k)
+#undef WIDEN
+#undef ROUND
+#undef F32
+#undef F64
+#undef F16
+#undef I32
+#undef I64
+  return DM_OK;
+}
+
+dm_status dm_binary_run_reference(dm_op_ctx *ctx) {
   DM_TRY(binary_infer(ctx));
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   dm_tensor *c = dm_op_output(ctx, 0);
-  dm_bcast g;
-  DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
   bin_kind k = kind_of(ctx);
   if (k == B_DIV && (a->dtype == DM_INT32 || a->dtype == DM_INT64))
     for (int64_t j = 0; j < b->numel; j++)
@@ -277,6 +360,10 @@ static dm_status binary_run(dm_op_ctx *ctx) {
                                : ((const int64_t *)dm_tensor_data(b))[j] == 0)
         return dm_op_error(ctx, DM_ERR_INVALID, "integer division by zero: B[%lld] is 0",
                            (long long)j);
+  if (binary_is_numpy(ctx, a, b))
+    return binary_numpy_run(ctx, k);
+  dm_bcast g;
+  DM_TRY(dm_bcast_from_args(ctx, a, b, &g));
   if (a->numel == 0)
     return DM_OK;
 #define F32(OP) BIN_LOOP(float, OP(x, y))
@@ -284,15 +371,7 @@ static dm_status binary_run(dm_op_ctx *ctx) {
 #define F16(OP) BIN_LOOP_HALF(OP(x, y))
 #define I32(OP) BIN_LOOP(int32_t, OP(uint32_t, x, y))
 #define I64(OP) BIN_LOOP(int64_t, OP(uint64_t, x, y))
-  switch (a->dtype) {
-  case DM_FLOAT: BIN_SWITCH(k, F32, OP_) break;
-  case DM_DOUBLE: BIN_SWITCH(k, F64, OP_) break;
-  case DM_FLOAT16:
-  case DM_BFLOAT16: BIN_SWITCH(k, F16, OP_) break;
-  case DM_INT32: BIN_SWITCH(k, I32, IOP_) break;
-  case DM_INT64: BIN_SWITCH(k, I64, IOP_) break;
-  default: break;
-  }
+  DTYPE_SWITCH(a->dtype, k)
 #undef F32
 #undef F64
 #undef F16
@@ -320,17 +399,33 @@ static dm_status emit_scale(dm_grad_ctx *g, const char *x, const char *y, float 
   return dm_grad_set_arg_float(g, "scale", scale);
 }
 
+/* Numpy's rule (no `broadcast`): either input may be broadcast, which the maker cannot
+ * see (it has no shapes), so each input's gradient is reduced to its shape by
+ * SumReduceLike without `axis` (numpy's rule; a copy when nothing was broadcast). */
+static dm_status emit_reduce_numpy(dm_grad_ctx *g, const char *src, int input, const char *dst) {
+  const char *in[] = {src, dm_grad_input(g, input)};
+  const char *out[] = {dst};
+  DM_TRY(dm_grad_emit(g, "SumReduceLike", 2, in, 1, out));
+  dm_grad_clear_args(g);
+  return DM_OK;
+}
+
 static dm_status add_sub_gradient(dm_grad_ctx *g, int negate) {
   const char *dc = dm_grad_output_grad(g, 0), *db = dm_grad_input_grad(g, 1);
   int bcast = dm_grad_arg_int(g, "broadcast", 0) != 0;
+  if (!bcast) {
+    if (dm_grad_input_needed(g, 0))
+      DM_TRY(emit_reduce_numpy(g, dc, 0, dm_grad_input_grad(g, 0)));
+    if (!dm_grad_input_needed(g, 1))
+      return DM_OK;
+    DM_TRY(emit_reduce_numpy(g, dc, 1, db));
+    return negate ? emit_scale(g, db, db, -1.0f) : DM_OK;
+  }
   DM_TRY(dm_grad_set_input_grad(g, 0, dc)); /* A has C's shape */
   if (!dm_grad_input_needed(g, 1))
     return DM_OK;
-  if (bcast) {
-    DM_TRY(emit_reduce_like(g, dc, db));
-    return negate ? emit_scale(g, db, db, -1.0f) : DM_OK;
-  }
-  return negate ? emit_scale(g, dc, db, -1.0f) : dm_grad_set_input_grad(g, 1, dc);
+  DM_TRY(emit_reduce_like(g, dc, db));
+  return negate ? emit_scale(g, db, db, -1.0f) : DM_OK;
 }
 
 static dm_status add_gradient(dm_grad_ctx *g) { return add_sub_gradient(g, 0); }
@@ -343,13 +438,17 @@ static dm_status mul_gradient(dm_grad_ctx *g) {
   if (dm_grad_input_needed(g, 0)) { /* dA = dC * B, broadcast as the forward */
     const char *in[] = {dc, b}, *out[] = {da};
     DM_TRY(dm_grad_emit(g, "Mul", 2, in, 1, out));
+    if (!bcast)
+      DM_TRY(emit_reduce_numpy(g, da, 0, da));
   }
   if (!dm_grad_input_needed(g, 1))
     return DM_OK;
-  const char *in[] = {dc, a}, *out[] = {db}; /* same shapes: no broadcast */
+  const char *in[] = {dc, a}, *out[] = {db}; /* legacy: same shapes, no broadcast */
   DM_TRY(dm_grad_emit(g, "Mul", 2, in, 1, out));
   dm_grad_clear_args(g);
-  return bcast ? emit_reduce_like(g, db, db) : DM_OK;
+  if (!bcast)
+    return emit_reduce_numpy(g, db, 1, db);
+  return emit_reduce_like(g, db, db);
 }
 
 static dm_status div_gradient(dm_grad_ctx *g) {
@@ -359,6 +458,8 @@ static dm_status div_gradient(dm_grad_ctx *g) {
   if (dm_grad_input_needed(g, 0)) { /* dA = dC / B, broadcast as the forward */
     const char *in[] = {dc, b}, *out[] = {da};
     DM_TRY(dm_grad_emit(g, "Div", 2, in, 1, out));
+    if (!bcast)
+      DM_TRY(emit_reduce_numpy(g, da, 0, da));
   }
   if (!dm_grad_input_needed(g, 1))
     return DM_OK;
@@ -369,6 +470,8 @@ static dm_status div_gradient(dm_grad_ctx *g) {
   DM_TRY(dm_grad_emit(g, "Div", 2, in2, 1, out1));
   if (bcast)
     DM_TRY(emit_reduce_like(g, db, db));
+  else
+    DM_TRY(emit_reduce_numpy(g, db, 1, db));
   return emit_scale(g, db, db, -1.0f); /* ... negated */
 }
 
@@ -379,10 +482,14 @@ static dm_status div_gradient(dm_grad_ctx *g) {
       .doc = docstr, .infer = binary_infer, .cost = elementwise_cost, .gradient = grad,  \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1}
 
-BINARY_SCHEMA(add, "Add", add_gradient, "A, B -> C = A + B (B broadcast when broadcast=1).");
-BINARY_SCHEMA(sub, "Sub", sub_gradient, "A, B -> C = A - B (B broadcast when broadcast=1).");
-BINARY_SCHEMA(mul, "Mul", mul_gradient, "A, B -> C = A * B (B broadcast when broadcast=1).");
-BINARY_SCHEMA(div, "Div", div_gradient, "A, B -> C = A / B (B broadcast when broadcast=1).");
+BINARY_SCHEMA(add, "Add", add_gradient,
+              "A, B -> C = A + B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(sub, "Sub", sub_gradient,
+              "A, B -> C = A - B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(mul, "Mul", mul_gradient,
+              "A, B -> C = A * B (numpy broadcast; legacy with broadcast=1).");
+BINARY_SCHEMA(div, "Div", div_gradient,
+              "A, B -> C = A / B (numpy broadcast; legacy with broadcast=1).");
 
 /* ---- Scale ----------------------------------------------------------------------- */
 
@@ -445,11 +552,31 @@ static const dm_op_schema scale_schema = {
 /* ---- SumReduceLike --------------------------------------------------------------- */
 
 static const dm_arg_spec reduce_like_args[] = {
-    {"axis", DM_ARG_INT, 0, "where B's dims start in A's (default -1: trailing)"},
+    {"axis", DM_ARG_INT, 0,
+     "legacy: where B's dims start in A's (-1: trailing); absent: numpy's rule"},
     {NULL, 0, 0, NULL},
 };
 /* In place on A: C is built aside (it is smaller), then takes A's blob. */
 static const dm_inplace_pair reduce_like_inplace[] = {{0, 0}, {-1, -1}};
+
+/* Without `axis`, numpy's rule: B must broadcast to exactly A's shape. */
+static dm_status reduce_like_numpy_check(dm_op_ctx *ctx, const dm_tensor *a, const dm_tensor *b) {
+  const dm_tensor *in[] = {a, b};
+  static const char *const slots[] = {"A", "B"};
+  int ndim;
+  int64_t dims[DM_MAX_DIMS];
+  DM_TRY(dm_bcast_numpy_shape(ctx, 2, in, slots, &ndim, dims));
+  int same = ndim == a->ndim;
+  for (int d = 0; same && d < ndim; d++)
+    same = dims[d] == a->dims[d];
+  if (!same) {
+    char as[96], bs[96];
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "A is %s and B is %s: B does not broadcast to A's shape",
+                       dm_shape_str(a, as, sizeof as), dm_shape_str(b, bs, sizeof bs));
+  }
+  return DM_OK;
+}
 
 static dm_status reduce_like_infer(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
@@ -457,18 +584,51 @@ static dm_status reduce_like_infer(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_TYPE,
                        "A is %s; SumReduceLike takes FLOAT, FLOAT16, BFLOAT16 or DOUBLE",
                        dm_dtype_name(a->dtype));
-  dm_bcast g;
-  DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  if (dm_op_has_arg(ctx, "axis")) {
+    dm_bcast g;
+    DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  } else {
+    DM_TRY(reduce_like_numpy_check(ctx, a, b));
+  }
   if (dm_op_shape_only(ctx) || !dm_tensors_alias(dm_op_output(ctx, 0), a))
     return dm_op_set_output(ctx, 0, a->dtype, b->ndim, b->dims);
   return DM_OK; /* in place: the kernel resizes after reading A */
 }
 
+/* acc[j] (B's numel, zeroed) += A's elements that pair with B[j] under numpy's rule. */
+static dm_status reduce_like_numpy_sum(const dm_tensor *a, const dm_tensor *b, double *acc) {
+  int nd = a->ndim > 0 ? a->ndim : 1;
+  int64_t dims[DM_MAX_DIMS] = {1}, sb[DM_MAX_DIMS];
+  for (int d = 0; d < a->ndim; d++)
+    dims[d] = a->dims[d];
+  dm_bcast_numpy_strides(b, nd, dims, sb);
+  const int64_t len = dims[nd - 1], rows = a->numel / (len ? len : 1), ib = sb[nd - 1];
+  float *row = malloc((size_t)(len ? len : 1) * sizeof *row);
+  if (!row)
+    return DM_NOMEM("SumReduceLike row");
+  for (int64_t r = 0; r < rows; r++) {
+    double *pacc = acc + dm_bcast_row_offset(nd, dims, sb, r);
+    if (a->dtype == DM_DOUBLE) {
+      const double *pa = (const double *)dm_tensor_data(a) + r * len;
+      for (int64_t q = 0; q < len; q++)
+        pacc[q * ib] += pa[q];
+    } else {
+      dm_load_f32(a->dtype, dm_tensor_data(a), r * len, len, row);
+      for (int64_t q = 0; q < len; q++)
+        pacc[q * ib] += row[q];
+    }
+  }
+  free(row);
+  return DM_OK;
+}
+
 static dm_status reduce_like_run(dm_op_ctx *ctx) {
   DM_TRY(reduce_like_infer(ctx));
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
-  dm_bcast g;
-  DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
+  int numpy = !dm_op_has_arg(ctx, "axis");
+  dm_bcast g = {1, b->numel, 1, 0};
+  if (!numpy)
+    DM_TRY(dm_bcast_legacy(ctx, a, b, 1, dm_op_arg_int(ctx, "axis", -1), &g));
   /* C[j] = sum over (p, q) of A[p][j][q], in double: more than FP32's accuracy, and the
    * same for every thread count. */
   double *acc = calloc((size_t)(g.n ? g.n : 1), sizeof *acc);
@@ -478,7 +638,10 @@ static dm_status reduce_like_run(dm_op_ctx *ctx) {
     free(row);
     return DM_NOMEM("SumReduceLike accumulators");
   }
-  for (int64_t r = 0; r < g.pre * g.n; r++) {
+  dm_status s = DM_OK;
+  if (numpy)
+    s = reduce_like_numpy_sum(a, b, acc);
+  for (int64_t r = 0; !numpy && r < g.pre * g.n; r++) {
     double t = 0;
     if (a->dtype == DM_DOUBLE) {
       const double *pa = (const double *)dm_tensor_data(a) + r * g.post;
@@ -494,7 +657,8 @@ static dm_status reduce_like_run(dm_op_ctx *ctx) {
   free(row);
   dm_tensor *c = dm_op_output(ctx, 0);
   dm_dtype t = a->dtype;
-  dm_status s = dm_op_set_output(ctx, 0, t, b->ndim, b->dims); /* A was fully read */
+  if (s == DM_OK)
+    s = dm_op_set_output(ctx, 0, t, b->ndim, b->dims); /* A was fully read */
   for (int64_t j = 0; s == DM_OK && j < g.n; j++) {
     if (t == DM_DOUBLE)
       ((double *)dm_tensor_mutable_data(c))[j] = acc[j];
@@ -511,8 +675,9 @@ static const dm_op_schema reduce_like_schema = {
     .type = "SumReduceLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .args = reduce_like_args, .inplace = reduce_like_inplace,
     .precision = DM_PREC_FOLLOW,
-    .doc = "A, B -> C of B's shape: A summed over the dims B is broadcast along (legacy "
-           "broadcast rules, `axis`); the gradient of a broadcast operand.",
+    .doc = "A, B -> C of B's shape: A summed over the dims B is broadcast along (numpy's "
+           "rule; the legacy rules when `axis` is given); the gradient of a broadcast "
+           "operand.",
     .infer = reduce_like_infer, .cost = elementwise_cost};
 
 static const dm_op_schema *const schemas[] = {&sum_schema,   &add_schema,   &sub_schema,
@@ -521,10 +686,10 @@ static const dm_op_schema *const schemas[] = {&sum_schema,   &add_schema,   &sub
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "Sum", .device = DM_CPU, .run = sum_run},
-    {.type = "Add", .device = DM_CPU, .run = binary_run},
-    {.type = "Sub", .device = DM_CPU, .run = binary_run},
-    {.type = "Mul", .device = DM_CPU, .run = binary_run},
-    {.type = "Div", .device = DM_CPU, .run = binary_run},
+    {.type = "Add", .device = DM_CPU, .run = dm_binary_run_reference},
+    {.type = "Sub", .device = DM_CPU, .run = dm_binary_run_reference},
+    {.type = "Mul", .device = DM_CPU, .run = dm_binary_run_reference},
+    {.type = "Div", .device = DM_CPU, .run = dm_binary_run_reference},
     {.type = "Scale", .device = DM_CPU, .run = scale_run},
     {.type = "SumReduceLike", .device = DM_CPU, .run = reduce_like_run},
     {0},

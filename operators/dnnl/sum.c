@@ -10,8 +10,8 @@
  * scratch buffers) to the first plain one's (see sum_common). The results are the
  * reference's bit for bit.
  *
- * Add with `broadcast` = 1 is refused (the reference runs it); without it the shapes
- * must be equal; the reference's shape checks run first, in its words. Y may be X0's
+ * Add with `broadcast` = 1 is refused (the reference runs it); without it unequal
+ * shapes (numpy's broadcast) of plain buffers are handed to the reference kernel; the reference's shape checks run first, in its words. Y may be X0's
  * blob (Sum), A's or B's (Add), as the schemas allow.
  */
 #include <stdlib.h>
@@ -157,8 +157,13 @@ static dm_status sum_run(dm_op_ctx *ctx) {
 static dm_status add_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_check_shapes(ctx));
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
-  if (!dm_tensor_same_shape(a, b)) /* supports refuses broadcast = 1; should it get here */
-    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "the oneDNN Add runs equal shapes only");
+  if (!dm_tensor_same_shape(a, b)) { /* numpy's broadcast (supports refuses broadcast = 1) */
+    if (dm_tensor_is_plain(a) && dm_tensor_is_plain(b))
+      return dm_binary_run_reference(ctx);
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+                       "the oneDNN Add broadcasts (numpy's rule) plain buffers only, and an "
+                       "input is in a blocked layout; run this Add on engine REFERENCE");
+  }
   return sum_common(ctx);
 }
 

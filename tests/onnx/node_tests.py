@@ -29,7 +29,9 @@ except ImportError as e:
 TRANSLATED = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu",
               "Identity", "Dropout", "Add", "Sub", "Mul", "Div", "Flatten", "Concat", "Gemm",
               "BatchNormalization", "Softmax", "Reshape", "Sum", "Transpose", "LRN", "Cast",
-              "Split", "Constant"}
+              "Split", "Constant", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid",
+              "HardSwish", "Pow", "Max", "Min", "Mean", "LogSoftmax", "ReduceSum",
+              "ReduceMean", "ReduceMax"}
 
 
 # Accepted cases that fail with a clear error instead of an answer, and why. Anything

@@ -4,8 +4,9 @@
  * must fail with a clear error: a truncated file, a missing initializer, nodes out of
  * order (a cycle), an unsupported data type, raw_data of the wrong length, external
  * data outside the model's folder, and a model with several untranslatable nodes, all
- * listed in one message.
+ * listed in one message; the math translators' arguments and refusals.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -422,13 +423,76 @@ static void test_constant_reshape(void **state) {
                    NULL);
 }
 
+/* A float argument of an op (NAN when absent). */
+static float op_arg_f(const Caffe2__OperatorDef *op, const char *name) {
+  for (size_t i = 0; i < op->n_arg; i++)
+    if (strcmp(op->arg[i]->name, name) == 0 && op->arg[i]->has_f)
+      return op->arg[i]->f;
+  return NAN;
+}
+
+/* The math translators: Clip's constant bound inputs as arguments, a constant scalar
+ * exponent as Pow's `exponent`, ReduceMean's axes attribute before opset 18; and the
+ * refusals: bounds and axes that are not constants, LogSoftmax along a non-last axis. */
+static void test_math_translations(void **state) {
+  (void)state;
+  tmodel t;
+  tm_init(&t, 13);
+  static char *x = "x", *lo = "lo", *hi = "hi", *two = "two";
+  static char *clip_in[] = {"x", "lo", "hi"}, *clip_out[] = {"c"};
+  static char *pow_in[] = {"c", "two"}, *pow_out[] = {"p"};
+  static char *red_in[] = {"p"}, *red_out[] = {"r"};
+  static float vlo = -1.5f, vhi = 2.0f, vtwo = 2.0f;
+  tm_input(&t, x);
+  tm_float_init(&t, lo, 0, NULL, 1, &vlo);
+  tm_float_init(&t, hi, 0, NULL, 1, &vhi);
+  tm_float_init(&t, two, 0, NULL, 1, &vtwo);
+  t.in[0].type = NULL;
+  tm_node(&t, "Clip", "clip", 3, clip_in, 1, clip_out);
+  tm_node(&t, "Pow", "pow", 2, pow_in, 1, pow_out);
+  Onnx__NodeProto *rm = tm_node(&t, "ReduceMean", "mean", 1, red_in, 1, red_out);
+  static int64_t axes[] = {1};
+  attr_ints(&t, rm, "axes", 1, axes);
+  tm_output(&t, "r");
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  assert_int_equal(pred->n_op, 3);
+  assert_string_equal(pred->op[0]->type, "Clip");
+  assert_int_equal(pred->op[0]->n_input, 1);
+  assert_true(op_arg_f(pred->op[0], "min") == vlo && op_arg_f(pred->op[0], "max") == vhi);
+  assert_string_equal(pred->op[1]->type, "Pow");
+  assert_int_equal(pred->op[1]->n_input, 1);
+  assert_true(op_arg_f(pred->op[1], "exponent") == 2.0f);
+  assert_string_equal(pred->op[2]->type, "ReduceMean");
+  assert_int_equal(dm_opdef_arg_int(pred->op[2], "keepdims", -1), 1);
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+  protobuf_c_message_free_unpacked(&pred->base, NULL);
+
+  /* refusals, all listed */
+  tm_init(&t, 18);
+  static char *c2_in[] = {"x", "x"}, *c2_out[] = {"c"};
+  static char *r2_in[] = {"c", "x"}, *r2_out[] = {"r"};
+  static char *l_in[] = {"r"}, *l_out[] = {"l"};
+  tm_input(&t, x);
+  tm_node(&t, "Clip", "clip", 2, c2_in, 1, c2_out);
+  tm_node(&t, "ReduceSum", "sum", 2, r2_in, 1, r2_out);
+  Onnx__NodeProto *ls = tm_node(&t, "LogSoftmax", "lsm", 1, l_in, 1, l_out);
+  Onnx__AttributeProto *a = tm_attr(&t, ls, "axis");
+  a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, a->has_i = 1, a->i = 0;
+  tm_output(&t, "l");
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "3 of 3 nodes cannot be imported", "min 'x' is not a constant",
+                   "axes 'x' is not a constant", "LogSoftmax along axis 0", NULL);
+  assert_null(init);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
       cmocka_unit_test(test_cycle),           cmocka_unit_test(test_unsupported_listed),
       cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
       cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
-      cmocka_unit_test(test_empty_initializer),
+      cmocka_unit_test(test_empty_initializer), cmocka_unit_test(test_math_translations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
