@@ -73,6 +73,7 @@ typedef struct ex_translator {
 } ex_translator;
 
 extern DM_HIDDEN const ex_translator ex_ops[];
+extern DM_HIDDEN const ex_translator ex_ops_math[]; /* onnx_export_math.c */
 
 /* Refuses the op: e->why gets the formatted reason; returns EX_REFUSED. */
 DM_HIDDEN dm_status ex_refuse(oxe *e, const char *fmt, ...) DM_PRINTF(2, 3);
@@ -97,6 +98,13 @@ DM_HIDDEN void ex_initializer(oxe *e, const char *name, dm_dtype dtype, int ndim
 /* A new 1-D INT64 initializer "<base><suffix>..." of the k values; returns its name. */
 DM_HIDDEN const char *ex_const_i64(oxe *e, const char *base, const char *suffix,
                                    const int64_t *v, size_t k);
+/* Op arguments: an int, or a float (an int argument read as a float). */
+DM_HIDDEN int64_t ex_arg_i(const ex_op *o, const char *name, int64_t def);
+DM_HIDDEN float ex_arg_f(const ex_op *o, const char *name, float def);
+/* A node of `type` on the op's inputs [0, n_in) writing its output 0, named as the op. */
+DM_HIDDEN Onnx__NodeProto *ex_node_io(oxe *e, const ex_op *o, const char *type, size_t n_in);
+/* Softmax or LogSoftmax (`type`) with Caffe2's axis rule, as ONNX opset 13 writes it. */
+DM_HIDDEN dm_status ex_softmax_like(oxe *e, const ex_op *o, const char *type);
 /* The ONNX TensorProto data type of a dm dtype (0: none). */
 DM_HIDDEN int32_t ex_onnx_dtype(dm_dtype t);
 

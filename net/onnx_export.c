@@ -618,9 +618,11 @@ static const char *out_name(exporter *x, const char *blob) {
 }
 
 static ex_fn find_translator(const char *type) {
-  for (const ex_translator *t = ex_ops; t->type; t++)
-    if (strcmp(t->type, type) == 0)
-      return t->fn;
+  static const ex_translator *const tables[] = {ex_ops, ex_ops_math};
+  for (size_t k = 0; k < sizeof tables / sizeof tables[0]; k++)
+    for (const ex_translator *t = tables[k]; t->type; t++)
+      if (strcmp(t->type, type) == 0)
+        return t->fn;
   return NULL;
 }
 

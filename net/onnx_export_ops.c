@@ -22,11 +22,11 @@ static const Caffe2__Argument *arg(const ex_op *o, const char *name) {
   return dm_opdef_find_arg(o->def, name);
 }
 
-static int64_t arg_i(const ex_op *o, const char *name, int64_t def) {
+int64_t ex_arg_i(const ex_op *o, const char *name, int64_t def) {
   return dm_opdef_arg_int(o->def, name, def);
 }
 
-static float arg_f(const ex_op *o, const char *name, float def) {
+float ex_arg_f(const ex_op *o, const char *name, float def) {
   const Caffe2__Argument *a = arg(o, name);
   return !a ? def : a->has_f ? a->f : a->has_i ? (float)a->i : def;
 }
@@ -65,7 +65,7 @@ static dm_status extra_outputs_unused(oxe *e, const ex_op *o, size_t first, cons
 }
 
 /* A node of `type` on inputs in[0..n_in) writing out[0], named as the op. */
-static Onnx__NodeProto *node_io(oxe *e, const ex_op *o, const char *type, size_t n_in) {
+Onnx__NodeProto *ex_node_io(oxe *e, const ex_op *o, const char *type, size_t n_in) {
   Onnx__NodeProto *n = ex_node(e, type, o->def->name);
   for (size_t k = 0; k < n_in && k < o->def->n_input; k++)
     ex_in(e, n, o->in[k]);
@@ -86,7 +86,7 @@ static dm_status plain(oxe *e, const ex_op *o, const char *type, size_t n_in) {
   if (o->def->n_input != n_in || o->def->n_output < 1)
     return ex_refuse(e, "expected %zu input(s) and an output", n_in);
   DM_TRY(extra_outputs_unused(e, o, 1, "an extra output"));
-  node_io(e, o, type, n_in);
+  ex_node_io(e, o, type, n_in);
   return e->s;
 }
 
@@ -134,7 +134,7 @@ static dm_status window(oxe *e, const ex_op *o, win *w) {
   if ((pad != NULL) + (n_side > 0) + (pads != NULL) > 1)
     return ex_refuse(e, "'pad', 'pad_t'/'pad_l'/'pad_b'/'pad_r' and 'pads' are mixed");
   for (int i = 0; i < 4; i++)
-    w->p[i] = pad ? pad->i : n_side ? arg_i(o, side[i], 0) : 0;
+    w->p[i] = pad ? pad->i : n_side ? ex_arg_i(o, side[i], 0) : 0;
   if (n_side && n_side != 4)
     return ex_refuse(e, "an incomplete set of pad_t/pad_l/pad_b/pad_r");
   if (pads) {
@@ -142,7 +142,7 @@ static dm_status window(oxe *e, const ex_op *o, win *w) {
       return ex_refuse(e, "'pads' has %zu values; only 2-D windows are exported", pads->n_ints);
     memcpy(w->p, pads->ints, sizeof w->p);
   }
-  w->legacy = (int)arg_i(o, "legacy_pad", 0);
+  w->legacy = (int)ex_arg_i(o, "legacy_pad", 0);
   if (w->legacy < 0 || w->legacy > 3)
     return ex_refuse(e, "legacy_pad %d", w->legacy);
   return DM_OK;
@@ -188,7 +188,7 @@ static dm_status conv_node(oxe *e, const ex_op *o, const char *b, const char *y)
   window_attrs(e, n, &w);
   if (w.d[0] != 1 || w.d[1] != 1)
     ex_attr_ints(e, n, "dilations", w.d, 2);
-  int64_t group = arg_i(o, "group", 1);
+  int64_t group = ex_arg_i(o, "group", 1);
   if (group != 1)
     ex_attr_int(e, n, "group", group);
   return e->s;
@@ -203,7 +203,7 @@ static dm_status tr_conv(oxe *e, const ex_op *o) {
 /* ConvFusion (net/fusion.c's inference fusion) expanded again: Conv, then + S (types 2
  * and 3), then Relu (types 1 and 3). */
 static dm_status tr_conv_fusion(oxe *e, const ex_op *o) {
-  int64_t t = arg_i(o, "fusion_type", 1);
+  int64_t t = ex_arg_i(o, "fusion_type", 1);
   size_t n_in = o->def->n_input;
   int has_sum = t == 2 || t == 3, relu = t == 1 || t == 3;
   if (t < 1 || t > 3)
@@ -269,8 +269,8 @@ static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *glob
   if (o->def->n_input != 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X -> Y");
   DM_TRY(need_nchw(e, o));
-  if (arg_i(o, "global_pooling", 0)) {
-    node_io(e, o, global, 1);
+  if (ex_arg_i(o, "global_pooling", 0)) {
+    ex_node_io(e, o, global, 1);
     return e->s;
   }
   win w;
@@ -281,7 +281,7 @@ static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *glob
     return ex_refuse(e, "dilated pooling");
   if (w.legacy == 3)
     DM_TRY(caffe_pool_pads(e, o, &w));
-  Onnx__NodeProto *n = node_io(e, o, type, 1);
+  Onnx__NodeProto *n = ex_node_io(e, o, type, 1);
   window_attrs(e, n, &w); /* AveragePool: count_include_pad 0, as ours counts input only */
   return e->s;
 }
@@ -297,7 +297,7 @@ static dm_status tr_avgpool(oxe *e, const ex_op *o) {
 /* ---- SpatialBN, FC, Softmax, Dropout, LRN -------------------------------------------- */
 
 static dm_status tr_spatial_bn(oxe *e, const ex_op *o) {
-  if (!arg_i(o, "is_test", 0))
+  if (!ex_arg_i(o, "is_test", 0))
     return ex_refuse(e, "training mode (is_test 0); export an inference net");
   if (o->def->n_input != 5)
     return ex_refuse(e, "expected X, scale, bias, mean, var");
@@ -306,8 +306,8 @@ static dm_status tr_spatial_bn(oxe *e, const ex_op *o) {
   for (size_t k = 1; k < 5; k++)
     DM_TRY(need_filled(e, o, k, slot[k]));
   DM_TRY(extra_outputs_unused(e, o, 1, "a training statistic"));
-  Onnx__NodeProto *n = node_io(e, o, "BatchNormalization", 5);
-  ex_attr_float(e, n, "epsilon", arg_f(o, "epsilon", 1e-5f));
+  Onnx__NodeProto *n = ex_node_io(e, o, "BatchNormalization", 5);
+  ex_attr_float(e, n, "epsilon", ex_arg_f(o, "epsilon", 1e-5f));
   return e->s;
 }
 
@@ -337,14 +337,14 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
   DM_TRY(need_filled(e, o, 1, "W"));
   DM_TRY(need_filled(e, o, 2, "b"));
   const ex_shape *sx = &o->in_shape[0], *sw = &o->in_shape[1];
-  int64_t axis = arg_i(o, "axis", 1), axis_w = arg_i(o, "axis_w", 1);
+  int64_t axis = ex_arg_i(o, "axis", 1), axis_w = ex_arg_i(o, "axis_w", 1);
   const char *w = o->in[1];
   if (!sw->known)
     return ex_refuse(e, "the shape of W '%s' is unknown (give the inputs' shapes)", o->def->input[1]);
   if (axis_w < 0)
     axis_w += sw->ndim;
   if (axis_w < 0 || axis_w > sw->ndim)
-    return ex_refuse(e, "axis_w %lld for a W of rank %d", (long long)arg_i(o, "axis_w", 1), sw->ndim);
+    return ex_refuse(e, "axis_w %lld for a W of rank %d", (long long)ex_arg_i(o, "axis_w", 1), sw->ndim);
   int64_t wd[2] = {prod(sw->dims, 0, (int)axis_w), prod(sw->dims, (int)axis_w, sw->ndim)};
   if (sw->ndim != 2 || wd[0] != sw->dims[0]) {
     const ex_const *c = ex_const_find(e, w);
@@ -392,20 +392,20 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
 static dm_status tr_fc(oxe *e, const ex_op *o) { return fc(e, o, 0); }
 
 static dm_status tr_fc_fusion(oxe *e, const ex_op *o) {
-  if (arg_i(o, "fusion_type", 1) != 1)
-    return ex_refuse(e, "fusion_type %lld", (long long)arg_i(o, "fusion_type", 1));
+  if (ex_arg_i(o, "fusion_type", 1) != 1)
+    return ex_refuse(e, "fusion_type %lld", (long long)ex_arg_i(o, "fusion_type", 1));
   return fc(e, o, 1);
 }
 
-/* Caffe2's Softmax normalises over dims [axis, ndim) together (ONNX's rule before opset
- * 13); opset 13's normalises along `axis` alone. The same when axis is the last dim or
+/* Caffe2's Softmax (and LogSoftmax) normalises over dims [axis, ndim) together (ONNX's
+ * rule before opset 13); opset 13's normalises along `axis` alone. The same when axis is the last dim or
  * every dim after it is 1; otherwise Flatten at axis, Softmax along the last, and a
  * Reshape back (to the known shape, or to Shape(X) when it is unknown). */
-static dm_status tr_softmax(oxe *e, const ex_op *o) {
+dm_status ex_softmax_like(oxe *e, const ex_op *o, const char *type) {
   if (o->def->n_input != 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X -> Y");
   const ex_shape *sx = &o->in_shape[0];
-  int64_t axis = arg_i(o, "axis", 1);
+  int64_t axis = ex_arg_i(o, "axis", 1);
   if (axis < 0 && sx->known)
     axis += sx->ndim;
   if (axis < 0)
@@ -413,13 +413,13 @@ static dm_status tr_softmax(oxe *e, const ex_op *o) {
   if (sx->known && (axis >= sx->ndim && sx->ndim > 0))
     return ex_refuse(e, "axis %lld on a %d-D input", (long long)axis, sx->ndim);
   if (sx->known && prod(sx->dims, (int)axis + 1, sx->ndim) == 1) {
-    Onnx__NodeProto *n = node_io(e, o, "Softmax", 1);
+    Onnx__NodeProto *n = ex_node_io(e, o, type, 1);
     ex_attr_int(e, n, "axis", axis + 1 == sx->ndim ? -1 : axis);
     return e->s;
   }
   const char *flat = ex_fresh(e, o->out[0], "_flat"), *sm = ex_fresh(e, o->out[0], "_2d");
   ex_attr_int(e, unary(e, "Flatten", NULL, o->in[0], flat), "axis", axis);
-  ex_attr_int(e, unary(e, "Softmax", o->def->name, flat, sm), "axis", -1);
+  ex_attr_int(e, unary(e, type, o->def->name, flat, sm), "axis", -1);
   if (sx->known) {
     reshape_const(e, sm, sx->dims, sx->ndim, o->out[0], NULL);
   } else {
@@ -431,13 +431,15 @@ static dm_status tr_softmax(oxe *e, const ex_op *o) {
   return e->s;
 }
 
+static dm_status tr_softmax(oxe *e, const ex_op *o) { return ex_softmax_like(e, o, "Softmax"); }
+
 static dm_status tr_dropout(oxe *e, const ex_op *o) {
-  if (!arg_i(o, "is_test", 0))
+  if (!ex_arg_i(o, "is_test", 0))
     return ex_refuse(e, "training mode (is_test 0); export an inference net");
   DM_TRY(extra_outputs_unused(e, o, 1, "the mask"));
   if (o->def->n_input != 1)
     return ex_refuse(e, "expected X -> Y");
-  node_io(e, o, "Identity", 1); /* is_test: Y = X */
+  ex_node_io(e, o, "Identity", 1); /* is_test: Y = X */
   return e->s;
 }
 
@@ -451,11 +453,11 @@ static dm_status tr_lrn(oxe *e, const ex_op *o) {
   DM_TRY(extra_outputs_unused(e, o, 1, "the scale"));
   if (o->def->n_input != 1)
     return ex_refuse(e, "expected X -> Y");
-  Onnx__NodeProto *n = node_io(e, o, "LRN", 1);
+  Onnx__NodeProto *n = ex_node_io(e, o, "LRN", 1);
   ex_attr_int(e, n, "size", size->i);
-  ex_attr_float(e, n, "alpha", arg_f(o, "alpha", 0));
-  ex_attr_float(e, n, "beta", arg_f(o, "beta", 0));
-  ex_attr_float(e, n, "bias", arg_f(o, "bias", 1));
+  ex_attr_float(e, n, "alpha", ex_arg_f(o, "alpha", 0));
+  ex_attr_float(e, n, "beta", ex_arg_f(o, "beta", 0));
+  ex_attr_float(e, n, "bias", ex_arg_f(o, "bias", 1));
   return e->s;
 }
 
@@ -467,7 +469,7 @@ static dm_status tr_identity(oxe *e, const ex_op *o) { return plain(e, o, "Ident
 static dm_status tr_sum(oxe *e, const ex_op *o) {
   if (o->def->n_input < 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X0, ... -> Y");
-  node_io(e, o, "Sum", o->def->n_input); /* equal shapes, in both */
+  ex_node_io(e, o, "Sum", o->def->n_input); /* equal shapes, in both */
   return e->s;
 }
 
@@ -478,11 +480,11 @@ static dm_status tr_sum(oxe *e, const ex_op *o) {
 static dm_status binary(oxe *e, const ex_op *o, const char *type) {
   if (o->def->n_input != 2 || o->def->n_output != 1)
     return ex_refuse(e, "expected A, B -> C");
-  int64_t axis = arg_i(o, "axis", -1);
+  int64_t axis = ex_arg_i(o, "axis", -1);
   const ex_shape *sa = &o->in_shape[0], *sb = &o->in_shape[1];
-  if (!arg_i(o, "broadcast", 0) || axis == -1 ||
+  if (!ex_arg_i(o, "broadcast", 0) || axis == -1 ||
       (sa->known && sb->known && axis + sb->ndim == sa->ndim)) {
-    node_io(e, o, type, 2);
+    ex_node_io(e, o, type, 2);
     return e->s;
   }
   if (!sa->known || !sb->known)
@@ -522,7 +524,7 @@ static dm_status tr_scale(oxe *e, const ex_op *o) {
   dm_dtype t = o->in_shape[0].known ? o->in_shape[0].dtype : DM_FLOAT;
   if (t != DM_FLOAT && t != DM_DOUBLE)
     return ex_refuse(e, "a %s input", dm_dtype_name(t));
-  float f = arg_f(o, "scale", 1.0f);
+  float f = ex_arg_f(o, "scale", 1.0f);
   double d = f;
   const char *k = ex_fresh(e, o->out[0], "_scale");
   if (k)
@@ -538,10 +540,10 @@ static dm_status tr_scale(oxe *e, const ex_op *o) {
 
 /* Concat's and Split's axis: `axis`, else from `order`; add_axis is refused. */
 static dm_status join_axis(oxe *e, const ex_op *o, int64_t *axis) {
-  if (arg_i(o, "add_axis", 0))
+  if (ex_arg_i(o, "add_axis", 0))
     return ex_refuse(e, "add_axis 1 (a new axis)");
   if (arg(o, "axis"))
-    *axis = arg_i(o, "axis", 1);
+    *axis = ex_arg_i(o, "axis", 1);
   else if (arg_is(o, "order", "NCHW", "NHWC"))
     *axis = 3;
   else if (arg_is(o, "order", "NCHW", "NCHW"))
@@ -576,7 +578,7 @@ static dm_status tr_concat(oxe *e, const ex_op *o) {
     ex_initializer(e, o->out[1], DM_INT32, 1, &d, sizes);
     free(sizes);
   }
-  Onnx__NodeProto *n = node_io(e, o, "Concat", n_in);
+  Onnx__NodeProto *n = ex_node_io(e, o, "Concat", n_in);
   ex_attr_int(e, n, "axis", axis);
   return e->s;
 }
@@ -649,7 +651,7 @@ static dm_status tr_reshape(oxe *e, const ex_op *o) {
 
 static dm_status tr_flatten(oxe *e, const ex_op *o) {
   DM_TRY(plain(e, o, "Flatten", 1));
-  ex_attr_int(e, e->g->node[e->g->n_node - 1], "axis", arg_i(o, "axis", 1));
+  ex_attr_int(e, e->g->node[e->g->n_node - 1], "axis", ex_arg_i(o, "axis", 1));
   return e->s;
 }
 

@@ -12,6 +12,7 @@ Models:
   Softmax added (FC on a 4-D input, an in-place Relu), 4x1x28x28.
 - example: models/example's MLP, also checked against the NumPy answer it ships with.
 - opsnet: a net made here for the translations the models do not reach (see OPSNET).
+- mathnet: the activations, n-ary math and reductions (see MATHNET).
 
 Each exported file must pass onnx.checker.check_model (full check, with the input
 shapes given); SqueezeNet is also exported without input shapes (the general Softmax
@@ -220,13 +221,54 @@ def opsnet(exe, work):
     return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3", "mp2", "ap2", "dil"])
 
 
+# The activations, n-ary math and reductions (net/onnx_export_math.c): each with the
+# arguments that change its ONNX form (Clip's bounds and ReduceSum's axes as inputs, Pow's
+# exponent as a scalar, HardSwish expanded, LogSoftmax over two trailing dims).
+MATHNET = """name: "mathnet"
+op { input: "data" output: "sg" name: "sg" type: "Sigmoid" }
+op { input: "data" output: "th" name: "th" type: "Tanh" }
+op { input: "data" output: "lr" name: "lr" type: "LeakyRelu" arg { name: "alpha" f: 0.2 } }
+op { input: "data" output: "hs" name: "hs" type: "HardSigmoid" arg { name: "alpha" f: 0.3 }
+  arg { name: "beta" f: 0.4 } }
+op { input: "data" output: "hw" name: "hw" type: "HardSwish" }
+op { input: "data" output: "cl" name: "cl" type: "Clip" arg { name: "min" f: -0.5 }
+  arg { name: "max" f: 0.25 } }
+op { input: "data" output: "c2" name: "c2" type: "Clip" arg { name: "max" f: 0.1 } }
+op { input: "sg" output: "pw" name: "pw" type: "Pow" arg { name: "exponent" f: 1.5 } }
+op { input: ["sg", "th"] output: "p2" name: "p2" type: "Pow" }
+op { input: ["lr", "hs", "row"] output: "mx" name: "mx" type: "Max" }
+op { input: ["hw", "cl"] output: "mn" name: "mn" type: "Min" }
+op { input: ["pw", "p2", "c2"] output: "me" name: "me" type: "Mean" }
+op { input: "mx" output: "ls" name: "ls" type: "LogSoftmax" arg { name: "axis" i: 2 } }
+op { input: "mn" output: "rs" name: "rs" type: "ReduceSum" arg { name: "axes" ints: [1, 3] }
+  arg { name: "keepdims" i: 0 } }
+op { input: "me" output: "rm" name: "rm" type: "ReduceMean" arg { name: "axes" ints: [2] } }
+op { input: "me" output: "rx" name: "rx" type: "ReduceMax" }
+external_input: "data"
+external_output: ["ls", "rs", "rm", "rx", "mn"]
+"""
+
+
+def mathnet(exe, work):
+    d = os.path.join(work, "mathnet")
+    os.makedirs(d)
+    g = np.random.default_rng(7)
+    ip, np_ = os.path.join(d, "init.pbtxt"), os.path.join(d, "net.pbtxt")
+    with open(ip, "w") as f:
+        f.write(fill("row", g.standard_normal(5) * 0.5))  # broadcast along the last dim
+    with open(np_, "w") as f:
+        f.write(MATHNET)
+    x = g.uniform(-2, 2, (2, 3, 4, 5)).astype(np.float32)
+    return compare("mathnet", exe, d, ip, np_, {"data": x}, ["ls", "rs", "rm", "rx", "mn"])
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     exe, work = sys.argv[1], sys.argv[2]
     ok = True
-    for f in (squeezenet, lenet, example, opsnet):
+    for f in (squeezenet, lenet, example, opsnet, mathnet):
         ok = f(exe, work) and ok
     return 0 if ok else 1
 
