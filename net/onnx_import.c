@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "core/netio.h"
+#include "core/tensor.h"
 #include "onnx_translate.h"
 
 /* ---- Constant -------------------------------------------------------------------- */
@@ -71,7 +72,7 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 /* The translator tables, searched in order; Constant is the importer's own. */
 static const ox_translator ox_ops_constant[] = {{"Constant", tr_constant}, {NULL, NULL}};
 static const ox_translator *const tables[] = {ox_ops_constant, ox_ops_nn, ox_ops_tensor,
-                                              ox_ops_math};
+                                              ox_ops_math, ox_ops_shape};
 
 static ox_node_fn find_translator(const char *op_type) {
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
@@ -85,6 +86,29 @@ static ox_node_fn find_translator(const char *op_type) {
 
 static int is_default_domain(const char *d) {
   return !d || !*d || strcmp(d, "ai.onnx") == 0;
+}
+
+/* A graph input's static shape, where its ValueInfo gives every dim a value (a
+ * dim_param, a symbolic batch size, leaves it unknown). */
+static dm_status input_shape(imp *c, const char *name, const Onnx__TypeProto__Tensor *tt,
+                             int rank) {
+  dm_dtype dt = tt->has_elem_type ? ox_dm_dtype(tt->elem_type) : DM_UNDEFINED;
+  int64_t dims[DM_MAX_DIMS];
+  if (dt == DM_UNDEFINED || rank > DM_MAX_DIMS)
+    return DM_OK;
+  for (int d = 0; d < rank; d++) {
+    const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+        dim->dim_value < 0)
+      return DM_OK;
+    dims[d] = dim->dim_value;
+  }
+  int64_t numel;
+  if (dm_shape_numel(rank, dims, &numel) != DM_OK) {
+    dm_error_clear(); /* too large to be static: left unknown */
+    return DM_OK;
+  }
+  return ox_shape_set(c, name, dt, rank, dims);
 }
 
 static dm_status translate_graph(imp *c) {
@@ -111,6 +135,9 @@ static dm_status translate_graph(imp *c) {
                    : -1;
     if (g->input[i]->name)
       s = ox_known_add(c, g->input[i]->name, rank);
+    if (s == DM_OK && g->input[i]->name && rank >= 0 &&
+        !ox_const_find(c, g->input[i]->name)) /* an initializer's own dims win */
+      s = input_shape(c, g->input[i]->name, ty->tensor_type, rank);
   }
   for (size_t i = 0; i < g->n_initializer && s == DM_OK; i++)
     s = ox_known_add(c, g->initializer[i]->name, (int)g->initializer[i]->n_dims);
@@ -137,7 +164,12 @@ static dm_status translate_graph(imp *c) {
       snprintf(c->why, sizeof c->why, "domain '%s' is not supported", n->domain);
     } else {
       ox_node_fn fn = find_translator(type);
-      if (!fn) {
+      int folded = 0;
+      r = ox_fold(c, n, &folded);
+      if (r != DM_OK || folded) {
+        /* folded into constants, refused with a reason, or an error */
+      } else if (!fn) {
+        r = OX_REFUSED;
         snprintf(c->why, sizeof c->why, "no translation for this op");
       } else {
         dm_opb b;
@@ -150,7 +182,10 @@ static dm_status translate_graph(imp *c) {
             if (!b.op->name)
               dm_opb_fail(&b, DM_NOMEM("an op name"));
           }
+          int emitted = b.op != NULL;
           r = b.op || b.s != DM_OK ? dm_opb_append(&b, c->pred) : DM_OK;
+          if (r == DM_OK && emitted)
+            r = ox_infer_op(c, c->pred->op[c->pred->n_op - 1]);
         } else if (b.op) {
           dm_opb_discard(&b);
         }
@@ -166,8 +201,11 @@ static dm_status translate_graph(imp *c) {
       break;
     }
     for (size_t j = 0; j < n->n_output && s == DM_OK; j++)
-      if (n->output[j] && n->output[j][0])
-        s = ox_known_add(c, n->output[j], c->out_rank);
+      if (n->output[j] && n->output[j][0]) {
+        int64_t dims[DM_MAX_DIMS];
+        int rank = ox_shape_of(c, n->output[j], dims); /* inferred, where static */
+        s = ox_known_add(c, n->output[j], rank >= 0 ? rank : c->out_rank);
+      }
   }
   if (s == DM_OK && n_refused)
     s = dm_error(DM_ERR_UNSUPPORTED, "%zu of %zu nodes cannot be imported:%s", n_refused,
@@ -210,15 +248,22 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
     return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opsets %d to %d",
                     (long long)c.opset, OX_OPSET_MIN, OX_OPSET_MAX);
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
-  dm_status s = dm_netdef_new(gname, &c.init);
+  dm_status s = dm_init(); /* the schemas, whose shape inference gives static shapes */
+  if (s == DM_OK)
+    s = dm_workspace_new(&c.ws);
+  if (s == DM_OK)
+    s = dm_netdef_new(gname, &c.init);
   if (s == DM_OK)
     s = dm_netdef_new(gname, &c.pred);
   if (s == DM_OK)
     s = translate_graph(&c);
   for (size_t i = 0; i < c.n_made; i++) {
     free(c.made[i]->dims);
+    if (c.made[i]->has_raw_data) /* folded values; Constant's borrow the attribute's */
+      free(c.made[i]->raw_data.data);
     free(c.made[i]);
   }
+  dm_workspace_destroy(c.ws);
   free(c.made);
   free(c.consts);
   free(c.const_names);

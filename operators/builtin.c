@@ -28,6 +28,7 @@ static const dm_op_family *const families[] = {
     &dm_family_fold_bn,
     &dm_family_device_copy,
     &dm_family_multi_optimizer,
+    &dm_family_shape_ops,
     NULL,
 };
 
