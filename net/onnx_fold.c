@@ -589,20 +589,34 @@ static dm_status fold_range(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
   return DM_OK;
 }
 
+/* How a node folds: on constant inputs, from its input's static shape (Shape, Size),
+ * or as a second name of a constant (Identity). */
+enum { ON_VALUES, ON_SHAPE, ALIAS };
+
 /* The ops folded, and how many leading inputs are their data (later ones, Unsqueeze's
  * axes or Slice's starts, are read by the op itself). */
 static const struct {
   const char *type;
   fold_fn fn;
   int n_data; /* -1: all */
+  int how;
 } folds[] = {
-    {"Cast", fold_cast, 1},
-    {"Gather", fold_gather, 2},       {"Unsqueeze", fold_unsqueeze, 1},
-    {"Squeeze", fold_squeeze, 1},     {"Reshape", fold_reshape, 2},
-    {"Concat", fold_concat, -1},      {"Slice", fold_slice, 1},
-    {"Add", fold_add, 2},             {"Sub", fold_sub, 2},
-    {"Mul", fold_mul, 2},             {"Div", fold_div, 2},
-    {"ConstantOfShape", fold_constant_of_shape, 1}, {"Range", fold_range, 3},
+    {"Shape", NULL, 1, ON_SHAPE},
+    {"Size", NULL, 1, ON_SHAPE},
+    {"Identity", NULL, 1, ALIAS},
+    {"Cast", fold_cast, 1, ON_VALUES},
+    {"Gather", fold_gather, 2, ON_VALUES},
+    {"Unsqueeze", fold_unsqueeze, 1, ON_VALUES},
+    {"Squeeze", fold_squeeze, 1, ON_VALUES},
+    {"Reshape", fold_reshape, 2, ON_VALUES},
+    {"Concat", fold_concat, -1, ON_VALUES},
+    {"Slice", fold_slice, 1, ON_VALUES},
+    {"Add", fold_add, 2, ON_VALUES},
+    {"Sub", fold_sub, 2, ON_VALUES},
+    {"Mul", fold_mul, 2, ON_VALUES},
+    {"Div", fold_div, 2, ON_VALUES},
+    {"ConstantOfShape", fold_constant_of_shape, 1, ON_VALUES},
+    {"Range", fold_range, 3, ON_VALUES},
 };
 
 /* The result as a constant: an init-net fill, known to the translators. */
@@ -641,15 +655,20 @@ dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded) {
   const char *type = n->op_type ? n->op_type : "";
   if (ox_n_outputs_used(n) != 1 || !n->output[0][0] || n->n_output != 1)
     return DM_OK;
+  size_t f = 0;
+  while (f < sizeof folds / sizeof folds[0] && strcmp(folds[f].type, type) != 0)
+    f++;
+  if (f == sizeof folds / sizeof folds[0] || n->n_input == 0 || n->n_input > DM_MAX_DIMS + 2)
+    return DM_OK;
   val out;
   memset(&out, 0, sizeof out);
   dm_status s;
-  if (strcmp(type, "Shape") == 0 || strcmp(type, "Size") == 0) {
+  if (folds[f].how == ON_SHAPE) {
     int64_t dims[DM_MAX_DIMS];
     int rank = ox_shape_of(c, ox_in_name(n, 0), dims);
     if (rank < 0 || n->n_input != 1)
       return DM_OK;
-    if (type[1] == 'h') {
+    if (type[1] == 'h') { /* Shape, else Size */
       s = fold_shape_dims(c, n, dims, rank, &out);
     } else {
       int64_t numel = 1;
@@ -659,11 +678,11 @@ dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded) {
       if (s == DM_OK)
         out.i[0] = numel;
     }
-  } else if (strcmp(type, "Identity") == 0 && ox_const_find(c, ox_in_name(n, 0))) {
+  } else if (folds[f].how == ALIAS) {
     /* A constant under a second name (exporters dedupe shared weights this way): the
      * same tensor filled again, whatever its size, so no Copy runs each time. */
     const Onnx__TensorProto *t = ox_const_find(c, ox_in_name(n, 0));
-    if (n->n_input != 1 || !t->has_data_type ||
+    if (!t || n->n_input != 1 || !t->has_data_type ||
         (t->data_type != T_FLOAT && t->data_type != T_INT64 && t->data_type != T_INT32 &&
          t->data_type != T_BOOL)) /* the types ox_emit_fill writes */
       return DM_OK;
@@ -672,12 +691,6 @@ dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded) {
     *folded = 1;
     return ox_const_add(c, n->output[0], t);
   } else {
-    size_t f = 0;
-    while (f < sizeof folds / sizeof folds[0] && strcmp(folds[f].type, type) != 0)
-      f++;
-    if (f == sizeof folds / sizeof folds[0] || n->n_input == 0 ||
-        n->n_input > DM_MAX_DIMS + 2)
-      return DM_OK;
     for (size_t j = 0; j < n->n_input; j++)
       if (ox_in_name(n, j) && !ox_const_find(c, ox_in_name(n, j)))
         return DM_OK; /* a value known only at run time */

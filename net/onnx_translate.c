@@ -172,9 +172,17 @@ dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op) {
   protobuf_c_message_free_unpacked(&net->base, NULL);
   if (s == DM_ERR_NOMEM)
     return s;
+  if (s == DM_ERR_SHAPE || s == DM_ERR_TYPE) {
+    /* The op's own checks refuse the shapes or types the graph declares: the node cannot
+     * be translated as it is (a broadcast the Caffe2 op does not do, say). */
+    const char *msg = dm_last_error(), *tail = strstr(msg, "): ");
+    dm_status r = ox_refuse(c, "%s refuses the shapes known at import: %s", op->type,
+                            tail ? tail + 3 : msg);
+    dm_error_clear();
+    return r;
+  }
   if (s != DM_OK) {
-    /* The op's own checks refuse these shapes: left for the run to report (with the
-     * fed shapes, which may differ), the outputs unknown here. */
+    /* Shapes it cannot infer (values read at run time, no CPU kernel): unknown here. */
     dm_error_clear();
     for (size_t i = 0; i < op->n_output; i++) {
       dm_blob *b = dm_workspace_find(c->ws, op->output[i]);

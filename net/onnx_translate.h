@@ -92,7 +92,8 @@ DM_HIDDEN dm_status ox_shape_set(imp *c, const char *name, dm_dtype dtype, int r
                                  const int64_t *dims);
 /* Infers the outputs of `op` (just emitted into the predict net) with its schema's own
  * shape inference over the static shapes of its inputs; outputs it cannot infer (an
- * unknown input shape, an inference error left for the run to report) stay unknown. */
+ * unknown input shape, values read at run time) stay unknown. Refuses the node when the
+ * op's checks reject the static shapes or types (DM_ERR_SHAPE, DM_ERR_TYPE). */
 DM_HIDDEN dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op);
 /* A tensor owned by `c` (freed by the importer), `bytes` of packed little-endian values. */
 DM_HIDDEN dm_status ox_made_tensor(imp *c, int32_t onnx_type, int rank, const int64_t *dims,
