@@ -39,31 +39,17 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   int is_int = strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0;
   if (!is_float && !is_int)
     return ox_refuse(c, "a Constant given by '%s'", a->name);
-  Onnx__TensorProto **list = realloc(c->made, (c->n_made + 1) * sizeof *list);
-  if (!list)
-    return DM_NOMEM("a constant");
-  c->made = list;
-  Onnx__TensorProto *t = malloc(sizeof *t);
-  if (!t)
-    return DM_NOMEM("a constant");
-  onnx__tensor_proto__init(t);
-  c->made[c->n_made++] = t;
-  t->has_data_type = 1;
-  t->data_type = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-  if (is_list) {
-    t->dims = malloc(sizeof *t->dims);
-    if (!t->dims)
-      return DM_NOMEM("a constant");
-    t->n_dims = 1;
-    t->dims[0] = (int64_t)(is_float ? a->n_floats : a->n_ints);
-  }
-  if (is_float) {
-    t->n_float_data = is_list ? a->n_floats : 1;
-    t->float_data = is_list ? a->floats : (float *)&a->f;
-  } else {
-    t->n_int64_data = is_list ? a->n_ints : 1;
-    t->int64_data = is_list ? a->ints : (int64_t *)&a->i;
-  }
+  /* The values copied into a tensor of the importer's (value_float(s): FLOAT,
+   * value_int(s): INT64; a list is 1-D, a single value a scalar). */
+  int64_t len = (int64_t)(is_float ? a->n_floats : a->n_ints);
+  const void *data = is_float ? (is_list ? (const void *)a->floats : &a->f)
+                              : (is_list ? (const void *)a->ints : &a->i);
+  size_t bytes = is_list ? (size_t)len * (is_float ? sizeof(float) : sizeof(int64_t))
+                         : (is_float ? sizeof(float) : sizeof(int64_t));
+  Onnx__TensorProto *t = NULL;
+  DM_TRY(ox_made_tensor(c, is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                                    : ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
+                        is_list, &len, data, bytes, &t));
   DM_TRY(ox_emit_fill(c, n->output[0], t));
   c->out_rank = (int)t->n_dims;
   return ox_const_add(c, n->output[0], t);
@@ -259,8 +245,7 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
     s = translate_graph(&c);
   for (size_t i = 0; i < c.n_made; i++) {
     free(c.made[i]->dims);
-    if (c.made[i]->has_raw_data) /* folded values; Constant's borrow the attribute's */
-      free(c.made[i]->raw_data.data);
+    free(c.made[i]->raw_data.data);
     free(c.made[i]);
   }
   dm_workspace_destroy(c.ws);

@@ -38,9 +38,8 @@ typedef struct imp {
   const Onnx__TensorProto **consts;
   const char **const_names;
   size_t n_consts, cap_consts;
-  /* Tensors made here: from Constant's value_float(s)/value_int(s) (the values borrowed
-   * from the attribute) and by folding (ox_made_tensor: the values in raw_data, owned).
-   * The struct, dims and raw_data are owned here. */
+  /* Tensors made here (ox_made_tensor): Constant's value_float(s)/value_int(s) and
+   * folded values. The struct, dims and raw_data are owned here. */
   Onnx__TensorProto **made;
   size_t n_made;
   /* Every name a node may read (graph inputs, initializers, earlier outputs) and its
