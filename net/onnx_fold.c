@@ -5,11 +5,12 @@
  * once the input's shape is. Caffe2's Reshape takes its shape as an argument, so the
  * importer evaluates such chains here: a node whose inputs are all constants
  * (initializers, Constant values, earlier folds) and whose op is shape arithmetic
- * (Identity, Shape, Size, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Identity, Add, Sub,
- * Mul, Div, Reshape, ConstantOfShape, Range), or a Shape/Size of a tensor whose static
- * shape is known (onnx_translate.c's shape table), becomes a constant: a fill in the
- * init net, registered with ox_const_add, and nothing in the predict net; the Reshape
- * that reads it then has a constant shape like any other.
+ * (Identity, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add, Sub, Mul, Div,
+ * Expand, Reshape, ConstantOfShape, Range), or a Shape/Size of a tensor whose static
+ * shape is known (onnx_translate.c's shape table), becomes a constant: registered with
+ * ox_const_add, a fill in the init net (dropped at the end when no predict-net op reads
+ * it), and nothing in the predict net; the Reshape that reads it then has a constant
+ * shape like any other.
  *
  * The evaluator is a small one of its own, on int64 values (every integer type) and
  * doubles (FLOAT, DOUBLE) with ONNX's rules (numpy broadcasting, negative indices and
@@ -471,7 +472,8 @@ static dm_status fold_slice(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
   return DM_OK;
 }
 
-/* Add, Sub, Mul, Div with numpy broadcasting. */
+/* Add, Sub, Mul, Div with numpy broadcasting; 'E' (Expand): A broadcast to the shape of
+ * B, whose values are not read (B may have none). */
 static dm_status arith(val *in, int n_in, val *out, char op) {
   if (n_in != 2 || in[0].type != in[1].type)
     return OX_REFUSED;
@@ -498,18 +500,23 @@ static dm_status arith(val *in, int n_in, val *out, char op) {
       pb += idx[d] * sb[d];
     }
     if (out->f) {
-      double x = a->f[pa], y = b->f[pb];
-      double v = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
+      double x = a->f[pa], y = op == 'E' ? 0 : b->f[pb];
+      double v = op == '+'   ? x + y
+                 : op == '-' ? x - y
+                 : op == '*' ? x * y
+                 : op == '/' ? x / y
+                             : x; /* E: A broadcast to B's shape */
       out->f[k] = out->type == T_FLOAT ? (float)v : v;
     } else {
-      int64_t x = a->i[pa], y = b->i[pb], v;
+      int64_t x = a->i[pa], y = op == 'E' ? 1 : b->i[pb], v;
       if (op == '/' && (y == 0 || (x == INT64_MIN && y == -1)))
         return OX_REFUSED;
       /* wrapping like the int64 kernels (no undefined signed overflow here) */
       v = op == '+'   ? (int64_t)((uint64_t)x + (uint64_t)y)
           : op == '-' ? (int64_t)((uint64_t)x - (uint64_t)y)
           : op == '*' ? (int64_t)((uint64_t)x * (uint64_t)y)
-                      : x / y;
+          : op == '/' ? x / y
+                      : x;
       out->i[k] = v;
     }
     for (int d = r; d-- > 0;)
@@ -536,6 +543,20 @@ static dm_status fold_mul(imp *c, const Onnx__NodeProto *n, val *in, int n_in, v
 static dm_status fold_div(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
   (void)c, (void)n;
   return arith(in, n_in, out, '/');
+}
+
+/* Expand: the data broadcast with the shape input (numpy's rule, both ways). */
+static dm_status fold_expand(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
+  (void)c, (void)n;
+  if (n_in != 2 || in[1].rank != 1 || is_float(in[1].type) || in[1].n > DM_MAX_DIMS)
+    return OX_REFUSED;
+  val pair[2] = {in[0], {.type = in[0].type, .rank = (int)in[1].n}};
+  for (int d = 0; d < pair[1].rank; d++) {
+    if (in[1].i[d] < 0)
+      return OX_REFUSED;
+    pair[1].dims[d] = in[1].i[d];
+  }
+  return arith(pair, 2, out, 'E');
 }
 
 /* ConstantOfShape: the 1-D shape input, filled with `value` (a one-element tensor;
@@ -615,6 +636,7 @@ static const struct {
     {"Sub", fold_sub, 2, ON_VALUES},
     {"Mul", fold_mul, 2, ON_VALUES},
     {"Div", fold_div, 2, ON_VALUES},
+    {"Expand", fold_expand, 2, ON_VALUES},
     {"ConstantOfShape", fold_constant_of_shape, 1, ON_VALUES},
     {"Range", fold_range, 3, ON_VALUES},
 };

@@ -2,7 +2,12 @@
  *
  * Initializers and Constant nodes become GivenTensor*Fill ops in the init net (the
  * weights a Caffe2 predictor loads once); every other node becomes one Caffe2 op of the
- * predict net, found in a table by its ONNX op type. A translator either emits its op or
+ * predict net, found in a table by its ONNX op type, unless it is folded into a
+ * constant first (onnx_fold.c: shape arithmetic on constants and on the static shapes
+ * known here). Static shapes: the graph inputs' declared dims, the constants', and the
+ * outputs of each emitted op by its schema's own shape inference (ox_infer_op), kept as
+ * shape-only tensors in a workspace of the importer's. A Constant or folded value that
+ * no predict-net op reads in the end (a shape taken into an argument) is not filled. A translator either emits its op or
  * says why it cannot (an attribute value, an opset, an input that must be constant); the
  * import goes on to the end of the graph so that the error lists every node that cannot
  * be translated at once, and nothing is written or run. The names are ONNX's, so what a
@@ -95,6 +100,34 @@ static dm_status input_shape(imp *c, const char *name, const Onnx__TypeProto__Te
     return DM_OK;
   }
   return ox_shape_set(c, name, dt, rank, dims);
+}
+
+/* Whether constant `name` is one the graph computes (a Constant node, a fold) that no
+ * op of the predict net reads and no graph output names: a shape consumed at import
+ * (Reshape's, Slice's), or a step of a folded chain, which the init net need not hold. */
+static int unused_derived(const imp *c, const char *name) {
+  const Onnx__GraphProto *g = c->g;
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (g->initializer[i]->name && strcmp(g->initializer[i]->name, name) == 0)
+      return 0;
+  for (size_t i = 0; i < g->n_output; i++)
+    if (g->output[i]->name && strcmp(g->output[i]->name, name) == 0)
+      return 0;
+  for (size_t i = 0; i < c->pred->n_op; i++)
+    if (dm_opdef_reads(c->pred->op[i], name))
+      return 0;
+  return 1;
+}
+
+/* Removes the init-net fill of `name`. */
+static void drop_fill(Caffe2__NetDef *init, const char *name) {
+  for (size_t i = init->n_op; i-- > 0;)
+    if (init->op[i]->n_output == 1 && strcmp(init->op[i]->output[0], name) == 0) {
+      protobuf_c_message_free_unpacked(&init->op[i]->base, NULL);
+      memmove(&init->op[i], &init->op[i + 1], (init->n_op - i - 1) * sizeof *init->op);
+      init->n_op--;
+      return;
+    }
 }
 
 static dm_status translate_graph(imp *c) {
@@ -207,8 +240,13 @@ static dm_status translate_graph(imp *c) {
   /* External inputs: the graph's inputs (fed), then the constants the net reads. */
   for (size_t i = 0; i < g->n_input && s == DM_OK; i++)
     s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input, g->input[i]->name);
-  for (size_t i = 0; i < c->n_consts && s == DM_OK; i++)
-    s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input, c->const_names[i]);
+  for (size_t i = 0; i < c->n_consts && s == DM_OK; i++) {
+    if (unused_derived(c, c->const_names[i]))
+      drop_fill(c->init, c->const_names[i]);
+    else
+      s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input,
+                          c->const_names[i]);
+  }
   free(report);
   return s;
 }

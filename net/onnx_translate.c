@@ -154,22 +154,42 @@ dm_status ox_shape_set(imp *c, const char *name, dm_dtype dtype, int rank, const
   return dm_tensor_set_shape(blob->tensor, dtype, rank, dims);
 }
 
-dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op) {
-  int64_t dims[DM_MAX_DIMS];
-  for (size_t i = 0; i < op->n_input; i++)
-    if (ox_shape_of(c, op->input[i], dims) < 0)
-      return DM_OK; /* an input of unknown shape: the outputs' shapes are unknown */
+/* Runs `op`'s schema inference alone over the shapes in c->ws. */
+static dm_status infer_one(imp *c, const Caffe2__OperatorDef *op) {
   Caffe2__NetDef *net = NULL;
   Caffe2__OperatorDef *copy = NULL;
   DM_TRY(dm_netdef_new("onnx-shapes", &net));
   dm_status s = DM_PB_CLONE(Caffe2__OperatorDef, op, &copy);
   if (s == DM_OK)
-    s = dm_netdef_append_op(net, copy);
-  else
-    copy = NULL;
+    s = dm_netdef_append_op(net, copy); /* the net owns it, even on failure */
   if (s == DM_OK)
     s = dm_infer_net_shapes(c->ws, net, "onnx import", NULL, NULL, NULL);
   protobuf_c_message_free_unpacked(&net->base, NULL);
+  return s;
+}
+
+/* The init-net op that writes `name` (a weight a translator derived: transposed, zero
+ * bias), or NULL. */
+static const Caffe2__OperatorDef *init_writer(const imp *c, const char *name) {
+  for (size_t i = c->init->n_op; i-- > 0;)
+    if (dm_opdef_writes(c->init->op[i], name))
+      return c->init->op[i];
+  return NULL;
+}
+
+dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op) {
+  int64_t dims[DM_MAX_DIMS];
+  for (size_t i = 0; i < op->n_input; i++) {
+    if (ox_shape_of(c, op->input[i], dims) >= 0)
+      continue;
+    /* a weight derived at import: its fill's own inference gives its shape */
+    const Caffe2__OperatorDef *w = init_writer(c, op->input[i]);
+    if (!w || w->n_input || infer_one(c, w) != DM_OK || ox_shape_of(c, op->input[i], dims) < 0) {
+      dm_error_clear();
+      return DM_OK; /* an input of unknown shape: the outputs' shapes are unknown */
+    }
+  }
+  dm_status s = infer_one(c, op);
   if (s == DM_ERR_NOMEM)
     return s;
   if (s == DM_ERR_SHAPE || s == DM_ERR_TYPE) {

@@ -93,7 +93,8 @@ def run_case(exe, work, case, verbose):
 
 # The op types the importer folds when their inputs are constants (net/onnx_fold.c).
 FOLDED = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast",
-          "Identity", "Add", "Sub", "Mul", "Div", "Reshape", "ConstantOfShape", "Range"}
+          "Identity", "Add", "Sub", "Mul", "Div", "Reshape", "ConstantOfShape", "Range",
+          "Expand"}
 
 
 def with_index_inputs_constant(case, every=False):
