@@ -589,7 +589,8 @@ static dm_status fold_range(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
   if (d == 0)
     return OX_REFUSED;
   double cnt = ceil((l - s) / d);
-  int64_t len = cnt > 0 ? (int64_t)(cnt < (double)FOLD_NUMEL_MAX + 1 ? cnt : (double)FOLD_NUMEL_MAX + 1) : 0;
+  double cap = (double)FOLD_NUMEL_MAX + 1; /* val_new refuses it */
+  int64_t len = cnt > 0 ? (int64_t)(cnt < cap ? cnt : cap) : 0;
   DM_TRY(val_new(out, in[0].type, 1, &len));
   for (int64_t k = 0; k < len; k++) {
     if (out->f)

@@ -7,11 +7,12 @@
  * known here). Static shapes: the graph inputs' declared dims, the constants', and the
  * outputs of each emitted op by its schema's own shape inference (ox_infer_op), kept as
  * shape-only tensors in a workspace of the importer's. A Constant or folded value that
- * no predict-net op reads in the end (a shape taken into an argument) is not filled. A translator either emits its op or
- * says why it cannot (an attribute value, an opset, an input that must be constant); the
- * import goes on to the end of the graph so that the error lists every node that cannot
- * be translated at once, and nothing is written or run. The names are ONNX's, so what a
- * user fed or fetched from ONNX Runtime is fed and fetched here under the same names.
+ * no predict-net op reads in the end (a shape taken into an argument) is not filled.
+ * A translator either emits its op or says why it cannot (an attribute value, an opset,
+ * an input that must be constant); the import goes on to the end of the graph so that
+ * the error lists every node that cannot be translated at once, and nothing is written
+ * or run. The names are ONNX's, so what a user fed or fetched from ONNX Runtime is fed
+ * and fetched here under the same names.
  */
 #include "onnx_import.h"
 
