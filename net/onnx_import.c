@@ -2,11 +2,17 @@
  *
  * Initializers and Constant nodes become GivenTensor*Fill ops in the init net (the
  * weights a Caffe2 predictor loads once); every other node becomes one Caffe2 op of the
- * predict net, found in a table by its ONNX op type. A translator either emits its op or
- * says why it cannot (an attribute value, an opset, an input that must be constant); the
- * import goes on to the end of the graph so that the error lists every node that cannot
- * be translated at once, and nothing is written or run. The names are ONNX's, so what a
- * user fed or fetched from ONNX Runtime is fed and fetched here under the same names.
+ * predict net, found in a table by its ONNX op type, unless it is folded into a
+ * constant first (onnx_fold.c: shape arithmetic on constants and on the static shapes
+ * known here). Static shapes: the graph inputs' declared dims, the constants', and the
+ * outputs of each emitted op by its schema's own shape inference (ox_infer_op), kept as
+ * shape-only tensors in a workspace of the importer's. A Constant or folded value that
+ * no predict-net op reads in the end (a shape taken into an argument) is not filled.
+ * A translator either emits its op or says why it cannot (an attribute value, an opset,
+ * an input that must be constant); the import goes on to the end of the graph so that
+ * the error lists every node that cannot be translated at once, and nothing is written
+ * or run. The names are ONNX's, so what a user fed or fetched from ONNX Runtime is fed
+ * and fetched here under the same names.
  */
 #include "onnx_import.h"
 
@@ -16,6 +22,7 @@
 #include <strings.h>
 
 #include "core/netio.h"
+#include "core/tensor.h"
 #include "onnx_translate.h"
 
 /* ---- Constant -------------------------------------------------------------------- */
@@ -38,31 +45,17 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   int is_int = strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0;
   if (!is_float && !is_int)
     return ox_refuse(c, "a Constant given by '%s'", a->name);
-  Onnx__TensorProto **list = realloc(c->made, (c->n_made + 1) * sizeof *list);
-  if (!list)
-    return DM_NOMEM("a constant");
-  c->made = list;
-  Onnx__TensorProto *t = malloc(sizeof *t);
-  if (!t)
-    return DM_NOMEM("a constant");
-  onnx__tensor_proto__init(t);
-  c->made[c->n_made++] = t;
-  t->has_data_type = 1;
-  t->data_type = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-  if (is_list) {
-    t->dims = malloc(sizeof *t->dims);
-    if (!t->dims)
-      return DM_NOMEM("a constant");
-    t->n_dims = 1;
-    t->dims[0] = (int64_t)(is_float ? a->n_floats : a->n_ints);
-  }
-  if (is_float) {
-    t->n_float_data = is_list ? a->n_floats : 1;
-    t->float_data = is_list ? a->floats : (float *)&a->f;
-  } else {
-    t->n_int64_data = is_list ? a->n_ints : 1;
-    t->int64_data = is_list ? a->ints : (int64_t *)&a->i;
-  }
+  /* The values copied into a tensor of the importer's (value_float(s): FLOAT,
+   * value_int(s): INT64; a list is 1-D, a single value a scalar). */
+  int64_t len = (int64_t)(is_float ? a->n_floats : a->n_ints);
+  const void *data = is_float ? (is_list ? (const void *)a->floats : &a->f)
+                              : (is_list ? (const void *)a->ints : &a->i);
+  size_t bytes = is_list ? (size_t)len * (is_float ? sizeof(float) : sizeof(int64_t))
+                         : (is_float ? sizeof(float) : sizeof(int64_t));
+  Onnx__TensorProto *t = NULL;
+  DM_TRY(ox_made_tensor(c, is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                                    : ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
+                        is_list, &len, data, bytes, &t));
   DM_TRY(ox_emit_fill(c, n->output[0], t));
   c->out_rank = (int)t->n_dims;
   return ox_const_add(c, n->output[0], t);
@@ -71,7 +64,7 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 /* The translator tables, searched in order; Constant is the importer's own. */
 static const ox_translator ox_ops_constant[] = {{"Constant", tr_constant}, {NULL, NULL}};
 static const ox_translator *const tables[] = {ox_ops_constant, ox_ops_nn, ox_ops_tensor,
-                                              ox_ops_math, ox_ops_reduce};
+                                              ox_ops_math, ox_ops_reduce, ox_ops_shape};
 
 static ox_node_fn find_translator(const char *op_type) {
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
@@ -85,6 +78,57 @@ static ox_node_fn find_translator(const char *op_type) {
 
 static int is_default_domain(const char *d) {
   return !d || !*d || strcmp(d, "ai.onnx") == 0;
+}
+
+/* A graph input's static shape, where its ValueInfo gives every dim a value (a
+ * dim_param, a symbolic batch size, leaves it unknown). */
+static dm_status input_shape(imp *c, const char *name, const Onnx__TypeProto__Tensor *tt,
+                             int rank) {
+  dm_dtype dt = tt->has_elem_type ? ox_dm_dtype(tt->elem_type) : DM_UNDEFINED;
+  int64_t dims[DM_MAX_DIMS];
+  if (dt == DM_UNDEFINED || rank > DM_MAX_DIMS)
+    return DM_OK;
+  for (int d = 0; d < rank; d++) {
+    const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+        dim->dim_value < 0)
+      return DM_OK;
+    dims[d] = dim->dim_value;
+  }
+  int64_t numel;
+  if (dm_shape_numel(rank, dims, &numel) != DM_OK) {
+    dm_error_clear(); /* too large to be static: left unknown */
+    return DM_OK;
+  }
+  return ox_shape_set(c, name, dt, rank, dims);
+}
+
+/* Whether constant `name` is one the graph computes (a Constant node, a fold) that no
+ * op of the predict net reads and no graph output names: a shape consumed at import
+ * (Reshape's, Slice's), or a step of a folded chain, which the init net need not hold. */
+static int unused_derived(const imp *c, const char *name) {
+  const Onnx__GraphProto *g = c->g;
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (g->initializer[i]->name && strcmp(g->initializer[i]->name, name) == 0)
+      return 0;
+  for (size_t i = 0; i < g->n_output; i++)
+    if (g->output[i]->name && strcmp(g->output[i]->name, name) == 0)
+      return 0;
+  for (size_t i = 0; i < c->pred->n_op; i++)
+    if (dm_opdef_reads(c->pred->op[i], name))
+      return 0;
+  return 1;
+}
+
+/* Removes the init-net fill of `name`. */
+static void drop_fill(Caffe2__NetDef *init, const char *name) {
+  for (size_t i = init->n_op; i-- > 0;)
+    if (init->op[i]->n_output == 1 && strcmp(init->op[i]->output[0], name) == 0) {
+      protobuf_c_message_free_unpacked(&init->op[i]->base, NULL);
+      memmove(&init->op[i], &init->op[i + 1], (init->n_op - i - 1) * sizeof *init->op);
+      init->n_op--;
+      return;
+    }
 }
 
 static dm_status translate_graph(imp *c) {
@@ -111,6 +155,9 @@ static dm_status translate_graph(imp *c) {
                    : -1;
     if (g->input[i]->name)
       s = ox_known_add(c, g->input[i]->name, rank);
+    if (s == DM_OK && g->input[i]->name && rank >= 0 &&
+        !ox_const_find(c, g->input[i]->name)) /* an initializer's own dims win */
+      s = input_shape(c, g->input[i]->name, ty->tensor_type, rank);
   }
   for (size_t i = 0; i < g->n_initializer && s == DM_OK; i++)
     s = ox_known_add(c, g->initializer[i]->name, (int)g->initializer[i]->n_dims);
@@ -137,7 +184,12 @@ static dm_status translate_graph(imp *c) {
       snprintf(c->why, sizeof c->why, "domain '%s' is not supported", n->domain);
     } else {
       ox_node_fn fn = find_translator(type);
-      if (!fn) {
+      int folded = 0;
+      r = ox_fold(c, n, &folded);
+      if (r != DM_OK || folded) {
+        /* folded into constants, refused with a reason, or an error */
+      } else if (!fn) {
+        r = OX_REFUSED;
         snprintf(c->why, sizeof c->why, "no translation for this op");
       } else {
         dm_opb b;
@@ -150,7 +202,10 @@ static dm_status translate_graph(imp *c) {
             if (!b.op->name)
               dm_opb_fail(&b, DM_NOMEM("an op name"));
           }
+          int emitted = b.op != NULL;
           r = b.op || b.s != DM_OK ? dm_opb_append(&b, c->pred) : DM_OK;
+          if (r == DM_OK && emitted)
+            r = ox_infer_op(c, c->pred->op[c->pred->n_op - 1]);
         } else if (b.op) {
           dm_opb_discard(&b);
         }
@@ -166,8 +221,11 @@ static dm_status translate_graph(imp *c) {
       break;
     }
     for (size_t j = 0; j < n->n_output && s == DM_OK; j++)
-      if (n->output[j] && n->output[j][0])
-        s = ox_known_add(c, n->output[j], c->out_rank);
+      if (n->output[j] && n->output[j][0]) {
+        int64_t dims[DM_MAX_DIMS];
+        int rank = ox_shape_of(c, n->output[j], dims); /* inferred, where static */
+        s = ox_known_add(c, n->output[j], rank >= 0 ? rank : c->out_rank);
+      }
   }
   if (s == DM_OK && n_refused)
     s = dm_error(DM_ERR_UNSUPPORTED, "%zu of %zu nodes cannot be imported:%s", n_refused,
@@ -183,8 +241,13 @@ static dm_status translate_graph(imp *c) {
   /* External inputs: the graph's inputs (fed), then the constants the net reads. */
   for (size_t i = 0; i < g->n_input && s == DM_OK; i++)
     s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input, g->input[i]->name);
-  for (size_t i = 0; i < c->n_consts && s == DM_OK; i++)
-    s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input, c->const_names[i]);
+  for (size_t i = 0; i < c->n_consts && s == DM_OK; i++) {
+    if (unused_derived(c, c->const_names[i]))
+      drop_fill(c->init, c->const_names[i]);
+    else
+      s = ox_add_external(&c->pred->external_input, &c->pred->n_external_input,
+                          c->const_names[i]);
+  }
   free(report);
   return s;
 }
@@ -210,15 +273,21 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
     return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opsets %d to %d",
                     (long long)c.opset, OX_OPSET_MIN, OX_OPSET_MAX);
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
-  dm_status s = dm_netdef_new(gname, &c.init);
+  dm_status s = dm_init(); /* the schemas, whose shape inference gives static shapes */
+  if (s == DM_OK)
+    s = dm_workspace_new(&c.ws);
+  if (s == DM_OK)
+    s = dm_netdef_new(gname, &c.init);
   if (s == DM_OK)
     s = dm_netdef_new(gname, &c.pred);
   if (s == DM_OK)
     s = translate_graph(&c);
   for (size_t i = 0; i < c.n_made; i++) {
     free(c.made[i]->dims);
+    free(c.made[i]->raw_data.data);
     free(c.made[i]);
   }
+  dm_workspace_destroy(c.ws);
   free(c.made);
   free(c.consts);
   free(c.const_names);

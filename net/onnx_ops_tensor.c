@@ -59,7 +59,8 @@ static dm_status tr_reshape(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     return ox_refuse(c, "no shape input");
   const Onnx__TensorProto *t = ox_const_find(c, ox_in_name(n, 1));
   if (!t)
-    return ox_refuse(c, "the shape is computed in the graph (only a constant shape is supported)");
+    return ox_refuse(c, "the shape is computed in the graph from values not known at import "
+                        "(only a constant shape is supported)");
   DM_TRY(ox_const_ints(c, t, &shape, &ns));
   int zero = 0;
   for (size_t i = 0; i < ns; i++)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "shape_infer.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "raw_data is little-endian; the importer reads it in place on little-endian hosts only"
@@ -112,6 +113,131 @@ dm_status ox_const_add(imp *c, const char *name, const Onnx__TensorProto *t) {
   }
   c->consts[c->n_consts] = t;
   c->const_names[c->n_consts++] = name;
+  /* A constant's shape is static (a type we do not hold simply stays unknown). */
+  int64_t numel = ox_tensor_numel(t);
+  dm_dtype dt = t->has_data_type ? ox_dm_dtype(t->data_type) : DM_UNDEFINED;
+  if (numel < 0 || dt == DM_UNDEFINED || t->n_dims > DM_MAX_DIMS)
+    return DM_OK;
+  return ox_shape_set(c, name, dt, (int)t->n_dims, t->dims);
+}
+
+/* ---- static shapes ----------------------------------------------------------------- */
+
+dm_dtype ox_dm_dtype(int32_t onnx_type) {
+  switch (onnx_type) {
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return DM_FLOAT;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: return DM_FLOAT16;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: return DM_BFLOAT16;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return DM_DOUBLE;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return DM_INT64;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return DM_INT32;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: return DM_INT16;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return DM_INT8;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: return DM_UINT8;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return DM_UINT16;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return DM_BOOL;
+  default: return DM_UNDEFINED;
+  }
+}
+
+int ox_shape_of(const imp *c, const char *name, int64_t *dims) {
+  const dm_tensor *t = c->ws && name ? dm_workspace_tensor(c->ws, name) : NULL;
+  if (!t || t->dtype == DM_UNDEFINED)
+    return -1;
+  memcpy(dims, t->dims, (size_t)t->ndim * sizeof *dims);
+  return t->ndim;
+}
+
+dm_status ox_shape_set(imp *c, const char *name, dm_dtype dtype, int rank, const int64_t *dims) {
+  dm_blob *blob = NULL;
+  DM_TRY(dm_workspace_get_or_create(c->ws, name, &blob));
+  return dm_tensor_set_shape(blob->tensor, dtype, rank, dims);
+}
+
+/* Runs `op`'s schema inference alone over the shapes in c->ws. */
+static dm_status infer_one(imp *c, const Caffe2__OperatorDef *op) {
+  Caffe2__NetDef *net = NULL;
+  Caffe2__OperatorDef *copy = NULL;
+  DM_TRY(dm_netdef_new("onnx-shapes", &net));
+  dm_status s = DM_PB_CLONE(Caffe2__OperatorDef, op, &copy);
+  if (s == DM_OK)
+    s = dm_netdef_append_op(net, copy); /* the net owns it, even on failure */
+  if (s == DM_OK)
+    s = dm_infer_net_shapes(c->ws, net, "onnx import", NULL, NULL, NULL);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  return s;
+}
+
+/* The init-net op that writes `name` (a weight a translator derived: transposed, zero
+ * bias), or NULL. */
+static const Caffe2__OperatorDef *init_writer(const imp *c, const char *name) {
+  for (size_t i = c->init->n_op; i-- > 0;)
+    if (dm_opdef_writes(c->init->op[i], name))
+      return c->init->op[i];
+  return NULL;
+}
+
+dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op) {
+  int64_t dims[DM_MAX_DIMS];
+  for (size_t i = 0; i < op->n_input; i++) {
+    if (ox_shape_of(c, op->input[i], dims) >= 0)
+      continue;
+    /* a weight derived at import: its fill's own inference gives its shape */
+    const Caffe2__OperatorDef *w = init_writer(c, op->input[i]);
+    if (!w || w->n_input || infer_one(c, w) != DM_OK || ox_shape_of(c, op->input[i], dims) < 0) {
+      dm_error_clear();
+      return DM_OK; /* an input of unknown shape: the outputs' shapes are unknown */
+    }
+  }
+  dm_status s = infer_one(c, op);
+  if (s == DM_ERR_NOMEM)
+    return s;
+  if (s == DM_ERR_SHAPE || s == DM_ERR_TYPE) {
+    /* The op's own checks refuse the shapes or types the graph declares: the node cannot
+     * be translated as it is (a broadcast the Caffe2 op does not do, say). */
+    const char *msg = dm_last_error(), *tail = strstr(msg, "): ");
+    dm_status r = ox_refuse(c, "%s refuses the shapes known at import: %s", op->type,
+                            tail ? tail + 3 : msg);
+    dm_error_clear();
+    return r;
+  }
+  if (s != DM_OK) {
+    /* Shapes it cannot infer (values read at run time, no CPU kernel): unknown here. */
+    dm_error_clear();
+    for (size_t i = 0; i < op->n_output; i++) {
+      dm_blob *b = dm_workspace_find(c->ws, op->output[i]);
+      if (b)
+        dm_tensor_reset(b->tensor);
+    }
+  }
+  return DM_OK;
+}
+
+dm_status ox_made_tensor(imp *c, int32_t onnx_type, int rank, const int64_t *dims,
+                         const void *data, size_t bytes, Onnx__TensorProto **out) {
+  Onnx__TensorProto **list = realloc(c->made, (c->n_made + 1) * sizeof *list);
+  if (!list)
+    return DM_NOMEM("a constant");
+  c->made = list;
+  Onnx__TensorProto *t = malloc(sizeof *t);
+  if (!t)
+    return DM_NOMEM("a constant");
+  onnx__tensor_proto__init(t);
+  c->made[c->n_made++] = t;
+  t->has_data_type = 1;
+  t->data_type = onnx_type;
+  t->dims = malloc((size_t)rank * sizeof *t->dims + 1);
+  t->raw_data.data = malloc(bytes + 1);
+  if (!t->dims || !t->raw_data.data)
+    return DM_NOMEM("a constant");
+  t->n_dims = (size_t)rank;
+  if (rank)
+    memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+  t->has_raw_data = 1;
+  t->raw_data.len = bytes;
+  if (bytes)
+    memcpy(t->raw_data.data, data, bytes);
+  *out = t;
   return DM_OK;
 }
 

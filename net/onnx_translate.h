@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/workspace.h"
 #include "netdef_build.h"
 #include "proto/caffe2.pb-c.h"
 #include "proto/onnx.pb-c.h"
@@ -37,8 +38,8 @@ typedef struct imp {
   const Onnx__TensorProto **consts;
   const char **const_names;
   size_t n_consts, cap_consts;
-  /* Tensors made here from Constant's value_float(s)/value_int(s): the struct and dims
-   * are owned here, the values borrowed from the attribute. */
+  /* Tensors made here (ox_made_tensor): Constant's value_float(s)/value_int(s) and
+   * folded values. The struct, dims and raw_data are owned here. */
   Onnx__TensorProto **made;
   size_t n_made;
   /* Every name a node may read (graph inputs, initializers, earlier outputs) and its
@@ -47,6 +48,11 @@ typedef struct imp {
   int *ranks;
   size_t n_known;
   int out_rank;
+  /* Static shapes: a shape-only tensor (dtype and dims, no data) per name whose shape is
+   * known at import: graph inputs with every dim_value given, constants, and the
+   * outputs of each emitted op, by that op's own schema inference (ox_infer_op). A name
+   * whose shape depends on an unknown dim has no tensor (or an UNDEFINED one) here. */
+  dm_workspace *ws;
   char why[256]; /* a translator's reason for refusing a node */
 } imp;
 
@@ -65,6 +71,7 @@ extern DM_HIDDEN const ox_translator ox_ops_nn[];     /* conv, pools, FC, BN, so
 extern DM_HIDDEN const ox_translator ox_ops_tensor[]; /* reshape, concat, split, cast... */
 extern DM_HIDDEN const ox_translator ox_ops_math[];   /* elementwise arithmetic */
 extern DM_HIDDEN const ox_translator ox_ops_reduce[]; /* ReduceSum/Mean/Max, LogSoftmax */
+extern DM_HIDDEN const ox_translator ox_ops_shape[];  /* Shape, Gather, Squeeze, Slice... */
 
 /* ---- names and ranks --------------------------------------------------------------- */
 
@@ -73,6 +80,28 @@ DM_HIDDEN int ox_rank_of(const imp *c, const char *name);
 DM_HIDDEN dm_status ox_known_add(imp *c, const char *name, int rank);
 /* Refuses the node: c->why gets the formatted reason; returns OX_REFUSED. */
 DM_HIDDEN dm_status ox_refuse(imp *c, const char *fmt, ...) DM_PRINTF(2, 3);
+
+/* ---- static shapes and folding (onnx_fold.c) ----------------------------------- */
+
+/* The DataType of an ONNX element type (DM_UNDEFINED: one we do not hold). */
+DM_HIDDEN dm_dtype ox_dm_dtype(int32_t onnx_type);
+/* The static shape of `name` into dims[DM_MAX_DIMS]: its rank, or -1 when not known. */
+DM_HIDDEN int ox_shape_of(const imp *c, const char *name, int64_t *dims);
+/* Records that `name` is a `dtype` tensor of static shape `dims`. */
+DM_HIDDEN dm_status ox_shape_set(imp *c, const char *name, dm_dtype dtype, int rank,
+                                 const int64_t *dims);
+/* Infers the outputs of `op` (just emitted into the predict net) with its schema's own
+ * shape inference over the static shapes of its inputs; outputs it cannot infer (an
+ * unknown input shape, values read at run time) stay unknown. Refuses the node when the
+ * op's checks reject the static shapes or types (DM_ERR_SHAPE, DM_ERR_TYPE). */
+DM_HIDDEN dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op);
+/* A tensor owned by `c` (freed by the importer), `bytes` of packed little-endian values. */
+DM_HIDDEN dm_status ox_made_tensor(imp *c, int32_t onnx_type, int rank, const int64_t *dims,
+                                   const void *data, size_t bytes, Onnx__TensorProto **out);
+/* Evaluates node `n` at import when it is shape arithmetic on constants (or Shape of a
+ * static shape): its outputs become constants (init-net fills, nothing in the predict
+ * net) and *folded is set. Leaves *folded 0 for a node it does not fold. */
+DM_HIDDEN dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded);
 
 /* ---- attributes and inputs ---------------------------------------------------------- */
 

@@ -32,6 +32,7 @@ static const dm_op_family *const families[] = {
     &dm_family_nary_math,
     &dm_family_reduce,
     &dm_family_log_softmax,
+    &dm_family_shape_ops,
     NULL,
 };
 

@@ -16,6 +16,7 @@ extern const dm_op_family dm_family_conv_fusion;
 extern const dm_op_family dm_family_pool;
 extern const dm_op_family dm_family_random_fill;
 extern const dm_op_family dm_family_tensor_ops;
+extern const dm_op_family dm_family_shape_ops;
 extern const dm_op_family dm_family_batchnorm;
 extern const dm_op_family dm_family_bn_fusion;
 extern const dm_op_family dm_family_lrn;

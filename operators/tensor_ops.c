@@ -394,7 +394,7 @@ static dm_status reshape_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static dm_status resize_like_gradient(dm_grad_ctx *g) { /* ResizeLike(dY, X) -> dX */
+dm_status dm_resize_like_gradient(dm_grad_ctx *g) { /* ResizeLike(dY, X) -> dX */
   const char *in[] = {dm_grad_output_grad(g, 0), dm_grad_input(g, 0)};
   const char *out[] = {dm_grad_input_grad(g, 0)};
   DM_TRY(dm_grad_emit(g, "ResizeLike", 2, in, 1, out));
@@ -404,7 +404,7 @@ static dm_status resize_like_gradient(dm_grad_ctx *g) { /* ResizeLike(dY, X) -> 
 
 static dm_status reshape_gradient(dm_grad_ctx *g) { /* Reshape(dY, old_shape) -> dX */
   if (dm_grad_num_outputs(g) < 2)
-    return resize_like_gradient(g);
+    return dm_resize_like_gradient(g);
   const char *dx = dm_grad_input_grad(g, 0);
   size_t len = strlen(dx) + 8;
   char *dims_name = malloc(len);
@@ -610,11 +610,11 @@ static const dm_op_schema schema_list[] = {
     {.type = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .args = flatten_args, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y 2-D (a view), split at `axis`", .infer = flatten_infer, .cost = view_cost,
-     .gradient = resize_like_gradient},
+     .gradient = dm_resize_like_gradient},
     {.type = "ResizeLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X, like -> Y = X's values (a view) in like's shape", .infer = resize_like_infer,
-     .cost = view_cost, .gradient = resize_like_gradient},
+     .cost = view_cost, .gradient = dm_resize_like_gradient},
     {.type = "Transpose", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .args = transpose_args, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y with dims permuted by `axes` (default reversed)", .infer = transpose_infer,

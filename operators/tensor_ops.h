@@ -28,4 +28,8 @@ DM_HIDDEN dm_status dm_transpose_perm(dm_op_ctx *ctx, int inverse, int *perm);
 /* st[i]: the step in X (row-major, in elements) for one step along Y's dim i. */
 DM_HIDDEN void dm_transpose_steps(const dm_tensor *x, const int *perm, int64_t *st);
 
+/* The gradient of a view op that keeps X's elements in order (Flatten, Squeeze,
+ * ExpandDims): ResizeLike(dY, X) -> dX. */
+DM_HIDDEN dm_status dm_resize_like_gradient(dm_grad_ctx *g);
+
 #endif

@@ -7,7 +7,11 @@ reference. Every case whose nodes are all op types the importer translates is ru
 importer may refuse it (an attribute or opset it does not translate; listed as refused),
 and what it accepts must run and match ONNX's outputs (rtol 1e-3, atol 1e-5, as ONNX's
 own backend test), or fail with a clear error that an op does not take the dtype, or be
-one of the KNOWN cases below. Cases of other op types are counted, not run.
+one of the KNOWN cases below. Cases of other op types are counted, not run. A case
+refused because an index list (Slice's starts, Squeeze's axes) is a graph input is run
+again with those inputs made initializers, and must then pass or be refused. A case
+whose ops are all ones the importer folds is also run with every input an initializer,
+so that the importer evaluates it (net/onnx_fold.c) against ONNX's expected outputs.
 
 Usage: node_tests.py DEMITASSE WORKDIR [-v]
 Exits 77 (skipped) when the onnx package or numpy cannot be imported; 1 when a case
@@ -31,7 +35,8 @@ TRANSLATED = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxP
               "BatchNormalization", "Softmax", "Reshape", "Sum", "Transpose", "LRN", "Cast",
               "Split", "Constant", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid",
               "HardSwish", "Pow", "Max", "Min", "Mean", "LogSoftmax", "ReduceSum",
-              "ReduceMean", "ReduceMax"}
+              "ReduceMean", "ReduceMax", "Shape", "Gather", "Squeeze", "Unsqueeze", "Slice",
+              "ConstantOfShape"}
 
 
 # Accepted cases that fail with a clear error instead of an answer, and why. Anything
@@ -40,8 +45,6 @@ KNOWN = {
     "test_maxpool_2d_ceil_output_size_reduce_by_one":
         "ceil_mode's last window starting in the right padding: MaxPool's legacy_pad 3 "
         "drops it only when there is padding (Caffe's rule) and refuses the shape",
-    "test_split_1d_uneven_split_opset18": "num_outputs with a smaller last part",
-    "test_split_2d_uneven_split_opset18": "num_outputs with a smaller last part",
 }
 # Run errors that are a dtype the Caffe2 op (or the .npy reader) does not take.
 DTYPE_REFUSALS = ("expected the same dtype", "unsupported dtype", "MaxPool takes")
@@ -90,6 +93,45 @@ def run_case(exe, work, case, verbose):
     return "pass", ""
 
 
+# The op types the importer folds when their inputs are constants (net/onnx_fold.c).
+FOLDED = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast",
+          "Identity", "Add", "Sub", "Mul", "Div", "Reshape", "ConstantOfShape", "Range",
+          "Expand"}
+
+
+def with_index_inputs_constant(case, every=False):
+    """The case with its integer graph inputs (Slice's starts, Squeeze's axes...) made
+    initializers holding the values its data sets feed, or None when they differ
+    between data sets. The importer takes those lists only as constants, as exporters
+    write them; this runs its translation against ONNX's expected outputs anyway.
+    every: all inputs made initializers, so that the importer folds the node."""
+    import copy
+    from onnx import numpy_helper
+    g = case.model.graph
+    inits = {t.name for t in g.initializer}
+    in_names = [v.name for v in g.input if v.name not in inits]
+    first = case.data_sets[0][0]
+    fixed = {name: np.asarray(arr) for name, arr in zip(in_names, first)
+             if every or np.asarray(arr).dtype in (np.int32, np.int64)}
+    if not fixed or any(a.dtype == object for a in fixed.values()):
+        return None
+    for inputs, _ in case.data_sets[1:]:
+        for name, arr in zip(in_names, inputs):
+            if name in fixed and not np.array_equal(fixed[name], np.asarray(arr)):
+                return None
+    c = copy.copy(case)
+    c.name = case.name + ("_folded" if every else "_const")
+    c.model = copy.deepcopy(case.model)
+    for name, arr in fixed.items():
+        c.model.graph.initializer.append(numpy_helper.from_array(arr, name))
+    keep = [v for v in c.model.graph.input if v.name not in fixed]
+    del c.model.graph.input[:]
+    c.model.graph.input.extend(keep)
+    c.data_sets = [([a for n, a in zip(in_names, inputs) if n not in fixed], outputs)
+                   for inputs, outputs in case.data_sets]
+    return c
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -97,17 +139,35 @@ def main():
     exe, work = sys.argv[1], sys.argv[2]
     verbose = "-v" in sys.argv[3:]
     counts = {"pass": 0, "refused": 0, "dtype refused": 0, "known": 0, "run-error": 0,
-              "mismatch": 0, "other ops": 0}
+              "mismatch": 0, "other ops": 0, "refused but pass with constant indices": 0,
+              "pass folded at import": 0}
     bad = []
     for case in node_cases.collect_testcases(None):
         if case.model is None or not case.data_sets:
             continue
+        def variant(c, key):
+            """Runs a variant of the case: a pass counts under key, a wrong answer fails."""
+            if c is None:
+                return
+            s2, why2 = run_case(exe, work, c, verbose)
+            if s2 == "pass":
+                counts[key] += 1
+            elif s2 in ("run-error", "mismatch"):
+                bad.append(f"{c.name}: {s2}: {why2}")
+            if verbose and s2 != "pass":
+                print(f"{c.name}: {s2}: {why2}")
+
+        ops = {n.op_type for n in case.model.graph.node}
+        if ops <= FOLDED and all(n.domain in ("", "ai.onnx") for n in case.model.graph.node):
+            variant(with_index_inputs_constant(case, every=True), "pass folded at import")
         if not all(n.op_type in TRANSLATED and n.domain in ("", "ai.onnx")
                    for n in case.model.graph.node):
             counts["other ops"] += 1
             continue
         status, why = run_case(exe, work, case, verbose)
         counts[status] += 1
+        if status == "refused" and "computed in the graph" in why:
+            variant(with_index_inputs_constant(case), "refused but pass with constant indices")
         if status in ("run-error", "mismatch"):
             bad.append(f"{case.name}: {status}: {why}")
         if verbose and status != "pass":

@@ -393,13 +393,15 @@ static void test_files(void **state) {
 }
 
 /* Constant(value_ints) feeds Reshape's shape: folded into the Reshape's argument, and
- * filled (INT64) in the init net; a shape computed by the graph is refused. */
+ * filled (INT64) in the init net as it is also a graph output (a Constant that nothing
+ * reads at run time is not filled); a shape computed by the graph is refused. */
 static void test_constant_reshape(void **state) {
   (void)state;
   tmodel t;
   tm_init(&t, 14);
   tm_input(&t, "x");
   tm_output(&t, "y");
+  tm_output(&t, "shape");
   static char *k_out[] = {"shape"}, *r_in[] = {"x", "shape"}, *r_out[] = {"y"};
   static int64_t shape[] = {1, -1};
   Onnx__NodeProto *k = tm_node(&t, "Constant", "k", 0, NULL, 1, k_out);
@@ -486,6 +488,143 @@ static void test_math_translations(void **state) {
   assert_null(init);
 }
 
+/* A graph input's type: FLOAT of dims (-1: a dim_param, unknown at import). */
+typedef struct tm_type {
+  Onnx__TypeProto type;
+  Onnx__TypeProto__Tensor tensor;
+  Onnx__TensorShapeProto shape;
+  Onnx__TensorShapeProto__Dimension dim[MAXN];
+  Onnx__TensorShapeProto__Dimension *dimp[MAXN];
+} tm_type;
+
+static Onnx__TypeProto *tm_type_init(tm_type *ty, size_t n_dims, const int64_t *dims) {
+  onnx__type_proto__init(&ty->type);
+  onnx__type_proto__tensor__init(&ty->tensor);
+  onnx__tensor_shape_proto__init(&ty->shape);
+  for (size_t d = 0; d < n_dims; d++) {
+    onnx__tensor_shape_proto__dimension__init(&ty->dim[d]);
+    if (dims[d] >= 0) {
+      ty->dim[d].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      ty->dim[d].dim_value = dims[d];
+    } else {
+      ty->dim[d].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      ty->dim[d].dim_param = "C";
+    }
+    ty->dimp[d] = &ty->dim[d];
+  }
+  ty->shape.n_dim = n_dims;
+  ty->shape.dim = ty->dimp;
+  ty->tensor.has_elem_type = 1;
+  ty->tensor.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  ty->tensor.shape = &ty->shape;
+  ty->type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  ty->type.tensor_type = &ty->tensor;
+  return &ty->type;
+}
+
+static void tm_int64_init(tmodel *t, char *name, size_t n_dims, int64_t *dims, size_t n,
+                          int64_t *data) {
+  Onnx__TensorProto *x = tm_float_init(t, name, n_dims, dims, 0, NULL);
+  x->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  x->n_int64_data = n;
+  x->int64_data = data;
+}
+
+/* ShuffleNet's channel shuffle as torch.onnx.export writes x.view(n, g, c // g, -1):
+ * Shape -> Gather (a scalar index) -> Div -> Unsqueeze -> Concat -> Reshape. With x's
+ * shape declared, everything before the Reshape folds at import: the predict net is the
+ * one Reshape with the computed constant shape, and the init net holds the folded
+ * values. With the channel dim a dim_param the chain is translated op by op and the
+ * Reshape of a run-time shape is refused, naming the node. */
+static void test_shape_chain_folds(void **state) {
+  (void)state;
+  tmodel t;
+  tm_type ty;
+  tm_init(&t, 11);
+  int64_t xd[4] = {1, 4, 3, 3};
+  tm_input(&t, "x");
+  t.in[0].type = tm_type_init(&ty, 4, xd);
+  tm_output(&t, "y");
+  static int64_t one = 1, two = 2, head[2] = {1, 2}, tail = -1, d1 = 1, d2 = 2, zero = 0;
+  tm_int64_init(&t, "k1", 0, NULL, 1, &one);  /* scalar index 1 (the channels) */
+  tm_int64_init(&t, "k2", 0, NULL, 1, &two);  /* scalar divisor: the groups */
+  tm_int64_init(&t, "head", 1, &d2, 2, head); /* (n, g) = (1, 2) */
+  tm_int64_init(&t, "tail", 1, &d1, 1, &tail);
+  static char *x_in[] = {"x"}, *s_out[] = {"s"}, *g_in[] = {"s", "k1"}, *g_out[] = {"c"},
+              *d_in[] = {"c", "k2"}, *d_out[] = {"cg"}, *u_in[] = {"cg"}, *u_out[] = {"cg1"},
+              *c_in[] = {"head", "cg1", "tail"}, *c_out[] = {"shp"}, *r_in[] = {"x", "shp"},
+              *r_out[] = {"y"};
+  tm_node(&t, "Shape", "shape", 1, x_in, 1, s_out);
+  tm_node(&t, "Gather", "gather", 2, g_in, 1, g_out);
+  tm_node(&t, "Div", "div", 2, d_in, 1, d_out);
+  Onnx__NodeProto *u = tm_node(&t, "Unsqueeze", "unsq", 1, u_in, 1, u_out);
+  attr_ints(&t, u, "axes", 1, &zero);
+  Onnx__NodeProto *cc = tm_node(&t, "Concat", "cat", 3, c_in, 1, c_out);
+  attr_int(&t, cc, "axis", 0);
+  tm_node(&t, "Reshape", "r", 2, r_in, 1, r_out);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  assert_int_equal(pred->n_op, 1);
+  assert_string_equal(pred->op[0]->type, "Reshape");
+  assert_int_equal(pred->op[0]->n_input, 1);
+  /* (n, g, c / g, -1) with c = 4 and g = 2, worked out by hand */
+  int64_t want[4] = {1, 2, 2, -1};
+  assert_int_equal(arg(pred->op[0], "shape")->n_ints, 4);
+  assert_memory_equal(arg(pred->op[0], "shape")->ints, want, sizeof want);
+  /* the four initializers; s, c, cg, cg1 and shp, which no op reads, are not filled */
+  assert_int_equal(init->n_op, 4);
+  assert_string_equal(init->op[3]->output[0], "tail");
+  assert_int_equal(pred->n_external_input, 5); /* x and the initializers */
+  free_pair(init, pred);
+  init = pred = NULL;
+
+  xd[1] = -1; /* the channels are a dim_param: nothing folds */
+  t.in[0].type = tm_type_init(&ty, 4, xd);
+  dm_status st = dm_onnx_import(&t.m, NULL, &init, &pred);
+  opt_expect_error(st, DM_ERR_UNSUPPORTED, "1 of 6 nodes", "node 5 'r': Reshape",
+                   "only a constant shape", NULL);
+  assert_null(init);
+  assert_null(pred);
+}
+
+/* Static shapes come from the emitted ops' own inference: a Mul of two graph inputs
+ * whose declared shapes Caffe2's Mul does not take (numpy's broadcast of (2, 1, 4) and
+ * (2, 3, 4)) is refused at import in Mul's words; equal shapes import, and a Slice
+ * after it gets exact bounds from the static shape (ONNX's -1 end is dim - 1). */
+static void test_inferred_shapes(void **state) {
+  (void)state;
+  tmodel t;
+  tm_type ta, tb;
+  tm_init(&t, 13);
+  int64_t da[3] = {2, 1, 4}, db[3] = {2, 3, 4};
+  tm_input(&t, "a");
+  t.in[0].type = tm_type_init(&ta, 3, da);
+  tm_input(&t, "b");
+  t.in[1].type = tm_type_init(&tb, 3, db);
+  tm_output(&t, "z");
+  static int64_t st[1] = {1}, en[1] = {-1}, ax[1] = {2}, one = 1;
+  tm_int64_init(&t, "st", 1, &one, 1, st);
+  tm_int64_init(&t, "en", 1, &one, 1, en);
+  tm_int64_init(&t, "ax", 1, &one, 1, ax);
+  static char *m_in[] = {"a", "b"}, *m_out[] = {"y"}, *s_in[] = {"y", "st", "en", "ax"},
+              *s_out[] = {"z"};
+  tm_node(&t, "Mul", "m", 2, m_in, 1, m_out);
+  tm_node(&t, "Slice", "s", 4, s_in, 1, s_out);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "1 of 2 nodes", "node 0 'm': Mul", "refuses the shapes known at import",
+                   "A is 2x1x4 and B is 2x3x4", NULL);
+  da[1] = 3;
+  t.in[0].type = tm_type_init(&ta, 3, da);
+  assert_int_equal(dm_onnx_import(&t.m, NULL, &init, &pred), DM_OK);
+  assert_int_equal(pred->n_op, 2);
+  assert_string_equal(pred->op[1]->type, "Slice");
+  int64_t starts[3] = {0, 0, 1}, ends[3] = {2, 3, 3};
+  assert_memory_equal(arg(pred->op[1], "starts")->ints, starts, sizeof starts);
+  assert_memory_equal(arg(pred->op[1], "ends")->ints, ends, sizeof ends);
+  free_pair(init, pred);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
@@ -493,6 +632,8 @@ int main(void) {
       cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
       cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
       cmocka_unit_test(test_empty_initializer), cmocka_unit_test(test_math_translations),
+      cmocka_unit_test(test_shape_chain_folds),
+      cmocka_unit_test(test_inferred_shapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

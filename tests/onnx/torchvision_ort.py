@@ -36,7 +36,8 @@ class OpsNet(torch.nn.Module):
     not folded into a Conv, a grouped and a dilated Conv, MaxPool with ceil_mode,
     AveragePool with padding not counted, Split, Mul/Sub/Add/Div (equal shapes, a
     scalar constant, a (C, 1, 1) initializer), Concat, a Reshape to a
-    constant shape, MatMul by a constant (a Linear on a 3-D tensor), and opset 13's
+    constant shape, ShuffleNet V2's channel shuffle and chunk (shapes computed in the
+    graph, folded at import; Slice), MatMul by a constant (a Linear on a 3-D tensor), and opset 13's
     Softmax along the last axis named by number."""
 
     def __init__(self):
@@ -56,6 +57,10 @@ class OpsNet(torch.nn.Module):
         p, q = torch.split(torch.cat([a, b], 1), [8, 8], dim=1)
         u = p * q - p + q * 0.5 + self.shift                           # broadcasts: a
         z = torch.cat([u, q / 2.0], 1)                                 # scalar, (8, 1, 1)
+        n, c, h, w = z.size()                    # ShuffleNet's channel shuffle and chunk:
+        z = z.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, -1, h, w)
+        lo, hi = z.chunk(2, dim=1)               # Shape -> Gather -> Div -> Slice, folded
+        z = torch.cat([hi, lo], 1)
         z = self.conv_d(torch.relu(self.conv_g(z)))                    # 12 x 56 x 56
         z = torch.reshape(torch.nn.functional.adaptive_avg_pool2d(z, 1), (1, 12))
         z = self.fc3(torch.reshape(self.fc(z), (1, 1, 10)))
