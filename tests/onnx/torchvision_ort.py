@@ -13,7 +13,7 @@ rounds its input, its weights and its output to FP16 (unit roundoff u = 2^-11) a
 accumulates in FP32, so each such layer adds at most about 3u of relative error to what
 it passes on; over L of them the first-order bound is 3uL of the largest output.
 
-Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (resnet18, squeezenet1_1, opsnet)
+Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (a torchvision.models name, or opsnet)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
 """
 import os
