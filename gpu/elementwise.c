@@ -1,11 +1,14 @@
 /* elementwise.c: the CUDA kernels (engine "") of the elementwise ops: Add, Sub, Mul, Div
- * (equal shapes and the legacy broadcast; numpy's broadcast is refused at run time), Sum, Scale, SumReduceLike, Relu and ReluGradient. The
- * device code is elementwise.cu.
+ * (equal shapes and the legacy broadcast; numpy's broadcast is refused at run time), Sum,
+ * Scale, SumReduceLike, Relu and ReluGradient, and the activations of unary_math.c
+ * (Sigmoid, Tanh, LeakyRelu, Clip, HardSigmoid, HardSwish and their gradients, which
+ * read their arguments through operators/unary_math.h as the CPU kernels do). The device
+ * code is elementwise.cu.
  *
  * Every run function first runs the op's schema inference (dm_op_run_infer: the CPU
  * kernels' own checks, outputs allocated on the op's GPU), then launches on the calling
  * thread's context stream. Semantics are the CPU kernels' (operators/elementwise.c,
- * activation.c), except that an integer x / 0 gives 0 instead of an error (the divisor
+ * activation.c, unary_math.c), except that an integer x / 0 gives 0 instead of an error (the divisor
  * lives on the device; reading it would cost a host sync per step).
  *
  * SumReduceLike in place on A (its output is smaller) computes into the context's
@@ -16,6 +19,7 @@
 
 #include "kernels.h"
 #include "operators/broadcast.h"
+#include "operators/unary_math.h"
 
 /* ---- Add / Sub / Mul / Div, Sum, Scale, SumReduceLike ----------------------------- */
 
@@ -117,6 +121,35 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* ---- the activations of operators/unary_math.c ----------------------------------- */
+
+_Static_assert(DM_UN_SIGMOID == 0 && DM_UN_HSWISH == 5,
+               "gpu/elementwise.cu numbers the activations as dm_unary_kind");
+
+static dm_status unary_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_unary_infer(ctx));
+  const dm_tensor *x = IN(0);
+  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 0);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
+  cudaStream_t s;
+  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_CUDA_TRY(dmk_unary(s, x->dtype, (int)k, p.alpha, p.beta, p.lo, p.hi, DATA(x),
+                        MDATA(OUT(0)), x->numel));
+  return DM_OK;
+}
+
+static dm_status unary_grad_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_unary_grad_infer(ctx));
+  const dm_tensor *sv = IN(0), *dy = IN(1);
+  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 1);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
+  cudaStream_t s;
+  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_CUDA_TRY(dmk_unary_grad(s, sv->dtype, (int)k, p.alpha, p.lo, p.hi, DATA(sv), DATA(dy),
+                             MDATA(OUT(0)), sv->numel));
+  return DM_OK;
+}
+
 const dm_kernel_def dm_cuda_elementwise_kernels[] = {
     GPU_KERNEL("Add", "", .run = binary_run),
     GPU_KERNEL("Sub", "", .run = binary_run),
@@ -127,5 +160,17 @@ const dm_kernel_def dm_cuda_elementwise_kernels[] = {
     GPU_KERNEL("SumReduceLike", "", .run = reduce_like_run),
     GPU_KERNEL("Relu", "", .run = relu_run),
     GPU_KERNEL("ReluGradient", "", .run = relu_grad_run),
+    GPU_KERNEL("Sigmoid", "", .run = unary_run),
+    GPU_KERNEL("Tanh", "", .run = unary_run),
+    GPU_KERNEL("LeakyRelu", "", .run = unary_run),
+    GPU_KERNEL("Clip", "", .run = unary_run),
+    GPU_KERNEL("HardSigmoid", "", .run = unary_run),
+    GPU_KERNEL("HardSwish", "", .run = unary_run),
+    GPU_KERNEL("SigmoidGradient", "", .run = unary_grad_run),
+    GPU_KERNEL("TanhGradient", "", .run = unary_grad_run),
+    GPU_KERNEL("LeakyReluGradient", "", .run = unary_grad_run),
+    GPU_KERNEL("ClipGradient", "", .run = unary_grad_run),
+    GPU_KERNEL("HardSigmoidGradient", "", .run = unary_grad_run),
+    GPU_KERNEL("HardSwishGradient", "", .run = unary_grad_run),
     {0},
 };

@@ -19,12 +19,9 @@
 
 #include "builtin.h"
 #include "common.h"
+#include "unary_math.h"
 
 #define BLOCK 1024
-
-typedef enum un_kind {
-  U_SIGMOID, U_TANH, U_LEAKY, U_CLIP, U_HSIG, U_HSWISH, U_NONE
-} un_kind;
 
 /* The forward type and its gradient's, by kind (the gradient's name is the forward's
  * with "Gradient"). */
@@ -34,25 +31,21 @@ static const char *const grad_names[] = {"SigmoidGradient", "TanhGradient",
                                          "LeakyReluGradient", "ClipGradient",
                                          "HardSigmoidGradient", "HardSwishGradient"};
 
-static un_kind kind_of(const char *type, const char *const *names) {
-  for (int k = 0; k < U_NONE; k++)
+dm_unary_kind dm_unary_kind_of(const char *type, int gradient) {
+  const char *const *names = gradient ? grad_names : fwd_names;
+  for (int k = 0; k < DM_UN_NONE; k++)
     if (strcmp(type, names[k]) == 0)
-      return (un_kind)k;
-  return U_NONE;
+      return (dm_unary_kind)k;
+  return DM_UN_NONE;
 }
 
-/* The arguments, read once per run. */
-typedef struct un_params {
-  float alpha, beta, lo, hi;
-} un_params;
-
-static un_params params_of(dm_op_ctx *ctx, un_kind k) {
-  un_params p = {0, 0, -INFINITY, INFINITY};
-  if (k == U_LEAKY)
+dm_unary_params dm_unary_params_of(dm_op_ctx *ctx, dm_unary_kind k) {
+  dm_unary_params p = {0, 0, -INFINITY, INFINITY};
+  if (k == DM_UN_LEAKY)
     p.alpha = dm_op_arg_float(ctx, "alpha", 0.01f);
-  if (k == U_HSIG)
+  if (k == DM_UN_HSIG)
     p.alpha = dm_op_arg_float(ctx, "alpha", 0.2f), p.beta = dm_op_arg_float(ctx, "beta", 0.5f);
-  if (k == U_CLIP)
+  if (k == DM_UN_CLIP)
     p.lo = dm_op_arg_float(ctx, "min", -INFINITY), p.hi = dm_op_arg_float(ctx, "max", INFINITY);
   return p;
 }
@@ -66,33 +59,33 @@ static inline float sigmoidf(float x) { /* no overflow of exp for either sign */
 
 static inline float clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
 
-static void apply_forward(un_kind k, const un_params *p, float *v, int64_t m) {
+static void apply_forward(dm_unary_kind k, const dm_unary_params *p, float *v, int64_t m) {
   for (int64_t j = 0; j < m; j++) {
     float x = v[j];
     switch (k) {
-    case U_SIGMOID: v[j] = sigmoidf(x); break;
-    case U_TANH: v[j] = tanhf(x); break;
-    case U_LEAKY: v[j] = x > 0 ? x : p->alpha * x; break;
-    case U_CLIP: v[j] = x < p->lo ? p->lo : x > p->hi ? p->hi : x; break;
-    case U_HSIG: v[j] = x != x ? x : clamp01(p->alpha * x + p->beta); break;
-    case U_HSWISH: v[j] = x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f); break;
-    case U_NONE: break;
+    case DM_UN_SIGMOID: v[j] = sigmoidf(x); break;
+    case DM_UN_TANH: v[j] = tanhf(x); break;
+    case DM_UN_LEAKY: v[j] = x > 0 ? x : p->alpha * x; break;
+    case DM_UN_CLIP: v[j] = x < p->lo ? p->lo : x > p->hi ? p->hi : x; break;
+    case DM_UN_HSIG: v[j] = x != x ? x : clamp01(p->alpha * x + p->beta); break;
+    case DM_UN_HSWISH: v[j] = x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f); break;
+    case DM_UN_NONE: break;
     }
   }
 }
 
 /* dX from the saved value s (Y, or X for HardSwish) and dY, in place in g. */
-static void apply_gradient(un_kind k, const un_params *p, const float *s, float *g, int64_t m) {
+static void apply_gradient(dm_unary_kind k, const dm_unary_params *p, const float *s, float *g, int64_t m) {
   for (int64_t j = 0; j < m; j++) {
     float y = s[j], dy = g[j];
     switch (k) {
-    case U_SIGMOID: g[j] = dy * y * (1.0f - y); break;
-    case U_TANH: g[j] = dy * (1.0f - y * y); break;
-    case U_LEAKY: g[j] = y > 0 ? dy : p->alpha * dy; break;
-    case U_CLIP: g[j] = y > p->lo && y < p->hi ? dy : 0.0f; break;
-    case U_HSIG: g[j] = y > 0 && y < 1 ? p->alpha * dy : 0.0f; break;
-    case U_HSWISH: g[j] = y < -3.0f ? 0.0f : y > 3.0f ? dy : dy * (2.0f * y + 3.0f) / 6.0f; break;
-    case U_NONE: break;
+    case DM_UN_SIGMOID: g[j] = dy * y * (1.0f - y); break;
+    case DM_UN_TANH: g[j] = dy * (1.0f - y * y); break;
+    case DM_UN_LEAKY: g[j] = y > 0 ? dy : p->alpha * dy; break;
+    case DM_UN_CLIP: g[j] = y > p->lo && y < p->hi ? dy : 0.0f; break;
+    case DM_UN_HSIG: g[j] = y > 0 && y < 1 ? p->alpha * dy : 0.0f; break;
+    case DM_UN_HSWISH: g[j] = y < -3.0f ? 0.0f : y > 3.0f ? dy : dy * (2.0f * y + 3.0f) / 6.0f; break;
+    case DM_UN_NONE: break;
     }
   }
 }
@@ -105,7 +98,7 @@ static dm_status check_dtype(dm_op_ctx *ctx, const dm_tensor *t, const char *slo
   return DM_OK;
 }
 
-static dm_status unary_infer(dm_op_ctx *ctx) {
+dm_status dm_unary_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   DM_TRY(check_dtype(ctx, x, "X"));
   if (strcmp(dm_op_type(ctx), "Clip") == 0 &&
@@ -117,11 +110,11 @@ static dm_status unary_infer(dm_op_ctx *ctx) {
 }
 
 static dm_status unary_run(dm_op_ctx *ctx) {
-  DM_TRY(unary_infer(ctx));
+  DM_TRY(dm_unary_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
-  const un_kind k = kind_of(dm_op_type(ctx), fwd_names);
-  const un_params p = params_of(ctx, k);
+  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 0);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
   const int64_t n = x->numel;
   const void *px = dm_tensor_data(x);
   void *py = dm_tensor_mutable_data(y);
@@ -140,7 +133,7 @@ static dm_status unary_run(dm_op_ctx *ctx) {
 
 /* ---- the gradients: S (Y, or X for HardSwish), dY -> dX ---------------------------- */
 
-static dm_status grad_infer(dm_op_ctx *ctx) {
+dm_status dm_unary_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *s = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
   const char *slot = strcmp(dm_op_type(ctx), "HardSwishGradient") == 0 ? "X" : "Y";
   char a[96], b[96];
@@ -161,11 +154,11 @@ static dm_status grad_infer(dm_op_ctx *ctx) {
 }
 
 static dm_status grad_run(dm_op_ctx *ctx) {
-  DM_TRY(grad_infer(ctx));
+  DM_TRY(dm_unary_grad_infer(ctx));
   const dm_tensor *s = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
   dm_tensor *dx = dm_op_output(ctx, 0);
-  const un_kind k = kind_of(dm_op_type(ctx), grad_names);
-  const un_params p = params_of(ctx, k);
+  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 1);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
   const int64_t n = s->numel;
   const void *ps = dm_tensor_data(s), *pdy = dm_tensor_data(dy);
   void *pdx = dm_tensor_mutable_data(dx);
@@ -225,13 +218,13 @@ static const dm_arg_spec hsig_args[] = {
   static const dm_op_schema var##_schema = {                                                \
       .type = name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,   \
       .args = argv, .inplace = inpl, .precision = DM_PREC_FOLLOW, .doc = docstr,            \
-      .infer = unary_infer, .cost = unary_cost, .gradient = grad,                           \
+      .infer = dm_unary_infer, .cost = unary_cost, .gradient = grad,                           \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1}
 #define GRAD_SCHEMA(var, name, argv, docstr)                                                \
   static const dm_op_schema var##_schema = {                                                \
       .type = name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,   \
       .args = argv, .inplace = grad_inplace, .precision = DM_PREC_FOLLOW, .doc = docstr,    \
-      .infer = grad_infer, .cost = unary_cost,                                              \
+      .infer = dm_unary_grad_infer, .cost = unary_cost,                                              \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1}
 
 UNARY_SCHEMA(sigmoid, "Sigmoid", NULL, fwd_inplace, sigmoid_gradient,

@@ -92,6 +92,31 @@ static const gpu_case gpu_cases[] = {
     {"ReluGradient", "type: 'ReluGradient'",
      {{"X", 'T', 2, {4, 9}, -1, 1}, {"dY", 'T', 2, {4, 9}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'Relu' }", {"Y", "dY"}, {"dX"}, GC_ALL, 1},
+    /* The activations of unary_math.c (gpu/elementwise.cu); X spans both sides of each
+     * kink (LeakyRelu's 0, Clip's bounds, HardSwish's -3 and 3). exp/tanh: k 4. */
+    {"Sigmoid", "type: 'Sigmoid'", {{"X", 'T', 2, {3, 37}, -8, 8}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"Tanh", "type: 'Tanh'", {{"X", 'T', 2, {3, 37}, -4, 4}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"LeakyRelu", "type: 'LeakyRelu' " AF("alpha", 0.1), {{"X", 'T', 2, {3, 37}, -2, 2}}, NULL,
+     {"X"}, {"X"}, GC_ALL, 1},
+    {"Clip", "type: 'Clip' " AF("min", -0.5) AF("max", 0.75), {{"X", 'T', 2, {3, 37}, -2, 2}},
+     NULL, {"X"}, {"Y"}, GC_ALL, 1},
+    {"HardSigmoid", "type: 'HardSigmoid' " AF("alpha", 0.3) AF("beta", 0.4),
+     {{"X", 'T', 2, {3, 37}, -4, 4}}, NULL, {"X"}, {"Y"}, GC_ALL, 2},
+    {"HardSwish", "type: 'HardSwish'", {{"X", 'T', 2, {3, 37}, -5, 5}}, NULL, {"X"}, {"Y"},
+     GC_ALL, 3},
+    {"SigmoidGradient", "type: 'SigmoidGradient'",
+     {{"X", 'T', 2, {4, 9}, -4, 4}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Sigmoid' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
+    {"TanhGradient", "type: 'TanhGradient'",
+     {{"X", 'T', 2, {4, 9}, -2, 2}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Tanh' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
+    {"ClipGradient", "type: 'ClipGradient' " AF("min", -0.5) AF("max", 0.75),
+     {{"X", 'T', 2, {4, 9}, -2, 2}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Clip' arg { name: 'min' f: -0.5 } "
+     "arg { name: 'max' f: 0.75 } }", {"Y", "dY"}, {"dX"}, GC_ALL, 1},
+    {"HardSwishGradient", "type: 'HardSwishGradient'",
+     {{"X", 'T', 2, {4, 9}, -5, 5}, {"dY", 'T', 2, {4, 9}, -1, 1}}, NULL, {"X", "dY"}, {"dX"},
+     GC_ALL, 3},
     /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16/BFLOAT16 casts move 16-byte packs
      * (8 halves, 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001
      * leaves 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has
