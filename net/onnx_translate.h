@@ -64,6 +64,7 @@ typedef struct ox_translator {
 extern DM_HIDDEN const ox_translator ox_ops_nn[];     /* conv, pools, FC, BN, softmax, LRN */
 extern DM_HIDDEN const ox_translator ox_ops_tensor[]; /* reshape, concat, split, cast... */
 extern DM_HIDDEN const ox_translator ox_ops_math[];   /* elementwise arithmetic */
+extern DM_HIDDEN const ox_translator ox_ops_spatial[]; /* ConvTranspose, Resize, Upsample, Pad */
 
 /* ---- names and ranks --------------------------------------------------------------- */
 

@@ -28,6 +28,9 @@ static const dm_op_family *const families[] = {
     &dm_family_fold_bn,
     &dm_family_device_copy,
     &dm_family_multi_optimizer,
+    &dm_family_conv_transpose,
+    &dm_family_resize,
+    &dm_family_pad,
     NULL,
 };
 

@@ -32,6 +32,9 @@ extern const dm_kernel_def dm_allreduce_no_mpi_kernels[];
 extern const dm_op_family dm_family_fold_bn;
 extern const dm_op_family dm_family_device_copy;
 extern const dm_op_family dm_family_multi_optimizer;
+extern const dm_op_family dm_family_conv_transpose;
+extern const dm_op_family dm_family_resize;
+extern const dm_op_family dm_family_pad;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */
