@@ -62,7 +62,9 @@ done:
 /* Sets the descriptors for X and Y unless they are set for these shapes. Max: padding
  * never wins (cuDNN treats it as -inf), and NaN inputs are not propagated: the CPU's max
  * (x > acc ? x : acc from -inf) never selects a NaN. Average: the divisor counts only
- * input pixels, as the CPU's AveragePool. */
+ * input pixels, as the CPU's AveragePool, or with count_include_pad the whole window:
+ * the CPU's divisor too, since the symmetric pads accepted below keep every window
+ * within the padded input. */
 static dm_status pool_desc_set(dm_op_ctx *ctx, pool_state *s, const dm_tensor *x,
                                const dm_tensor *y) {
   int64_t key[2 * DNN_TKEY];
@@ -78,8 +80,9 @@ static dm_status pool_desc_set(dm_op_ctx *ctx, pool_state *s, const dm_tensor *x
   const int64_t v[] = {g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0], g.stride[1]};
   DM_TRY(fits_int(ctx, v, 6));
   DM_CUDNN_TRY(cudnnSetPooling2dDescriptor(
-      s->pool, s->is_max ? CUDNN_POOLING_MAX_DETERMINISTIC
-                         : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+      s->pool, s->is_max                ? CUDNN_POOLING_MAX_DETERMINISTIC
+               : a->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
       CUDNN_NOT_PROPAGATE_NAN, (int)g.kernel[0], (int)g.kernel[1], (int)g.pads[0], (int)g.pads[1],
       (int)g.stride[0], (int)g.stride[1]));
   int on, oc, oh, ow;

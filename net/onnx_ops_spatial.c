@@ -26,9 +26,7 @@ static int attr_str(const Onnx__NodeProto *n, const char *name, const char *def,
   return 1;
 }
 
-/* The static dims of `name` where the graph gives them: a constant's, or a graph input's
- * declared shape with every dim a value. Returns the rank, or -1 when unknown. */
-static int known_dims(const imp *c, const char *name, int64_t *dims, int max) {
+int ox_graph_input_dims(const imp *c, const char *name, int64_t *dims, int max) {
   const Onnx__TensorProto *t = ox_const_find(c, name);
   if (t) {
     if ((int)t->n_dims > max)
@@ -113,7 +111,7 @@ static dm_status tr_convtranspose(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   if (!ox_in_name(n, 0) || !ox_in_name(n, 1))
     return ox_refuse(c, "X and W are required");
   int64_t wd[8], xd[8];
-  int wr = known_dims(c, ox_in_name(n, 1), wd, 8), xr = known_dims(c, ox_in_name(n, 0), xd, 8);
+  int wr = ox_graph_input_dims(c, ox_in_name(n, 1), wd, 8), xr = ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8);
   size_t nk, ns, np, nd, nop, nos;
   const int64_t *k = ox_attr_ints(n, "kernel_shape", &nk);
   const int64_t *st = ox_attr_ints(n, "strides", &ns);
@@ -209,9 +207,11 @@ static dm_status emit_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b, const 
   if (!linear && strcmp(mode, "nearest") != 0)
     return ox_refuse(c, "mode '%s' (nearest and linear are supported)", mode);
   if (strcmp(ct, "asymmetric") != 0 && strcmp(ct, "align_corners") != 0 &&
-      strcmp(ct, "half_pixel") != 0 && strcmp(ct, "pytorch_half_pixel") != 0)
+      strcmp(ct, "half_pixel") != 0 && strcmp(ct, "pytorch_half_pixel") != 0 &&
+      strcmp(ct, "half_pixel_symmetric") != 0)
     return ox_refuse(c, "coordinate_transformation_mode '%s' (asymmetric, align_corners, "
-                     "half_pixel and pytorch_half_pixel are supported)", ct);
+                     "half_pixel, pytorch_half_pixel and half_pixel_symmetric are supported)",
+                     ct);
   if (!linear && strcmp(nm, "floor") != 0 && strcmp(nm, "ceil") != 0 &&
       strcmp(nm, "round_prefer_floor") != 0 && strcmp(nm, "round_prefer_ceil") != 0)
     return ox_refuse(c, "nearest_mode '%s'", nm);
@@ -346,7 +346,7 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   int64_t xd[8];
   if (!axes && nv == 4) {
     /* sizes names N and C too: they must be X's, which only a known shape shows */
-    int xr = known_dims(c, ox_in_name(n, 0), xd, 8);
+    int xr = ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8);
     if (xr != 4 || xd[0] != iv[0] || xd[1] != iv[1])
       return ox_refuse(c, "sizes for N and C that X's known shape does not confirm");
     v[0] = v[1] = 1;

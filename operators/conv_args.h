@@ -34,6 +34,8 @@ typedef struct dm_conv_args {
   int nhwc;            /* order: 0 NCHW, 1 NHWC */
   int legacy_pad;
   int global_pooling;
+  int ceil_mode;         /* pools: ONNX's and PyTorch's ceil_mode (see dm_conv_geometry) */
+  int count_include_pad; /* AveragePool: the divisor counts the padding (Caffe2's argument) */
 } dm_conv_args;
 
 /* One input's geometry: everything a kernel loop needs. */
@@ -42,6 +44,10 @@ typedef struct dm_conv_geom {
   int64_t kernel[2], stride[2], dilation[2];
   int64_t pads[4];         /* effective t, l, b, r after legacy_pad */
   int64_t outH, outW;
+  /* The padded input count_include_pad counts, t, l, b, r: the effective pads, except
+   * under ceil_mode, where a last window may reach past the given pads and only they
+   * count (ONNX, PyTorch). */
+  int64_t count_pads[4];
 } dm_conv_geom;
 
 /* The argument specs both families list (append to a schema's own, then {NULL}). */
@@ -62,6 +68,14 @@ typedef struct dm_conv_geom {
       {"pads", DM_ARG_INTS, 0, "paddings [t, l, b, r]"},                                    \
       {"order", DM_ARG_STRING, 0, "NCHW (default) or NHWC"},                                \
       {"legacy_pad", DM_ARG_INT, 0, "0 NOTSET, 1 VALID, 2 SAME, 3 CAFFE_LEGACY_POOLING"}
+
+/* The pools' own (append to DM_CONV_POOL_ARG_SPECS). */
+#define DM_POOL_ARG_SPECS                                                                    \
+  {"ceil_mode", DM_ARG_INT, 0,                                                             \
+   "pools: round the output size up (ONNX/PyTorch: a last window starting past the top or " \
+   "left padding plus the input is dropped); legacy_pad 0 only"},                           \
+      {"count_include_pad", DM_ARG_INT, 0,                                                 \
+       "AveragePool: divide by the window clipped to the padded input, padding included"}
 
 /* Reads and checks the arguments (values in range, forms not mixed, dilation with group,
  * pooling without dilation). is_pool: the op is a pool (global_pooling allowed,
@@ -136,6 +150,21 @@ static inline void dm_pool_window(const dm_conv_geom *g, int d, int64_t o, int64
   int64_t s = o * g->stride[d] - g->pads[d], e = s + g->kernel[d];
   *lo = s < 0 ? 0 : s;
   *hi = e > in ? in : e;
+}
+
+/* AveragePool's divisor for output (oh, ow): the input pixels under the window, or with
+ * count_include_pad the window clipped to the padded input (g->count_pads). */
+static inline int64_t dm_pool_divisor(const dm_conv_geom *g, int count_include_pad, int64_t oh,
+                                      int64_t ow) {
+  const int64_t in[2] = {g->H, g->W}, o[2] = {oh, ow};
+  int64_t n = 1;
+  for (int d = 0; d < 2; d++) {
+    int64_t s = o[d] * g->stride[d] - g->pads[d], e = s + g->kernel[d];
+    int64_t lo = count_include_pad ? -g->count_pads[d] : 0;
+    int64_t hi = in[d] + (count_include_pad ? g->count_pads[d + 2] : 0);
+    n *= (e > hi ? hi : e) - (s < lo ? lo : s);
+  }
+  return n;
 }
 
 /* Conv's dtype rule, in the reference's words: X and W FLOAT, or both FLOAT16 (BFLOAT16)

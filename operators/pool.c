@@ -1,9 +1,11 @@
 /* pool.c: MaxPool and AveragePool (2-D, NCHW and NHWC) and their gradients, FP32, FP16
  * and BF16.
  *
- * Arguments as Conv's (conv_args.h) plus global_pooling; legacy_pad 3 is Caffe's
- * pooling arithmetic, which the model zoo's nets use. AveragePool divides by the number
- * of input pixels under the window: padding is not counted. The gradient of MaxPool goes
+ * Arguments as Conv's (conv_args.h) plus global_pooling, ceil_mode and count_include_pad;
+ * legacy_pad 3 is Caffe's pooling arithmetic, which the model zoo's nets use, ceil_mode
+ * ONNX's and PyTorch's. AveragePool divides by the number of input pixels under the
+ * window (padding not counted), or with count_include_pad (Caffe2's argument) by the
+ * window clipped to the padded input. The gradient of MaxPool goes
  * to every input in the window equal to the output (Caffe2's CPU rule; inputs with ties
  * share it). FP16 and BF16 widen exactly, computes in FP32 and rounds each output once.
  */
@@ -115,7 +117,7 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
       dm_pool_window(g, 1, ow, W, &w0, &w1);
-      float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
+      float inv = 1.0f / (float)dm_pool_divisor(g, p->a.count_include_pad, oh, ow);
       if (!p->a.nhwc) {
         for (int64_t c = 0; c < C; c++) {
           const float *xc = x + c * H * W; /* (H, W) */
@@ -159,7 +161,7 @@ static void pool_grad_image(const pool_plan *p, int is_max, const float *x, cons
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
       dm_pool_window(g, 1, ow, W, &w0, &w1);
-      float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
+      float inv = 1.0f / (float)dm_pool_divisor(g, p->a.count_include_pad, oh, ow);
       for (int64_t c = 0; c < C; c++) {
         int64_t yi = p->a.nhwc ? (oh * g->outW + ow) * C + c : (c * g->outH + oh) * g->outW + ow;
         float d = is_max ? dy[yi] : dy[yi] * inv;
@@ -263,6 +265,7 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
 
 static const dm_arg_spec pool_args[] = {
     DM_CONV_POOL_ARG_SPECS,
+    DM_POOL_ARG_SPECS,
     {"global_pooling", DM_ARG_INT, 0, "pool over the whole image (kernel = H x W)"},
     {"dilation", DM_ARG_INT, 0, "must be 1"},
     {"dilation_h", DM_ARG_INT, 0, "must be 1"},
@@ -304,7 +307,8 @@ static const dm_op_schema max_pool_schema =
     POOL_SCHEMA("MaxPool", max_pool_gradient, "X -> Y, the maximum over each window.");
 static const dm_op_schema average_pool_schema = POOL_SCHEMA(
     "AveragePool", average_pool_gradient,
-    "X -> Y, the mean over each window's input pixels (padding not counted).");
+    "X -> Y, the mean over each window's input pixels (with count_include_pad, padding "
+    "counted as zeros).");
 static const dm_op_schema max_pool_grad_schema =
     POOL_GRAD_SCHEMA("MaxPoolGradient", "X, Y, dY -> dX; dY goes to the inputs equal to Y.");
 static const dm_op_schema average_pool_grad_schema = POOL_GRAD_SCHEMA(

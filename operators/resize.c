@@ -10,8 +10,8 @@
  * defaults leave a Caffe2 net's meaning alone:
  *   output_height, output_width: the output size (ONNX's `sizes`); a scale not given is
  *     then output / input;
- *   coordinate_transformation_mode: asymmetric, align_corners, half_pixel or
- *     pytorch_half_pixel, as ONNX defines them (onnx.ai Resize);
+ *   coordinate_transformation_mode: asymmetric, align_corners, half_pixel,
+ *     pytorch_half_pixel or half_pixel_symmetric, as ONNX defines them (onnx.ai Resize);
  *   nearest_mode (ResizeNearest): floor, ceil, round_prefer_floor, round_prefer_ceil.
  * Source coordinates are computed in double (as ONNX's reference does) and clamped to the
  * input; values are interpolated in FP32 (16-bit inputs widened exactly, each output
@@ -25,7 +25,7 @@
 #include "common.h"
 #include "core/half.h"
 
-enum { CT_ASYMMETRIC, CT_ALIGN_CORNERS, CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL };
+enum { CT_ASYMMETRIC, CT_ALIGN_CORNERS, CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_HALF_PIXEL_SYMMETRIC };
 enum { NM_FLOOR, NM_CEIL, NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL };
 
 typedef struct resize_plan {
@@ -48,15 +48,16 @@ static int lookup(const char *v, const char *const *names, int n) {
 /* The arguments that do not depend on X. */
 static dm_status args_make(dm_op_ctx *ctx, resize_plan *p) {
   static const char *const cts[] = {"asymmetric", "align_corners", "half_pixel",
-                                    "pytorch_half_pixel"};
+                                    "pytorch_half_pixel", "half_pixel_symmetric"};
   static const char *const nms[] = {"floor", "ceil", "round_prefer_floor", "round_prefer_ceil"};
   p->linear = is_linear(ctx);
   const char *ct = dm_op_arg_string(ctx, "coordinate_transformation_mode",
                                     p->linear ? "align_corners" : "asymmetric");
-  if ((p->ct = lookup(ct, cts, 4)) < 0)
+  if ((p->ct = lookup(ct, cts, 5)) < 0)
     return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
                        "coordinate_transformation_mode '%s'; expected asymmetric, "
-                       "align_corners, half_pixel or pytorch_half_pixel", ct);
+                       "align_corners, half_pixel, pytorch_half_pixel or half_pixel_symmetric",
+                       ct);
   const char *nm = dm_op_arg_string(ctx, "nearest_mode", "floor");
   if (p->linear && dm_op_has_arg(ctx, "nearest_mode"))
     return dm_op_error(ctx, DM_ERR_INVALID, "nearest_mode is ResizeNearest's argument");
@@ -150,6 +151,11 @@ static double source_coord(const resize_plan *p, int d, int64_t o, int64_t in) {
     return ((double)o + 0.5) / p->scale[d] - 0.5;
   case CT_PYTORCH_HALF_PIXEL:
     return p->length[d] > 1.0 ? ((double)o + 0.5) / p->scale[d] - 0.5 : 0.0;
+  case CT_HALF_PIXEL_SYMMETRIC: { /* half_pixel about the centre of the rounded output */
+    double adjustment = (double)(d ? p->outW : p->outH) / p->length[d];
+    double offset = (double)in / 2 * (1 - adjustment);
+    return offset + ((double)o + 0.5) / p->scale[d] - 0.5;
+  }
   default:
     return (double)o / p->scale[d];
   }
@@ -256,7 +262,8 @@ static void resize_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 static const dm_arg_spec nearest_args[] = {
     RESIZE_COMMON_ARGS,
     {"coordinate_transformation_mode", DM_ARG_STRING, 0,
-     "asymmetric (default, Caffe2's), align_corners, half_pixel, pytorch_half_pixel"},
+     "asymmetric (default, Caffe2's), align_corners, half_pixel, pytorch_half_pixel, "
+     "half_pixel_symmetric"},
     {"nearest_mode", DM_ARG_STRING, 0,
      "floor (default, Caffe2's), ceil, round_prefer_floor, round_prefer_ceil"},
     {NULL, 0, 0, NULL},
@@ -264,7 +271,8 @@ static const dm_arg_spec nearest_args[] = {
 static const dm_arg_spec bilinear_args[] = {
     RESIZE_COMMON_ARGS,
     {"coordinate_transformation_mode", DM_ARG_STRING, 0,
-     "align_corners (default, Caffe2's), asymmetric, half_pixel, pytorch_half_pixel"},
+     "align_corners (default, Caffe2's), asymmetric, half_pixel, pytorch_half_pixel, "
+     "half_pixel_symmetric"},
     {NULL, 0, 0, NULL},
 };
 

@@ -37,9 +37,6 @@ TRANSLATED |= {"ConvTranspose", "Resize", "Upsample", "Pad"}  # net/onnx_ops_spa
 # Accepted cases that fail with a clear error instead of an answer, and why. Anything
 # else that fails to run, or any wrong answer, fails the test.
 KNOWN = {
-    "test_maxpool_2d_ceil_output_size_reduce_by_one":
-        "ceil_mode's last window starting in the right padding: MaxPool's legacy_pad 3 "
-        "drops it only when there is padding (Caffe's rule) and refuses the shape",
     "test_split_1d_uneven_split_opset18": "num_outputs with a smaller last part",
     "test_split_2d_uneven_split_opset18": "num_outputs with a smaller last part",
 }

@@ -31,29 +31,7 @@ static int teardown(void **state) {
 }
 
 /* n values uniform in [-1, 1), rounded to the mode's dtype (mode 0: FP32). */
-static double *values(int64_t n, int mode, uint64_t seed) {
-  double *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
-  for (int64_t i = 0; i < n; i++) {
-    float f = (float)opt_uniform(&seed, -1, 1);
-    v[i] = mode ? opt_widen(mode, opt_narrow(mode, f)) : f;
-  }
-  return v;
-}
-
-static void feed(dm_workspace *ws, const char *name, int mode, int ndim, const int64_t *dims,
-                 const double *v) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++)
-    n *= dims[i];
-  void *buf = malloc((size_t)(n > 0 ? n : 1) * 4);
-  for (int64_t i = 0; i < n; i++)
-    if (mode)
-      ((uint16_t *)buf)[i] = opt_narrow(mode, (float)v[i]);
-    else
-      ((float *)buf)[i] = (float)v[i];
-  opt_feed(ws, name, opt_mode_dtype(mode), ndim, dims, buf);
-  free(buf);
-}
+static double *values(int64_t n, int mode, uint64_t seed) { return opt_draw(n, -1, 1, mode, &seed); }
 
 static double get(const dm_tensor *t, int64_t i) {
   dm_dtype d = dm_tensor_dtype(t);
@@ -127,9 +105,9 @@ static void ct_run(dm_workspace *ws, const ct_case *c, int mode) {
       ref[i] += b[co], S[i] += fabs(b[co]);
     S[i] *= (double)(L + 1) * OPT_U32;
   }
-  feed(ws, "X", mode, 4, xd, x), feed(ws, "W", mode, 4, wd, w);
+  opt_feed_mode(ws, "X", mode, 4, xd, x), opt_feed_mode(ws, "W", mode, 4, wd, w);
   if (c->bias)
-    feed(ws, "b", mode, 1, &M, b);
+    opt_feed_mode(ws, "b", mode, 1, &M, b);
   opt_op *op = opt_new("ConvTranspose");
   opt_in(op, "X"), opt_in(op, "W");
   if (c->bias)
@@ -167,7 +145,7 @@ static void test_conv_transpose_onnx_example(void **state) {
   static const double y0[25] = {0,  1,  3,  3,  2,  3,  8,  15, 12, 7,  9,  21, 36,
                                 27, 15, 9,  20, 33, 24, 13, 6,  13, 21, 15, 8};
   memcpy(ref, y0, sizeof y0), memcpy(ref + 25, y0, sizeof y0);
-  feed(ws, "X", 0, 4, xd, x), feed(ws, "W", 0, 4, wd, w);
+  opt_feed_mode(ws, "X", 0, 4, xd, x), opt_feed_mode(ws, "W", 0, 4, wd, w);
   opt_op *op = opt_new("ConvTranspose");
   opt_in(op, "X"), opt_in(op, "W"), opt_out(op, "Y");
   opt_arg_int(op, "kernel", 3);
@@ -229,6 +207,8 @@ static const rs_case rs_cases[] = {
     {"bilinear pytorch to 1", 1, "pytorch_half_pixel", NULL, 0, 0, 1, 6, 1, 1, 4, 3},
     {"bilinear asymmetric", 1, "asymmetric", NULL, 1.7, 2.5, 0, 0, 1, 2, 3, 2},
     {"bilinear align_corners scales", 1, "align_corners", NULL, 1.5, 0.75, 0, 0, 2, 1, 4, 4},
+    {"bilinear half_pixel_symmetric", 1, "half_pixel_symmetric", NULL, 1.7, 0.6, 0, 0, 1, 2, 4, 5},
+    {"nearest half_pixel_symmetric", 0, "half_pixel_symmetric", "round_prefer_ceil", 2.3, 0.7, 0, 0, 1, 1, 3, 4},
 };
 
 /* ONNX's source coordinate of output o (Resize's formulas; len the resized length). */
@@ -239,6 +219,8 @@ static double onnx_coord(const char *ct, double o, double scale, double in, doub
     return (o + 0.5) / scale - 0.5;
   if (strcmp(ct, "pytorch_half_pixel") == 0)
     return len > 1 ? (o + 0.5) / scale - 0.5 : 0;
+  if (strcmp(ct, "half_pixel_symmetric") == 0) /* centred on the rounded output */
+    return in / 2 * (1 - floor(len) / len) + (o + 0.5) / scale - 0.5;
   return o / scale;
 }
 
@@ -306,7 +288,7 @@ static void rs_run(dm_workspace *ws, const rs_case *c, int mode) {
           m = fabs(q[k]) > m ? fabs(q[k]) : m;
         acc[yi] = 8 * OPT_U32 * m;
       }
-  feed(ws, "X", mode, 4, xd, x);
+  opt_feed_mode(ws, "X", mode, 4, xd, x);
   opt_op *op = opt_new(c->linear ? "UpsampleBilinear" : "ResizeNearest");
   opt_in(op, "X"), opt_out(op, "Y");
   if (c->hs)
@@ -348,7 +330,7 @@ static void test_resize_onnx_examples(void **state) {
   for (int i = 0; i < 16; i++)
     acc[i] = 16 * OPT_U32;
   for (int k = 0; k < 3; k++) {
-    feed(ws, "X", 0, 4, xd, x);
+    opt_feed_mode(ws, "X", 0, 4, xd, x);
     opt_op *op = opt_new(ct[k] ? "UpsampleBilinear" : "ResizeNearest");
     opt_in(op, "X"), opt_out(op, "Y");
     opt_arg_float(op, "height_scale", 2), opt_arg_float(op, "width_scale", 2);
@@ -425,7 +407,7 @@ static void test_pad(void **state) {
               int64_t h = pad_src(modes[m], i, p[0], H), w = pad_src(modes[m], j, p[1], W);
               ref[(q * oH + i) * oW + j] = h < 0 || w < 0 ? value : x[(q * H + h) * W + w];
             }
-        feed(ws, "X", mode, 4, xd, x);
+        opt_feed_mode(ws, "X", mode, 4, xd, x);
         opt_op *op = opt_new("PadImage");
         opt_in(op, "X"), opt_out(op, "Y");
         opt_arg_ints(op, "pads", 4, p);
