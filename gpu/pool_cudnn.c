@@ -131,13 +131,24 @@ static dm_status pool_grad_cudnn_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* cuDNN pools without dilation: a dilated pool stays on the CPU. */
+static int pool_supports(const dm_op_ctx *ctx) {
+  size_t nd = 0;
+  const int64_t *dl = dm_op_arg_ints(ctx, "dilations", &nd);
+  if (dm_op_arg_int(ctx, "dilation", 1) != 1 || dm_op_arg_int(ctx, "dilation_h", 1) != 1 ||
+      dm_op_arg_int(ctx, "dilation_w", 1) != 1 || (nd == 2 && (dl[0] != 1 || dl[1] != 1)))
+    return dm_op_refuse(ctx, "cuDNN pools without dilation");
+  return 1;
+}
+
 const dm_kernel_def dm_cuda_pool_kernels[] = {
-    GPU_KERNEL("MaxPool", "CUDNN", .init = pool_init, .run = pool_cudnn_run, .fini = pool_fini),
+    GPU_KERNEL("MaxPool", "CUDNN", .init = pool_init, .run = pool_cudnn_run, .fini = pool_fini,
+               .supports = pool_supports),
     GPU_KERNEL("AveragePool", "CUDNN", .init = pool_init, .run = pool_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     GPU_KERNEL("MaxPoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     GPU_KERNEL("AveragePoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     {0},
 };

@@ -26,11 +26,8 @@ static dm_status window_args(imp *c, const Onnx__NodeProto *n, dm_opb *b, int is
   dm_opb_arg_ints(b, "kernels", k, 2);
   if (st)
     dm_opb_arg_ints(b, "strides", st, 2);
-  if (d && (d[0] != 1 || d[1] != 1)) {
-    if (is_pool)
-      return ox_refuse(c, "dilated pooling is not supported");
+  if (d && (d[0] != 1 || d[1] != 1))
     dm_opb_arg_ints(b, "dilations", d, 2);
-  }
   int ceil_mode = is_pool && ox_attr_int(n, "ceil_mode", 0) != 0;
   if (ox_attr_str_is(n, "auto_pad", "NOTSET", "NOTSET")) {
     int64_t zero[4] = {0, 0, 0, 0};

@@ -142,13 +142,15 @@ DM_HIDDEN dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a,
                                          const dm_tensor *w, int64_t *M, int64_t *Cg,
                                          int64_t *Mg);
 
-/* The input rows (d = 0) or columns (d = 1) [*lo, *hi) under output position o of a
- * pooling window, clipped to the input's `in` (padding is not part of it). Shared by the
- * reference pools and the oneDNN engine's MaxPoolGradient. */
+/* The input rows (d = 0) or columns (d = 1) under output position o of a pooling window,
+ * clipped to the input's `in` (padding is not part of it): from *lo below *hi in steps
+ * of g->dilation[d] (*lo the first tap inside). Shared by the reference pools and the
+ * oneDNN engine's MaxPoolGradient (which takes no dilation). */
 static inline void dm_pool_window(const dm_conv_geom *g, int d, int64_t o, int64_t in,
                                   int64_t *lo, int64_t *hi) {
-  int64_t s = o * g->stride[d] - g->pads[d], e = s + g->kernel[d];
-  *lo = s < 0 ? 0 : s;
+  int64_t dil = g->dilation[d], s = o * g->stride[d] - g->pads[d];
+  int64_t e = s + dil * (g->kernel[d] - 1) + 1;
+  *lo = s >= 0 ? s : s + (-s + dil - 1) / dil * dil;
   *hi = e > in ? in : e;
 }
 
@@ -159,10 +161,15 @@ static inline int64_t dm_pool_divisor(const dm_conv_geom *g, int count_include_p
   const int64_t in[2] = {g->H, g->W}, o[2] = {oh, ow};
   int64_t n = 1;
   for (int d = 0; d < 2; d++) {
-    int64_t s = o[d] * g->stride[d] - g->pads[d], e = s + g->kernel[d];
+    /* taps s + i dil, 0 <= i < k, that fall in [lo, hi) */
+    int64_t dil = g->dilation[d], s = o[d] * g->stride[d] - g->pads[d];
     int64_t lo = count_include_pad ? -g->count_pads[d] : 0;
     int64_t hi = in[d] + (count_include_pad ? g->count_pads[d + 2] : 0);
-    n *= (e > hi ? hi : e) - (s < lo ? lo : s);
+    int64_t i0 = s >= lo ? 0 : (lo - s + dil - 1) / dil;
+    int64_t i1 = hi - 1 - s < 0 ? -1 : (hi - 1 - s) / dil;
+    if (i1 > g->kernel[d] - 1)
+      i1 = g->kernel[d] - 1;
+    n *= i1 >= i0 ? i1 - i0 + 1 : 0;
   }
   return n;
 }

@@ -1,7 +1,8 @@
 /* pool.c: MaxPool and AveragePool (2-D, NCHW and NHWC) and their gradients, FP32, FP16
  * and BF16.
  *
- * Arguments as Conv's (conv_args.h) plus global_pooling, ceil_mode and count_include_pad;
+ * Arguments as Conv's (conv_args.h; dilation too, legacy_pad 0 or 1) plus global_pooling,
+ * ceil_mode and count_include_pad;
  * legacy_pad 3 is Caffe's pooling arithmetic, which the model zoo's nets use, ceil_mode
  * ONNX's and PyTorch's. AveragePool divides by the number of input pixels under the
  * window (padding not counted), or with count_include_pad (Caffe2's argument) by the
@@ -110,7 +111,7 @@ static void pool_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 /* One image forward in FP32: x (C, H, W) or (H, W, C) -> y. */
 static void pool_image(const pool_plan *p, int is_max, const float *x, float *y) {
   const dm_conv_geom *g = &p->g;
-  const int64_t C = g->C, H = g->H, W = g->W;
+  const int64_t C = g->C, H = g->H, W = g->W, dh = g->dilation[0], dw = g->dilation[1];
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
     dm_pool_window(g, 0, oh, H, &h0, &h1);
@@ -122,8 +123,8 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
         for (int64_t c = 0; c < C; c++) {
           const float *xc = x + c * H * W; /* (H, W) */
           float acc = is_max ? -INFINITY : 0.0f;
-          for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++)
+          for (int64_t h = h0; h < h1; h += dh)
+            for (int64_t w = w0; w < w1; w += dw)
               acc = is_max ? (xc[h * W + w] > acc ? xc[h * W + w] : acc) : acc + xc[h * W + w];
           y[(c * g->outH + oh) * g->outW + ow] = is_max ? acc : acc * inv;
         }
@@ -131,8 +132,8 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
         float *yp = y + (oh * g->outW + ow) * C; /* (C) */
         for (int64_t c = 0; c < C; c++)
           yp[c] = is_max ? -INFINITY : 0.0f;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
+        for (int64_t h = h0; h < h1; h += dh)
+          for (int64_t w = w0; w < w1; w += dw) {
             const float *xp = x + (h * W + w) * C;
             if (is_max)
               for (int64_t c = 0; c < C; c++)
@@ -153,7 +154,7 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
 static void pool_grad_image(const pool_plan *p, int is_max, const float *x, const float *y,
                             const float *dy, float *dx) {
   const dm_conv_geom *g = &p->g;
-  const int64_t C = g->C, H = g->H, W = g->W;
+  const int64_t C = g->C, H = g->H, W = g->W, dh = g->dilation[0], dw = g->dilation[1];
   memset(dx, 0, (size_t)p->xs * sizeof *dx);
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
@@ -165,8 +166,8 @@ static void pool_grad_image(const pool_plan *p, int is_max, const float *x, cons
       for (int64_t c = 0; c < C; c++) {
         int64_t yi = p->a.nhwc ? (oh * g->outW + ow) * C + c : (c * g->outH + oh) * g->outW + ow;
         float d = is_max ? dy[yi] : dy[yi] * inv;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
+        for (int64_t h = h0; h < h1; h += dh)
+          for (int64_t w = w0; w < w1; w += dw) {
             int64_t xi = p->a.nhwc ? (h * W + w) * C + c : (c * H + h) * W + w;
             if (!is_max || x[xi] == y[yi])
               dx[xi] += d;
@@ -267,10 +268,10 @@ static const dm_arg_spec pool_args[] = {
     DM_CONV_POOL_ARG_SPECS,
     DM_POOL_ARG_SPECS,
     {"global_pooling", DM_ARG_INT, 0, "pool over the whole image (kernel = H x W)"},
-    {"dilation", DM_ARG_INT, 0, "must be 1"},
-    {"dilation_h", DM_ARG_INT, 0, "must be 1"},
-    {"dilation_w", DM_ARG_INT, 0, "must be 1"},
-    {"dilations", DM_ARG_INTS, 0, "must be [1, 1]"},
+    {"dilation", DM_ARG_INT, 0, "dilation (default 1)"},
+    {"dilation_h", DM_ARG_INT, 0, "dilation height"},
+    {"dilation_w", DM_ARG_INT, 0, "dilation width"},
+    {"dilations", DM_ARG_INTS, 0, "dilations [h, w]"},
     {NULL, 0, 0, NULL},
 };
 

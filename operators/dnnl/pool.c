@@ -44,6 +44,11 @@ dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) { return dm_op_check_shapes(ctx);
  * count_include_pad divisor while every window lies within the padded input: not so when
  * a rounded-up output (ceil_mode, legacy_pad 3) reaches past the padding. */
 static int include_pad_ok(const dm_op_ctx *ctx) {
+  size_t nd = 0;
+  const int64_t *dl = dm_op_arg_ints(ctx, "dilations", &nd);
+  if (dm_op_arg_int(ctx, "dilation", 1) != 1 || dm_op_arg_int(ctx, "dilation_h", 1) != 1 ||
+      dm_op_arg_int(ctx, "dilation_w", 1) != 1 || (nd == 2 && (dl[0] != 1 || dl[1] != 1)))
+    return dm_op_refuse(ctx, "dilated pooling runs on the reference kernels");
   if (strncmp(dm_op_type(ctx), "AveragePool", 11) != 0 ||
       dm_op_arg_int(ctx, "count_include_pad", 0) == 0)
     return 1;

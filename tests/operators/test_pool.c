@@ -341,7 +341,8 @@ static void test_pool_errors(void **state) {
   } bad[] = {
       {NULL, 0, NULL, 0, DM_ERR_INVALID, "the kernel size is required"},
       {"global_pooling", 1, "stride", 2, DM_ERR_INVALID, "global_pooling takes no stride"},
-      {"kernel", 3, "dilation", 2, DM_ERR_UNSUPPORTED, "pooling does not support dilation"},
+      {"global_pooling", 1, "dilation", 2, DM_ERR_INVALID, "global_pooling takes no dilation"},
+      {"kernel", 2, "dilation", 5, DM_ERR_SHAPE, "(dilated to 6x6) does not fit"},
       {"kernel", 2, "pad", 2, DM_ERR_INVALID, "would lie entirely in the padding"},
       {"kernel", 3, "pad", -1, DM_ERR_INVALID, "pad -1 is out of range"},
       {"kernel", 0, NULL, 0, DM_ERR_INVALID, "kernel 0 is out of range"},
@@ -382,7 +383,8 @@ static void test_pool_errors(void **state) {
                    NULL);
 }
 
-/* ceil_mode (ONNX's and PyTorch's rule, asymmetric pads) and count_include_pad, forward
+/* ceil_mode (ONNX's and PyTorch's rule, asymmetric pads), count_include_pad and dilation,
+ * forward
  * and AveragePool's gradient, on the default engine (oneDNN where built; it leaves the
  * case whose last window passes the pads to the reference) and the reference. Output
  * sizes by hand: ceil((in + pt + pb - k) / s) + 1, less one when the last window would
@@ -394,16 +396,20 @@ static void test_pool_ceil_include_pad(void **state) {
     const char *name;
     int64_t H, W, kh, kw, sh, sw, pads[4];
     int ceil;
-    int64_t outH, outW;
+    int64_t outH, outW, dh, dw; /* dh, dw: dilation */
   } oc[] = {
       /* H: ceil((5+0+1-2)/2)+1 = 3; W: ceil((7+1+0-3)/2)+1 = 4 */
-      {"ceil, asymmetric pads", 5, 7, 2, 3, 2, 2, {0, 1, 1, 0}, 1, 3, 4},
+      {"ceil, asymmetric pads", 5, 7, 2, 3, 2, 2, {0, 1, 1, 0}, 1, 3, 4, 1, 1},
       /* ceil((2-1)/2)+1 = 2, but (2-1)*2 >= 2 + 0: 1 (ONNX's reduce_by_one case) */
-      {"ceil drops a window", 2, 2, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1},
+      {"ceil drops a window", 2, 2, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1, 1},
       /* (4+1+1-3)+1 = 4, (4+2+0-3)+1 = 4 */
-      {"pads, no ceil", 4, 4, 3, 3, 1, 1, {1, 2, 1, 0}, 0, 4, 4},
+      {"pads, no ceil", 4, 4, 3, 3, 1, 1, {1, 2, 1, 0}, 0, 4, 4, 1, 1},
       /* ceil((6+2-3)/2)+1 = 4: the last window [5, 8) passes in + pb = 7 */
-      {"ceil past the pads", 6, 6, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 4, 4},
+      {"ceil past the pads", 6, 6, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 4, 4, 1, 1},
+      /* dilated 2x3: windows 3 and 7 wide; (7+1+1-3)/1+1 = 7, (8+2+0-7)/2+1 = 2 */
+      {"dilated", 7, 8, 2, 3, 1, 2, {1, 2, 1, 0}, 0, 7, 2, 2, 3},
+      /* dilated 2, ceil: window 5; ceil((6+1+1-5)/2)+1 = 3, (3-1)*2 < 6+1 */
+      {"dilated, ceil", 6, 5, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, 2, 2, 2},
   };
   const char *engines[2] = {NULL, "REFERENCE"};
   for (size_t ci = 0; ci < sizeof oc / sizeof oc[0]; ci++)
@@ -418,11 +424,12 @@ static void test_pool_ceil_include_pad(void **state) {
         for (int64_t ch = 0; ch < C; ch++)
           for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
+              int64_t dh = oc[ci].dh, dw = oc[ci].dw;
               int64_t h0 = oh * oc[ci].sh - p[0], w0 = ow * oc[ci].sw - p[1];
-              int64_t h1 = h0 + oc[ci].kh, w1 = w0 + oc[ci].kw;
+              int64_t h1 = h0 + dh * (oc[ci].kh - 1) + 1, w1 = w0 + dw * (oc[ci].kw - 1) + 1;
               double m = -INFINITY, sum = 0, cnt = 0;
-              for (int64_t h = h0; h < h1; h++)
-                for (int64_t w = w0; w < w1; w++) {
+              for (int64_t h = h0; h < h1; h += dh)
+                for (int64_t w = w0; w < w1; w += dw) {
                   int inside = h >= 0 && h < H && w >= 0 && w < W;
                   int padded = h >= -p[0] && h < H + p[2] && w >= -p[1] && w < W + p[3];
                   if (inside)
@@ -431,8 +438,8 @@ static void test_pool_ceil_include_pad(void **state) {
                 }
               int64_t yi = (ch * OH + oh) * OW + ow;
               y[yi] = kind == 0 ? m : sum / cnt;
-              for (int64_t h = h0; kind && h < h1; h++)
-                for (int64_t w = w0; w < w1; w++)
+              for (int64_t h = h0; kind && h < h1; h += dh)
+                for (int64_t w = w0; w < w1; w += dw)
                   if (h >= 0 && h < H && w >= 0 && w < W)
                     dx[(ch * H + h) * W + w] += dy[yi] / cnt;
             }
@@ -453,6 +460,8 @@ static void test_pool_ceil_include_pad(void **state) {
             opt_arg_int(op, "ceil_mode", 1);
           if (kind == 2)
             opt_arg_int(op, "count_include_pad", 1);
+          if (oc[ci].dh != 1 || oc[ci].dw != 1)
+            opt_arg_int(op, "dilation_h", oc[ci].dh), opt_arg_int(op, "dilation_w", oc[ci].dw);
           if (opt_run(op, ws) != DM_OK)
             fail_msg("%s (kind %d, engine %s): %s", oc[ci].name, kind,
                      engines[e] ? engines[e] : "default", dm_last_error());
