@@ -199,7 +199,8 @@ static dm_status tr_convtranspose(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 /* ---- Resize, Upsample ------------------------------------------------------------- */
 
 /* Emits ResizeNearest or UpsampleBilinear for mode, coordinate mode and nearest mode,
- * with scales (h, w) or sizes (h, w). */
+ * with scales (h, w), sizes (h, w) or both (the sizes, and the scale the coordinates
+ * use). */
 static dm_status emit_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *mode,
                              const char *ct, const char *nm, const double *scales,
                              const int64_t *sizes) {
@@ -215,8 +216,8 @@ static dm_status emit_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b, const 
   if (!linear && strcmp(nm, "floor") != 0 && strcmp(nm, "ceil") != 0 &&
       strcmp(nm, "round_prefer_floor") != 0 && strcmp(nm, "round_prefer_ceil") != 0)
     return ox_refuse(c, "nearest_mode '%s'", nm);
-  for (int i = 0; scales && i < 2; i++)
-    if (!(scales[i] > 0) || !isfinite(scales[i]) || (float)scales[i] != scales[i])
+  for (int i = 0; scales && i < 2; i++) /* beside sizes, a ratio that FLOAT rounds */
+    if (!(scales[i] > 0) || !isfinite(scales[i]) || (!sizes && (float)scales[i] != scales[i]))
       return ox_refuse(c, "a scale of %g", scales[i]);
   for (int i = 0; sizes && i < 2; i++)
     if (sizes[i] < 1)
@@ -225,7 +226,8 @@ static dm_status emit_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b, const 
   if (scales) {
     dm_opb_arg_float(b, "height_scale", (float)scales[0]);
     dm_opb_arg_float(b, "width_scale", (float)scales[1]);
-  } else {
+  }
+  if (sizes) {
     dm_opb_arg_int(b, "output_height", sizes[0]);
     dm_opb_arg_int(b, "output_width", sizes[1]);
   }
@@ -317,8 +319,6 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     return ox_refuse(c, "an unknown attribute value");
   if (ox_attr_int(n, "antialias", 0) != 0)
     return ox_refuse(c, "antialias");
-  if (strcmp(kar, "stretch") != 0)
-    return ox_refuse(c, "keep_aspect_ratio_policy %s", kar);
   /* exclude_outside only changes weights of neighbours outside the input, which the
    * clamped nearest and linear kernels never read with a nonzero weight. */
   size_t naxes = 0;
@@ -357,7 +357,23 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   }
   DM_TRY(spatial_scales(c, v, nv, axes, naxes, hw));
   int64_t size[2] = {(int64_t)hw[0], (int64_t)hw[1]};
-  return emit_resize(c, n, b, mode, ct, nm, NULL, size);
+  if (strcmp(kar, "stretch") == 0)
+    return emit_resize(c, n, b, mode, ct, nm, NULL, size);
+  /* One scale for H and W, the smaller (not_larger) or larger (not_smaller) of the
+   * sizes' ratios, and sizes rounded half up from it: needs X's size. */
+  if (strcmp(kar, "not_larger") != 0 && strcmp(kar, "not_smaller") != 0)
+    return ox_refuse(c, "keep_aspect_ratio_policy %s", kar);
+  if (!axes)
+    return ox_refuse(c, "keep_aspect_ratio_policy without axes naming H and W (it would "
+                     "scale N and C)");
+  if (ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4 || xd[2] < 1 || xd[3] < 1)
+    return ox_refuse(c, "keep_aspect_ratio_policy on an input of unknown size");
+  double r0 = hw[0] / (double)xd[2], r1 = hw[1] / (double)xd[3];
+  double ks = strcmp(kar, "not_larger") == 0 ? (r0 < r1 ? r0 : r1) : (r0 > r1 ? r0 : r1);
+  double both[2] = {ks, ks};
+  size[0] = (int64_t)(ks * (double)xd[2] + 0.5);
+  size[1] = (int64_t)(ks * (double)xd[3] + 0.5);
+  return emit_resize(c, n, b, mode, ct, nm, both, size);
 }
 
 /* ---- Pad -------------------------------------------------------------------------- */
