@@ -9,7 +9,7 @@
  * Demitasse adds what ONNX's Resize needs beyond that, as optional arguments whose
  * defaults leave a Caffe2 net's meaning alone:
  *   output_height, output_width: the output size (ONNX's `sizes`); a scale not given is
- *     then output / input;
+ *     then output / input, one given beside them still maps the coordinates;
  *   coordinate_transformation_mode: asymmetric, align_corners, half_pixel,
  *     pytorch_half_pixel or half_pixel_symmetric, as ONNX defines them (onnx.ai Resize);
  *   nearest_mode (ResizeNearest): floor, ceil, round_prefer_floor, round_prefer_ceil.
@@ -106,9 +106,11 @@ static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, resize_plan *p) {
                          dm_shape_str(x, xs, sizeof xs));
     if (sized) {
       out[i] = dm_op_arg_int(ctx, i ? "output_width" : "output_height", 1);
+      /* ONNX's resized length is scale * input: the size itself unless a scale is given
+       * beside it (keep_aspect_ratio_policy's rounded sizes) */
       if (!dm_op_has_arg(ctx, sn[i]))
         p->scale[i] = (double)out[i] / (double)in[i];
-      p->length[i] = (double)out[i];
+      p->length[i] = dm_op_has_arg(ctx, sn[i]) ? p->scale[i] * (double)in[i] : (double)out[i];
     } else {
       double o = floor(p->scale[i] * (double)in[i]);
       if (o < 1 || o > (double)((int64_t)1 << 40))

@@ -209,6 +209,7 @@ static const rs_case rs_cases[] = {
     {"bilinear align_corners scales", 1, "align_corners", NULL, 1.5, 0.75, 0, 0, 2, 1, 4, 4},
     {"bilinear half_pixel_symmetric", 1, "half_pixel_symmetric", NULL, 1.7, 0.6, 0, 0, 1, 2, 4, 5},
     {"nearest half_pixel_symmetric", 0, "half_pixel_symmetric", "round_prefer_ceil", 2.3, 0.7, 0, 0, 1, 1, 3, 4},
+    {"bilinear align_corners size and scale", 1, "align_corners", NULL, 1.3, 1.3, 5, 7, 1, 1, 4, 5},
 };
 
 /* ONNX's source coordinate of output o (Resize's formulas; len the resized length). */
@@ -255,7 +256,10 @@ static void rs_run(dm_workspace *ws, const rs_case *c, int mode) {
   for (int d = 0; d < 2; d++) {
     double s = d ? c->ws : c->hs;
     int64_t o = d ? c->ow : c->oh;
-    if (o) {
+    if (o && s) { /* both: the size, and the scale the coordinates use */
+      s = (double)(float)s;
+      out[d] = o, sc[d] = s, len[d] = s * (double)in[d];
+    } else if (o) {
       out[d] = o, sc[d] = (double)o / (double)in[d], len[d] = (double)o;
     } else {
       s = (double)(float)s; /* the op's argument is a FLOAT */
