@@ -238,6 +238,26 @@ static dm_status emit_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b, const 
   return DM_OK;
 }
 
+/* align_corners and pytorch_half_pixel divide by the resized length, which ONNX's
+ * reference takes as scale * input and ONNX Runtime and PyTorch as the output size (the
+ * ops' rule, operators/resize.c): they differ when scale * input is fractional, which
+ * is refused where X's size shows it. */
+static dm_status check_length(imp *c, const Onnx__NodeProto *n, const char *ct,
+                              const double hw[2]) {
+  int64_t xd[8];
+  if ((strcmp(ct, "align_corners") != 0 && strcmp(ct, "pytorch_half_pixel") != 0) ||
+      ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4)
+    return DM_OK;
+  for (int i = 0; i < 2; i++) {
+    double f = hw[i] * (double)xd[2 + i];
+    /* one output row sits at 0 under align_corners either way */
+    if (f != floor(f) && (strcmp(ct, "align_corners") == 0) == (floor(f) > 1))
+      return ox_refuse(c, "%s with a fractional resized length (%g): ONNX's reference and "
+                       "ONNX Runtime differ there", ct, f);
+  }
+  return DM_OK;
+}
+
 /* Four scales (or two with axes) that leave N and C alone, into hw[2]. */
 static dm_status spatial_scales(imp *c, const double *v, size_t nv, const int64_t *axes,
                                 size_t naxes, double hw[2]) {
@@ -337,6 +357,7 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     size_t nv;
     DM_TRY(const_floats(c, sc, "scales", v, 4, &nv));
     DM_TRY(spatial_scales(c, v, nv, axes, naxes, hw));
+    DM_TRY(check_length(c, n, ct, hw));
     return emit_resize(c, n, b, mode, ct, nm, hw, NULL);
   }
   int64_t iv[4];
@@ -371,6 +392,7 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   double r0 = hw[0] / (double)xd[2], r1 = hw[1] / (double)xd[3];
   double ks = strcmp(kar, "not_larger") == 0 ? (r0 < r1 ? r0 : r1) : (r0 > r1 ? r0 : r1);
   double both[2] = {ks, ks};
+  DM_TRY(check_length(c, n, ct, both));
   size[0] = (int64_t)(ks * (double)xd[2] + 0.5);
   size[1] = (int64_t)(ks * (double)xd[3] + 0.5);
   return emit_resize(c, n, b, mode, ct, nm, both, size);

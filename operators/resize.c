@@ -13,6 +13,9 @@
  *   coordinate_transformation_mode: asymmetric, align_corners, half_pixel,
  *     pytorch_half_pixel or half_pixel_symmetric, as ONNX defines them (onnx.ai Resize);
  *   nearest_mode (ResizeNearest): floor, ceil, round_prefer_floor, round_prefer_ceil.
+ * align_corners and pytorch_half_pixel take the resized length to be the output size, as
+ * ONNX Runtime and PyTorch do (ONNX's reference divides by scale * input, fractional
+ * when the output size was rounded down; the importer refuses a case it can see differ).
  * Source coordinates are computed in double (as ONNX's reference does) and clamped to the
  * input; values are interpolated in FP32 (16-bit inputs widened exactly, each output
  * rounded once).
@@ -32,7 +35,8 @@ typedef struct resize_plan {
   int linear;
   int ct, nm;
   double scale[2];   /* h, w: output / input as the coordinates use it */
-  double length[2];  /* the resized length align_corners divides by (ONNX: scale * input) */
+  double length[2];  /* the resized length: the output size (as ONNX Runtime and PyTorch) */
+  double flen[2];    /* scale * input, fractional (half_pixel_symmetric's output_width) */
   int64_t N, C, H, W, outH, outW;
 } resize_plan;
 
@@ -106,21 +110,20 @@ static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, resize_plan *p) {
                          dm_shape_str(x, xs, sizeof xs));
     if (sized) {
       out[i] = dm_op_arg_int(ctx, i ? "output_width" : "output_height", 1);
-      /* ONNX's resized length is scale * input: the size itself unless a scale is given
-       * beside it (keep_aspect_ratio_policy's rounded sizes) */
       if (!dm_op_has_arg(ctx, sn[i]))
         p->scale[i] = (double)out[i] / (double)in[i];
-      p->length[i] = dm_op_has_arg(ctx, sn[i]) ? p->scale[i] * (double)in[i] : (double)out[i];
+      p->flen[i] = dm_op_has_arg(ctx, sn[i]) ? p->scale[i] * (double)in[i] : (double)out[i];
     } else {
       double o = floor(p->scale[i] * (double)in[i]);
       if (o < 1 || o > (double)((int64_t)1 << 40))
         return dm_op_error(ctx, DM_ERR_SHAPE, "X is %s: %s %g gives an output size of %.0f",
                            dm_shape_str(x, xs, sizeof xs), sn[i], p->scale[i], o);
       out[i] = (int64_t)o;
-      p->length[i] = p->scale[i] * (double)in[i];
+      p->flen[i] = p->scale[i] * (double)in[i];
     }
   }
   p->outH = out[0], p->outW = out[1];
+  p->length[0] = (double)out[0], p->length[1] = (double)out[1];
   return DM_OK;
 }
 
@@ -154,7 +157,7 @@ static double source_coord(const resize_plan *p, int d, int64_t o, int64_t in) {
   case CT_PYTORCH_HALF_PIXEL:
     return p->length[d] > 1.0 ? ((double)o + 0.5) / p->scale[d] - 0.5 : 0.0;
   case CT_HALF_PIXEL_SYMMETRIC: { /* half_pixel about the centre of the rounded output */
-    double adjustment = (double)(d ? p->outW : p->outH) / p->length[d];
+    double adjustment = (double)(d ? p->outW : p->outH) / p->flen[d];
     double offset = (double)in / 2 * (1 - adjustment);
     return offset + ((double)o + 0.5) / p->scale[d] - 0.5;
   }

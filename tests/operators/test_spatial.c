@@ -212,14 +212,17 @@ static const rs_case rs_cases[] = {
     {"bilinear align_corners size and scale", 1, "align_corners", NULL, 1.3, 1.3, 5, 7, 1, 1, 4, 5},
 };
 
-/* ONNX's source coordinate of output o (Resize's formulas; len the resized length). */
-static double onnx_coord(const char *ct, double o, double scale, double in, double len) {
+/* ONNX's source coordinate of output o (Resize's formulas; len the resized length,
+ * out the output size, as ONNX Runtime and PyTorch take align_corners' and
+ * pytorch_half_pixel's resized length). */
+static double onnx_coord(const char *ct, double o, double scale, double in, double len,
+                         double out) {
   if (strcmp(ct, "align_corners") == 0)
-    return len == 1 ? 0 : o * (in - 1) / (len - 1);
+    return out == 1 ? 0 : o * (in - 1) / (out - 1);
   if (strcmp(ct, "half_pixel") == 0)
     return (o + 0.5) / scale - 0.5;
   if (strcmp(ct, "pytorch_half_pixel") == 0)
-    return len > 1 ? (o + 0.5) / scale - 0.5 : 0;
+    return out > 1 ? (o + 0.5) / scale - 0.5 : 0;
   if (strcmp(ct, "half_pixel_symmetric") == 0) /* centred on the rounded output */
     return in / 2 * (1 - floor(len) / len) + (o + 0.5) / scale - 0.5;
   return o / scale;
@@ -273,8 +276,8 @@ static void rs_run(dm_workspace *ws, const rs_case *c, int mode) {
   for (int64_t p = 0; p < c->N * c->C; p++)
     for (int64_t i = 0; i < out[0]; i++)
       for (int64_t j = 0; j < out[1]; j++) {
-        double yh = onnx_coord(ct, (double)i, sc[0], (double)c->H, len[0]);
-        double yw = onnx_coord(ct, (double)j, sc[1], (double)c->W, len[1]);
+        double yh = onnx_coord(ct, (double)i, sc[0], (double)c->H, len[0], (double)out[0]);
+        double yw = onnx_coord(ct, (double)j, sc[1], (double)c->W, len[1], (double)out[1]);
         const double *xp = x + p * c->H * c->W;
         int64_t yi = (p * out[0] + i) * out[1] + j;
         if (!c->linear) {
