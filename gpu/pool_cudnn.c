@@ -62,7 +62,9 @@ done:
 /* Sets the descriptors for X and Y unless they are set for these shapes. Max: padding
  * never wins (cuDNN treats it as -inf), and NaN inputs are not propagated: the CPU's max
  * (x > acc ? x : acc from -inf) never selects a NaN. Average: the divisor counts only
- * input pixels, as the CPU's AveragePool. */
+ * input pixels, as the CPU's AveragePool, or with count_include_pad the whole window:
+ * the CPU's divisor too, since the symmetric pads accepted below keep every window
+ * within the padded input. */
 static dm_status pool_desc_set(dm_op_ctx *ctx, pool_state *s, const dm_tensor *x,
                                const dm_tensor *y) {
   int64_t key[2 * DNN_TKEY];
@@ -78,8 +80,9 @@ static dm_status pool_desc_set(dm_op_ctx *ctx, pool_state *s, const dm_tensor *x
   const int64_t v[] = {g.kernel[0], g.kernel[1], g.pads[0], g.pads[1], g.stride[0], g.stride[1]};
   DM_TRY(fits_int(ctx, v, 6));
   DM_CUDNN_TRY(cudnnSetPooling2dDescriptor(
-      s->pool, s->is_max ? CUDNN_POOLING_MAX_DETERMINISTIC
-                         : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+      s->pool, s->is_max                ? CUDNN_POOLING_MAX_DETERMINISTIC
+               : a->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
       CUDNN_NOT_PROPAGATE_NAN, (int)g.kernel[0], (int)g.kernel[1], (int)g.pads[0], (int)g.pads[1],
       (int)g.stride[0], (int)g.stride[1]));
   int on, oc, oh, ow;
@@ -128,13 +131,24 @@ static dm_status pool_grad_cudnn_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* cuDNN pools without dilation: a dilated pool stays on the CPU. */
+static int pool_supports(const dm_op_ctx *ctx) {
+  size_t nd = 0;
+  const int64_t *dl = dm_op_arg_ints(ctx, "dilations", &nd);
+  if (dm_op_arg_int(ctx, "dilation", 1) != 1 || dm_op_arg_int(ctx, "dilation_h", 1) != 1 ||
+      dm_op_arg_int(ctx, "dilation_w", 1) != 1 || (nd == 2 && (dl[0] != 1 || dl[1] != 1)))
+    return dm_op_refuse(ctx, "cuDNN pools without dilation");
+  return 1;
+}
+
 const dm_kernel_def dm_cuda_pool_kernels[] = {
-    GPU_KERNEL("MaxPool", "CUDNN", .init = pool_init, .run = pool_cudnn_run, .fini = pool_fini),
+    GPU_KERNEL("MaxPool", "CUDNN", .init = pool_init, .run = pool_cudnn_run, .fini = pool_fini,
+               .supports = pool_supports),
     GPU_KERNEL("AveragePool", "CUDNN", .init = pool_init, .run = pool_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     GPU_KERNEL("MaxPoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     GPU_KERNEL("AveragePoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini),
+               .fini = pool_fini, .supports = pool_supports),
     {0},
 };

@@ -64,7 +64,8 @@ static dm_status tr_constant(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 /* The translator tables, searched in order; Constant is the importer's own. */
 static const ox_translator ox_ops_constant[] = {{"Constant", tr_constant}, {NULL, NULL}};
 static const ox_translator *const tables[] = {ox_ops_constant, ox_ops_nn, ox_ops_tensor,
-                                              ox_ops_math, ox_ops_reduce, ox_ops_shape};
+                                              ox_ops_math, ox_ops_reduce, ox_ops_shape,
+                                              ox_ops_spatial};
 
 static ox_node_fn find_translator(const char *op_type) {
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)

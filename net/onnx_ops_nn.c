@@ -26,23 +26,15 @@ static dm_status window_args(imp *c, const Onnx__NodeProto *n, dm_opb *b, int is
   dm_opb_arg_ints(b, "kernels", k, 2);
   if (st)
     dm_opb_arg_ints(b, "strides", st, 2);
-  if (d && (d[0] != 1 || d[1] != 1)) {
-    if (is_pool)
-      return ox_refuse(c, "dilated pooling is not supported");
+  if (d && (d[0] != 1 || d[1] != 1))
     dm_opb_arg_ints(b, "dilations", d, 2);
-  }
   int ceil_mode = is_pool && ox_attr_int(n, "ceil_mode", 0) != 0;
   if (ox_attr_str_is(n, "auto_pad", "NOTSET", "NOTSET")) {
     int64_t zero[4] = {0, 0, 0, 0};
     if (!p)
       p = zero;
-    if (ceil_mode) {
-      /* Caffe's pooling rounds up and drops a last window that starts in the padding,
-       * the rule ONNX's ceil_mode follows; it pads both sides alike. */
-      if (p[0] != p[2] || p[1] != p[3])
-        return ox_refuse(c, "ceil_mode with asymmetric pads");
-      dm_opb_arg_int(b, "legacy_pad", 3);
-    }
+    if (ceil_mode) /* the pools' ceil_mode is ONNX's (operators/conv_args.c) */
+      dm_opb_arg_int(b, "ceil_mode", 1);
     dm_opb_arg_ints(b, "pads", p, 4); /* ONNX's order is Caffe2's: t, l, b, r */
   } else if (ceil_mode) {
     return ox_refuse(c, "ceil_mode with auto_pad");
@@ -50,8 +42,23 @@ static dm_status window_args(imp *c, const Onnx__NodeProto *n, dm_opb *b, int is
     dm_opb_arg_int(b, "legacy_pad", 1);
   } else if (ox_attr_str_is(n, "auto_pad", "NOTSET", "SAME_UPPER")) {
     dm_opb_arg_int(b, "legacy_pad", 2); /* an odd total puts the extra pixel at the end */
+  } else if (ox_attr_str_is(n, "auto_pad", "NOTSET", "SAME_LOWER")) {
+    /* Caffe2 has no SAME with the extra pixel in front: explicit pads, from X's size */
+    int64_t xd[8], pads[4];
+    if (ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4)
+      return ox_refuse(c, "auto_pad SAME_LOWER on an input of unknown size");
+    for (int i = 0; i < 2; i++) {
+      int64_t s = st ? st[i] : 1, dk = (d ? d[i] : 1) * (k[i] - 1) + 1, in = xd[2 + i];
+      if (s < 1 || in < 1)
+        return ox_refuse(c, "a stride or input size below 1");
+      int64_t total = ((in + s - 1) / s - 1) * s + dk - in;
+      total = total < 0 ? 0 : total;
+      pads[i] = total - total / 2;
+      pads[i + 2] = total / 2;
+    }
+    dm_opb_arg_ints(b, "pads", pads, 4);
   } else {
-    return ox_refuse(c, "auto_pad other than NOTSET, VALID, SAME_UPPER");
+    return ox_refuse(c, "auto_pad other than NOTSET, VALID, SAME_UPPER, SAME_LOWER");
   }
   return DM_OK;
 }
@@ -71,31 +78,24 @@ static dm_status tr_conv(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
-static dm_status pool(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type) {
+static dm_status pool(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type, int avg) {
   DM_TRY(ox_need_outputs(c, n, 1));
   if (ox_attr_int(n, "storage_order", 0) != 0)
     return ox_refuse(c, "storage_order 1");
   ox_start(b, type, n, 1);
   DM_TRY(window_args(c, n, b, 1, NULL));
-  if (ox_attr_int(n, "count_include_pad", 0) != 0) {
-    size_t np;
-    const int64_t *p = ox_attr_ints(n, "pads", &np);
-    for (size_t i = 0; p && i < np; i++)
-      if (p[i])
-        return ox_refuse(c, "count_include_pad with padding (the average counts input pixels only)");
-    if (!ox_attr_str_is(n, "auto_pad", "NOTSET", "NOTSET") &&
-        !ox_attr_str_is(n, "auto_pad", "NOTSET", "VALID"))
-      return ox_refuse(c, "count_include_pad with auto_pad SAME");
-  }
+  /* AveragePool's count_include_pad is Caffe2's argument (operators/pool.c). */
+  if (avg && ox_attr_int(n, "count_include_pad", 0) != 0)
+    dm_opb_arg_int(b, "count_include_pad", 1);
   return DM_OK;
 }
 
 static dm_status tr_maxpool(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return pool(c, n, b, "MaxPool");
+  return pool(c, n, b, "MaxPool", 0);
 }
 
 static dm_status tr_avgpool(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return pool(c, n, b, "AveragePool");
+  return pool(c, n, b, "AveragePool", 1);
 }
 
 static dm_status global_pool(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type) {

@@ -72,6 +72,11 @@ extern DM_HIDDEN const ox_translator ox_ops_tensor[]; /* reshape, concat, split,
 extern DM_HIDDEN const ox_translator ox_ops_math[];   /* elementwise arithmetic */
 extern DM_HIDDEN const ox_translator ox_ops_reduce[]; /* ReduceSum/Mean/Max, LogSoftmax */
 extern DM_HIDDEN const ox_translator ox_ops_shape[];  /* Shape, Gather, Squeeze, Slice... */
+extern DM_HIDDEN const ox_translator ox_ops_spatial[]; /* ConvTranspose, Resize, Upsample, Pad */
+/* The static dims of `name` where the graph gives them (onnx_ops_spatial.c): a
+ * constant's, or a graph input's declared shape with every dim a value. Returns the rank
+ * (at most max), or -1 when unknown. */
+DM_HIDDEN int ox_graph_input_dims(const imp *c, const char *name, int64_t *dims, int max);
 
 /* ---- names and ranks --------------------------------------------------------------- */
 

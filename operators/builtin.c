@@ -33,6 +33,9 @@ static const dm_op_family *const families[] = {
     &dm_family_reduce,
     &dm_family_log_softmax,
     &dm_family_shape_ops,
+    &dm_family_conv_transpose,
+    &dm_family_resize,
+    &dm_family_pad,
     NULL,
 };
 

@@ -37,6 +37,9 @@ extern const dm_op_family dm_family_unary_math;
 extern const dm_op_family dm_family_nary_math;
 extern const dm_op_family dm_family_reduce;
 extern const dm_op_family dm_family_log_softmax;
+extern const dm_op_family dm_family_conv_transpose;
+extern const dm_op_family dm_family_resize;
+extern const dm_op_family dm_family_pad;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */

@@ -140,9 +140,13 @@ dm_status dm_conv_args_parse(dm_op_ctx *ctx, int is_pool, dm_conv_args *a) {
                        (long long)lp);
 
   if (is_pool) {
-    if (dilated)
-      return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "pooling does not support dilation (%lldx%lld)",
-                         (long long)a->dilation[0], (long long)a->dilation[1]);
+    a->ceil_mode = dm_op_arg_int(ctx, "ceil_mode", 0) != 0;
+    a->count_include_pad = dm_op_arg_int(ctx, "count_include_pad", 0) != 0;
+    if (a->ceil_mode && (lp != DM_LEGACY_NOTSET || a->global_pooling))
+      return dm_op_error(ctx, DM_ERR_INVALID,
+                         "ceil_mode takes explicit pads (legacy_pad 0, no global_pooling)");
+    if (dilated && a->global_pooling)
+      return dm_op_error(ctx, DM_ERR_INVALID, "global_pooling takes no dilation");
     a->group = 1;
   } else {
     a->group = dm_op_arg_int(ctx, "group", 1);
@@ -253,17 +257,48 @@ dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, const dm_tenso
                &g->pads[2], &g->outH);
   size_and_pad(a->legacy_pad, g->W, g->kernel[1], g->stride[1], g->dilation[1], &g->pads[1],
                &g->pads[3], &g->outW);
+  memcpy(g->count_pads, g->pads, sizeof g->pads);
+  if (a->ceil_mode) {
+    /* ONNX's (and PyTorch's) rule: ceil((in + pt + pb - k) / s) + 1 windows, less one
+     * when the last would start past the top padding and the input; the tail pad grows
+     * to hold the last window, but count_include_pad counts only the given pads. */
+    int64_t *out[2] = {&g->outH, &g->outW};
+    for (int i = 0; i < 2; i++) {
+      int64_t dk = g->dilation[i] * (g->kernel[i] - 1) + 1;
+      int64_t span = in[i] + g->pads[i] + g->pads[i + 2] - dk;
+      int64_t o = (span + g->stride[i] - 1) / g->stride[i] + 1;
+      if ((o - 1) * g->stride[i] >= in[i] + g->pads[i])
+        o--;
+      int64_t tail = (o - 1) * g->stride[i] + dk - in[i] - g->pads[i];
+      if (tail > g->pads[i + 2])
+        g->pads[i + 2] = tail;
+      *out[i] = o;
+    }
+  }
   if (is_pool) {
     /* An empty window has no maximum and no average (Caffe2 would divide by zero). */
     int64_t out[2] = {g->outH, g->outW};
     for (int i = 0; i < 2; i++)
-      if (g->pads[i] >= g->kernel[i] || (out[i] - 1) * g->stride[i] - g->pads[i] >= in[i])
+      if (g->pads[i] >= g->dilation[i] * (g->kernel[i] - 1) + 1 ||
+          (out[i] - 1) * g->stride[i] - g->pads[i] >= in[i])
         return dm_op_error(ctx, DM_ERR_INVALID,
                            "a %s pooling window would lie entirely in the padding (kernel %lld, "
                            "stride %lld, pads %lld and %lld, input %lld)",
                            i ? "horizontal" : "vertical", (long long)g->kernel[i],
                            (long long)g->stride[i], (long long)g->pads[i],
                            (long long)g->pads[i + 2], (long long)in[i]);
+    /* Dilated, a window may also skip over a small input: each needs a tap inside. */
+    for (int i = 0; i < 2 && (g->dilation[0] != 1 || g->dilation[1] != 1); i++)
+      for (int64_t o = 0; o < out[i]; o++) {
+        int64_t lo, hi;
+        dm_pool_window(g, i, o, in[i], &lo, &hi);
+        if (lo >= hi)
+          return dm_op_error(ctx, DM_ERR_INVALID,
+                             "a %s pooling window (kernel %lld dilated %lld times) has no "
+                             "tap inside the input of %lld",
+                             i ? "horizontal" : "vertical", (long long)g->kernel[i],
+                             (long long)g->dilation[i], (long long)in[i]);
+      }
   }
   return DM_OK;
 }

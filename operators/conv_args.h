@@ -34,6 +34,8 @@ typedef struct dm_conv_args {
   int nhwc;            /* order: 0 NCHW, 1 NHWC */
   int legacy_pad;
   int global_pooling;
+  int ceil_mode;         /* pools: ONNX's and PyTorch's ceil_mode (see dm_conv_geometry) */
+  int count_include_pad; /* AveragePool: the divisor counts the padding (Caffe2's argument) */
 } dm_conv_args;
 
 /* One input's geometry: everything a kernel loop needs. */
@@ -42,6 +44,10 @@ typedef struct dm_conv_geom {
   int64_t kernel[2], stride[2], dilation[2];
   int64_t pads[4];         /* effective t, l, b, r after legacy_pad */
   int64_t outH, outW;
+  /* The padded input count_include_pad counts, t, l, b, r: the effective pads, except
+   * under ceil_mode, where a last window may reach past the given pads and only they
+   * count (ONNX, PyTorch). */
+  int64_t count_pads[4];
 } dm_conv_geom;
 
 /* The argument specs both families list (append to a schema's own, then {NULL}). */
@@ -62,6 +68,14 @@ typedef struct dm_conv_geom {
       {"pads", DM_ARG_INTS, 0, "paddings [t, l, b, r]"},                                    \
       {"order", DM_ARG_STRING, 0, "NCHW (default) or NHWC"},                                \
       {"legacy_pad", DM_ARG_INT, 0, "0 NOTSET, 1 VALID, 2 SAME, 3 CAFFE_LEGACY_POOLING"}
+
+/* The pools' own (append to DM_CONV_POOL_ARG_SPECS). */
+#define DM_POOL_ARG_SPECS                                                                    \
+  {"ceil_mode", DM_ARG_INT, 0,                                                             \
+   "pools: round the output size up (ONNX/PyTorch: a last window starting past the top or " \
+   "left padding plus the input is dropped); legacy_pad 0 only"},                           \
+      {"count_include_pad", DM_ARG_INT, 0,                                                 \
+       "AveragePool: divide by the window clipped to the padded input, padding included"}
 
 /* Reads and checks the arguments (values in range, forms not mixed, dilation with group,
  * pooling without dilation). is_pool: the op is a pool (global_pooling allowed,
@@ -128,14 +142,36 @@ DM_HIDDEN dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a,
                                          const dm_tensor *w, int64_t *M, int64_t *Cg,
                                          int64_t *Mg);
 
-/* The input rows (d = 0) or columns (d = 1) [*lo, *hi) under output position o of a
- * pooling window, clipped to the input's `in` (padding is not part of it). Shared by the
- * reference pools and the oneDNN engine's MaxPoolGradient. */
+/* The input rows (d = 0) or columns (d = 1) under output position o of a pooling window,
+ * clipped to the input's `in` (padding is not part of it): from *lo below *hi in steps
+ * of g->dilation[d] (*lo the first tap inside). Shared by the reference pools and the
+ * oneDNN engine's MaxPoolGradient (which takes no dilation). */
 static inline void dm_pool_window(const dm_conv_geom *g, int d, int64_t o, int64_t in,
                                   int64_t *lo, int64_t *hi) {
-  int64_t s = o * g->stride[d] - g->pads[d], e = s + g->kernel[d];
-  *lo = s < 0 ? 0 : s;
+  int64_t dil = g->dilation[d], s = o * g->stride[d] - g->pads[d];
+  int64_t e = s + dil * (g->kernel[d] - 1) + 1;
+  *lo = s >= 0 ? s : s + (-s + dil - 1) / dil * dil;
   *hi = e > in ? in : e;
+}
+
+/* AveragePool's divisor for output (oh, ow): the input pixels under the window, or with
+ * count_include_pad the window clipped to the padded input (g->count_pads). */
+static inline int64_t dm_pool_divisor(const dm_conv_geom *g, int count_include_pad, int64_t oh,
+                                      int64_t ow) {
+  const int64_t in[2] = {g->H, g->W}, o[2] = {oh, ow};
+  int64_t n = 1;
+  for (int d = 0; d < 2; d++) {
+    /* taps s + i dil, 0 <= i < k, that fall in [lo, hi) */
+    int64_t dil = g->dilation[d], s = o[d] * g->stride[d] - g->pads[d];
+    int64_t lo = count_include_pad ? -g->count_pads[d] : 0;
+    int64_t hi = in[d] + (count_include_pad ? g->count_pads[d + 2] : 0);
+    int64_t i0 = s >= lo ? 0 : (lo - s + dil - 1) / dil;
+    int64_t i1 = hi - 1 - s < 0 ? -1 : (hi - 1 - s) / dil;
+    if (i1 > g->kernel[d] - 1)
+      i1 = g->kernel[d] - 1;
+    n *= i1 >= i0 ? i1 - i0 + 1 : 0;
+  }
+  return n;
 }
 
 /* Conv's dtype rule, in the reference's words: X and W FLOAT, or both FLOAT16 (BFLOAT16)

@@ -1,9 +1,12 @@
 /* pool.c: MaxPool and AveragePool (2-D, NCHW and NHWC) and their gradients, FP32, FP16
  * and BF16.
  *
- * Arguments as Conv's (conv_args.h) plus global_pooling; legacy_pad 3 is Caffe's
- * pooling arithmetic, which the model zoo's nets use. AveragePool divides by the number
- * of input pixels under the window: padding is not counted. The gradient of MaxPool goes
+ * Arguments as Conv's (conv_args.h; dilation too, legacy_pad 0 or 1) plus global_pooling,
+ * ceil_mode and count_include_pad;
+ * legacy_pad 3 is Caffe's pooling arithmetic, which the model zoo's nets use, ceil_mode
+ * ONNX's and PyTorch's. AveragePool divides by the number of input pixels under the
+ * window (padding not counted), or with count_include_pad (Caffe2's argument) by the
+ * window clipped to the padded input. The gradient of MaxPool goes
  * to every input in the window equal to the output (Caffe2's CPU rule; inputs with ties
  * share it). FP16 and BF16 widen exactly, computes in FP32 and rounds each output once.
  */
@@ -108,20 +111,20 @@ static void pool_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 /* One image forward in FP32: x (C, H, W) or (H, W, C) -> y. */
 static void pool_image(const pool_plan *p, int is_max, const float *x, float *y) {
   const dm_conv_geom *g = &p->g;
-  const int64_t C = g->C, H = g->H, W = g->W;
+  const int64_t C = g->C, H = g->H, W = g->W, dh = g->dilation[0], dw = g->dilation[1];
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
     dm_pool_window(g, 0, oh, H, &h0, &h1);
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
       dm_pool_window(g, 1, ow, W, &w0, &w1);
-      float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
+      float inv = 1.0f / (float)dm_pool_divisor(g, p->a.count_include_pad, oh, ow);
       if (!p->a.nhwc) {
         for (int64_t c = 0; c < C; c++) {
           const float *xc = x + c * H * W; /* (H, W) */
           float acc = is_max ? -INFINITY : 0.0f;
-          for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++)
+          for (int64_t h = h0; h < h1; h += dh)
+            for (int64_t w = w0; w < w1; w += dw)
               acc = is_max ? (xc[h * W + w] > acc ? xc[h * W + w] : acc) : acc + xc[h * W + w];
           y[(c * g->outH + oh) * g->outW + ow] = is_max ? acc : acc * inv;
         }
@@ -129,8 +132,8 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
         float *yp = y + (oh * g->outW + ow) * C; /* (C) */
         for (int64_t c = 0; c < C; c++)
           yp[c] = is_max ? -INFINITY : 0.0f;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
+        for (int64_t h = h0; h < h1; h += dh)
+          for (int64_t w = w0; w < w1; w += dw) {
             const float *xp = x + (h * W + w) * C;
             if (is_max)
               for (int64_t c = 0; c < C; c++)
@@ -151,7 +154,7 @@ static void pool_image(const pool_plan *p, int is_max, const float *x, float *y)
 static void pool_grad_image(const pool_plan *p, int is_max, const float *x, const float *y,
                             const float *dy, float *dx) {
   const dm_conv_geom *g = &p->g;
-  const int64_t C = g->C, H = g->H, W = g->W;
+  const int64_t C = g->C, H = g->H, W = g->W, dh = g->dilation[0], dw = g->dilation[1];
   memset(dx, 0, (size_t)p->xs * sizeof *dx);
   for (int64_t oh = 0; oh < g->outH; oh++) {
     int64_t h0, h1;
@@ -159,12 +162,12 @@ static void pool_grad_image(const pool_plan *p, int is_max, const float *x, cons
     for (int64_t ow = 0; ow < g->outW; ow++) {
       int64_t w0, w1;
       dm_pool_window(g, 1, ow, W, &w0, &w1);
-      float inv = 1.0f / (float)((h1 - h0) * (w1 - w0));
+      float inv = 1.0f / (float)dm_pool_divisor(g, p->a.count_include_pad, oh, ow);
       for (int64_t c = 0; c < C; c++) {
         int64_t yi = p->a.nhwc ? (oh * g->outW + ow) * C + c : (c * g->outH + oh) * g->outW + ow;
         float d = is_max ? dy[yi] : dy[yi] * inv;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
+        for (int64_t h = h0; h < h1; h += dh)
+          for (int64_t w = w0; w < w1; w += dw) {
             int64_t xi = p->a.nhwc ? (h * W + w) * C + c : (c * H + h) * W + w;
             if (!is_max || x[xi] == y[yi])
               dx[xi] += d;
@@ -263,11 +266,12 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
 
 static const dm_arg_spec pool_args[] = {
     DM_CONV_POOL_ARG_SPECS,
+    DM_POOL_ARG_SPECS,
     {"global_pooling", DM_ARG_INT, 0, "pool over the whole image (kernel = H x W)"},
-    {"dilation", DM_ARG_INT, 0, "must be 1"},
-    {"dilation_h", DM_ARG_INT, 0, "must be 1"},
-    {"dilation_w", DM_ARG_INT, 0, "must be 1"},
-    {"dilations", DM_ARG_INTS, 0, "must be [1, 1]"},
+    {"dilation", DM_ARG_INT, 0, "dilation (default 1)"},
+    {"dilation_h", DM_ARG_INT, 0, "dilation height"},
+    {"dilation_w", DM_ARG_INT, 0, "dilation width"},
+    {"dilations", DM_ARG_INTS, 0, "dilations [h, w]"},
     {NULL, 0, 0, NULL},
 };
 
@@ -304,7 +308,8 @@ static const dm_op_schema max_pool_schema =
     POOL_SCHEMA("MaxPool", max_pool_gradient, "X -> Y, the maximum over each window.");
 static const dm_op_schema average_pool_schema = POOL_SCHEMA(
     "AveragePool", average_pool_gradient,
-    "X -> Y, the mean over each window's input pixels (padding not counted).");
+    "X -> Y, the mean over each window's input pixels (with count_include_pad, padding "
+    "counted as zeros).");
 static const dm_op_schema max_pool_grad_schema =
     POOL_GRAD_SCHEMA("MaxPoolGradient", "X, Y, dY -> dX; dY goes to the inputs equal to Y.");
 static const dm_op_schema average_pool_grad_schema = POOL_GRAD_SCHEMA(

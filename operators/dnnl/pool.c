@@ -8,7 +8,9 @@
  * size (floor((in + pl + pr - k) / s) + 1) is the reference's, which covers every
  * legacy_pad (CAFFE_LEGACY_POOLING's ceil mode is a larger right padding). AveragePool
  * divides by the inputs under the window, padding not counted: oneDNN's
- * pooling_avg_exclude_padding, which clips the window to the input as the reference does.
+ * pooling_avg_exclude_padding, which clips the window to the input as the reference does;
+ * with count_include_pad, pooling_avg_include_padding (the supports hook leaves the
+ * rounded-up outputs whose last window passes the padding to the reference).
  *
  * Layouts: X is read in the layout it arrives in (nChw16c from a convolution stays so)
  * and Y is written in the one the primitive picks for it, which follows X's.
@@ -38,13 +40,32 @@
 
 dm_status dm_dnnl_check_shapes(dm_op_ctx *ctx) { return dm_op_check_shapes(ctx); }
 
+/* oneDNN's avg_include_padding divides by the whole kernel, which is the reference's
+ * count_include_pad divisor while every window lies within the padded input: not so when
+ * a rounded-up output (ceil_mode, legacy_pad 3) reaches past the padding. */
+static int include_pad_ok(const dm_op_ctx *ctx) {
+  size_t nd = 0;
+  const int64_t *dl = dm_op_arg_ints(ctx, "dilations", &nd);
+  if (dm_op_arg_int(ctx, "dilation", 1) != 1 || dm_op_arg_int(ctx, "dilation_h", 1) != 1 ||
+      dm_op_arg_int(ctx, "dilation_w", 1) != 1 || (nd == 2 && (dl[0] != 1 || dl[1] != 1)))
+    return dm_op_refuse(ctx, "dilated pooling runs on the reference kernels");
+  if (strncmp(dm_op_type(ctx), "AveragePool", 11) != 0 ||
+      dm_op_arg_int(ctx, "count_include_pad", 0) == 0)
+    return 1;
+  if (dm_op_arg_int(ctx, "ceil_mode", 0) != 0 ||
+      dm_op_arg_int(ctx, "legacy_pad", 0) == DM_LEGACY_CAFFE_POOLING)
+    return dm_op_refuse(ctx, "count_include_pad with a rounded-up output (ceil_mode or "
+                        "legacy_pad 3): oneDNN would count the padding past the given pads");
+  return 1;
+}
+
 static int pool_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0);
+  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0) && include_pad_ok(ctx);
 }
 
 static int pool_grad_supports(const dm_op_ctx *ctx) {
   return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0) &&
-         dm_dnnl_float_or_bf16(ctx, 1) && dm_dnnl_float_or_bf16(ctx, 2);
+         dm_dnnl_float_or_bf16(ctx, 1) && dm_dnnl_float_or_bf16(ctx, 2) && include_pad_ok(ctx);
 }
 
 typedef struct pool_state {
@@ -99,8 +120,10 @@ static dm_status pool_geometry(dm_op_ctx *ctx, const dm_tensor *x, pool_geom *p)
 }
 
 static dnnl_alg_kind_t pool_alg(const dm_op_ctx *ctx) {
-  return strncmp(dm_op_type(ctx), "MaxPool", 7) == 0 ? dnnl_pooling_max
-                                                      : dnnl_pooling_avg_exclude_padding;
+  if (strncmp(dm_op_type(ctx), "MaxPool", 7) == 0)
+    return dnnl_pooling_max;
+  return dm_op_arg_int(ctx, "count_include_pad", 0) != 0 ? dnnl_pooling_avg_include_padding
+                                                         : dnnl_pooling_avg_exclude_padding;
 }
 
 /* X's plain description as the "any" format of its dims (for the primitive to choose). */

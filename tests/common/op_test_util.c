@@ -187,3 +187,27 @@ double opt_uniform(uint64_t *state, double lo, double hi) {
   *state = x;
   return lo + (hi - lo) * ((double)(x >> 11) * 0x1p-53);
 }
+
+double *opt_draw(int64_t n, double lo, double hi, int mode, uint64_t *seed) {
+  double *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; v && i < n; i++) {
+    float f = (float)opt_uniform(seed, lo, hi);
+    v[i] = mode ? opt_widen(mode, opt_narrow(mode, f)) : f;
+  }
+  return v;
+}
+
+void opt_feed_mode(dm_workspace *ws, const char *name, int mode, int ndim, const int64_t *dims,
+                   const double *v) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= dims[i];
+  void *buf = malloc((size_t)(n > 0 ? n : 1) * 4);
+  for (int64_t i = 0; buf && i < n; i++)
+    if (mode)
+      ((uint16_t *)buf)[i] = opt_narrow(mode, (float)v[i]);
+    else
+      ((float *)buf)[i] = (float)v[i];
+  opt_feed(ws, name, opt_mode_dtype(mode), ndim, dims, buf);
+  free(buf);
+}

@@ -71,4 +71,11 @@ static inline float opt_widen(int mode, uint16_t h) {
   return mode == 2 ? dm_bf16_to_float(h) : dm_half_to_float(h);
 }
 
+/* n values uniform in [lo, hi), rounded to the mode's dtype so a reference sees what is
+ * fed (malloc'd; the caller frees). */
+double *opt_draw(int64_t n, double lo, double hi, int mode, uint64_t *seed);
+/* Feeds doubles as the mode's dtype (FP32, or FP16/BF16 rounded to nearest even). */
+void opt_feed_mode(dm_workspace *ws, const char *name, int mode, int ndim, const int64_t *dims,
+                   const double *v);
+
 #endif

@@ -24,6 +24,7 @@ import sys
 try:
     import numpy as np
     import onnx
+    import onnx.numpy_helper
     from onnx.backend.test.case import node as node_cases
 except ImportError as e:
     print(f"skipped: {e}")
@@ -37,29 +38,58 @@ TRANSLATED = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxP
               "HardSwish", "Pow", "Max", "Min", "Mean", "LogSoftmax", "ReduceSum",
               "ReduceMean", "ReduceMax", "Shape", "Gather", "Squeeze", "Unsqueeze", "Slice",
               "ConstantOfShape"}
+TRANSLATED |= {"ConvTranspose", "Resize", "Upsample", "Pad"}  # net/onnx_ops_spatial.c
 
 
 # Accepted cases that fail with a clear error instead of an answer, and why. Anything
 # else that fails to run, or any wrong answer, fails the test.
 KNOWN = {
-    "test_maxpool_2d_ceil_output_size_reduce_by_one":
-        "ceil_mode's last window starting in the right padding: MaxPool's legacy_pad 3 "
-        "drops it only when there is padding (Caffe's rule) and refuses the shape",
 }
 # Run errors that are a dtype the Caffe2 op (or the .npy reader) does not take.
 DTYPE_REFUSALS = ("expected the same dtype", "unsupported dtype", "MaxPool takes")
+
+
+# Inputs the importer needs as constants (ONNX lets them be runtime tensors; exporters
+# write them as initializers or Constant nodes): op type -> input indices. A case that
+# feeds one of them as a graph input gets it as an initializer holding the case's value.
+CONST_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "Pad": (1, 2, 3)}
+
+
+def bake_constants(case):
+    """The case's model with CONST_INPUTS made initializers, and the remaining inputs'
+    data sets; unchanged when the data sets disagree on a value."""
+    g = case.model.graph
+    names = [v.name for v in g.input if v.name not in {t.name for t in g.initializer}]
+    want = {n.input[i] for n in g.node for i in CONST_INPUTS.get(n.op_type, ())
+            if i < len(n.input) and n.input[i]}
+    bake = [k for k, name in enumerate(names) if name in want]
+    sets = case.data_sets or []
+    if not bake or any(not np.array_equal(np.asarray(s[0][k]), np.asarray(sets[0][0][k]))
+                       for s in sets for k in bake):
+        return case.model, sets
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    for k in bake:
+        model.graph.initializer.append(
+            onnx.numpy_helper.from_array(np.asarray(sets[0][0][k]), names[k]))
+    keep = [v for v in model.graph.input if v.name not in {names[k] for k in bake}]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    sets = [([a for k, a in enumerate(ins) if k not in bake], outs) for ins, outs in sets]
+    return model, sets
 
 
 def run_case(exe, work, case, verbose):
     d = os.path.join(work, case.name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
-    onnx.save(case.model, path)
-    g = case.model.graph
+    model, data_sets = bake_constants(case)
+    onnx.save(model, path)
+    g = model.graph
     inits = {t.name for t in g.initializer}
     in_names = [v.name for v in g.input if v.name not in inits]
     out_names = [v.name for v in g.output]
-    for k, (inputs, outputs) in enumerate(case.data_sets or []):
+    for k, (inputs, outputs) in enumerate(data_sets):
         cmd = [exe, "run", "--net", path]
         for name, arr in zip(in_names, inputs):
             f = os.path.join(d, f"in{k}_{len(cmd)}.npy")

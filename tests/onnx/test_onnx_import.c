@@ -625,6 +625,76 @@ static void test_inferred_shapes(void **state) {
   free_pair(init, pred);
 }
 
+static void attr_str(tmodel *t, Onnx__NodeProto *n, char *name, char *v) {
+  Onnx__AttributeProto *a = tm_attr(t, n, name);
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  a->has_s = 1;
+  a->s.data = (uint8_t *)v;
+  a->s.len = strlen(v);
+}
+
+/* net/onnx_ops_spatial.c: Pad, Resize and ConvTranspose onto PadImage, ResizeNearest and
+ * ConvTranspose with their arguments; then the refusals, all listed. */
+static void test_spatial(void **state) {
+  (void)state;
+  tmodel t;
+  tm_init(&t, 13);
+  tm_input(&t, "x");
+  tm_output(&t, "y");
+  static char *p_out[] = {"pads"}, *s_out[] = {"scales"}, *pad_in[] = {"x", "pads"};
+  static char *pad_out[] = {"p"}, *rs_in[] = {"p", "", "scales"}, *rs_out[] = {"r"};
+  static char *ct_in[] = {"r", "W"}, *ct_out[] = {"y"};
+  static int64_t pp[] = {0, 0, 1, 2, 0, 0, 3, 4}, want_pads[] = {1, 2, 3, 4};
+  static float scales[] = {1, 1, 2, 3};
+  static int64_t wd[] = {2, 1, 3, 3}, st[] = {2, 2}, op[] = {1, 0}, want_adj[] = {1, 0};
+  static float w[18];
+  attr_ints(&t, tm_node(&t, "Constant", "kp", 0, NULL, 1, p_out), "value_ints", 8, pp);
+  Onnx__AttributeProto *a = tm_attr(&t, tm_node(&t, "Constant", "ks", 0, NULL, 1, s_out),
+                                    "value_floats");
+  a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+  a->n_floats = 4, a->floats = scales;
+  attr_str(&t, tm_node(&t, "Pad", "pad", 2, pad_in, 1, pad_out), "mode", "edge");
+  Onnx__NodeProto *rs = tm_node(&t, "Resize", "rs", 3, rs_in, 1, rs_out);
+  attr_str(&t, rs, "coordinate_transformation_mode", "asymmetric");
+  attr_str(&t, rs, "nearest_mode", "floor");
+  tm_float_init(&t, "W", 4, wd, 18, w);
+  Onnx__NodeProto *ct = tm_node(&t, "ConvTranspose", "ct", 2, ct_in, 1, ct_out);
+  attr_ints(&t, ct, "strides", 2, st);
+  attr_ints(&t, ct, "output_padding", 2, op);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  if (dm_onnx_import(&t.m, NULL, &init, &pred) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  assert_int_equal(pred->n_op, 3);
+  assert_string_equal(pred->op[0]->type, "PadImage");
+  assert_int_equal(pred->op[0]->n_input, 1);
+  assert_memory_equal(arg(pred->op[0], "pads")->ints, want_pads, sizeof want_pads);
+  assert_true(arg(pred->op[0], "mode")->s.len == 4 &&
+              memcmp(arg(pred->op[0], "mode")->s.data, "edge", 4) == 0);
+  assert_string_equal(pred->op[1]->type, "ResizeNearest");
+  assert_int_equal(pred->op[1]->n_input, 1);
+  assert_true(arg(pred->op[1], "height_scale")->f == 2 && arg(pred->op[1], "width_scale")->f == 3);
+  assert_true(arg(pred->op[1], "coordinate_transformation_mode")->s.len == 10 &&
+              memcmp(arg(pred->op[1], "coordinate_transformation_mode")->s.data, "asymmetric",
+                     10) == 0);
+  assert_string_equal(pred->op[2]->type, "ConvTranspose");
+  assert_memory_equal(arg(pred->op[2], "adjs")->ints, want_adj, sizeof want_adj);
+  assert_memory_equal(arg(pred->op[2], "kernels")->ints, wd + 2, 2 * sizeof *wd);
+  free_pair(init, pred);
+  init = pred = NULL;
+  /* Pads on C, a cubic Resize, an output_padding not below the stride: each refused. */
+  pp[1] = 1;
+  attr_str(&t, rs, "mode", "cubic");
+  op[1] = 2;
+  dm_status s = dm_onnx_import(&t.m, NULL, &init, &pred);
+  pp[1] = 0, op[1] = 0;
+  opt_expect_error(s, DM_ERR_UNSUPPORTED, "3 of 5 nodes cannot be imported",
+                   "node 2 'pad': Pad", "padding of N or C", "node 3 'rs': Resize",
+                   "mode 'cubic'", "node 4 'ct': ConvTranspose", "output_padding 2 not below the stride 2",
+                   NULL);
+  assert_null(init);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
@@ -634,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_empty_initializer), cmocka_unit_test(test_math_translations),
       cmocka_unit_test(test_shape_chain_folds),
       cmocka_unit_test(test_inferred_shapes),
+      cmocka_unit_test(test_spatial),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,8 @@ rounds its input, its weights and its output to FP16 (unit roundoff u = 2^-11) a
 accumulates in FP32, so each such layer adds at most about 3u of relative error to what
 it passes on; over L of them the first-order bound is 3uL of the largest output.
 
-Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (a torchvision.models name, or opsnet)
+Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (a torchvision.models name, opsnet or
+       spatialnet)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
 """
 import os
@@ -67,9 +68,35 @@ class OpsNet(torch.nn.Module):
         return torch.softmax(torch.reshape(z, (1, 7)), dim=1)
 
 
+class SpatialNet(torch.nn.Module):
+    """The spatial translations (net/onnx_ops_spatial.c) as PyTorch exports them:
+    AveragePool with ceil_mode and count_include_pad, a dilated MaxPool, a grouped
+    ConvTranspose with output_padding, Resize nearest (asymmetric, floor) and bilinear
+    (pytorch_half_pixel; align_corners). Not F.pad: PyTorch computes its pads with
+    ConstantOfShape, Slice and Concat, which only constant folding turns into the
+    constant Pad needs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2)
+        self.up = torch.nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1,
+                                           groups=2)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        x = F.avg_pool2d(x, 3, 4, padding=1, ceil_mode=True, count_include_pad=True)  # 57
+        y = torch.relu(self.conv(x))                                   # 8 x 28 x 28
+        y = self.up(y)                                                 # 6 x 56 x 56
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest")         # 6 x 112 x 112
+        y = F.max_pool2d(y, 3, 2, dilation=2, ceil_mode=True)          # 6 x 55 x 55
+        y = F.interpolate(y, scale_factor=0.75, mode="bilinear", align_corners=False)
+        return F.interpolate(y, scale_factor=1.5, mode="bilinear", align_corners=True)
+
+
 def build(name):
     torch.manual_seed(0)
-    m = OpsNet() if name == "opsnet" else getattr(torchvision.models, name)()
+    m = (OpsNet() if name == "opsnet" else SpatialNet() if name == "spatialnet"
+         else getattr(torchvision.models, name)())
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):

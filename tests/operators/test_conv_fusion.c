@@ -41,31 +41,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* n values in [lo, hi) rounded to the mode's type, so the reference sees what is fed. */
-static double *draw(int64_t n, double lo, double hi, int mode, uint64_t *seed) {
-  double *v = malloc(sizeof *v * (size_t)n);
-  for (int64_t i = 0; i < n; i++) {
-    float f = (float)opt_uniform(seed, lo, hi);
-    v[i] = mode ? opt_widen(mode, opt_narrow(mode, f)) : f;
-  }
-  return v;
-}
-
-static void feed(dm_workspace *ws, const char *name, int mode, int ndim, const int64_t *dims,
-                 const double *v) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++)
-    n *= dims[i];
-  void *buf = malloc((size_t)n * 4);
-  for (int64_t i = 0; i < n; i++)
-    if (mode)
-      ((uint16_t *)buf)[i] = opt_narrow(mode, (float)v[i]);
-    else
-      ((float *)buf)[i] = (float)v[i];
-  opt_feed(ws, name, opt_mode_dtype(mode), ndim, dims, buf);
-  free(buf);
-}
-
 static double fetch_at(const dm_tensor *t, int mode, int64_t i) {
   return mode ? opt_widen(mode, ((const uint16_t *)dm_tensor_data(t))[i])
               : ((const float *)dm_tensor_data(t))[i];
@@ -97,8 +72,8 @@ static void run_conv(dm_workspace *ws, const fcase *c, int nhwc, int mode, int f
   int64_t ow = (c->W + 2 * c->pad - c->kw) / c->stride + 1;
   int64_t nx = c->N * c->C * c->H * c->W, ny = c->N * c->M * oh * ow;
   /* x, w, S in the layout fed; w is (M, Cg, kh, kw) or (M, kh, kw, Cg) */
-  double *x = draw(nx, -2, 2, mode, &seed), *w = draw(c->M * K, -1, 1, mode, &seed);
-  double *b = draw(c->M, -1, 1, mode, &seed), *sv = draw(ny, -3, 3, mode, &seed);
+  double *x = opt_draw(nx, -2, 2, mode, &seed), *w = opt_draw(c->M * K, -1, 1, mode, &seed);
+  double *b = opt_draw(c->M, -1, 1, mode, &seed), *sv = opt_draw(ny, -3, 3, mode, &seed);
   int sum = ft != 1, relu = ft != 2;
   int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->M, Cg, c->kh, c->kw}, bd[1] = {c->M};
   int64_t yd[4] = {c->N, c->M, oh, ow};
@@ -107,12 +82,12 @@ static void run_conv(dm_workspace *ws, const fcase *c, int nhwc, int mode, int f
     wd[1] = c->kh, wd[2] = c->kw, wd[3] = Cg;
     yd[1] = oh, yd[2] = ow, yd[3] = c->M;
   }
-  feed(ws, "X", mode, 4, xd, x);
-  feed(ws, "W", mode, 4, wd, w);
-  feed(ws, "b", mode, 1, bd, b);
+  opt_feed_mode(ws, "X", mode, 4, xd, x);
+  opt_feed_mode(ws, "W", mode, 4, wd, w);
+  opt_feed_mode(ws, "b", mode, 1, bd, b);
   const char *y_name = sum && in_place ? "S" : "Y";
   if (sum)
-    feed(ws, "S", mode, 4, yd, sv);
+    opt_feed_mode(ws, "S", mode, 4, yd, sv);
   opt_op *op = opt_new("ConvFusion");
   opt_in(op, "X"), opt_in(op, "W");
   if (bias)
@@ -178,12 +153,12 @@ static void test_fc_fusion(void **state) {
   for (int mode = 0; mode < 3; mode++) {
     uint64_t seed = 77 + (uint64_t)mode;
     const int64_t Mr = 6, N = 4, K = 7;
-    double *x = draw(Mr * K, -2, 2, mode, &seed), *w = draw(N * K, -1, 1, mode, &seed);
-    double *b = draw(N, -1, 1, mode, &seed);
+    double *x = opt_draw(Mr * K, -2, 2, mode, &seed), *w = opt_draw(N * K, -1, 1, mode, &seed);
+    double *b = opt_draw(N, -1, 1, mode, &seed);
     int64_t xd[3] = {2, 3, K}, wd[2] = {N, K}, bd[1] = {N}, yd[3] = {2, 3, N};
-    feed(ws, "X", mode, 3, xd, x);
-    feed(ws, "W", mode, 2, wd, w);
-    feed(ws, "b", mode, 1, bd, b);
+    opt_feed_mode(ws, "X", mode, 3, xd, x);
+    opt_feed_mode(ws, "W", mode, 2, wd, w);
+    opt_feed_mode(ws, "b", mode, 1, bd, b);
     opt_op *op = opt_new("FCFusion");
     opt_in(op, "X"), opt_in(op, "W"), opt_in(op, "b"), opt_out(op, "Y");
     opt_arg_int(op, "fusion_type", 1);
@@ -211,8 +186,8 @@ static void test_errors(void **state) {
   dm_workspace *ws = *state;
   double v[64] = {0};
   int64_t xd[4] = {1, 2, 3, 3}, wd[4] = {2, 2, 1, 1}, bd[1] = {2}, sd[4] = {1, 2, 3, 2};
-  feed(ws, "X", 0, 4, xd, v), feed(ws, "W", 0, 4, wd, v), feed(ws, "b", 0, 1, bd, v);
-  feed(ws, "S", 0, 4, xd, v), feed(ws, "S2", 0, 4, sd, v);
+  opt_feed_mode(ws, "X", 0, 4, xd, v), opt_feed_mode(ws, "W", 0, 4, wd, v), opt_feed_mode(ws, "b", 0, 1, bd, v);
+  opt_feed_mode(ws, "S", 0, 4, xd, v), opt_feed_mode(ws, "S2", 0, 4, sd, v);
   static const struct {
     int ft;
     const char *in[4];

@@ -341,7 +341,8 @@ static void test_pool_errors(void **state) {
   } bad[] = {
       {NULL, 0, NULL, 0, DM_ERR_INVALID, "the kernel size is required"},
       {"global_pooling", 1, "stride", 2, DM_ERR_INVALID, "global_pooling takes no stride"},
-      {"kernel", 3, "dilation", 2, DM_ERR_UNSUPPORTED, "pooling does not support dilation"},
+      {"global_pooling", 1, "dilation", 2, DM_ERR_INVALID, "global_pooling takes no dilation"},
+      {"kernel", 2, "dilation", 5, DM_ERR_SHAPE, "(dilated to 6x6) does not fit"},
       {"kernel", 2, "pad", 2, DM_ERR_INVALID, "would lie entirely in the padding"},
       {"kernel", 3, "pad", -1, DM_ERR_INVALID, "pad -1 is out of range"},
       {"kernel", 0, NULL, 0, DM_ERR_INVALID, "kernel 0 is out of range"},
@@ -382,11 +383,108 @@ static void test_pool_errors(void **state) {
                    NULL);
 }
 
+/* ceil_mode (ONNX's and PyTorch's rule, asymmetric pads), count_include_pad and dilation,
+ * forward
+ * and AveragePool's gradient, on the default engine (oneDNN where built; it leaves the
+ * case whose last window passes the pads to the reference) and the reference. Output
+ * sizes by hand: ceil((in + pt + pb - k) / s) + 1, less one when the last window would
+ * start past pt + in. The divisor with count_include_pad is the window clipped to
+ * [-pt, in + pb) with the pads as given. */
+static void test_pool_ceil_include_pad(void **state) {
+  dm_workspace *ws = *state;
+  static const struct {
+    const char *name;
+    int64_t H, W, kh, kw, sh, sw, pads[4];
+    int ceil;
+    int64_t outH, outW, dh, dw; /* dh, dw: dilation */
+  } oc[] = {
+      /* H: ceil((5+0+1-2)/2)+1 = 3; W: ceil((7+1+0-3)/2)+1 = 4 */
+      {"ceil, asymmetric pads", 5, 7, 2, 3, 2, 2, {0, 1, 1, 0}, 1, 3, 4, 1, 1},
+      /* ceil((2-1)/2)+1 = 2, but (2-1)*2 >= 2 + 0: 1 (ONNX's reduce_by_one case) */
+      {"ceil drops a window", 2, 2, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1, 1},
+      /* (4+1+1-3)+1 = 4, (4+2+0-3)+1 = 4 */
+      {"pads, no ceil", 4, 4, 3, 3, 1, 1, {1, 2, 1, 0}, 0, 4, 4, 1, 1},
+      /* ceil((6+2-3)/2)+1 = 4: the last window [5, 8) passes in + pb = 7 */
+      {"ceil past the pads", 6, 6, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 4, 4, 1, 1},
+      /* dilated 2x3: windows 3 and 7 wide; (7+1+1-3)/1+1 = 7, (8+2+0-7)/2+1 = 2 */
+      {"dilated", 7, 8, 2, 3, 1, 2, {1, 2, 1, 0}, 0, 7, 2, 2, 3},
+      /* dilated 2, ceil: window 5; ceil((6+1+1-5)/2)+1 = 3, (3-1)*2 < 6+1 */
+      {"dilated, ceil", 6, 5, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, 2, 2, 2},
+  };
+  const char *engines[2] = {NULL, "REFERENCE"};
+  for (size_t ci = 0; ci < sizeof oc / sizeof oc[0]; ci++)
+    for (int kind = 0; kind < 3; kind++) /* MaxPool, AveragePool, with count_include_pad */
+      for (int e = 0; e < 2; e++) {
+        const int64_t N = 1, C = 2, H = oc[ci].H, W = oc[ci].W, OH = oc[ci].outH, OW = oc[ci].outW;
+        const int64_t *p = oc[ci].pads;
+        double *x = distinct(N * C * H * W, 1), *y = malloc(sizeof *y * (size_t)(C * OH * OW));
+        double *dy = malloc(sizeof *dy * (size_t)(C * OH * OW)), *dx = calloc((size_t)(C * H * W), sizeof *dx);
+        for (int64_t i = 0; i < C * OH * OW; i++)
+          dy[i] = (double)(i % 7) - 3;
+        for (int64_t ch = 0; ch < C; ch++)
+          for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+              int64_t dh = oc[ci].dh, dw = oc[ci].dw;
+              int64_t h0 = oh * oc[ci].sh - p[0], w0 = ow * oc[ci].sw - p[1];
+              int64_t h1 = h0 + dh * (oc[ci].kh - 1) + 1, w1 = w0 + dw * (oc[ci].kw - 1) + 1;
+              double m = -INFINITY, sum = 0, cnt = 0;
+              for (int64_t h = h0; h < h1; h += dh)
+                for (int64_t w = w0; w < w1; w += dw) {
+                  int inside = h >= 0 && h < H && w >= 0 && w < W;
+                  int padded = h >= -p[0] && h < H + p[2] && w >= -p[1] && w < W + p[3];
+                  if (inside)
+                    m = fmax(m, x[(ch * H + h) * W + w]), sum += x[(ch * H + h) * W + w];
+                  cnt += kind == 2 ? padded : inside;
+                }
+              int64_t yi = (ch * OH + oh) * OW + ow;
+              y[yi] = kind == 0 ? m : sum / cnt;
+              for (int64_t h = h0; kind && h < h1; h += dh)
+                for (int64_t w = w0; w < w1; w += dw)
+                  if (h >= 0 && h < H && w >= 0 && w < W)
+                    dx[(ch * H + h) * W + w] += dy[yi] / cnt;
+            }
+        int64_t xd[4] = {N, C, H, W}, yd[4] = {N, C, OH, OW};
+        feed(ws, "X", DM_FLOAT, xd, x), feed(ws, "dY", DM_FLOAT, yd, dy);
+        for (int g = 0; g < (kind ? 2 : 1); g++) {
+          opt_op *op = opt_new(g ? "AveragePoolGradient" : kind ? "AveragePool" : "MaxPool");
+          opt_in(op, "X");
+          if (g)
+            opt_in(op, "Y"), opt_in(op, "dY");
+          opt_out(op, g ? "dX" : "Y");
+          if (engines[e])
+            opt_engine(op, engines[e]);
+          opt_arg_int(op, "kernel_h", oc[ci].kh), opt_arg_int(op, "kernel_w", oc[ci].kw);
+          opt_arg_int(op, "stride_h", oc[ci].sh), opt_arg_int(op, "stride_w", oc[ci].sw);
+          opt_arg_ints(op, "pads", 4, p);
+          if (oc[ci].ceil)
+            opt_arg_int(op, "ceil_mode", 1);
+          if (kind == 2)
+            opt_arg_int(op, "count_include_pad", 1);
+          if (oc[ci].dh != 1 || oc[ci].dw != 1)
+            opt_arg_int(op, "dilation_h", oc[ci].dh), opt_arg_int(op, "dilation_w", oc[ci].dw);
+          if (opt_run(op, ws) != DM_OK)
+            fail_msg("%s (kind %d, engine %s): %s", oc[ci].name, kind,
+                     engines[e] ? engines[e] : "default", dm_last_error());
+          const dm_tensor *t = opt_fetch(ws, g ? "dX" : "Y", DM_FLOAT, 4, g ? xd : yd);
+          const double *ref = g ? dx : y;
+          for (int64_t i = 0; i < (g ? C * H * W : C * OH * OW); i++) {
+            double got = ((const float *)dm_tensor_data(t))[i];
+            /* sums of at most 9 values below 32, times a rounded 1/L: 12 u32 * 9 * 32 */
+            if (!(fabs(got - ref[i]) <= 12 * OPT_U32 * 9 * 32))
+              fail_msg("%s (kind %d, %s, engine %s): element %lld is %.9g, expected %.9g",
+                       oc[ci].name, kind, g ? "dX" : "Y", engines[e] ? engines[e] : "default",
+                       (long long)i, got, ref[i]);
+          }
+        }
+        free(x), free(y), free(dy), free(dx);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pool_fp32),       cmocka_unit_test(test_pool_fp16), cmocka_unit_test(test_pool_bf16),
       cmocka_unit_test(test_pool_grad_check), cmocka_unit_test(test_pool_infer),
-      cmocka_unit_test(test_pool_errors),
+      cmocka_unit_test(test_pool_errors), cmocka_unit_test(test_pool_ceil_include_pad),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
