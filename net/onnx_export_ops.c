@@ -279,10 +279,19 @@ static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *glob
     return ex_refuse(e, "no kernel size");
   if (w.d[0] != 1 || w.d[1] != 1)
     return ex_refuse(e, "dilated pooling");
+  /* The op's ceil_mode is ONNX's rule (operators/conv_args.h); legacy_pad 3 is Caffe's. */
+  int ceil = ex_arg_i(o, "ceil_mode", 0) != 0;
+  if (ceil && w.legacy)
+    return ex_refuse(e, "ceil_mode with legacy_pad %d", w.legacy);
   if (w.legacy == 3)
     DM_TRY(caffe_pool_pads(e, o, &w));
   Onnx__NodeProto *n = ex_node_io(e, o, type, 1);
-  window_attrs(e, n, &w); /* AveragePool: count_include_pad 0, as ours counts input only */
+  window_attrs(e, n, &w);
+  if (ceil)
+    ex_attr_int(e, n, "ceil_mode", 1);
+  /* ONNX's default, as ours, divides by the input pixels of each window only */
+  if (strcmp(type, "AveragePool") == 0 && ex_arg_i(o, "count_include_pad", 0))
+    ex_attr_int(e, n, "count_include_pad", 1);
   return e->s;
 }
 

@@ -223,7 +223,8 @@ def opsnet(exe, work):
 
 # The activations, n-ary math and reductions (net/onnx_export_math.c): each with the
 # arguments that change its ONNX form (Clip's bounds and ReduceSum's axes as inputs, Pow's
-# exponent as a scalar, HardSwish expanded, LogSoftmax over two trailing dims).
+# exponent as a scalar, HardSwish expanded, LogSoftmax over two trailing dims), and the
+# pools' ceil_mode and count_include_pad (4x5 by stride 2: partial last windows).
 MATHNET = """name: "mathnet"
 op { input: "data" output: "sg" name: "sg" type: "Sigmoid" }
 op { input: "data" output: "th" name: "th" type: "Tanh" }
@@ -244,8 +245,13 @@ op { input: "mn" output: "rs" name: "rs" type: "ReduceSum" arg { name: "axes" in
   arg { name: "keepdims" i: 0 } }
 op { input: "me" output: "rm" name: "rm" type: "ReduceMean" arg { name: "axes" ints: [2] } }
 op { input: "me" output: "rx" name: "rx" type: "ReduceMax" }
+op { input: "data" output: "apc" name: "apc" type: "AveragePool" arg { name: "kernel" i: 3 }
+  arg { name: "stride" i: 2 } arg { name: "pad" i: 1 } arg { name: "ceil_mode" i: 1 }
+  arg { name: "count_include_pad" i: 1 } }
+op { input: "data" output: "mpc" name: "mpc" type: "MaxPool" arg { name: "kernel" i: 2 }
+  arg { name: "stride" i: 2 } arg { name: "ceil_mode" i: 1 } }
 external_input: "data"
-external_output: ["ls", "rs", "rm", "rx", "mn"]
+external_output: ["ls", "rs", "rm", "rx", "mn", "apc", "mpc"]
 """
 
 
@@ -259,7 +265,8 @@ def mathnet(exe, work):
     with open(np_, "w") as f:
         f.write(MATHNET)
     x = g.uniform(-2, 2, (2, 3, 4, 5)).astype(np.float32)
-    return compare("mathnet", exe, d, ip, np_, {"data": x}, ["ls", "rs", "rm", "rx", "mn"])
+    return compare("mathnet", exe, d, ip, np_, {"data": x},
+                   ["ls", "rs", "rm", "rx", "mn", "apc", "mpc"])
 
 
 def main():
