@@ -264,11 +264,6 @@ static int flat4_of(const dnnl_memory_desc_t *md, flat4 *f) {
   return 1;
 }
 
-static inline int64_t flat4_at(const flat4 *f, int64_t n, int64_t c, int64_t h, int64_t w) {
-  return f->off0 + n * f->s[0] + (c / f->blk) * f->s[1] + h * f->s[2] + w * f->s[3] +
-         c % f->blk;
-}
-
 /* t's data and where its elements sit: as it is, or reordered to plain into scratch. */
 static dm_status flat_input(const dm_tensor *t, dm_dnnl_buf *scratch, const void **data,
                             flat4 *f) {

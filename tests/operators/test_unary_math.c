@@ -186,8 +186,8 @@ static void test_gradient_check(void **state) {
       "type: 'Tanh' input: 'X' output: 'Y'",
       "type: 'LeakyRelu' input: 'X' output: 'Y' arg { name: 'alpha' f: 0.2 }",
       "type: 'Clip' input: 'X' output: 'Y' arg { name: 'min' f: -1 } arg { name: 'max' f: 1.5 }",
-      "type: 'HardSigmoid' input: 'X' output: 'Y' arg { name: 'alpha' f: 0.25 } "
-      "arg { name: 'beta' f: 0.5 }",
+      ("type: 'HardSigmoid' input: 'X' output: 'Y' arg { name: 'alpha' f: 0.25 } "
+       "arg { name: 'beta' f: 0.5 }"),
       "type: 'HardSwish' input: 'X' output: 'Y'",
   };
   /* kinks: 0 (LeakyRelu), -1 and 1.5 (Clip), -2 and 2 (HardSigmoid), -3 and 3 (HardSwish) */
