@@ -265,7 +265,8 @@ static dm_status caffe_pool_pads(oxe *e, const ex_op *o, win *w) {
   return DM_OK;
 }
 
-static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *global) {
+static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *global,
+                      int average) {
   if (o->def->n_input != 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X -> Y");
   DM_TRY(need_nchw(e, o));
@@ -290,17 +291,17 @@ static dm_status pool(oxe *e, const ex_op *o, const char *type, const char *glob
   if (ceil)
     ex_attr_int(e, n, "ceil_mode", 1);
   /* ONNX's default, as ours, divides by the input pixels of each window only */
-  if (strcmp(type, "AveragePool") == 0 && ex_arg_i(o, "count_include_pad", 0))
+  if (average && ex_arg_i(o, "count_include_pad", 0))
     ex_attr_int(e, n, "count_include_pad", 1);
   return e->s;
 }
 
 static dm_status tr_maxpool(oxe *e, const ex_op *o) {
-  return pool(e, o, "MaxPool", "GlobalMaxPool");
+  return pool(e, o, "MaxPool", "GlobalMaxPool", 0);
 }
 
 static dm_status tr_avgpool(oxe *e, const ex_op *o) {
-  return pool(e, o, "AveragePool", "GlobalAveragePool");
+  return pool(e, o, "AveragePool", "GlobalAveragePool", 1);
 }
 
 /* ---- SpatialBN, FC, Softmax, Dropout, LRN -------------------------------------------- */
