@@ -240,20 +240,24 @@ static dm_status tr_batchnorm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
-static dm_status tr_softmax(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  DM_TRY(ox_plain(c, n, b, "Softmax", 1));
-  /* Before opset 13 Softmax flattens to 2-D at `axis` (default 1), which is Caffe2's
-   * rule; from 13 it normalises along the one axis (default -1), the same only when
-   * that is the last. */
+/* Softmax and LogSoftmax (`type`): before opset 13 they flatten to 2-D at `axis` (default
+ * 1), which is the Caffe2 ops' rule; from 13 they normalise along the one axis (default
+ * -1), the same only when that is the last. */
+dm_status ox_softmax_like(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type) {
+  DM_TRY(ox_plain(c, n, b, type, 1));
   int64_t axis = ox_attr_int(n, "axis", c->opset >= 13 ? -1 : 1);
   int rank = ox_rank_of(c, ox_in_name(n, 0));
   if (c->opset >= 13 && axis != -1 && !(rank > 0 && axis == rank - 1))
-    return ox_refuse(c, "Softmax along axis %lld of a tensor of %s rank (only the last axis is "
-                  "supported)", (long long)axis, rank < 0 ? "unknown" : "another");
+    return ox_refuse(c, "%s along axis %lld of a tensor of %s rank (only the last axis is "
+                     "supported)", type, (long long)axis, rank < 0 ? "unknown" : "another");
   if (c->opset >= 13)
     axis = -1;
   dm_opb_arg_int(b, "axis", axis);
   return DM_OK;
+}
+
+static dm_status tr_softmax(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return ox_softmax_like(c, n, b, "Softmax");
 }
 
 /* LRN across channels: ONNX's formula is Caffe2's (alpha divided by size); ONNX's

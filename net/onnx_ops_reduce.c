@@ -75,19 +75,8 @@ static dm_status tr_reduce_max(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return reduce(c, n, b, "ReduceMax", 18);
 }
 
-/* LogSoftmax: before opset 13 rows from `axis` (default 1) on, flattened, which is the
- * op's own rule; from 13 the one axis (default -1), the same only when it is the last. */
 static dm_status tr_log_softmax(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  DM_TRY(ox_plain(c, n, b, "LogSoftmax", 1));
-  int64_t axis = ox_attr_int(n, "axis", c->opset >= 13 ? -1 : 1);
-  int rank = ox_rank_of(c, ox_in_name(n, 0));
-  if (c->opset >= 13 && axis != -1 && !(rank > 0 && axis == rank - 1))
-    return ox_refuse(c, "LogSoftmax along axis %lld of a tensor of %s rank (only the last "
-                     "axis is supported)", (long long)axis, rank < 0 ? "unknown" : "another");
-  if (c->opset >= 13)
-    axis = -1;
-  dm_opb_arg_int(b, "axis", axis);
-  return DM_OK;
+  return ox_softmax_like(c, n, b, "LogSoftmax");
 }
 
 const ox_translator ox_ops_reduce[] = {

@@ -153,6 +153,9 @@ DM_HIDDEN dm_status ox_need_outputs(imp *c, const Onnx__NodeProto *n, size_t max
 /* An op that maps one to one with no arguments: exactly `n_in` inputs, one output. */
 DM_HIDDEN dm_status ox_plain(imp *c, const Onnx__NodeProto *n, dm_opb *b, const char *type,
                              size_t n_in);
+/* Softmax or LogSoftmax (`type`) under the opset's axis rule (onnx_ops_nn.c). */
+DM_HIDDEN dm_status ox_softmax_like(imp *c, const Onnx__NodeProto *n, dm_opb *b,
+                                   const char *type);
 /* A new init-net blob "<base><suffix>" for a value the importer derives (its name in
  * *out, which the caller frees); also an external input of the predict net. */
 DM_HIDDEN dm_status ox_derived_name(imp *c, const char *base, const char *suffix, char **out);
