@@ -205,7 +205,26 @@ typedef struct dm_kernel_def {
    * inputs are shape-only tensors whose dtype may still be DM_UNDEFINED (not yet known):
    * answer for what is known. */
   int (*supports)(const dm_op_ctx *ctx);
+
+  /* Appended in ABI 3.3: DM_KERNEL_* bits (0: none). */
+  uint64_t flags;
 } dm_kernel_def;
+
+/* dm_kernel_def.flags. */
+/* The kernel takes its inputs in whatever storage layout they hold and leaves them so
+ * (Free drops a blob without converting it first); without it, the executor hands a
+ * kernel plain row-major data. */
+#define DM_KERNEL_ANY_LAYOUT 0x1u
+/* A device kernel whose run may be recorded once into a device graph (a CUDA graph) and
+ * replayed in later runs instead of being called: it queues all its work on the op's
+ * stream (dm_op_cuda_stream) and waits for none of it; it reads no host memory at run
+ * time except its arguments and the state made at init; what it queues depends only on
+ * its arguments and its inputs' shapes, dtypes and addresses, never on their values or
+ * a per-run host counter (a random seed advanced on the host, say); and after its first
+ * runs at a given shape it allocates only through its outputs (no growing a scratch
+ * buffer). The executor replays a run of such ops while those shapes and addresses stay
+ * as they were captured (net/graph_exec.h). Without it, the op runs every time. */
+#define DM_KERNEL_GRAPH_SAFE 0x2u
 
 /* For a supports hook that says no: records why and returns 0, as in
  *     return dm_op_refuse(ctx, "input_as_shape reads its input's values on the host");

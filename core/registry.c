@@ -364,7 +364,8 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
 }
 
 int dm_kernel_keeps_layouts(const dm_kernel_def *k) {
-  return k && k->engine && strcmp(k->engine, DM_ENGINE_DNNL) == 0;
+  return k && ((k->flags & DM_KERNEL_ANY_LAYOUT) ||
+               (k->engine && strcmp(k->engine, DM_ENGINE_DNNL) == 0));
 }
 
 static int cmp_schema(const void *a, const void *b) {

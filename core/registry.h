@@ -19,7 +19,8 @@
  * kernel, never the device's default engine (no kernel is registered under it). */
 #define DM_ENGINE_DNNL "DNNL"
 #define DM_ENGINE_REFERENCE "REFERENCE"
-/* Whether k is one of the layout-aware engine's kernels. */
+/* Whether k reads and writes blocked layouts as they are: the layout-aware engine's
+ * kernels, and kernels flagged DM_KERNEL_ANY_LAYOUT. */
 DM_HIDDEN int dm_kernel_keeps_layouts(const dm_kernel_def *k);
 
 /* Finds the kernel for `type` on `device`, trying each engine of the comma-separated

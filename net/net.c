@@ -217,10 +217,7 @@ static uint64_t input_dtypes(const dm_op_ctx *op) {
 /* Chooses op's kernel and makes its state. */
 static dm_status bind_kernel(dm_op_ctx *op, dm_workspace *ws) {
   DM_TRY(lookup_kernel(op, ws, op->device, &op->kernel));
-  /* Free releases whatever storage its blobs hold: converting them first would be a
-   * copy of memory about to be dropped. */
-  op->keeps_layouts = dm_kernel_keeps_layouts(op->kernel) ||
-                      strcmp(op->def->type, "Free") == 0;
+  op->keeps_layouts = dm_kernel_keeps_layouts(op->kernel);
   op->dtypes_seen = input_dtypes(op);
   if (op->device != DM_CPU)
     DM_TRY(dm_device_check(op->device, op->device_id));

@@ -66,8 +66,13 @@ static const dm_op_schema free_schema = {
 static const dm_op_schema *const schemas[] = {&free_schema, NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
-    { .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run, .cross_device = 1},
-    { .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run, .cross_device = 1},
+    /* Free drops storage as it is, blocked layouts included: converting first would
+     * copy memory about to be released. On a device its release is stream-ordered (a
+     * free node when captured into a graph). */
+    { .type = "Free", .device = DM_CPU, .init = free_init, .run = free_run, .cross_device = 1,
+      .flags = DM_KERNEL_ANY_LAYOUT},
+    { .type = "Free", .device = DM_CUDA, .init = free_init, .run = free_run, .cross_device = 1,
+      .flags = DM_KERNEL_ANY_LAYOUT | DM_KERNEL_GRAPH_SAFE},
     {0},
 };
 const dm_op_family dm_family_free = {schemas, kernels};
