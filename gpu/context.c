@@ -42,6 +42,10 @@ static void context_destroy(dm_gpu_context *c) {
     cublasLtDestroy(c->cublaslt);
   if (c->cublas)
     cublasDestroy(c->cublas);
+  if (c->copy_stream) {
+    cudaStreamSynchronize(c->copy_stream);
+    cudaStreamDestroy(c->copy_stream);
+  }
   if (c->stream)
     cudaStreamDestroy(c->stream);
   free(c);
@@ -134,6 +138,13 @@ dm_status dm_gpu_context_get(int device, dm_gpu_context **out) {
   /* kernels and library calls go to this device's stream: make it current */
   DM_CUDA_TRY(cudaSetDevice(device));
   *out = set->dev[device];
+  return DM_OK;
+}
+
+dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out) {
+  if (!c->copy_stream)
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+  *out = c->copy_stream;
   return DM_OK;
 }
 
