@@ -8,7 +8,11 @@
  * wrongly. Allocations the ops make through the stream-ordered pool (cudaMallocAsync /
  * cudaFreeAsync, gpu/memory.c) become the graph's own allocation and free nodes; a block
  * allocated and not freed within the graph is freed again at the next launch
- * (AutoFreeOnLaunch), so a graph can always be relaunched.
+ * (AutoFreeOnLaunch), so a graph can always be relaunched. Those blocks come from the
+ * graphs' memory, whose physical pages CUDA may share among graphs launched in order on
+ * one stream (the two graphs of a double-buffered input need not double the footprint:
+ * to be measured); once a graph exists, the default pool is trimmed of what the runs
+ * before it cached.
  */
 #include "context.h"
 #include "kernels.h"
@@ -43,6 +47,13 @@ dm_status dm_cuda_capture_end(int id, void **graph, long *nodes) {
     (void)cudaGetLastError();
     return dm_cuda_error(e, "cudaGraphInstantiateWithFlags");
   }
+  /* From now on the graph's own pool holds a step's blocks; what the op-by-op runs
+   * before it left cached in the device's default pool (its release threshold is raised:
+   * memory.c) would otherwise stay reserved beside it, doubling the step's footprint. */
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, id) != cudaSuccess ||
+      cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
+    (void)cudaGetLastError(); /* only a saving missed */
   *graph = x;
   *nodes = (long)n;
   return DM_OK;
