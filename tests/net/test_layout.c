@@ -187,11 +187,76 @@ static void test_pad_op(void **state) {
   dm_workspace_destroy(ws);
 }
 
-/* ---- exits: an op without a layout rule reads NCHW data ----------------------------- */
+/* ---- small nets, NCHW against NHWC --------------------------------------------- */
+
+typedef struct blob_spec {
+  const char *name;
+  int ndim;
+  int64_t dims[4];
+} blob_spec;
+
+typedef struct small_run {
+  dm_workspace *ws[2];        /* [0] the net as written, [1] through the layout pass */
+  Caffe2__NetDef *net, *add;  /* the rewritten net and its addition (ws[1] owns them) */
+  dm_layout_summary sum;
+} small_run;
+
+/* Feeds the blobs (uniform in [-0.5, 0.5) from `seed`) to two workspaces, runs `text` in
+ * the first as written and in the second through the layout pass ('data' fed), the
+ * addition first. */
+static void small_run_both(const char *text, const blob_spec *b, int n_blobs, uint64_t seed,
+                           small_run *r) {
+  memset(r, 0, sizeof *r);
+  for (int v = 0; v < 2; v++)
+    assert_ok(dm_workspace_create(&r->ws[v]));
+  for (int t = 0; t < n_blobs; t++) {
+    int64_t n = 1;
+    for (int d = 0; d < b[t].ndim; d++)
+      n *= b[t].dims[d];
+    float *x = malloc((size_t)n * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      x[i] = (float)((double)(seed >> 40) / 16777216.0 - 0.5);
+    }
+    for (int v = 0; v < 2; v++)
+      assert_ok(dm_workspace_feed(r->ws[v], b[t].name, DM_FLOAT, b[t].ndim, b[t].dims, x));
+    free(x);
+  }
+  assert_ok(run_text(r->ws[0], text));
+  r->net = parse(text);
+  assert_ok(dm_netdef_new("add", &r->add));
+  static const char *const fed[] = {"data"};
+  dm_layout_opts o = {.fed = fed, .n_fed = 1};
+  assert_ok(dm_layout_pass(r->net, &o, r->add, &r->sum));
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(r->ws[1], r->add, "add", &n));
+  assert_ok(dm_net_run(n));
+  assert_ok(dm_workspace_create_net(r->ws[1], r->net, "nhwc", &n));
+  assert_ok(dm_net_run(n));
+}
+
+/* Output `y` of both runs: numel elements, equal within FP32 rounding of K-term sums. */
+static void small_run_check(small_run *r, const char *y, int64_t numel, double K) {
+  const dm_tensor *ya = fetch(r->ws[0], y), *yb = fetch(r->ws[1], y);
+  assert_int_equal(dm_tensor_numel(ya), numel);
+  assert_int_equal(dm_tensor_numel(yb), numel);
+  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
+  double tol = LAM * sqrt(K) * U32 * max_abs(ya);
+  for (int64_t k = 0; k < numel; k++)
+    if (fabs((double)pa[k] - pb[k]) > tol)
+      fail_msg("%s[%lld]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", y, (long long)k, pa[k], pb[k],
+               tol);
+  dm_layout_summary_free(&r->sum);
+  dm_workspace_destroy(r->ws[0]);
+  dm_workspace_destroy(r->ws[1]);
+}
+
+/* ---- exits: an op without a layout rule reads NHWC data ----------------------------- */
 
 /* A Reshape (no layout rule) reading a Conv's NHWC output gets it transposed back into
  * c_nchw just before it, so r equals the NCHW net's r within the Conv's FP32 rounding
- * (K = 27 terms); nothing else changes order. */
+ * (K = 27 terms), in the NCHW net's shape. */
 static void test_exit(void **state) {
   (void)state;
   const char *text =
@@ -199,49 +264,17 @@ static void test_exit(void **state) {
       "op { input: ['c'] output: ['r', 'old'] name: 'flat' type: 'Reshape'"
       "     arg { name: 'shape' ints: [0, -1] } }"
       "external_input: ['data', 'w'] external_output: 'r'";
-  enum { ND = 2 * 3 * 5 * 5, NW = 4 * 27 };
-  static float data[ND], w[NW];
-  uint64_t rng = 7;
-  for (int i = 0; i < ND + NW; i++) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    (i < ND ? data : w - ND)[i] = (float)((double)(rng >> 40) / 16777216.0 - 0.5);
-  }
-  const int64_t dd[4] = {2, 3, 5, 5}, wd[4] = {4, 3, 3, 3};
-  dm_workspace *ws[2];
-  for (int v = 0; v < 2; v++) {
-    assert_ok(dm_workspace_create(&ws[v]));
-    assert_ok(dm_workspace_feed(ws[v], "data", DM_FLOAT, 4, dd, data));
-    assert_ok(dm_workspace_feed(ws[v], "w", DM_FLOAT, 4, wd, w));
-  }
-  assert_ok(run_text(ws[0], text));
-  Caffe2__NetDef *net = parse(text), *add = NULL;
-  assert_ok(dm_netdef_new("add", &add));
-  static const char *const fed[] = {"data"};
-  dm_layout_opts o = {.fed = fed, .n_fed = 1};
-  dm_layout_summary sum = {0};
-  assert_ok(dm_layout_pass(net, &o, add, &sum));
+  static const blob_spec b[] = {{"data", 4, {2, 3, 5, 5}}, {"w", 4, {4, 3, 3, 3}}};
+  small_run r;
+  small_run_both(text, b, 2, 7, &r);
   char got[1024];
-  op_list(net, OPL_OUTPUTS, got, sizeof got);
+  op_list(r.net, OPL_OUTPUTS, got, sizeof got);
   assert_string_equal(got, "Transpose(data)>data_nhwc Conv(data_nhwc,w_nhwc)>c "
                            "Transpose(c)>c_nchw Reshape(c_nchw)>r,old");
-  const Caffe2__Argument *axes = dm_opdef_find_arg(net->op[2], "axes");
+  const Caffe2__Argument *axes = dm_opdef_find_arg(r.net->op[2], "axes");
   assert_true(axes && axes->n_ints == 4 && axes->ints[1] == 3 && axes->ints[2] == 1);
-  dm_net *n = NULL;
-  assert_ok(dm_workspace_create_net(ws[1], add, "add", &n));
-  assert_ok(dm_net_run(n));
-  assert_ok(dm_workspace_create_net(ws[1], net, "nhwc", &n));
-  assert_ok(dm_net_run(n));
-  const dm_tensor *ya = fetch(ws[0], "r"), *yb = fetch(ws[1], "r");
-  assert_int_equal(dm_tensor_numel(yb), 2 * 4 * 9);
-  assert_int_equal(dm_tensor_dims(yb)[1], 4 * 9);
-  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
-  double tol = LAM * sqrt(27.0) * U32 * max_abs(ya);
-  for (int k = 0; k < 72; k++)
-    if (fabs((double)pa[k] - pb[k]) > tol)
-      fail_msg("r[%d]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", k, pa[k], pb[k], tol);
-  dm_layout_summary_free(&sum); /* the workspace owns the nets */
-  dm_workspace_destroy(ws[0]);
-  dm_workspace_destroy(ws[1]);
+  assert_int_equal(dm_tensor_dims(fetch(r.ws[1], "r"))[1], 4 * 9);
+  small_run_check(&r, "r", 2 * 4 * 9, 27);
 }
 
 /* ---- Concat into FC ---------------------------------------------------------------- */
@@ -257,55 +290,18 @@ static void test_concat_fc(void **state) {
       "op { input: ['a', 'b'] output: ['c', 'ci'] type: 'Concat' arg { name: 'axis' i: 1 } }"
       "op { input: ['c', 'fw', 'fb'] output: 'y' type: 'FC' }"
       "external_input: ['data', 'w1', 'w2', 'fw', 'fb'] external_output: 'y'";
-  enum { ND = 2 * 3 * 5 * 5, N1 = 4 * 27, N2 = 2 * 27, NF = 5 * 54 };
-  static float data[ND], w1[N1], w2[N2], fw[NF], fb[5];
-  float *all[] = {data, w1, w2, fw, fb};
-  size_t len[] = {ND, N1, N2, NF, 5};
-  uint64_t rng = 42;
-  for (int t = 0; t < 5; t++)
-    for (size_t i = 0; i < len[t]; i++) {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-      all[t][i] = (float)((double)(rng >> 40) / 16777216.0 - 0.5);
-    }
-  const int64_t dd[4] = {2, 3, 5, 5}, d1[4] = {4, 3, 3, 3}, d2[4] = {2, 3, 3, 3},
-                df[2] = {5, 54}, db[1] = {5};
-  const int64_t *dims[] = {dd, d1, d2, df, db};
-  const int nd[] = {4, 4, 4, 2, 1};
-  const char *names[] = {"data", "w1", "w2", "fw", "fb"};
-  dm_workspace *ws[2];
-  for (int v = 0; v < 2; v++) {
-    assert_ok(dm_workspace_create(&ws[v]));
-    for (int t = 0; t < 5; t++)
-      assert_ok(dm_workspace_feed(ws[v], names[t], DM_FLOAT, nd[t], dims[t], all[t]));
-  }
-  assert_ok(run_text(ws[0], text));
-  Caffe2__NetDef *net = parse(text), *add = NULL;
-  assert_ok(dm_netdef_new("add", &add));
-  static const char *const fed[] = {"data"};
-  dm_layout_opts o = {.fed = fed, .n_fed = 1};
-  dm_layout_summary sum = {0};
-  assert_ok(dm_layout_pass(net, &o, add, &sum));
+  static const blob_spec b[] = {{"data", 4, {2, 3, 5, 5}}, {"w1", 4, {4, 3, 3, 3}},
+                                {"w2", 4, {2, 3, 3, 3}},   {"fw", 2, {5, 54}},
+                                {"fb", 1, {5}}};
+  small_run r;
+  small_run_both(text, b, 5, 42, &r);
   char got[1024];
-  op_list(add, OPL_OUTPUTS, got, sizeof got);
+  op_list(r.add, OPL_OUTPUTS, got, sizeof got);
   assert_string_equal(got, "Transpose(w1)>w1_nhwc Transpose(w2)>w2_nhwc "
                            "FCWeightToNHWC(fw,w1_nhwc,w2_nhwc)>fw_nhwc");
-  const Caffe2__Argument *axis = dm_opdef_find_arg(net->op[3], "axis");
-  assert_true(strcmp(net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
-  dm_net *n = NULL;
-  assert_ok(dm_workspace_create_net(ws[1], add, "add", &n));
-  assert_ok(dm_net_run(n));
-  assert_ok(dm_workspace_create_net(ws[1], net, "nhwc", &n));
-  assert_ok(dm_net_run(n));
-  const dm_tensor *ya = fetch(ws[0], "y"), *yb = fetch(ws[1], "y");
-  assert_int_equal(dm_tensor_numel(yb), 10);
-  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
-  double tol = LAM * sqrt(27.0 + 54.0) * U32 * max_abs(ya);
-  for (int k = 0; k < 10; k++)
-    if (fabs((double)pa[k] - pb[k]) > tol)
-      fail_msg("y[%d]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", k, pa[k], pb[k], tol);
-  dm_layout_summary_free(&sum);
-  dm_workspace_destroy(ws[0]);
-  dm_workspace_destroy(ws[1]);
+  const Caffe2__Argument *axis = dm_opdef_find_arg(r.net->op[3], "axis");
+  assert_true(strcmp(r.net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
+  small_run_check(&r, "y", 10, 27.0 + 54.0);
 }
 
 /* ---- training steps ------------------------------------------------------------- */
