@@ -25,6 +25,8 @@
 #include "demitasse_plugin.h"
 
 #define DM_GPU_STAGING 4
+/* cuBLAS's workspace: NVIDIA's recommendation for Hopper is 32 MiB. */
+#define DM_CUBLAS_WORKSPACE ((size_t)32 << 20)
 
 typedef struct dm_gpu_context {
   int device;
@@ -32,6 +34,7 @@ typedef struct dm_gpu_context {
   cublasHandle_t cublas;     /* on `stream`, tensor-op math allowed */
   cublasLtHandle_t cublaslt;
   cudnnHandle_t cudnn;       /* on `stream` */
+  void *cublas_ws;           /* cuBLAS's workspace (cublasSetWorkspace) */
   void *scratch;             /* device scratch, grown on demand */
   size_t scratch_bytes;
   /* Pinned host staging for copies (memory.c): host data is copied into a buffer and sent

@@ -352,8 +352,8 @@ done:
 }
 
 const dm_kernel_def dm_cuda_conv_kernels[] = {
-    GPU_KERNEL("Conv", "CUDNN", .init = conv_init, .run = conv_cudnn_run, .fini = conv_fini),
+    GPU_KERNEL("Conv", "CUDNN", .init = conv_init, .run = conv_cudnn_run, .fini = conv_fini, GRAPH_SAFE),
     GPU_KERNEL("ConvGradient", "CUDNN", .init = conv_init, .run = conv_grad_cudnn_run,
-               .fini = conv_fini),
+               .fini = conv_fini, GRAPH_SAFE),
     {0},
 };

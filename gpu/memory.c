@@ -254,4 +254,8 @@ const dm_device_ops dm_cuda_device_ops = {
     .fence_wait = cuda_fence_wait,
     .fence_free = cuda_fence_free,
     .handle = cuda_handle,
+    .capture_begin = dm_cuda_capture_begin,
+    .capture_end = dm_cuda_capture_end,
+    .graph_launch = dm_cuda_graph_launch,
+    .graph_free = dm_cuda_graph_free,
 };

@@ -192,14 +192,14 @@ static dm_status nhwc_pad_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_tensor_kernels[] = {
-    GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args),
-    GPU_KERNEL("Flatten", "", .run = flatten_run),
-    GPU_KERNEL("ResizeLike", "", .run = resize_like_run),
-    GPU_KERNEL("StopGradient", "", .run = stop_gradient_run),
-    GPU_KERNEL("Concat", "", .run = concat_run),
-    GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args),
-    GPU_KERNEL("Transpose", "", .run = transpose_run),
-    GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run),
-    GPU_KERNEL("NCHW2NHWCPad", "", .run = nhwc_pad_run),
+    GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args, GRAPH_SAFE),
+    GPU_KERNEL("Flatten", "", .run = flatten_run, GRAPH_SAFE),
+    GPU_KERNEL("ResizeLike", "", .run = resize_like_run, GRAPH_SAFE),
+    GPU_KERNEL("StopGradient", "", .run = stop_gradient_run, GRAPH_SAFE),
+    GPU_KERNEL("Concat", "", .run = concat_run, GRAPH_SAFE),
+    GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args, GRAPH_SAFE),
+    GPU_KERNEL("Transpose", "", .run = transpose_run, GRAPH_SAFE),
+    GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("NCHW2NHWCPad", "", .run = nhwc_pad_run, GRAPH_SAFE),
     {0},
 };
