@@ -11,7 +11,13 @@
  * host can read it, so a step's time includes all of its GPU work, as PyTorch's
  * loss.item() does in bench/gpu_resnet50_torch.py.
  *
- * usage: gpu_train_step resnet50|lenet BATCH fp32|fp16 [STEPS [WARMUP [MODELS_DIR]]]
+ * resnet50_layout is the NCHW-written resnet50 made NHWC by the layout pass
+ * (net/layout_pass.h) after the mixed-precision pass, as `demitasse train --device cuda
+ * --fp16` does by default: the weights' re-layouts run first in the init addition, and
+ * conv1's 3 input channels are zero-padded to DM_BENCH_PAD (default 8; 0: off).
+ *
+ * usage: gpu_train_step resnet50|resnet50_nhwc|resnet50_layout|lenet BATCH fp32|fp16
+ *                       [STEPS [WARMUP [MODELS_DIR]]]
  *   (DM_BENCH_EXHAUSTIVE=1 sets exhaustive_search on every Conv and ConvGradient;
  *   DM_BENCH_PROFILE=1 prints a per-op-type profile of further steps as '#' lines;
  *   DM_BENCH_NO_GRAPH=1 turns the CUDA graph off. Before the result line, two '#' lines:
@@ -27,6 +33,7 @@
 #include "net/api.h"
 #include "core/device.h"
 #include "net/device_pass.h"
+#include "net/layout_pass.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
 #include "train_net.h"
@@ -74,8 +81,24 @@ static dm_status run_once(dm_workspace *ws, Caffe2__NetDef *def, const char *nam
   return dm_net_run(net);
 }
 
-static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int fp16,
-                       int steps, int warmup) {
+/* The layout pass on the training net, as the pipeline runs it (net/pipeline.c): data and
+ * label fed, the re-layouts at the front of the init addition; its summary on stderr. */
+static dm_status make_nhwc(Caffe2__NetDef *train, Caffe2__NetDef *init_add) {
+  const char *pad = getenv("DM_BENCH_PAD");
+  dm_layout_opts o = {.fed = bench_fed_blobs, .n_fed = BENCH_N_FED_BLOBS,
+                      .pad_channels = pad ? atoi(pad) : 8};
+  dm_layout_summary sum = {0};
+  dm_status s = dm_layout_pass(train, &o, init_add, &sum);
+  if (s == DM_OK)
+    fprintf(stderr, "layout pass: %zu of %zu ops NHWC, %zu transposes, %zu weights re-laid, "
+                    "%zu input(s) channel-padded to %d\n", sum.ops_order, sum.ops_total,
+            sum.transposes, sum.n_renamed, sum.padded, o.pad_channels);
+  dm_layout_summary_free(&sum);
+  return s;
+}
+
+static dm_status bench(const bench_model *m, const char *name, int layout, const char *dir,
+                       int64_t batch, int fp16, int steps, int warmup) {
   char path[4096];
   Caffe2__NetDef *init = NULL, *train = NULL, *init_add = NULL;
   dm_workspace *ws = NULL;
@@ -90,6 +113,8 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
     s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, &train, init_add);
+  if (s == DM_OK && layout)
+    s = make_nhwc(train, init_add);
   if (s == DM_OK)
     s = place_net(train, &dev, &sum);
   const char *const *state = (const char *const *)sum.gpu_state;
@@ -148,7 +173,7 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
       dm_net_print_profile(net, stdout);
   }
   if (s == DM_OK)
-    printf("%s %lld %s %.1f %.2f %d\n", m->name, (long long)batch, fp16 ? "fp16" : "fp32",
+    printf("%s %lld %s %.1f %.2f %d\n", name, (long long)batch, fp16 ? "fp16" : "fp32",
            (double)batch * steps / dt, 1e3 * dt / steps, steps);
   dm_workspace_destroy(ws);
   if (init)
@@ -163,11 +188,12 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: gpu_train_step resnet50|lenet BATCH fp32|fp16 "
-                    "[STEPS [WARMUP [MODELS_DIR]]]\n");
+    fprintf(stderr, "usage: gpu_train_step resnet50|resnet50_nhwc|resnet50_layout|lenet BATCH "
+                    "fp32|fp16 [STEPS [WARMUP [MODELS_DIR]]]\n");
     return 2;
   }
-  const bench_model *m = bench_model_find(argv[1]);
+  int layout = !strcmp(argv[1], "resnet50_layout");
+  const bench_model *m = bench_model_find(layout ? "resnet50" : argv[1]);
   int64_t batch = atoll(argv[2]);
   int fp16 = !strcmp(argv[3], "fp16");
   int steps = argc > 4 ? atoi(argv[4]) : 20, warmup = argc > 5 ? atoi(argv[5]) : 5;
@@ -180,7 +206,7 @@ int main(int argc, char **argv) {
     printf("SKIP: %s\n", dm_last_error());
     return 77;
   }
-  if (bench(m, dir, batch, fp16, steps, warmup) != DM_OK) {
+  if (bench(m, argv[1], layout, dir, batch, fp16, steps, warmup) != DM_OK) {
     fprintf(stderr, "gpu_train_step: %s\n", dm_last_error());
     return 1;
   }

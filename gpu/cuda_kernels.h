@@ -154,6 +154,11 @@ cudaError_t dmk_copy_blocks(cudaStream_t s, const void *x, void *y, int es, int6
 cudaError_t dmk_transpose(cudaStream_t s, const void *x, void *y, int es, int ndim,
                           const int64_t *ydims, const int64_t *xstride, int64_t n);
 
+/* NCHW2NHWCPad: y (N, HW, Cp) = x (N, C, HW) transposed, channels C..Cp-1 zero; es bytes
+ * per element (1, 2, 4 or 8). */
+cudaError_t dmk_nhwc_pad(cudaStream_t s, const void *x, void *y, int es, int64_t N, int64_t C,
+                         int64_t HW, int64_t Cp);
+
 /* Copies n bytes from host memory into dst through kernel parameters, in chunks of
  * DMK_SMALL_BYTES per launch: the launch captures the bytes, so src may change as soon as
  * this returns, and unlike a staged cudaMemcpyAsync nothing waits for an earlier copy

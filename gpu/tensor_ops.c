@@ -1,5 +1,6 @@
 /* tensor_ops.c: the CUDA kernels (engine "") of the shape and layout ops: Reshape,
- * Flatten, ResizeLike, StopGradient, Concat, Split, Transpose and TransposeGradient. The
+ * Flatten, ResizeLike, StopGradient, Concat, Split, Transpose, TransposeGradient and
+ * NCHW2NHWCPad (one kernel: the layout pass's padded entry). The
  * device code is tensor_ops.cu.
  *
  * Semantics are the CPU kernels' (operators/tensor_ops.c), and so is the host logic:
@@ -177,6 +178,19 @@ static dm_status transpose_as(dm_op_ctx *ctx, int inverse) {
 static dm_status transpose_run(dm_op_ctx *ctx) { return transpose_as(ctx, 0); }
 static dm_status transpose_grad_run(dm_op_ctx *ctx) { return transpose_as(ctx, 1); }
 
+/* ---- NCHW2NHWCPad ------------------------------------------------------------------- */
+
+static dm_status nhwc_pad_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx)); /* 4-D numeric X, `multiple`, not in place; Y sized */
+  const dm_tensor *x = IN(0);
+  dm_tensor *y = OUT(0);
+  cudaStream_t s;
+  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_CUDA_TRY(dmk_nhwc_pad(s, DATA(x), MDATA(y), (int)dm_dtype_size(x->dtype), x->dims[0],
+                           x->dims[1], x->dims[2] * x->dims[3], y->dims[3]));
+  return DM_OK;
+}
+
 const dm_kernel_def dm_cuda_tensor_kernels[] = {
     GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args, GRAPH_SAFE),
     GPU_KERNEL("Flatten", "", .run = flatten_run, GRAPH_SAFE),
@@ -186,5 +200,6 @@ const dm_kernel_def dm_cuda_tensor_kernels[] = {
     GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args, GRAPH_SAFE),
     GPU_KERNEL("Transpose", "", .run = transpose_run, GRAPH_SAFE),
     GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("NCHW2NHWCPad", "", .run = nhwc_pad_run, GRAPH_SAFE),
     {0},
 };

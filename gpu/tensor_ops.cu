@@ -54,6 +54,22 @@ cudaError_t launch_transpose(cudaStream_t s, const void *x, void *y, const Trans
   return cudaGetLastError();
 }
 
+/* NCHW2NHWCPad: y (N, HW, Cp) from x (N, C, HW), channels >= C zero; one pass. */
+template <class T>
+__global__ void nhwc_pad_kernel(const T *x, T *y, int64_t C, int64_t HW, int64_t Cp, int64_t n) {
+  GRID_LOOP(k, n) {
+    const int64_t c = k % Cp, r = k / Cp, sp = r % HW, b = r / HW;
+    y[k] = c < C ? x[(b * C + c) * HW + sp] : T(0);
+  }
+}
+
+template <class T>
+cudaError_t launch_nhwc_pad(cudaStream_t s, const void *x, void *y, int64_t C, int64_t HW,
+                            int64_t Cp, int64_t n) {
+  nhwc_pad_kernel<T><<<grid_for(n), THREADS, 0, s>>>((const T *)x, (T *)y, C, HW, Cp, n);
+  return cudaGetLastError();
+}
+
 struct SmallBytes {
   unsigned char b[DMK_SMALL_BYTES];
 };
@@ -142,4 +158,20 @@ extern "C" cudaError_t dmk_write_small(cudaStream_t s, void *dst, const void *sr
       return e;
   }
   return cudaSuccess;
+}
+
+extern "C" cudaError_t dmk_nhwc_pad(cudaStream_t s, const void *x, void *y, int es, int64_t N,
+                                    int64_t C, int64_t HW, int64_t Cp) {
+  const int64_t n = N * HW * Cp;
+  if (n <= 0)
+    return cudaSuccess;
+  if (C > Cp)
+    return cudaErrorInvalidValue;
+  switch (es) { /* zero bits are 0 in every float dtype */
+  case 1: return launch_nhwc_pad<uint8_t>(s, x, y, C, HW, Cp, n);
+  case 2: return launch_nhwc_pad<uint16_t>(s, x, y, C, HW, Cp, n);
+  case 4: return launch_nhwc_pad<uint32_t>(s, x, y, C, HW, Cp, n);
+  case 8: return launch_nhwc_pad<unsigned long long>(s, x, y, C, HW, Cp, n);
+  default: return cudaErrorInvalidValue;
+  }
 }

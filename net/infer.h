@@ -46,6 +46,8 @@ typedef struct dm_infer_prep {
   int layout;                   /* dm_layout: DM_LAYOUT_NHWC runs the layout pass (the
                                    weights' re-layouts in the addition; `fetch` is
                                    transposed back) */
+  int pad_channels;             /* with layout NHWC: dm_layout_opts.pad_channels (init:
+                                   DM_LAYOUT_PAD_AUTO, 8 on a GPU, else off) */
 } dm_infer_prep;
 
 /* Defaults: FP32, nothing fed, fetched or placed, no fusion, no report. */

@@ -19,6 +19,7 @@ void dm_infer_prep_init(dm_infer_prep *o) {
   memset(o, 0, sizeof *o);
   o->precision = DM_FLOAT;
   dm_device_opts_init(&o->dev);
+  o->pad_channels = DM_LAYOUT_PAD_AUTO;
 }
 
 dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
@@ -52,6 +53,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.layout = (dm_layout)o->layout;
   p.layout_opts.keep = o->fetch;
   p.layout_opts.n_keep = o->fetch ? o->n_fetch : 0;
+  p.layout_opts.pad_channels = o->pad_channels;
   p.device = o->device;
   p.dev = o->dev;
   p.inits = o->inits;

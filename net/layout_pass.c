@@ -19,6 +19,7 @@ void dm_layout_summary_free(dm_layout_summary *s) {
     free(s->renamed[i]);
   free(s->renamed);
   free(s->fc);
+  free(s->pad);
   memset(s, 0, sizeof *s);
 }
 
@@ -278,9 +279,14 @@ static dm_status lp_check(lp_state *L, const Caffe2__NetDef *net) {
       if (g == (NEED_NHWC | NEED_FC))
         return refuse(i, op, b, "the blob would be both NHWC data and an FC weight");
       switch (r.rule) {
-      case DM_LAYOUT_REFUSE:
-        return refuse(i, op, b, "its schema gives no layout rule, and it reads a blob the "
-                                "pass holds NHWC");
+      case DM_LAYOUT_REFUSE: /* NHWC data is transposed back before it (an exit) */
+        if (g != NEED_NHWC)
+          return refuse(i, op, b, "its schema gives no layout rule, and it reads an FC weight "
+                                  "the pass reorders");
+        if (in_place(op, b))
+          return refuse(i, op, b, "its schema gives no layout rule, and it updates a blob the "
+                                  "pass holds NHWC in place");
+        break;
       case DM_LAYOUT_ORDER:
       case DM_LAYOUT_FILTER:
       case DM_LAYOUT_JOIN:
@@ -433,18 +439,23 @@ static int net_uses(const Caffe2__NetDef *net, const char *name) {
          dm_str_in_list(name, (const char *const *)net->external_output, net->n_external_output);
 }
 
-/* `base` + "_nhwc", made unique among the blobs of the net and the addition. */
-static dm_status fresh_name(const Caffe2__NetDef *net, const Caffe2__NetDef *add,
-                            const char *base, char **out) {
-  size_t len = strlen(base) + 32;
+/* `base` + "_" + `suffix`, made unique among the blobs of the net and the addition. */
+static dm_status fresh_name_as(const Caffe2__NetDef *net, const Caffe2__NetDef *add,
+                               const char *base, const char *suffix, char **out) {
+  size_t len = strlen(base) + strlen(suffix) + 32;
   char *name = malloc(len);
   if (!name)
     return DM_NOMEM("a blob name");
-  snprintf(name, len, "%s_nhwc", base);
+  snprintf(name, len, "%s_%s", base, suffix);
   for (unsigned n = 1; net_uses(net, name) || net_uses(add, name); n++)
-    snprintf(name, len, "%s_nhwc_%u", base, n);
+    snprintf(name, len, "%s_%s_%u", base, suffix, n);
   *out = name;
   return DM_OK;
+}
+
+static dm_status fresh_name(const Caffe2__NetDef *net, const Caffe2__NetDef *add,
+                            const char *base, char **out) {
+  return fresh_name_as(net, add, base, "nhwc", out);
 }
 
 static dm_status replace_str(char **slot, const char *to) {
@@ -492,6 +503,17 @@ static dm_status insert_transpose(Caffe2__NetDef *net, size_t at, const char *x,
   return dm_opb_insert(&b, net, at);
 }
 
+/* The padded entry (of data or of a filter): one op, transposed and zero-padded. */
+static dm_status insert_pad(Caffe2__NetDef *net, size_t at, const char *x, const char *y,
+                            int multiple) {
+  dm_opb b;
+  dm_opb_start(&b, "NCHW2NHWCPad");
+  dm_opb_input(&b, x);
+  dm_opb_output(&b, y);
+  dm_opb_arg_int(&b, "multiple", multiple);
+  return dm_opb_insert(&b, net, at);
+}
+
 /* After the last op of `add` writing one of names[0..n), or at *front (then advanced). */
 static size_t add_position(const Caffe2__NetDef *add, const char *const *names, size_t n,
                            size_t *front) {
@@ -516,7 +538,7 @@ static const char *renamed_to(const dm_layout_summary *sum, const char *w, int f
 }
 
 static dm_status record_rename(dm_layout_summary *sum, const char *from, const char *to,
-                               int fc) {
+                               int fc, int pad) {
   size_t n = sum->n_renamed;
   char **r = realloc(sum->renamed, 2 * (n + 1) * sizeof *r);
   if (!r)
@@ -526,19 +548,39 @@ static dm_status record_rename(dm_layout_summary *sum, const char *from, const c
   if (!f)
     return DM_NOMEM("the layout summary");
   sum->fc = f;
+  int *pd = realloc(sum->pad, (n + 1) * sizeof *pd);
+  if (!pd)
+    return DM_NOMEM("the layout summary");
+  sum->pad = pd;
   r[2 * n] = strdup(from);
   r[2 * n + 1] = strdup(to);
   f[n] = fc;
+  pd[n] = pad;
   sum->n_renamed = n + 1; /* counted before the check, so free() frees both */
   return r[2 * n] && r[2 * n + 1] ? DM_OK : DM_NOMEM("the layout summary");
 }
 
-/* Re-lays weight `w` once in the addition (Transpose, or FCWeightToNHWC with the channel
- * sources `chans`), or finds it re-laid already; renames it in the net. */
+/* The padding weight `w` (a filter) was re-laid with, or -1 when it was not. */
+static int padded_with(const dm_layout_summary *sum, const char *w) {
+  for (size_t k = 0; k < sum->n_renamed; k++)
+    if (strcmp(sum->renamed[2 * k], w) == 0 && !sum->fc[k])
+      return sum->pad[k];
+  return -1;
+}
+
+/* Re-lays weight `w` once in the addition (Transpose, NCHW2NHWCPad with `pad` > 1, or
+ * FCWeightToNHWC with the channel sources `chans`), or finds it re-laid already; renames
+ * it in the net. */
 static dm_status relay_weight(Caffe2__NetDef *net, Caffe2__NetDef *add, size_t *front,
-                              dm_layout_summary *sum, const char *w, int fc,
+                              dm_layout_summary *sum, const char *w, int fc, int pad,
                               const char *const *chans, size_t n_chans) {
   const char *done = renamed_to(sum, w, fc);
+  if (done && !fc && padded_with(sum, w) != pad)
+    return dm_error(DM_ERR_UNSUPPORTED, "layout pass: filter '%s' was re-laid %s for the net "
+                    "it shares weights with, but net '%s' reads it %s", w,
+                    padded_with(sum, w) > 1 ? "with its channels padded" : "unpadded",
+                    net->name ? net->name : "",
+                    pad > 1 ? "with padded data" : "with unpadded data");
   if (done)
     return rename_weight(net, w, done);
   if (renamed_to(sum, w, !fc))
@@ -564,6 +606,8 @@ static dm_status relay_weight(Caffe2__NetDef *net, Caffe2__NetDef *add, size_t *
       dm_opb_inputs(&b, chans, n_chans);
       dm_opb_output(&b, to);
       s = dm_opb_insert(&b, add, at);
+    } else if (pad > 1) {
+      s = insert_pad(add, at, w, to, pad);
     } else {
       s = insert_transpose(add, at, w, to, TO_NHWC);
     }
@@ -573,7 +617,7 @@ static dm_status relay_weight(Caffe2__NetDef *net, Caffe2__NetDef *add, size_t *
   if (s == DM_OK)
     s = rename_weight(net, w, to);
   if (s == DM_OK)
-    s = record_rename(sum, w, to, fc);
+    s = record_rename(sum, w, to, fc, fc ? 0 : pad);
   free(after);
   free(to);
   return s;
@@ -607,7 +651,86 @@ static dm_status set_orders(lp_state *L, Caffe2__NetDef *net, dm_layout_summary 
 typedef struct entry {
   char *name;
   long after; /* the op writing it in NCHW; -1: fed, at the start */
+  int pad;    /* enters through NCHW2NHWCPad */
 } entry;
+
+/* A cast (or a copy): reads one blob and writes the same values, 0 staying 0. */
+static int is_cast(const Caffe2__OperatorDef *op) {
+  static const char *const casts[] = {"FloatToHalf", "HalfToFloat", "Cast", "StopGradient"};
+  return op->n_input == 1 && op->n_output == 1 &&
+         dm_str_in_list(op->type, casts, sizeof casts / sizeof *casts) &&
+         rule_of(op).rule == DM_LAYOUT_ELEMENTWISE;
+}
+
+static int in_group(lp_state *L, const char *b, size_t root) {
+  size_t id = lp_find_id(L, b);
+  return id != (size_t)-1 && uf_find(L, id) == root;
+}
+
+/* Whether the data of group `g` (one entry) may enter padded: only Convs read it (as X,
+ * no dX made), through casts; nothing fetches it; each of their filters is read only by
+ * Convs reading this data and by elementwise ops (casts, updates), which keep 0 at 0.
+ * With `mark`, flags those filters in padw. */
+static int pad_group(lp_state *L, Caffe2__NetDef *net, const dm_layout_opts *o, size_t g,
+                     unsigned char *padw, int mark) {
+  int convs = 0;
+  if (L->need[g] != NEED_NHWC)
+    return 0;
+  for (size_t k = 0; k < net->n_external_output + o->n_keep; k++)
+    if (in_group(L, k < net->n_external_output ? net->external_output[k]
+                                               : o->keep[k - net->n_external_output], g))
+      return 0;
+  for (size_t i = 0; i < net->n_op; i++) {
+    Caffe2__OperatorDef *op = net->op[i];
+    op_rule r = rule_of(op);
+    int reads = 0;
+    for (size_t k = 0; k < op->n_input; k++)
+      if (in_group(L, op->input[k], g)) {
+        if (r.rule != DM_LAYOUT_FILTER && !is_cast(op))
+          return 0;
+        if (r.rule == DM_LAYOUT_FILTER && k != 0)
+          return 0;
+        reads = 1;
+      }
+    for (size_t k = 0; k < op->n_output; k++)
+      if (in_group(L, op->output[k], g) && !(reads && is_cast(op)) && !writes_nchw(L, op, k))
+        return 0; /* something else writes into the data */
+    if (!reads || r.rule != DM_LAYOUT_FILTER)
+      continue;
+    size_t dx = arg_int(op, "no_bias", 0) ? 1 : 2; /* ConvGradient: dW, [db], [dX] */
+    if (op->n_input < 2 || (!op->is_gradient_op && op->n_output != 1))
+      return 0;
+    if (op->is_gradient_op && op->n_output > dx) {
+      /* A dX would carry the padded channels on: only one nothing reads goes (the
+       * gradient pass makes the fed data's). */
+      const char *d = op->output[dx];
+      if (dm_str_in_list(d, (const char *const *)net->external_output, net->n_external_output) ||
+          dm_str_in_list(d, o->keep, o->keep ? o->n_keep : 0) || L->first_read[lp_find_id(L, d)] >= 0)
+        return 0;
+      if (mark) { /* decided: the rewrite starts here */
+        free(op->output[dx]);
+        op->n_output = dx;
+      }
+    }
+    size_t wr = uf_find(L, lp_find_id(L, op->input[1]));
+    long w = group_weight(L, wr, o);
+    if (w < 0 || L->need[wr] != NEED_NHWC)
+      return 0;
+    for (size_t j = 0; j < net->n_op; j++) {
+      const Caffe2__OperatorDef *u = net->op[j];
+      op_rule ru = rule_of(u);
+      for (size_t k = 0; k < u->n_input; k++)
+        if (in_group(L, u->input[k], wr) &&
+            !(ru.rule == DM_LAYOUT_FILTER && k == 1 && in_group(L, u->input[0], g)) &&
+            ru.rule != DM_LAYOUT_ELEMENTWISE)
+          return 0;
+    }
+    if (mark)
+      padw[w] = 1;
+    convs++;
+  }
+  return convs > 0;
+}
 
 dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__NetDef *add,
                          dm_layout_summary *sum) {
@@ -622,8 +745,14 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
   }
   lp_state L = {0};
   entry *ent = NULL;
-  size_t n_ent = 0;
+  size_t n_ent = 0, n_exit = 0;
   char *tmp = NULL;
+  unsigned char *padw = NULL;
+  typedef struct exit_read {
+    Caffe2__OperatorDef *op; /* matched by pointer: the ops move as others are inserted */
+    size_t k;
+  } exit_read;
+  exit_read *exits = NULL;
   dm_status s = lp_build(&L, net);
   if (s == DM_OK) {
     lp_groups(&L, net);
@@ -666,9 +795,37 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
     }
     ent = g;
     ent[n_ent].after = after;
+    ent[n_ent].pad = 0;
     if (!(ent[n_ent].name = strdup(L.name[id])))
       s = DM_NOMEM("the layout pass");
     n_ent++;
+  }
+  /* Padded entries (alone in their group) and the filters padded with them. */
+  if (s == DM_OK && o->pad_channels > 1 && !(padw = calloc(L.n ? L.n : 1, 1)))
+    s = DM_NOMEM("the layout pass");
+  for (size_t e = 0; s == DM_OK && padw && e < n_ent; e++) {
+    size_t g = uf_find(&L, lp_find_id(&L, ent[e].name)), same = 0;
+    for (size_t f = 0; f < n_ent; f++)
+      same += uf_find(&L, lp_find_id(&L, ent[f].name)) == g;
+    if (same == 1 && pad_group(&L, net, o, g, padw, 0))
+      ent[e].pad = pad_group(&L, net, o, g, padw, 1);
+  }
+  /* Exits: an op without a layout rule reading NHWC data (lp_check let only those that
+   * do not update it in place through). */
+  for (size_t i = 0; s == DM_OK && i < net->n_op; i++) {
+    if (rule_of(net->op[i]).rule != DM_LAYOUT_REFUSE)
+      continue;
+    for (size_t k = 0; s == DM_OK && k < net->op[i]->n_input; k++) {
+      if (need_of(&L, net->op[i]->input[k]) != NEED_NHWC)
+        continue;
+      exit_read *x = realloc(exits, (n_exit + 1) * sizeof *x);
+      if (!x) {
+        s = DM_NOMEM("the layout pass");
+        break;
+      }
+      exits = x;
+      exits[n_exit++] = (exit_read){net->op[i], k};
+    }
   }
   /* Everything is decided: rewrite. The orders first (ops are matched by index). */
   if (s == DM_OK)
@@ -678,7 +835,8 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
   for (size_t id = 0; s == DM_OK && id < L.n; id++)
     if (L.need[uf_find(&L, id)] == NEED_NHWC && is_source(&L, id) &&
         !dm_str_in_list(L.name[id], o->fed, o->fed ? o->n_fed : 0))
-      s = relay_weight(net, add, &front, sum, L.name[id], 0, NULL, 0);
+      s = relay_weight(net, add, &front, sum, L.name[id], 0,
+                       padw && padw[id] ? o->pad_channels : 0, NULL, 0);
   /* FC weights, with the (re-laid) filters that make their X's channels. */
   for (size_t i = 0; s == DM_OK && i < net->n_op; i++) {
     const Caffe2__OperatorDef *op = net->op[i];
@@ -699,7 +857,7 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
         s = refuse(i, op, f, "its channels' filter was not re-laid");
     }
     if (s == DM_OK)
-      s = relay_weight(net, add, &front, sum, L.name[w], 1, chans, L.n_chan[x]);
+      s = relay_weight(net, add, &front, sum, L.name[w], 1, 0, chans, L.n_chan[x]);
     free(chans);
   }
   /* Data entering: one Transpose each, from the last op back so indices hold. */
@@ -708,9 +866,26 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
     size_t at = (size_t)(en->after + 1);
     s = fresh_name(net, add, en->name, &tmp);
     if (s == DM_OK)
-      s = insert_transpose(net, at, en->name, tmp, TO_NHWC);
+      s = en->pad ? insert_pad(net, at, en->name, tmp, o->pad_channels)
+                  : insert_transpose(net, at, en->name, tmp, TO_NHWC);
     if (s == DM_OK)
       s = rename_from(net, at + 1, en->name, tmp);
+    sum->transposes += s == DM_OK;
+    sum->padded += s == DM_OK && en->pad;
+    free(tmp);
+    tmp = NULL;
+  }
+  /* Exits: Transpose(x) -> <x>_nchw just before the op, which reads it instead. */
+  for (size_t e = 0; s == DM_OK && e < n_exit; e++) {
+    size_t at = 0;
+    while (at < net->n_op && net->op[at] != exits[e].op)
+      at++;
+    char **in = &exits[e].op->input[exits[e].k];
+    s = fresh_name_as(net, add, *in, "nchw", &tmp);
+    if (s == DM_OK)
+      s = insert_transpose(net, at, *in, tmp, TO_NCHW);
+    if (s == DM_OK)
+      s = replace_str(in, tmp);
     sum->transposes += s == DM_OK;
     free(tmp);
     tmp = NULL;
@@ -741,6 +916,8 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
   for (size_t e = 0; e < n_ent; e++)
     free(ent[e].name);
   free(ent);
+  free(exits);
+  free(padw);
   lp_free(&L);
   return s;
 }

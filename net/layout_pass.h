@@ -23,8 +23,22 @@
  *   - an external output (or a `keep` blob) in an NHWC group is written as `<name>_nhwc`
  *     and transposed back (axes [0, 3, 1, 2]) at the end of the net, so the net's
  *     interface is unchanged.
+ *   - an op whose schema gives no layout rule (SoftmaxWithLoss, Reshape) reading NHWC
+ *     data gets it transposed back (axes [0, 3, 1, 2]) into a fresh `<name>_nchw` just
+ *     before it, so it computes what it computed in the NCHW net (a 1 x 1 pooled map
+ *     into a loss costs nothing; a large map costs a copy, never a wrong result); what it
+ *     writes into the NHWC part enters through a Transpose as above;
+ *   - with `pad_channels` N > 1, data entering the NHWC part whose only readers are Conv
+ *     ops (as X, without a dX; casts between are allowed) enters through
+ *     NCHW2NHWCPad instead: transposed, its channels zero-padded to a multiple of N (3 ->
+ *     8: tensor cores take whole groups of 8 FP16 channels), and the filters of those
+ *     Convs are re-laid by NCHW2NHWCPad too, with zero input channels. The padded input
+ *     channels are 0, so the padded filter channels add nothing forward, their gradient
+ *     is exactly 0 and (momentum SGD, Adam, weight decay: all 0 at 0) they stay 0; the
+ *     real channels' sums gain only zero terms. Other readers (a pool, an external
+ *     output, a filter also read elsewhere) leave the data unpadded.
  * An op the pass cannot convert fails it with an error naming the op (index, type,
- * name) and the blob: an op whose schema gives no layout rule reading NHWC data, a slot
+ * name) and the blob: an op without a layout rule updating NHWC data in place, a slot
  * outside its masks, an elementwise op broadcasting (`broadcast`) or with an `axis`
  * other than 1, an FC whose channel count no filter gives, a JOIN with `add_axis`.
  * Softmax (`axis` 1) is elementwise here: a row from dim 1 holds the same values in
@@ -58,7 +72,12 @@ typedef struct dm_layout_opts {
   size_t n_fed;
   const char *const *keep; /* blobs the caller fetches besides the external outputs */
   size_t n_keep;
+  int pad_channels;        /* N > 1: pad image channels feeding Convs to a multiple of N;
+                              0, 1: off; DM_LAYOUT_PAD_AUTO (the pipeline's default): 8
+                              for a net placed on a GPU, else off */
 } dm_layout_opts;
+
+#define DM_LAYOUT_PAD_AUTO (-1)
 
 typedef struct dm_layout_summary {
   size_t ops_total;      /* ops of the nets */
@@ -67,6 +86,9 @@ typedef struct dm_layout_summary {
   char **renamed;        /* weights re-laid by the addition, pairs (old, new): renamed[2k]
                             became renamed[2k + 1] (owned) */
   int *fc;               /* per pair: nonzero for an FC weight (columns), 0 a filter */
+  int *pad;              /* per pair: a filter's channels padded to a multiple of this; 0:
+                            not padded (its dim 3 is then the NCHW filter's dim 1) */
+  size_t padded;         /* entries padded by NCHW2NHWCPad (counted in transposes too) */
   size_t n_renamed;      /* the number of pairs */
   int already;           /* the net was marked already: unchanged */
 } dm_layout_summary;

@@ -21,6 +21,7 @@ void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   dm_mp_opts_init(&o->mp);
   dm_device_opts_init(&o->dev);
   o->layout = DM_LAYOUT_AUTO;
+  o->layout_opts.pad_channels = DM_LAYOUT_PAD_AUTO;
 }
 
 void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
@@ -129,8 +130,12 @@ static void print_layout_summary(FILE *f, const dm_layout_summary *s) {
              "by the init addition under new names:\n",
           s->ops_order, s->ops_total, s->transposes, s->n_renamed);
   for (size_t k = 0; k < s->n_renamed; k++)
-    fprintf(f, "  %s -> %s (%s)\n", s->renamed[2 * k], s->renamed[2 * k + 1],
-            s->fc[k] ? "FC columns in NHWC order" : "filter M x kH x kW x C");
+    fprintf(f, "  %s -> %s (%s%s)\n", s->renamed[2 * k], s->renamed[2 * k + 1],
+            s->fc[k] ? "FC columns in NHWC order" : "filter M x kH x kW x C",
+            !s->fc[k] && s->pad[k] > 1 ? ", C zero-padded" : "");
+  if (s->padded)
+    fprintf(f, "layout pass: %zu input(s) enter with channels zero-padded (NCHW2NHWCPad)\n",
+            s->padded);
 }
 
 /* The layout stage -------------------------------------------------------------- */
@@ -339,6 +344,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   dm_layout_opts lo = o->layout_opts;
   lo.fed = o->optim.exclude;
   lo.n_fed = o->optim.n_exclude;
+  if (lo.pad_channels == DM_LAYOUT_PAD_AUTO) /* tensor cores: on a GPU only */
+    lo.pad_channels = o->device ? 8 : 0;
   if (s == DM_OK && nhwc && (s = new_init_add(init_add)) == DM_OK &&
       (o->layout == DM_LAYOUT_NHWC || layout_converts(net, o, &lo, *init_add))) {
     s = layout_all(net, o, &lo, *init_add, &r->layout);

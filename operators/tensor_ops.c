@@ -1,5 +1,5 @@
 /* tensor_ops.c: shape and layout ops: Concat, Split, Reshape, Flatten, ResizeLike,
- * Transpose (+ TransposeGradient), StopGradient. Any dtype but STRING.
+ * Transpose (+ TransposeGradient), NCHW2NHWCPad, StopGradient. Any dtype but STRING.
  *
  * Reshape, Flatten and ResizeLike make Y a view of X's storage (DESIGN: "Reshape shares
  * memory"); the executor detaches a view before an op overwrites it, except in place.
@@ -10,6 +10,11 @@
  * ResizeLike(dY, X); Transpose -> TransposeGradient, which takes the forward's `axes`
  * and applies their inverse (a gradient maker cannot set a list argument; without
  * `axes` the reversal is its own inverse and a plain Transpose is emitted).
+ *
+ * NCHW2NHWCPad is the layout pass's entry for images whose channel count tensor cores do
+ * not take whole (conv1's 3): one pass over the data that transposes and appends zero
+ * channels, for the images and for the filter reading them alike. It has no gradient:
+ * the pass emits it after the gradient pass, for fed data and weights only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,6 +574,58 @@ static dm_status transpose_gradient(dm_grad_ctx *g) {
                       1, out);
 }
 
+/* ---- NCHW2NHWCPad ---------------------------------------------------------------- */
+
+static const dm_arg_spec nhwc_pad_args[] = {
+    {"multiple", DM_ARG_INT, 0, "Y's channels: X's rounded up to a multiple of this (default "
+                                "8)"},
+    {NULL, 0, 0, NULL},
+};
+
+static dm_status nhwc_pad_dims(dm_op_ctx *ctx, int64_t *dims) {
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  DM_TRY(check_not_string(ctx, x, "X"));
+  int64_t m = dm_op_arg_int(ctx, "multiple", 8);
+  if (m < 1 || m > 1024)
+    return dm_op_error(ctx, DM_ERR_INVALID, "'multiple' is %lld; it must be in [1, 1024]",
+                       (long long)m);
+  if (x->ndim != 4)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "X is %d-d; NCHW2NHWCPad takes 4-D NCHW data",
+                       x->ndim);
+  if (dm_op_output(ctx, 0) == x)
+    return dm_op_error(ctx, DM_ERR_INVALID, "Y is X; NCHW2NHWCPad cannot run in place");
+  dims[0] = x->dims[0];
+  dims[1] = x->dims[2];
+  dims[2] = x->dims[3];
+  dims[3] = (x->dims[1] + m - 1) / m * m;
+  return DM_OK;
+}
+
+static dm_status nhwc_pad_infer(dm_op_ctx *ctx) {
+  int64_t dims[4];
+  DM_TRY(nhwc_pad_dims(ctx, dims));
+  return dm_op_set_output(ctx, 0, dm_op_input(ctx, 0)->dtype, 4, dims);
+}
+
+/* Element by element in Y's order: a real channel is X's (n, c, h, w), a padded one 0. */
+static dm_status nhwc_pad_run(dm_op_ctx *ctx) {
+  DM_TRY(nhwc_pad_infer(ctx));
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  const int64_t C = x->dims[1], HW = x->dims[2] * x->dims[3], Cp = y->dims[3];
+  const size_t es = dm_dtype_size(x->dtype);
+  const char *px = dm_tensor_data(x);
+  char *py = dm_tensor_mutable_data(y);
+  for (int64_t n = 0; n < x->dims[0]; n++)
+    for (int64_t s = 0; s < HW; s++) {
+      char *row = py + (size_t)((n * HW + s) * Cp) * es;
+      for (int64_t c = 0; c < C; c++)
+        memcpy(row + (size_t)c * es, px + (size_t)((n * C + c) * HW + s) * es, es);
+      memset(row + (size_t)C * es, 0, (size_t)(Cp - C) * es); /* 0 in every float dtype */
+    }
+  return DM_OK;
+}
+
 /* ---- StopGradient ---------------------------------------------------------------- */
 
 static dm_status stop_infer(dm_op_ctx *ctx) {
@@ -623,6 +680,11 @@ static const dm_op_schema schema_list[] = {
      .max_outputs = 1, .args = transpose_args, .precision = DM_PREC_FOLLOW,
      .doc = "dY -> dX: Transpose by the inverse of the forward's `axes`",
      .infer = transpose_grad_infer, .cost = copy_cost, .gradient = transpose_gradient},
+    {.type = "NCHW2NHWCPad", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+     .max_outputs = 1, .args = nhwc_pad_args, .precision = DM_PREC_FOLLOW,
+     .doc = "X (N, C, H, W) -> Y (N, H, W, C') = X transposed, C' = C rounded up to "
+            "`multiple`, the added channels 0 (the layout pass's entry for tensor cores)",
+     .infer = nhwc_pad_infer, .cost = copy_cost},
     {.type = "StopGradient", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
      .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y = X; no gradient flows back through it", .infer = stop_infer,
@@ -639,11 +701,12 @@ static const dm_kernel_def kernels[] = {
     {.type = "ResizeLike", .device = DM_CPU, .run = resize_like_run},
     {.type = "Transpose", .device = DM_CPU, .run = transpose_run},
     {.type = "TransposeGradient", .device = DM_CPU, .run = transpose_grad_run},
+    {.type = "NCHW2NHWCPad", .device = DM_CPU, .run = nhwc_pad_run},
     {.type = "StopGradient", .device = DM_CPU, .run = stop_run},
     {0},
 };
 
 static const dm_op_schema *const schemas[] = {
     &schema_list[0], &schema_list[1], &schema_list[2], &schema_list[3],
-    &schema_list[4], &schema_list[5], &schema_list[6], &schema_list[7], NULL};
+    &schema_list[4], &schema_list[5], &schema_list[6], &schema_list[7], &schema_list[8], NULL};
 const dm_op_family dm_family_tensor_ops = {schemas, kernels};

@@ -150,6 +150,15 @@ int dm_cli_layout_flag(const char *cmd, const char *arg, int *out) {
   return DM_EXIT_OK;
 }
 
+int dm_cli_pad_channels_flag(const char *cmd, const char *arg, int *out) {
+  long n;
+  if (!dm_cli_parse_long(arg, 0, 1024, &n))
+    return dm_cli_usage_error(cmd, "--pad-channels wants a channel multiple from 0 (off) to "
+                                   "1024, got '%s'", arg);
+  *out = (int)n;
+  return DM_EXIT_OK;
+}
+
 int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out) {
   if (strcasecmp(arg, "reference") == 0) {
     *out = "REFERENCE";

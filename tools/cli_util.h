@@ -81,6 +81,16 @@ int dm_cli_threads_flag(const char *cmd, const char *arg);
 /* --layout nchw|nhwc (`run`, `train`, `rewrite`): *out a dm_layout (net/layout_pass.h),
  * or a usage error. */
 int dm_cli_layout_flag(const char *cmd, const char *arg, int *out);
+/* --pad-channels N (`run`, `train`, `rewrite`): with the layout pass, image channels
+ * feeding Convs zero-padded to a multiple of N (0: off; default 8 on a GPU, else off).
+ * *out is dm_layout_opts.pad_channels, or a usage error. */
+#define DM_PAD_CHANNELS_FLAG 1305
+#define DM_PAD_CHANNELS_OPTION {"pad-channels", required_argument, NULL, DM_PAD_CHANNELS_FLAG}
+#define DM_PAD_CHANNELS_HELP(pad)                                                          \
+  "      --pad-channels N" pad "    with the layout pass: image channels read by Convs\n"  \
+  "                      " pad "    zero-padded to a multiple of N (conv1's 3 -> 8 for\n"  \
+  "                      " pad "    tensor cores); 0: off (default: 8 on a GPU, else 0)\n"
+int dm_cli_pad_channels_flag(const char *cmd, const char *arg, int *out);
 /* --engine NAME, shared by `run` and `train`: the CPU engine for ops whose net names
  * none (dm_workspace_set_engine): "dnnl" (the default where built) or "reference". Sets
  * *out to the registry's name ("DNNL", "REFERENCE"), or returns a usage error. */

@@ -66,7 +66,11 @@ static void help(FILE *f) {
           "                       4-D external output); the weights are re-laid once by\n"
           "                       --init-out, under new names (listed on stderr). Default\n"
           "                       as train's: nhwc for --grad --fp16/--bf16 --device cuda\n"
-          "                       when the net converts, else as written\n");
+          "                       when the net converts, else as written\n"
+          "  --pad-channels N     with the layout pass: image channels read by Convs\n"
+          "                       zero-padded to a multiple of N (conv1's 3 -> 8, for\n"
+          "                       tensor cores; NCHW2NHWCPad for the data and the filter);\n"
+          "                       0: off. Default 8 with --device cuda, else off\n");
   fprintf(f,
           "  --fuse-train         training: before --grad (or alone, to see the fused forward\n"
           "                       net), SpatialBN (+ Sum/Add) + Relu as one op whose\n"
@@ -105,6 +109,7 @@ typedef struct rewrite_job {
   const char *in, *out, *init_out;
   int grad, optimize, free_memory, fuse, fuse_train;
   int layout; /* -1: not given (the pipeline's default); else a dm_layout */
+  int pad_channels; /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
   dm_mp_cli mp;
@@ -136,6 +141,7 @@ static dm_status rewrite(rewrite_job *j) {
   p.memory = j->free_memory;
   if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
     p.layout = (dm_layout)j->layout;
+  p.layout_opts.pad_channels = j->pad_channels;
   p.fuse_train = j->fuse_train;
   p.keep = j->keep.items;
   p.n_keep = j->keep.n;
@@ -156,6 +162,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.report = stderr;
     ip.free_masters = 1; /* as run does */
     ip.layout = j->layout > 0 ? j->layout : DM_LAYOUT_AS_WRITTEN;
+    ip.pad_channels = j->pad_channels;
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);
@@ -181,7 +188,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
       {"plugin", required_argument, NULL, O_PLUGIN}, {"fuse", no_argument, NULL, O_FUSE},
       {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
-      {"layout", required_argument, NULL, O_LAYOUT}};
+      {"layout", required_argument, NULL, O_LAYOUT}, DM_PAD_CHANNELS_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
   struct option *dev_opts = mp_opts ? dm_device_merge_opts(mp_opts) : NULL;
@@ -191,7 +198,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
-  rewrite_job j = {.layout = -1};
+  rewrite_job j = {.layout = -1, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
@@ -220,6 +227,9 @@ int dm_cmd_rewrite(int argc, char **argv) {
     case O_FREE: j.free_memory = 1; break;
     case O_FUSE: j.fuse = 1; break;
     case O_LAYOUT: rc = dm_cli_layout_flag("rewrite", optarg, &j.layout); break;
+    case DM_PAD_CHANNELS_FLAG:
+      rc = dm_cli_pad_channels_flag("rewrite", optarg, &j.pad_channels);
+      break;
     case O_FUSE_TRAIN: j.fuse_train = 1; break;
     case O_PLUGIN:
       if (!dm_strlist_push(&j.plugins, optarg))

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "net/api.h"
 #include "net/infer.h"
+#include "net/layout_pass.h"
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
@@ -60,6 +61,7 @@ static void help(FILE *f) {
           "                          (`rewrite --fuse NET` prints the fused net)\n"
           "      --layout nhwc       run an NCHW net as NHWC (the layout pass: inputs and\n"
           "                          outputs stay NCHW; `rewrite --layout nhwc` prints it)\n"
+          DM_PAD_CHANNELS_HELP("")
           DM_MEMORY_LIMIT_HELP(" ")
           DM_THREADS_HELP("")
           DM_ENGINE_HELP("")
@@ -77,6 +79,7 @@ typedef struct run_opts {
   const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
   int layout;          /* --layout nhwc: DM_LAYOUT_NHWC */
+  int pad_channels;    /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
 } run_opts;
 
 static double now_ms(void) {
@@ -170,6 +173,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.fuse = !o->no_fuse;
   p.post_ops = p.fuse && !o->dev.cuda; /* ConvFusion/FCFusion have CPU kernels only */
   p.layout = o->layout;
+  p.pad_channels = o->pad_channels;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   free_names(inputs, n_inputs);
@@ -343,11 +347,12 @@ int dm_cmd_run(int argc, char **argv) {
       {"no-graph", no_argument, NULL, DM_DEVICE_FLAG_BASE + 2},
       {"no-fuse", no_argument, NULL, 'F'},
       {"layout", required_argument, NULL, 1304},
+      DM_PAD_CHANNELS_OPTION,
       DM_MEMORY_LIMIT_OPTION,
       DM_THREADS_OPTION,
       DM_ENGINE_OPTION,
       {NULL, 0, NULL, 0}};
-  run_opts o = {.iters = 1, .precision = DM_FLOAT};
+  run_opts o = {.iters = 1, .precision = DM_FLOAT, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_device_cli_init(&o.dev);
   int c, rc = DM_EXIT_OK;
   optind = 0;
@@ -394,6 +399,7 @@ int dm_cmd_run(int argc, char **argv) {
       break;
     case 'F': o.no_fuse = 1; break;
     case 1304: rc = dm_cli_layout_flag("run", optarg, &o.layout); break;
+    case DM_PAD_CHANNELS_FLAG: rc = dm_cli_pad_channels_flag("run", optarg, &o.pad_channels); break;
     case DM_THREADS_FLAG: rc = dm_cli_threads_flag("run", optarg); break;
     case DM_ENGINE_FLAG: rc = dm_cli_engine_flag("run", optarg, &o.engine); break;
     case 'h': help(stdout); goto done;

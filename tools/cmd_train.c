@@ -32,6 +32,7 @@ typedef struct train_opts {
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free, fuse_train;
   int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
+  int pad_channels; /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   dm_optimizer_opts opt;
@@ -87,7 +88,8 @@ static void help(FILE *f) {
           "                           NHWC inside, the weights re-laid once by the init\n"
           "                           addition under new names, listed); default nhwc with\n"
           "                           --device cuda and --fp16/--bf16 when the nets convert,\n"
-          "                           else as written\n");
+          "                           else as written\n"
+          DM_PAD_CHANNELS_HELP(" "));
   dm_optim_help(f);
   dm_mp_help(f);
   dm_device_help(f);
@@ -241,6 +243,7 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->mp = o->mp.opts;
   if (o->layout >= 0) /* else the pipeline's default: NHWC with a GPU and FP16/BF16 */
     p->layout = (dm_layout)o->layout;
+  p->layout_opts.pad_channels = o->pad_channels;
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
   p->memory = !o->no_free;
@@ -587,7 +590,7 @@ int dm_cmd_train(int argc, char **argv) {
       {"fuse-train", no_argument, NULL, O_FUSE_TRAIN},
       {"save-net", required_argument, NULL, O_SAVE_NET},
       {"save-init", required_argument, NULL, O_SAVE_INIT}, DM_MEMORY_LIMIT_OPTION,
-      {"layout", required_argument, NULL, O_LAYOUT},
+      {"layout", required_argument, NULL, O_LAYOUT}, DM_PAD_CHANNELS_OPTION,
       DM_THREADS_OPTION, DM_ENGINE_OPTION};
   struct option *opt_opts = dm_optim_merge_opts(own, sizeof own / sizeof own[0]);
   struct option *mp_opts = opt_opts ? dm_mp_merge_opts(opt_opts) : NULL;
@@ -599,7 +602,7 @@ int dm_cmd_train(int argc, char **argv) {
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100,
-                  .layout = -1};
+                  .layout = -1, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
@@ -647,6 +650,9 @@ int dm_cmd_train(int argc, char **argv) {
     case O_SAVE_NET: o.save_net = optarg; break;
     case O_SAVE_INIT: o.save_init = optarg; break;
     case O_LAYOUT: rc = dm_cli_layout_flag("train", optarg, &o.layout); break;
+    case DM_PAD_CHANNELS_FLAG:
+      rc = dm_cli_pad_channels_flag("train", optarg, &o.pad_channels);
+      break;
     case DM_MEMORY_LIMIT_FLAG:
       rc = dm_cli_memory_limit_flag("train", optarg, &o.memory_limit);
       break;

@@ -205,15 +205,15 @@ if [ "$packed" -eq 1 ]; then
   shim=$(mktemp -d)
   printf '#!/bin/sh\nexit 0\n' > "$shim/ninja" && chmod +x "$shim/ninja" && bench_path="$shim:$PATH"
 fi
-# batch 64, 128 and 256, 10 steps each (start-up dominates longer runs), then the NHWC
-# model in mixed precision at batch 128 (NHWC_BATCHES= to change, empty to skip), the
-# layout PyTorch's channels_last side runs in.
+# batch 64, 128 and 256, 10 steps each (start-up dominates longer runs): ours FP32, mixed
+# NHWC (hand-written) and mixed through the layout pass, PyTorch FP32 and AMP, interleaved.
+# NHWC_BATCHES=B runs the hand-written NHWC model alone again at those batches.
 tl=$(limit 240 40)
 PATH=$bench_path BATCHES="${BATCHES:-64 128 256}" STEPS="${STEPS:-10}" WARMUP="${WARMUP:-3}" \
   timeout -k 10 "$tl" bench/gpu_resnet50.sh "$bd" > "$out/bench.txt" 2>&1
 bench_rc=$?
 [ "$bench_rc" -eq 124 ] && echo "(stopped at the stage limit, ${tl}s)" >> "$out/bench.txt"
-nhwc_batches=${NHWC_BATCHES-128}
+nhwc_batches=${NHWC_BATCHES-}
 if [ -n "$nhwc_batches" ] && [ "${MODEL:-resnet50}" = resnet50 ]; then
   tl=$(limit 60 10)
   PATH=$bench_path MODEL=resnet50_nhwc PRECS=fp16 BATCHES="$nhwc_batches" STEPS="${STEPS:-10}" \

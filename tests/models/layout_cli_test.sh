@@ -89,14 +89,41 @@ for p, bound in (("fp32", 4 * math.sqrt(K) * 2**-24),
     assert pa.argmax() == pb.argmax()
 PY
 
-# Refused: Reshape has no layout rule.
-cat > "$tmp/bad.pbtxt" <<'NET'
+# Reshape has no layout rule: its NHWC input is transposed back just before it (an exit).
+cat > "$tmp/exit.pbtxt" <<'NET'
 op { input: "data" input: "w" output: "c" type: "Conv" arg { name: "kernel" i: 3 } }
 op { input: "c" output: "r" output: "old" name: "flat" type: "Reshape" arg { name: "shape" ints: 0 ints: -1 } }
 external_input: "data" external_input: "w" external_output: "r"
 NET
-"$exe" rewrite --layout nhwc "$tmp/bad.pbtxt" > "$tmp/bad.txt" 2>&1 && fail "Reshape on NHWC data accepted"
-grep -q "op 1 (Reshape 'flat') cannot be converted to NHWC" "$tmp/bad.txt" \
+"$exe" rewrite --layout nhwc "$tmp/exit.pbtxt" > "$tmp/exit.txt" 2> "$tmp/exit.err" \
+  || { cat "$tmp/exit.err"; fail "rewrite --layout nhwc with a Reshape"; }
+tr -d ' \n' < "$tmp/exit.txt" | grep -q 'input:"c"output:"c_nchw"type:"Transpose"' \
+  || { cat "$tmp/exit.txt"; fail "no Transpose back before the Reshape"; }
+tr -d ' \n' < "$tmp/exit.txt" | grep -q 'input:"c_nchw"output:"r"output:"old"' \
+  || { cat "$tmp/exit.txt"; fail "the Reshape does not read c_nchw"; }
+
+# --pad-channels 8: the data (3 channels, read only by the Conv) and the filter enter
+# through NCHW2NHWCPad; 0 keeps the Transposes; a bad N is a usage error.
+"$exe" rewrite --layout nhwc --pad-channels 8 --init-out "$tmp/pad_init.pbtxt" \
+  "$tmp/exit.pbtxt" > "$tmp/pad.txt" 2> "$tmp/pad.err" || { cat "$tmp/pad.err"; fail "--pad-channels 8"; }
+tr -d ' \n' < "$tmp/pad.txt" | grep -q 'input:"data"output:"data_nhwc"type:"NCHW2NHWCPad"arg{name:"multiple"i:8}' \
+  || { cat "$tmp/pad.txt"; fail "data not padded"; }
+tr -d ' \n' < "$tmp/pad_init.pbtxt" | grep -q 'input:"w"output:"w_nhwc"type:"NCHW2NHWCPad"' \
+  || { cat "$tmp/pad_init.pbtxt"; fail "filter not padded"; }
+grep -q "w -> w_nhwc (filter M x kH x kW x C, C zero-padded)" "$tmp/pad.err" || { cat "$tmp/pad.err"; fail "padding summary"; }
+"$exe" rewrite --layout nhwc --pad-channels 0 "$tmp/exit.pbtxt" 2> /dev/null | grep -q NCHW2NHWCPad \
+  && fail "--pad-channels 0 padded"
+"$exe" rewrite --layout nhwc --pad-channels x "$tmp/exit.pbtxt" > "$tmp/padbad.txt" 2>&1 && fail "--pad-channels x accepted"
+grep -q -- "--pad-channels wants" "$tmp/padbad.txt" || { cat "$tmp/padbad.txt"; fail "--pad-channels usage error"; }
+
+# Refused: a broadcasting Add on NHWC data.
+cat > "$tmp/bad.pbtxt" <<'NET'
+op { input: "data" input: "w" output: "c" type: "Conv" arg { name: "kernel" i: 3 } }
+op { input: "c" input: "b" output: "r" name: "add" type: "Add" arg { name: "broadcast" i: 1 } arg { name: "axis" i: 1 } }
+external_input: "data" external_input: "w" external_input: "b" external_output: "r"
+NET
+"$exe" rewrite --layout nhwc "$tmp/bad.pbtxt" > "$tmp/bad.txt" 2>&1 && fail "broadcasting Add on NHWC data accepted"
+grep -q "op 1 (Add 'add') cannot be converted to NHWC" "$tmp/bad.txt" \
   || { cat "$tmp/bad.txt"; fail "refusal message"; }
 
 # train: LeNet and its test net, NHWC.

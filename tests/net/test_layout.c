@@ -67,7 +67,8 @@
 #define U32 0x1p-24
 #define U16 0x1p-11
 
-static const char *lenet_init, *lenet_train, *resnet_init, *resnet_train;
+static const char *lenet_init, *lenet_train, *resnet_init, *resnet_train, *squeeze_init,
+    *squeeze_train;
 
 static const dm_tensor *fetch(dm_workspace *ws, const char *name);
 static double max_abs(const dm_tensor *t);
@@ -112,9 +113,9 @@ static void test_refused(void **state) {
   (void)state;
   const char *text =
       "op { input: ['data', 'w'] output: 'c' type: 'Conv' arg { name: 'kernel' i: 3 } }"
-      "op { input: ['c'] output: ['r', 'old'] name: 'flat' type: 'Reshape'"
-      "     arg { name: 'shape' ints: [0, -1] } }"
-      "external_input: ['data', 'w'] external_output: 'r'";
+      "op { input: ['c', 'b'] output: 'r' name: 'add' type: 'Add'"
+      "     arg { name: 'broadcast' i: 1 } arg { name: 'axis' i: 1 } }"
+      "external_input: ['data', 'w', 'b'] external_output: 'r'";
   Caffe2__NetDef *net = parse(text), *add = NULL;
   char *before = print(net);
   assert_ok(dm_netdef_new("add", &add));
@@ -122,7 +123,7 @@ static void test_refused(void **state) {
   dm_layout_opts o = {.fed = fed, .n_fed = 1};
   dm_layout_summary sum = {0};
   assert_status_msg(dm_layout_pass(net, &o, add, &sum), DM_ERR_UNSUPPORTED,
-                    "op 1 (Reshape 'flat')", "no layout rule", "blob 'c'");
+                    "op 1 (Add 'add')", "broadcasts");
   char *after = print(net);
   assert_string_equal(before, after); /* decided before anything changed */
   assert_int_equal(add->n_op, 0);
@@ -131,6 +132,149 @@ static void test_refused(void **state) {
   free(after);
   protobuf_c_message_free_unpacked(&net->base, NULL);
   protobuf_c_message_free_unpacked(&add->base, NULL);
+}
+
+/* ---- NCHW2NHWCPad ---------------------------------------------------------------- */
+
+/* Y (N, H, W, C') against index loops: X's (n, c, h, w) for c < C, exactly 0 above, C'
+ * the next multiple; FP32 and FP16 (bits moved, nothing computed); a 3-D X refused. */
+static void test_pad_op(void **state) {
+  (void)state;
+  enum { N = 2, H = 3, W = 5, MAXC = 9 };
+  static const int chans[] = {3, 8, 9}, mults[] = {8, 8, 4};
+  for (int t = 0; t < 3; t++)
+    for (int half = 0; half < 2; half++) {
+      const int C = chans[t], m = mults[t], Cp = (C + m - 1) / m * m;
+      uint16_t xh[N * MAXC * H * W];
+      float xf[N * MAXC * H * W];
+      for (int i = 0; i < N * C * H * W; i++) {
+        xf[i] = (float)(i + 1);
+        xh[i] = dm_float_to_half(xf[i]);
+      }
+      dm_workspace *ws = NULL;
+      assert_ok(dm_workspace_create(&ws));
+      const int64_t xd[4] = {N, C, H, W};
+      assert_ok(dm_workspace_feed(ws, "x", half ? DM_FLOAT16 : DM_FLOAT, 4, xd,
+                                  half ? (const void *)xh : (const void *)xf));
+      char text[160];
+      snprintf(text, sizeof text, "op { input: 'x' output: 'y' type: 'NCHW2NHWCPad' "
+                                  "arg { name: 'multiple' i: %d } }", m);
+      assert_ok(run_text(ws, text));
+      const dm_tensor *y = fetch(ws, "y");
+      const int64_t *d = dm_tensor_dims(y);
+      assert_true(dm_tensor_ndim(y) == 4 && d[0] == N && d[1] == H && d[2] == W && d[3] == Cp);
+      for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+          for (int w = 0; w < W; w++)
+            for (int c = 0; c < Cp; c++) {
+              int64_t k = ((n * H + h) * W + w) * Cp + c;
+              double got = half ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[k])
+                                : ((const float *)dm_tensor_data(y))[k];
+              double want = c < C ? xf[((n * C + c) * H + h) * W + w] : 0.0;
+              if (got != want)
+                fail_msg("C %d multiple %d %s: y[%d, %d, %d, %d] is %g; want %g", C, m,
+                         half ? "FP16" : "FP32", n, h, w, c, got, want);
+            }
+      dm_workspace_destroy(ws);
+    }
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  const int64_t bad[3] = {2, 3, 4};
+  float z[24] = {0};
+  assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 3, bad, z));
+  assert_status_msg(run_text(ws, "op { input: 'x' output: 'y' type: 'NCHW2NHWCPad' }"),
+                    DM_ERR_SHAPE, "takes 4-D NCHW data");
+  dm_workspace_destroy(ws);
+}
+
+/* ---- small nets, NCHW against NHWC --------------------------------------------- */
+
+typedef struct blob_spec {
+  const char *name;
+  int ndim;
+  int64_t dims[4];
+} blob_spec;
+
+typedef struct small_run {
+  dm_workspace *ws[2];        /* [0] the net as written, [1] through the layout pass */
+  Caffe2__NetDef *net, *add;  /* the rewritten net and its addition (ws[1] owns them) */
+  dm_layout_summary sum;
+} small_run;
+
+/* Feeds the blobs (uniform in [-0.5, 0.5) from `seed`) to two workspaces, runs `text` in
+ * the first as written and in the second through the layout pass ('data' fed), the
+ * addition first. */
+static void small_run_both(const char *text, const blob_spec *b, int n_blobs, uint64_t seed,
+                           small_run *r) {
+  memset(r, 0, sizeof *r);
+  for (int v = 0; v < 2; v++)
+    assert_ok(dm_workspace_create(&r->ws[v]));
+  for (int t = 0; t < n_blobs; t++) {
+    int64_t n = 1;
+    for (int d = 0; d < b[t].ndim; d++)
+      n *= b[t].dims[d];
+    float *x = malloc((size_t)n * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      x[i] = (float)((double)(seed >> 40) / 16777216.0 - 0.5);
+    }
+    for (int v = 0; v < 2; v++)
+      assert_ok(dm_workspace_feed(r->ws[v], b[t].name, DM_FLOAT, b[t].ndim, b[t].dims, x));
+    free(x);
+  }
+  assert_ok(run_text(r->ws[0], text));
+  r->net = parse(text);
+  assert_ok(dm_netdef_new("add", &r->add));
+  static const char *const fed[] = {"data"};
+  dm_layout_opts o = {.fed = fed, .n_fed = 1};
+  assert_ok(dm_layout_pass(r->net, &o, r->add, &r->sum));
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(r->ws[1], r->add, "add", &n));
+  assert_ok(dm_net_run(n));
+  assert_ok(dm_workspace_create_net(r->ws[1], r->net, "nhwc", &n));
+  assert_ok(dm_net_run(n));
+}
+
+/* Output `y` of both runs: numel elements, equal within FP32 rounding of K-term sums. */
+static void small_run_check(small_run *r, const char *y, int64_t numel, double K) {
+  const dm_tensor *ya = fetch(r->ws[0], y), *yb = fetch(r->ws[1], y);
+  assert_int_equal(dm_tensor_numel(ya), numel);
+  assert_int_equal(dm_tensor_numel(yb), numel);
+  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
+  double tol = LAM * sqrt(K) * U32 * max_abs(ya);
+  for (int64_t k = 0; k < numel; k++)
+    if (fabs((double)pa[k] - pb[k]) > tol)
+      fail_msg("%s[%lld]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", y, (long long)k, pa[k], pb[k],
+               tol);
+  dm_layout_summary_free(&r->sum);
+  dm_workspace_destroy(r->ws[0]);
+  dm_workspace_destroy(r->ws[1]);
+}
+
+/* ---- exits: an op without a layout rule reads NHWC data ----------------------------- */
+
+/* A Reshape (no layout rule) reading a Conv's NHWC output gets it transposed back into
+ * c_nchw just before it, so r equals the NCHW net's r within the Conv's FP32 rounding
+ * (K = 27 terms), in the NCHW net's shape. */
+static void test_exit(void **state) {
+  (void)state;
+  const char *text =
+      "op { input: ['data', 'w'] output: 'c' type: 'Conv' arg { name: 'kernel' i: 3 } }"
+      "op { input: ['c'] output: ['r', 'old'] name: 'flat' type: 'Reshape'"
+      "     arg { name: 'shape' ints: [0, -1] } }"
+      "external_input: ['data', 'w'] external_output: 'r'";
+  static const blob_spec b[] = {{"data", 4, {2, 3, 5, 5}}, {"w", 4, {4, 3, 3, 3}}};
+  small_run r;
+  small_run_both(text, b, 2, 7, &r);
+  char got[1024];
+  op_list(r.net, OPL_OUTPUTS, got, sizeof got);
+  assert_string_equal(got, "Transpose(data)>data_nhwc Conv(data_nhwc,w_nhwc)>c "
+                           "Transpose(c)>c_nchw Reshape(c_nchw)>r,old");
+  const Caffe2__Argument *axes = dm_opdef_find_arg(r.net->op[2], "axes");
+  assert_true(axes && axes->n_ints == 4 && axes->ints[1] == 3 && axes->ints[2] == 1);
+  assert_int_equal(dm_tensor_dims(fetch(r.ws[1], "r"))[1], 4 * 9);
+  small_run_check(&r, "r", 2 * 4 * 9, 27);
 }
 
 /* ---- Concat into FC ---------------------------------------------------------------- */
@@ -146,55 +290,18 @@ static void test_concat_fc(void **state) {
       "op { input: ['a', 'b'] output: ['c', 'ci'] type: 'Concat' arg { name: 'axis' i: 1 } }"
       "op { input: ['c', 'fw', 'fb'] output: 'y' type: 'FC' }"
       "external_input: ['data', 'w1', 'w2', 'fw', 'fb'] external_output: 'y'";
-  enum { ND = 2 * 3 * 5 * 5, N1 = 4 * 27, N2 = 2 * 27, NF = 5 * 54 };
-  static float data[ND], w1[N1], w2[N2], fw[NF], fb[5];
-  float *all[] = {data, w1, w2, fw, fb};
-  size_t len[] = {ND, N1, N2, NF, 5};
-  uint64_t rng = 42;
-  for (int t = 0; t < 5; t++)
-    for (size_t i = 0; i < len[t]; i++) {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-      all[t][i] = (float)((double)(rng >> 40) / 16777216.0 - 0.5);
-    }
-  const int64_t dd[4] = {2, 3, 5, 5}, d1[4] = {4, 3, 3, 3}, d2[4] = {2, 3, 3, 3},
-                df[2] = {5, 54}, db[1] = {5};
-  const int64_t *dims[] = {dd, d1, d2, df, db};
-  const int nd[] = {4, 4, 4, 2, 1};
-  const char *names[] = {"data", "w1", "w2", "fw", "fb"};
-  dm_workspace *ws[2];
-  for (int v = 0; v < 2; v++) {
-    assert_ok(dm_workspace_create(&ws[v]));
-    for (int t = 0; t < 5; t++)
-      assert_ok(dm_workspace_feed(ws[v], names[t], DM_FLOAT, nd[t], dims[t], all[t]));
-  }
-  assert_ok(run_text(ws[0], text));
-  Caffe2__NetDef *net = parse(text), *add = NULL;
-  assert_ok(dm_netdef_new("add", &add));
-  static const char *const fed[] = {"data"};
-  dm_layout_opts o = {.fed = fed, .n_fed = 1};
-  dm_layout_summary sum = {0};
-  assert_ok(dm_layout_pass(net, &o, add, &sum));
+  static const blob_spec b[] = {{"data", 4, {2, 3, 5, 5}}, {"w1", 4, {4, 3, 3, 3}},
+                                {"w2", 4, {2, 3, 3, 3}},   {"fw", 2, {5, 54}},
+                                {"fb", 1, {5}}};
+  small_run r;
+  small_run_both(text, b, 5, 42, &r);
   char got[1024];
-  op_list(add, OPL_OUTPUTS, got, sizeof got);
+  op_list(r.add, OPL_OUTPUTS, got, sizeof got);
   assert_string_equal(got, "Transpose(w1)>w1_nhwc Transpose(w2)>w2_nhwc "
                            "FCWeightToNHWC(fw,w1_nhwc,w2_nhwc)>fw_nhwc");
-  const Caffe2__Argument *axis = dm_opdef_find_arg(net->op[3], "axis");
-  assert_true(strcmp(net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
-  dm_net *n = NULL;
-  assert_ok(dm_workspace_create_net(ws[1], add, "add", &n));
-  assert_ok(dm_net_run(n));
-  assert_ok(dm_workspace_create_net(ws[1], net, "nhwc", &n));
-  assert_ok(dm_net_run(n));
-  const dm_tensor *ya = fetch(ws[0], "y"), *yb = fetch(ws[1], "y");
-  assert_int_equal(dm_tensor_numel(yb), 10);
-  const float *pa = dm_tensor_data(ya), *pb = dm_tensor_data(yb);
-  double tol = LAM * sqrt(27.0 + 54.0) * U32 * max_abs(ya);
-  for (int k = 0; k < 10; k++)
-    if (fabs((double)pa[k] - pb[k]) > tol)
-      fail_msg("y[%d]: NCHW %.9g, NHWC %.9g (tolerance %.3g)", k, pa[k], pb[k], tol);
-  dm_layout_summary_free(&sum);
-  dm_workspace_destroy(ws[0]);
-  dm_workspace_destroy(ws[1]);
+  const Caffe2__Argument *axis = dm_opdef_find_arg(r.net->op[3], "axis");
+  assert_true(strcmp(r.net->op[3]->type, "Concat") == 0 && axis && axis->i == 3);
+  small_run_check(&r, "y", 10, 27.0 + 54.0);
 }
 
 /* ---- training steps ------------------------------------------------------------- */
@@ -202,6 +309,7 @@ static void test_concat_fc(void **state) {
 typedef struct model {
   const char *init, *train;
   int64_t batch, channels, side;
+  const char *pred; /* the probabilities or logits compared besides the loss */
 } model;
 
 typedef struct stepped {
@@ -211,6 +319,7 @@ typedef struct stepped {
   dm_layout_summary layout;
   char **params;           /* the init net's outputs */
   size_t n_params;
+  const char *pred;        /* the model's */
 } stepped;
 
 static const dm_tensor *fetch(dm_workspace *ws, const char *name) {
@@ -229,9 +338,10 @@ static Caffe2__NetDef *forward_def(const char *path) {
 
 /* sabotage: the FC weights' reorder made a plain copy (the check that the tolerance can
  * fail); perturb: every pixel one ulp up (the noise floor). */
-static void step(const model *m, int layout, int fp16, int sabotage, int perturb,
+static void step(const model *m, int layout, int fp16, int sabotage, int perturb, int pad,
                  stepped *out) {
   memset(out, 0, sizeof *out);
+  out->pred = m->pred;
   assert_ok(dm_workspace_create(&out->ws));
   assert_ok(dm_workspace_run_net_file(out->ws, m->init));
   Caffe2__NetDef *init = NULL;
@@ -250,6 +360,7 @@ static void step(const model *m, int layout, int fp16, int sabotage, int perturb
   p.mixed_precision = fp16;
   p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
   p.layout = layout ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  p.layout_opts.pad_channels = pad;
   Caffe2__NetDef *net = forward_def(m->train), *add = NULL;
   dm_pipeline_result r;
   assert_ok(dm_pipeline_run(net, &p, &add, &r));
@@ -346,8 +457,8 @@ static double max_abs(const dm_tensor *t) {
   return m;
 }
 
-/* B's index of A's element k of parameter `name`: the same, or through a filter's or an
- * FC weight's re-layout. */
+/* B's index of A's element k of parameter `name`: the same, or through a filter's (C: B's
+ * channels, padded or not) or an FC weight's (C: the channels) re-layout. */
 static int64_t b_index(const dm_tensor *ta, int fc, int64_t C, int64_t k) {
   const int64_t *d = dm_tensor_dims(ta);
   if (fc < 0)
@@ -356,10 +467,9 @@ static int64_t b_index(const dm_tensor *ta, int fc, int64_t C, int64_t k) {
     int64_t K = d[1], S = K / C, n = k / K, col = k % K;
     return n * K + (col % S) * C + col / S;
   }
-  int64_t M = d[0], Cf = d[1], kh = d[2], kw = d[3];
+  int64_t Cf = d[1], kh = d[2], kw = d[3]; /* C: B's dim 3, Cf or Cf padded */
   int64_t w = k % kw, h = k / kw % kh, c = k / (kw * kh) % Cf, o = k / (kw * kh * Cf);
-  (void)M;
-  return ((o * kh + h) * kw + w) * Cf + c;
+  return ((o * kh + h) * kw + w) * C + c;
 }
 
 /* The channels an FC weight's reorder used: the first dims of its filter inputs. */
@@ -398,7 +508,7 @@ typedef struct gap {
 static gap compare(const stepped *a, const stepped *b, double rel, int elementwise,
                    int verbose) {
   gap g = {0, 0, 0};
-  const char *outs[] = {"loss", "pred"};
+  const char *outs[] = {"loss", a->pred};
   for (int o = 0; o < 2; o++) {
     const dm_tensor *ta = fetch(a->ws, outs[o]), *tb = fetch(b->ws, outs[o]);
     assert_int_equal(dm_tensor_numel(ta), dm_tensor_numel(tb));
@@ -416,23 +526,25 @@ static gap compare(const stepped *a, const stepped *b, double rel, int elementwi
   }
   for (size_t i = 0; i < a->n_params; i++) {
     const char *name = a->params[i], *bname = name;
-    int fc = -1;
+    int fc = -1, pad = 0;
     for (size_t k = 0; k < b->layout.n_renamed; k++)
       if (strcmp(b->layout.renamed[2 * k], name) == 0) {
         bname = b->layout.renamed[2 * k + 1];
         fc = b->layout.fc[k];
+        pad = b->layout.pad[k];
       }
     const dm_tensor *ta = fetch(a->ws, name), *tb = fetch(b->ws, bname);
     if (dm_tensor_dtype(ta) != DM_FLOAT)
       continue; /* the iteration counter */
-    assert_int_equal(dm_tensor_numel(ta), dm_tensor_numel(tb));
+    if (pad <= 1) /* else checked by compare_padded */
+      assert_int_equal(dm_tensor_numel(ta), dm_tensor_numel(tb));
     char gname[256]; /* the update: the FP32 gradient MomentumSGDUpdate adjusted */
     snprintf(gname, sizeof gname, "%s_grad_fp32", name);
     if (!dm_workspace_has_blob(a->ws, gname))
       snprintf(gname, sizeof gname, "%s_grad", name);
     const dm_tensor *grad = dm_workspace_has_blob(a->ws, gname) ? fetch(a->ws, gname) : NULL;
     double scale = max_abs(grad ? grad : ta);
-    int64_t C = fc == 1 ? fc_channels(b, bname) : 0;
+    int64_t C = fc == 1 ? fc_channels(b, bname) : fc == 0 ? dm_tensor_dims(tb)[3] : 0;
     assert_true(fc != 1 || C > 0);
     const float *pa = dm_tensor_data(ta), *pb = dm_tensor_data(tb);
     const float *pg = grad ? dm_tensor_data(grad) : NULL;
@@ -454,41 +566,126 @@ static gap compare(const stepped *a, const stepped *b, double rel, int elementwi
   return g;
 }
 
+/* The NHWC net with conv1's channels padded (c) against it unpadded (b): the padded
+ * filter channels exactly 0 after the step and, with `exact`, everything else bit for bit
+ * the same: the padding adds only +0 terms to each of conv1's sums, and a float sum is
+ * unchanged by adding +0 as long as the kernel keeps the real terms' order. The
+ * reference Conv's GEMM may block a longer reduction differently (ResNet-50's conv1, 147
+ * -> 392 terms, then a batch-2 BN): there c is held to the NCHW tolerance instead, as b
+ * is. Returns the number of padded filters. */
+static size_t compare_padded(const stepped *b, const stepped *c, int exact) {
+  const char *outs[] = {"loss", b->pred};
+  for (int o = 0; o < 2; o++) {
+    const dm_tensor *tb = fetch(b->ws, outs[o]), *tc = fetch(c->ws, outs[o]);
+    assert_int_equal(dm_tensor_numel(tb), dm_tensor_numel(tc));
+    double *pb = values(tb), *pc = values(tc);
+    for (int64_t k = 0; k < dm_tensor_numel(tb); k++)
+      if (exact && pb[k] != pc[k])
+        fail_msg("%s[%lld]: unpadded %.9g, padded %.9g", outs[o], (long long)k, pb[k], pc[k]);
+    free(pb);
+    free(pc);
+  }
+  assert_int_equal(b->layout.n_renamed, c->layout.n_renamed);
+  size_t padded = 0;
+  for (size_t i = 0; i < b->n_params; i++) {
+    const char *name = b->params[i], *bname = name, *cname = name;
+    int pad = 0;
+    for (size_t k = 0; k < b->layout.n_renamed; k++)
+      if (strcmp(b->layout.renamed[2 * k], name) == 0)
+        bname = b->layout.renamed[2 * k + 1];
+    for (size_t k = 0; k < c->layout.n_renamed; k++)
+      if (strcmp(c->layout.renamed[2 * k], name) == 0) {
+        cname = c->layout.renamed[2 * k + 1];
+        pad = c->layout.pad[k];
+      }
+    const dm_tensor *tb = fetch(b->ws, bname), *tc = fetch(c->ws, cname);
+    if (dm_tensor_dtype(tb) != DM_FLOAT)
+      continue;
+    const float *pb = dm_tensor_data(tb), *pc = dm_tensor_data(tc);
+    int64_t C = dm_tensor_ndim(tb) == 4 ? dm_tensor_dims(tb)[3] : 1, Cp = C;
+    if (pad > 1) {
+      Cp = dm_tensor_dims(tc)[3];
+      assert_true(Cp % pad == 0 && Cp > C && Cp - C < pad);
+      padded++;
+    } else {
+      assert_int_equal(dm_tensor_numel(tb), dm_tensor_numel(tc));
+    }
+    for (int64_t k = 0; k < dm_tensor_numel(tc); k++) {
+      int64_t ch = k % Cp, rest = k / Cp;
+      if (ch >= C && pc[k] != 0.0f)
+        fail_msg("%s: padded channel %lld of element %lld is %g after the step, not 0", cname,
+                 (long long)ch, (long long)rest, pc[k]);
+      if (exact && ch < C && pc[k] != pb[rest * C + ch])
+        fail_msg("%s[%lld]: padded %.9g, unpadded %.9g", cname, (long long)k, pc[k],
+                 pb[rest * C + ch]);
+    }
+  }
+  return padded;
+}
+
 /* With noise_floor, the trained parameters are compared in norm against how far the
  * NCHW net itself moves when every input pixel moves one ulp (see the file comment). */
+/* B (the NHWC net, or C with conv1's channels padded) against A within the tolerance; with
+ * noise_floor, its updates in norm against how far the NCHW net moves with its input one
+ * ulp off (n). */
+static void check_against(const model *m, int fp16, const stepped *a, const stepped *b,
+                          const stepped *n, double rel, const char *what) {
+  gap g = compare(a, b, rel, !n, 1);
+  assert_true(isfinite(g.sq_update) && g.sq_update > 0); /* the parameters moved */
+  print_message("%s %s%s: relative tolerance %.3g; worst error / tolerance %.3g\n", m->train,
+                fp16 ? "FP16" : "FP32", what, rel, g.worst);
+  if (g.worst > 1)
+    fail_msg("NHWC%s differs from NCHW beyond the tolerance (%.3g of it)", what, g.worst);
+  if (n) {
+    gap gn = compare(a, n, rel, 0, 0);
+    double e_layout = sqrt(g.sq_err / g.sq_update), e_noise = sqrt(gn.sq_err / gn.sq_update);
+    print_message("  updates: NHWC%s vs NCHW %.3g relative (norm); NCHW vs NCHW with the "
+                  "input one ulp off %.3g\n", what, e_layout, e_noise);
+    if (!fp16 && !(e_noise < 0.1)) /* a floor this high would hide a wrong net */
+      fail_msg("the noise floor %.3g is too high for a meaningful comparison", e_noise);
+    if (!(e_layout <= LAM * e_noise + rel))
+      fail_msg("NHWC%s's updates are %.3g off in norm, beyond %g x the noise floor %.3g + %.3g",
+               what, e_layout, LAM, e_noise, rel);
+  }
+}
+
+/* With noise_floor, the trained parameters are compared in norm against how far the
+ * NCHW net itself moves when every input pixel moves one ulp (see the file comment).
+ * A model whose input channels are not a multiple of 8 is also stepped with them padded
+ * to 8 (the layout pass's pad_channels), held to the same tolerance against NCHW, its
+ * padded filter channels exactly 0, and without noise_floor bit-identical to the
+ * unpadded NHWC net. */
 static void check_model(const model *m, int fp16, int noise_floor) {
-  stepped a, b;
-  step(m, 0, fp16, 0, 0, &a);
-  step(m, 1, fp16, 0, 0, &b);
+  stepped a, b, n;
+  step(m, 0, fp16, 0, 0, 0, &a);
+  step(m, 1, fp16, 0, 0, 0, &b);
   assert_true(b.layout.n_renamed > 0);
   double K, D;
   reductions(&a, &K, &D);
   double rel = LAM * sqrt(K) * U32 + (fp16 ? LAM * sqrt(D) * 2 * U16 : 0);
-  gap g = compare(&a, &b, rel, !noise_floor, 1);
-  assert_true(isfinite(g.sq_update) && g.sq_update > 0); /* the parameters moved */
-  print_message("%s %s: K %.0f, D %.0f, relative tolerance %.3g; worst error / tolerance "
-                "%.3g\n", m->train, fp16 ? "FP16" : "FP32", K, D, rel, g.worst);
-  if (g.worst > 1)
-    fail_msg("NHWC differs from NCHW beyond the tolerance (%.3g of it)", g.worst);
-  if (noise_floor) {
-    stepped n;
-    step(m, 0, fp16, 0, 1, &n);
-    gap gn = compare(&a, &n, rel, 0, 0);
-    double e_layout = sqrt(g.sq_err / g.sq_update), e_noise = sqrt(gn.sq_err / gn.sq_update);
-    print_message("  updates: NHWC vs NCHW %.3g relative (norm); NCHW vs NCHW with the input "
-                  "one ulp off %.3g\n", e_layout, e_noise);
-    if (!fp16 && !(e_noise < 0.1)) /* a floor this high would hide a wrong net */
-      fail_msg("the noise floor %.3g is too high for a meaningful comparison", e_noise);
-    if (!(e_layout <= LAM * e_noise + rel))
-      fail_msg("NHWC's updates are %.3g off in norm, beyond %g x the noise floor %.3g + %.3g",
-               e_layout, LAM, e_noise, rel);
-    stepped_free(&n);
+  print_message("%s %s: K %.0f, D %.0f\n", m->train, fp16 ? "FP16" : "FP32", K, D);
+  if (noise_floor)
+    step(m, 0, fp16, 0, 1, 0, &n);
+  check_against(m, fp16, &a, &b, noise_floor ? &n : NULL, rel, "");
+  if (m->channels % 8) {
+    stepped c;
+    step(m, 1, fp16, 0, 0, 8, &c);
+    assert_int_equal(c.layout.padded, 1);
+    check_against(m, fp16, &a, &c, noise_floor ? &n : NULL, rel, " (channels padded)");
+    size_t padded = compare_padded(&b, &c, !noise_floor);
+    print_message("  channels padded to 8: %zu filter(s) padded, their padded channels 0%s\n",
+                  padded, noise_floor ? "" : "; loss, outputs and every parameter bit-identical "
+                                             "to the unpadded NHWC net");
+    assert_true(padded >= 1);
+    stepped_free(&c);
   }
+  if (noise_floor)
+    stepped_free(&n);
   stepped_free(&a);
   stepped_free(&b);
 }
 
-static const model lenet = {NULL, NULL, 2, 1, 28};
+static const model lenet = {NULL, NULL, 2, 1, 28, "pred"};
 
 static void test_lenet(void **state) {
   (void)state;
@@ -506,8 +703,8 @@ static void test_lenet_can_fail(void **state) {
   m.init = lenet_init;
   m.train = lenet_train;
   stepped a, b;
-  step(&m, 0, 0, 0, 0, &a);
-  step(&m, 1, 0, 1, 0, &b);
+  step(&m, 0, 0, 0, 0, 0, &a);
+  step(&m, 1, 0, 1, 0, 0, &b);
   double K, D;
   reductions(&a, &K, &D);
   double worst = compare(&a, &b, LAM * sqrt(K) * U32, 1, 0).worst;
@@ -519,28 +716,43 @@ static void test_lenet_can_fail(void **state) {
 
 static void test_resnet50(void **state) {
   (void)state;
-  model m = {resnet_init, resnet_train, 2, 3, 64};
+  model m = {resnet_init, resnet_train, 2, 3, 64, "pred"};
   check_model(&m, 0, 1);
   check_model(&m, 1, 1);
 }
 
+/* The zoo SqueezeNet (models/squeezenet): global pooling into SoftmaxWithLoss, which has
+ * no layout rule: its 1 x 1 pooled input is transposed back before it (an exit). */
+static void test_squeezenet(void **state) {
+  (void)state;
+  model m = {squeeze_init, squeeze_train, 2, 3, 64, "softmax"};
+  check_model(&m, 0, 0);
+  check_model(&m, 1, 0);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s lenet_init lenet_train resnet50_init resnet50_train\n", argv[0]);
+  if (argc != 7) {
+    fprintf(stderr, "usage: %s lenet_init lenet_train resnet50_init resnet50_train "
+                    "squeezenet_init squeezenet_train\n", argv[0]);
     return 2;
   }
   lenet_init = argv[1];
   lenet_train = argv[2];
   resnet_init = argv[3];
   resnet_train = argv[4];
+  squeeze_init = argv[5];
+  squeeze_train = argv[6];
   assert_ok(dm_init());
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fc_weight_op),
+      cmocka_unit_test(test_pad_op),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_exit),
       cmocka_unit_test(test_concat_fc),
       cmocka_unit_test(test_lenet),
       cmocka_unit_test(test_lenet_can_fail),
       cmocka_unit_test(test_resnet50),
+      cmocka_unit_test(test_squeezenet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
