@@ -79,7 +79,9 @@ static void help(FILE *f) {
   fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"
-          "                       (state, net inputs and outputs and the losses are kept)\n"
+          "                       (state, net inputs and outputs, the losses and the\n"
+          "                       buffers a kernel reuses every run, such as the uploads'\n"
+          "                       to the GPU, are kept)\n"
           "  --keep BLOB          with --free: do not free BLOB either (repeatable)\n"
           "  --plugin LIB         load an operator plugin first (repeatable): the passes\n"
           "                       treat its ops as built-ins, from their schemas and kernels\n"
@@ -139,6 +141,9 @@ static dm_status rewrite(rewrite_job *j) {
   p.data_parallel = j->dist.on;
   dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
   p.memory = j->free_memory;
+  /* as train and the C API: buffers a kernel hands out again every run (the DB input's
+   * batches, the double-buffered uploads) are not freed, so the printed net is theirs */
+  p.keep_reused_outputs = 1;
   if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
     p.layout = (dm_layout)j->layout;
   p.layout_opts.pad_channels = j->pad_channels;
