@@ -47,7 +47,10 @@ typedef struct dm_train_fusion_summary {
   size_t bn_total;    /* training-mode SpatialBN ops seen */
   size_t bn_relu;     /* of which made SpatialBNRelu */
   size_t bn_add_relu; /* of which made SpatialBNAddRelu */
-  char *report;       /* one line per training BN not fused, with the reason (owned) */
+  size_t conv_relu;   /* Conv + Relu made ConvFusion (fusion_type 1) */
+  size_t fc_relu;     /* FC + Relu made FCFusion (fusion_type 1) */
+  char *report;       /* one line per training BN not fused, and per Conv/FC read first by
+                         a Relu but not fused, with the reason (owned) */
 } dm_train_fusion_summary;
 
 /* Rewrites `net` in place (o may be NULL: nothing kept or fed). On failure the net may

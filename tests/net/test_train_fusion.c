@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/half.h"
 #include "net/api.h"
 #include "net/gradient.h"
 #include "net/netdef_build.h"
@@ -214,6 +215,248 @@ static void test_left_alone(void **state) {
   dm_train_fusion_summary_free(&sum);
 }
 
+/* ---- Conv + Relu, FC + Relu -------------------------------------------------------- */
+
+static void test_conv_fc_relu(void **state) {
+  (void)state;
+  /* Conv with a bias, Relu in place; Conv without, Relu to a new blob; FC + Relu; a Conv
+   * whose Y a BN reads and a Conv whose Y is fetched are left alone (the latter reported). */
+  const char *text =
+      "op { name: \"c1\" type: \"Conv\" input: \"x\" input: \"w1\" input: \"b1\" output: \"t1\" "
+      "arg { name: \"kernel\" i: 3 } arg { name: \"pad\" i: 1 } }\n"
+      "op { type: \"Relu\" input: \"t1\" output: \"t1\" }\n"
+      "op { type: \"Conv\" input: \"t1\" input: \"w2\" output: \"t2\" arg { name: \"kernel\" i: 1 } }\n"
+      "op { type: \"Relu\" input: \"t2\" output: \"r2\" }\n"
+      "op { type: \"Conv\" input: \"r2\" input: \"w3\" output: \"t3\" arg { name: \"kernel\" i: 1 } }\n"
+      "op { type: \"Relu\" input: \"t3\" output: \"r3\" }\n"
+      "op { type: \"FC\" input: \"r3\" input: \"fw\" input: \"fb\" output: \"f\" }\n"
+      "op { type: \"Relu\" input: \"f\" output: \"f\" }\n"
+      "op { type: \"Conv\" input: \"r3\" input: \"w4\" output: \"t4\" arg { name: \"kernel\" i: 1 } }\n"
+      "external_output: \"t3\"\nexternal_output: \"f\"\nexternal_output: \"t4\"\n";
+  dm_train_fusion_summary sum;
+  Caffe2__NetDef *net = fuse(text, NULL, 0, NULL, 0, &sum);
+  expect_ops(net, "ConvFusion(x,w1,b1)>t1 ConvFusion(t1,w2)>r2 Conv(r2,w3)>t3 Relu(t3)>r3 "
+                  "FCFusion(r3,fw,fb)>f Conv(r3,w4)>t4");
+  assert_int_equal(sum.conv_relu, 2);
+  assert_int_equal(sum.fc_relu, 1);
+  assert_int_equal(sum.bn_total, 0);
+  assert_non_null(sum.report);
+  if (!strstr(sum.report, "op 2 Conv '' (t3): not fused with its Relu: an intermediate blob (Y) "
+                          "is fetched"))
+    fail_msg("report: %s", sum.report);
+  /* The Conv's name and arguments carried, fusion_type 1 added. */
+  assert_string_equal(net->op[0]->name, "c1");
+  assert_int_equal(dm_opdef_arg_int(net->op[0], "pad", 0), 1);
+  assert_int_equal(dm_opdef_arg_int(net->op[0], "fusion_type", 0), 1);
+  assert_int_equal(dm_opdef_arg_int(net->op[4], "fusion_type", 0), 1);
+  dm_train_fusion_summary_free(&sum);
+  /* The gradient pass emits one fused backward op each, reading the fused op's Y. */
+  const char *loss = "f";
+  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  char got[8192];
+  op_list(net, OPL_OUTPUTS, got, sizeof got);
+  static const char *const want[] = {
+      "FCReluGradient(r3,fw,f_autogen_grad,f)>fw_grad,fb_grad,r3_grad",
+      "ConvReluGradient(t1,w2,r2_grad,r2)>w2_grad,t1_grad",
+      "ConvReluGradient(x,w1,t1_grad,t1)>w1_grad,b1_grad,x_grad",
+      "ReluGradient(r3,r3_grad)>t3_grad ConvGradient(r2,w3,t3_grad)>w3_grad,r2_grad"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(got, want[i]))
+      fail_msg("no '%s' in %s", want[i], got);
+  if (strstr(got, " ReluGradient(f,") || strstr(got, " ReluGradient(r2,") ||
+      strstr(got, " ReluGradient(t1,") || strstr(got, "FCGradient"))
+    fail_msg("an unfused backward op in %s", got);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  /* The Relu writing the Conv's input; an op between writing W. */
+  net = fuse("op { type: \"Conv\" input: \"x\" input: \"w\" output: \"t\" }\n"
+             "op { type: \"Relu\" input: \"t\" output: \"x\" }\n", NULL, 0, NULL, 0, &sum);
+  assert_int_equal(sum.conv_relu, 0);
+  assert_non_null(strstr(sum.report, "the Relu's output is one of the Conv's inputs"));
+  dm_train_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  net = fuse("op { type: \"FC\" input: \"x\" input: \"w\" input: \"b\" output: \"t\" }\n"
+             "op { type: \"Relu\" input: \"q\" output: \"w\" }\n"
+             "op { type: \"Relu\" input: \"t\" output: \"y\" }\n", NULL, 0, NULL, 0, &sum);
+  assert_int_equal(sum.fc_relu, 0);
+  assert_non_null(strstr(sum.report, "an op between the FC and the Relu writes one of the "
+                                     "FC's inputs"));
+  dm_train_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  /* Fed Y */
+  static const char *const t[] = {"t"};
+  net = fuse("op { type: \"Conv\" input: \"x\" input: \"w\" output: \"t\" }\n"
+             "op { type: \"Relu\" input: \"t\" output: \"y\" }\n", NULL, 0, t, 1, &sum);
+  assert_int_equal(sum.conv_relu, 0);
+  assert_non_null(strstr(sum.report, "an intermediate blob (Y) is fed at each run"));
+  dm_train_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  /* ConvFusion with a sum (fusion_type 2, 3) has no gradient: refused with the reason. */
+  for (int type = 2; type <= 3; type++) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "op { type: \"ConvFusion\" input: \"x\" input: \"w\" input: \"s\" "
+             "output: \"y\" arg { name: \"fusion_type\" i: %d } }\n", type);
+    net = parse(buf);
+    loss = "y";
+    assert_status_msg(dm_add_gradient_ops(net, &loss, 1), DM_ERR_UNSUPPORTED,
+                      "ConvFusion has a gradient for fusion_type 1");
+    protobuf_c_message_free_unpacked(&net->base, NULL);
+  }
+}
+
+/* ---- ConvReluGradient, FCReluGradient against ReluGradient + Conv/FCGradient ---------- */
+
+static void feed_typed(dm_workspace *ws, const char *name, dm_dtype t, int ndim,
+                       const int64_t *dims, uint64_t *rng, double lo, double hi) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= dims[i];
+  float *v = malloc((size_t)n * sizeof *v);
+  uint16_t *h = malloc((size_t)n * sizeof *h);
+  assert_true(v && h);
+  for (int64_t i = 0; i < n; i++) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = (float)(lo + (hi - lo) * (double)(*rng >> 11) * 0x1p-53);
+  }
+  if (t == DM_FLOAT) {
+    assert_ok(dm_workspace_feed(ws, name, DM_FLOAT, ndim, dims, v));
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      h[i] = t == DM_BFLOAT16 ? dm_f32_to_bf16(v[i]) : dm_float_to_half(v[i]);
+    assert_ok(dm_workspace_feed(ws, name, t, ndim, dims, h));
+  }
+  free(v);
+  free(h);
+}
+
+/* Blobs a and b hold the same bits. */
+static int same_bits(dm_workspace *ws, const char *a, const char *b) {
+  const dm_tensor *x = NULL, *y = NULL;
+  assert_ok(dm_workspace_fetch(ws, a, &x));
+  assert_ok(dm_workspace_fetch(ws, b, &y));
+  assert_int_equal(dm_tensor_dtype(x), dm_tensor_dtype(y));
+  assert_int_equal(dm_tensor_nbytes(x), dm_tensor_nbytes(y));
+  return memcmp(dm_tensor_data(x), dm_tensor_data(y), dm_tensor_nbytes(x)) == 0;
+}
+
+/* Y (the forward's output, through ConvFusion/FCFusion, so with exact zeros) gets a NaN,
+ * a -0 and a +inf planted: the mask must treat them as ReluGradient does. */
+static void plant_specials(dm_workspace *ws, const char *name) {
+  const dm_tensor *y = NULL;
+  assert_ok(dm_workspace_fetch(ws, name, &y));
+  dm_dtype t = dm_tensor_dtype(y);
+  int64_t n = dm_tensor_numel(y);
+  assert_true(n >= 3);
+  void *d = malloc(dm_tensor_nbytes(y));
+  assert_non_null(d);
+  memcpy(d, dm_tensor_data(y), dm_tensor_nbytes(y));
+  if (t == DM_FLOAT) {
+    float *f = d;
+    f[0] = NAN, f[1] = -0.0f, f[n - 1] = INFINITY;
+  } else {
+    uint16_t *h = d;
+    h[0] = t == DM_BFLOAT16 ? 0x7fc0 : 0x7e00;
+    h[1] = 0x8000;
+    h[n - 1] = t == DM_BFLOAT16 ? 0x7f80 : 0x7c00;
+  }
+  assert_ok(dm_workspace_feed(ws, name, t, dm_tensor_ndim(y), dm_tensor_dims(y), d));
+  free(d);
+}
+
+static void check_conv_relu_grad(dm_dtype t, int k, const char *conv_args, int bias, int dx,
+                                 int group) {
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  assert_ok(dm_workspace_set_engine(ws, "REFERENCE"));
+  uint64_t rng = 777;
+  const int64_t xd[] = {3, 4, 7, 6}, wd[] = {6, 4 / group, k, k}, bd[] = {6};
+  feed_typed(ws, "x", t, 4, xd, &rng, -1, 1);
+  feed_typed(ws, "w", t, 4, wd, &rng, -0.4, 0.4);
+  feed_typed(ws, "b", t, 1, bd, &rng, -0.2, 0.2);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "op { type: 'ConvFusion' input: ['x', 'w'%s] output: 'y' %s "
+           "arg { name: 'kernel' i: %d } arg { name: 'group' i: %d } "
+           "arg { name: 'fusion_type' i: 1 } }",
+           bias ? ", 'b'" : "", conv_args, k, group);
+  assert_ok(run_text(ws, text));
+  plant_specials(ws, "y");
+  const dm_tensor *y = NULL;
+  assert_ok(dm_workspace_fetch(ws, "y", &y));
+  feed_typed(ws, "dy", t, 4, dm_tensor_dims(y), &rng, -1, 1);
+  const char *outs = bias ? (dx ? "'dw', 'db', 'dx'" : "'dw', 'db'") : (dx ? "'dw', 'dx'" : "'dw'");
+  const char *outs2 = bias ? (dx ? "'dw2', 'db2', 'dx2'" : "'dw2', 'db2'")
+                           : (dx ? "'dw2', 'dx2'" : "'dw2'");
+  char extra[256];
+  snprintf(extra, sizeof extra, "%s arg { name: 'kernel' i: %d } arg { name: 'group' i: %d } "
+           "%s %s", conv_args, k, group,
+           bias ? "" : "arg { name: 'no_bias' i: 1 }",
+           dx ? "" : "arg { name: 'no_gradient_to_input' i: 1 }");
+  snprintf(text, sizeof text,
+           "op { type: 'ConvReluGradient' input: ['x', 'w', 'dy', 'y'] output: [%s] %s "
+           "arg { name: 'fusion_type' i: 1 } }"
+           "op { type: 'ReluGradient' input: ['y', 'dy'] output: 'm' }"
+           "op { type: 'ConvGradient' input: ['x', 'w', 'm'] output: [%s] %s }"
+           "op { type: 'ConvGradient' input: ['x', 'w', 'dy'] output: ['dw3'] %s "
+           "arg { name: 'kernel' i: %d } arg { name: 'group' i: %d } "
+           "arg { name: 'no_bias' i: 1 } arg { name: 'no_gradient_to_input' i: 1 } }",
+           outs, extra, outs2, extra, conv_args, k, group);
+  assert_ok(run_text(ws, text));
+  if (!same_bits(ws, "dw", "dw2") || (bias && !same_bits(ws, "db", "db2")) ||
+      (dx && !same_bits(ws, "dx", "dx2")))
+    fail_msg("%s ConvReluGradient (%s, bias %d, dx %d, group %d) differs from ReluGradient + "
+             "ConvGradient", dm_dtype_name(t), conv_args, bias, dx, group);
+  assert_false(same_bits(ws, "dw", "dw3")); /* the mask matters */
+  dm_workspace_destroy(ws);
+}
+
+static void check_fc_relu_grad(dm_dtype t, int dx) {
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  assert_ok(dm_workspace_set_engine(ws, "REFERENCE"));
+  uint64_t rng = 99;
+  const int64_t xd[] = {5, 3, 2, 2}, wd[] = {7, 12}, bd[] = {7};
+  feed_typed(ws, "x", t, 4, xd, &rng, -1, 1);
+  feed_typed(ws, "w", t, 2, wd, &rng, -0.5, 0.5);
+  feed_typed(ws, "b", t, 1, bd, &rng, -0.2, 0.2);
+  assert_ok(run_text(ws, "op { type: 'FCFusion' input: ['x', 'w', 'b'] output: 'y' "
+                         "arg { name: 'fusion_type' i: 1 } }"));
+  plant_specials(ws, "y");
+  const dm_tensor *y = NULL;
+  assert_ok(dm_workspace_fetch(ws, "y", &y));
+  feed_typed(ws, "dy", t, 2, dm_tensor_dims(y), &rng, -1, 1);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "op { type: 'FCReluGradient' input: ['x', 'w', 'dy', 'y'] output: ['dw', 'db'%s] "
+           "arg { name: 'fusion_type' i: 1 } }"
+           "op { type: 'ReluGradient' input: ['y', 'dy'] output: 'm' }"
+           "op { type: 'FCGradient' input: ['x', 'w', 'm'] output: ['dw2', 'db2'%s] }"
+           "op { type: 'FCGradient' input: ['x', 'w', 'dy'] output: ['dw3', 'db3'] }",
+           dx ? ", 'dx'" : "", dx ? ", 'dx2'" : "");
+  assert_ok(run_text(ws, text));
+  if (!same_bits(ws, "dw", "dw2") || !same_bits(ws, "db", "db2") ||
+      (dx && !same_bits(ws, "dx", "dx2")))
+    fail_msg("%s FCReluGradient (dx %d) differs from ReluGradient + FCGradient",
+             dm_dtype_name(t), dx);
+  assert_false(same_bits(ws, "db", "db3")); /* the mask matters */
+  /* Y of another shape than dY is refused. */
+  assert_status_msg(run_text(ws, "op { type: 'FCReluGradient' input: ['x', 'w', 'dy', 'x'] "
+                                 "output: ['dw', 'db'] arg { name: 'fusion_type' i: 1 } }"),
+                    DM_ERR_SHAPE, "but dY is");
+  dm_workspace_destroy(ws);
+}
+
+static void test_relu_grad_ops(void **state) {
+  (void)state;
+  static const dm_dtype types[] = {DM_FLOAT, DM_FLOAT16, DM_BFLOAT16};
+  for (size_t i = 0; i < 3; i++) {
+    check_conv_relu_grad(types[i], 3, "arg { name: 'pad' i: 1 }", 1, 1, 1);
+    check_conv_relu_grad(types[i], 3, "arg { name: 'stride' i: 2 }", 0, 1, 2);
+    check_conv_relu_grad(types[i], 1, "", 1, 0, 1);
+    check_fc_relu_grad(types[i], 1);
+    check_fc_relu_grad(types[i], 0);
+  }
+}
+
 /* ---- training with and without the pass ------------------------------------------ */
 
 enum { NB = 4, CIN = 3, HW = 6, CH = 8, CLS = 5, STEPS = 4 };
@@ -369,6 +612,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fused_nets),
       cmocka_unit_test(test_left_alone),
+      cmocka_unit_test(test_conv_fc_relu),
+      cmocka_unit_test(test_relu_grad_ops),
       cmocka_unit_test(test_training_fp32),
       cmocka_unit_test(test_training_fp16),
   };
