@@ -607,7 +607,192 @@ static void test_training_fp16(void **state) {
   check_training(1);
 }
 
-int main(void) {
+/* ---- model training steps with and without the pass ------------------------------ */
+
+static const char *lenet_init, *lenet_train, *squeeze_init, *squeeze_train, *resnet_init,
+    *resnet_train;
+
+typedef struct model {
+  const char *name, **init, **train;
+  int64_t batch, channels, side;
+} model;
+
+typedef struct stepped {
+  dm_workspace *ws;
+  char **state; /* the init net's and the init addition's outputs: parameters, momenta */
+  size_t n_state;
+  dm_train_fusion_summary fused;
+} stepped;
+
+static void push_outputs(stepped *s, const Caffe2__NetDef *net) {
+  for (size_t i = 0; i < net->n_op; i++)
+    for (size_t k = 0; k < net->op[i]->n_output; k++)
+      assert_ok(dm_strv_push(&s->state, &s->n_state, net->op[i]->output[k]));
+}
+
+/* `steps` momentum-SGD steps of model m on the reference kernels (fp16: mixed precision,
+ * FP16), the training fusion pass on or off; sabotage: one parameter one ulp up first. */
+static void model_steps(const model *m, int fuse_train, int fp16, int steps, int sabotage,
+                        stepped *out) {
+  memset(out, 0, sizeof *out);
+  assert_ok(dm_workspace_create(&out->ws));
+  assert_ok(dm_workspace_set_engine(out->ws, "REFERENCE"));
+  assert_ok(dm_workspace_run_net_file(out->ws, *m->init));
+  Caffe2__NetDef *init = NULL;
+  assert_ok(dm_netdef_read(*m->init, &init));
+  push_outputs(out, init);
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+  static const char *const fed[] = {"data", "label"};
+  const char *loss = "loss";
+  dm_pipeline_opts p;
+  dm_pipeline_opts_init_training(&p, &loss, 1, fed, 2);
+  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.lr = 0.05;
+  p.fuse_train = fuse_train;
+  p.mixed_precision = fp16;
+  p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
+  Caffe2__NetDef *net = NULL, *add = NULL;
+  assert_ok(dm_netdef_read(*m->train, &net));
+  drop_ops(net, "TensorProtosDBInput");
+  dm_pipeline_result r;
+  assert_ok(dm_pipeline_run(net, &p, &add, &r));
+  out->fused = r.train_fusion;
+  r.train_fusion = (dm_train_fusion_summary){0};
+  dm_pipeline_result_free(&r);
+  push_outputs(out, add);
+  dm_net *n = NULL;
+  assert_ok(dm_workspace_create_net(out->ws, add, "init_add", &n));
+  assert_ok(dm_net_run(n));
+  if (sabotage) {
+    const dm_tensor *w = NULL;
+    assert_ok(dm_workspace_fetch(out->ws, out->state[0], &w));
+    assert_int_equal(dm_tensor_dtype(w), DM_FLOAT);
+    float *v = malloc(dm_tensor_nbytes(w));
+    assert_non_null(v);
+    memcpy(v, dm_tensor_data(w), dm_tensor_nbytes(w));
+    v[0] = nextafterf(v[0], INFINITY);
+    assert_ok(dm_workspace_feed(out->ws, out->state[0], DM_FLOAT, dm_tensor_ndim(w),
+                                dm_tensor_dims(w), v));
+    free(v);
+  }
+  int64_t numel = m->batch * m->channels * m->side * m->side;
+  float *x = malloc((size_t)numel * sizeof *x);
+  assert_non_null(x);
+  uint64_t rng = 0x853c49e6748fea9bull;
+  for (int64_t i = 0; i < numel; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((double)(rng >> 40) / 16777216.0);
+  }
+  const int64_t xd[4] = {m->batch, m->channels, m->side, m->side}, ld[1] = {m->batch};
+  int32_t labels[8] = {3, 8, 0, 5, 1, 2, 7, 9};
+  assert_ok(dm_workspace_feed(out->ws, "data", DM_FLOAT, 4, xd, x));
+  assert_ok(dm_workspace_feed(out->ws, "label", DM_INT32, 1, ld, labels));
+  free(x);
+  assert_ok(dm_workspace_create_net(out->ws, net, "train", &n));
+  for (int i = 0; i < steps; i++) {
+    assert_ok(dm_net_run(n));
+    if (fp16) { /* the step was taken, not skipped for an overflow */
+      const dm_tensor *f = NULL;
+      assert_ok(dm_workspace_fetch(out->ws, "found_inf", &f));
+      assert_true(*(const float *)dm_tensor_data(f) == 0.0f);
+    }
+  }
+  assert_ok(dm_strv_push(&out->state, &out->n_state, "loss"));
+}
+
+static void stepped_free(stepped *s) {
+  for (size_t i = 0; i < s->n_state; i++)
+    free(s->state[i]);
+  free(s->state);
+  dm_train_fusion_summary_free(&s->fused);
+  dm_workspace_destroy(s->ws);
+}
+
+/* The state blobs (and the loss) that differ in any bit; the first named in *first. */
+static size_t differing(const stepped *a, const stepped *b, const char **first) {
+  assert_int_equal(a->n_state, b->n_state);
+  size_t n = 0;
+  *first = NULL;
+  for (size_t i = 0; i < a->n_state; i++) {
+    /* the same names, maybe in another order (the optimizer follows the gradient ops) */
+    assert_true(dm_str_in_list(a->state[i], (const char *const *)b->state, b->n_state));
+    const dm_tensor *x = NULL, *y = NULL;
+    assert_ok(dm_workspace_fetch(a->ws, a->state[i], &x));
+    assert_ok(dm_workspace_fetch(b->ws, a->state[i], &y));
+    assert_int_equal(dm_tensor_nbytes(x), dm_tensor_nbytes(y));
+    if (memcmp(dm_tensor_data(x), dm_tensor_data(y), dm_tensor_nbytes(x)) != 0 && n++ == 0)
+      *first = a->state[i];
+  }
+  return n;
+}
+
+static void check_model(const model *m, int fp16, int steps) {
+  stepped plain, fused;
+  model_steps(m, 0, fp16, steps, 0, &plain);
+  model_steps(m, 1, fp16, steps, 0, &fused);
+  const dm_train_fusion_summary *f = &fused.fused;
+  size_t made = f->bn_relu + f->bn_add_relu + f->conv_relu + f->fc_relu;
+  printf("# %s %s: fused %zu Conv+Relu, %zu FC+Relu, %zu BN+Relu, %zu BN+Add+Relu; ", m->name,
+         fp16 ? "fp16" : "fp32", f->conv_relu, f->fc_relu, f->bn_relu, f->bn_add_relu);
+  assert_true(made > 0); /* the pass changed the net */
+  const char *first;
+  size_t n = differing(&plain, &fused, &first);
+  const dm_tensor *l = NULL;
+  assert_ok(dm_workspace_fetch(fused.ws, "loss", &l));
+  printf("%zu state blobs and the loss (%.6f) after %d step(s): %zu differ\n",
+         plain.n_state - 1, *(const float *)dm_tensor_data(l), steps, n);
+  if (n)
+    fail_msg("%s %s: %zu blobs differ with the pass, '%s' first", m->name,
+             fp16 ? "fp16" : "fp32", n, first);
+  stepped_free(&plain);
+  stepped_free(&fused);
+}
+
+static const model lenet = {"LeNet", &lenet_init, &lenet_train, 2, 1, 28};
+static const model squeeze = {"SqueezeNet", &squeeze_init, &squeeze_train, 2, 3, 64};
+static const model resnet = {"ResNet-50", &resnet_init, &resnet_train, 2, 3, 64};
+
+static void test_lenet(void **state) {
+  (void)state;
+  check_model(&lenet, 0, 2);
+  check_model(&lenet, 1, 2);
+}
+
+/* The comparison can fail: one ulp in one parameter shows after a step. */
+static void test_lenet_can_fail(void **state) {
+  (void)state;
+  stepped plain, fused;
+  model_steps(&lenet, 0, 0, 1, 0, &plain);
+  model_steps(&lenet, 1, 0, 1, 1, &fused);
+  const char *first;
+  size_t n = differing(&plain, &fused, &first);
+  printf("# LeNet, one parameter one ulp up: %zu blobs differ, '%s' first\n", n,
+         first ? first : "");
+  assert_true(n > 0);
+  stepped_free(&plain);
+  stepped_free(&fused);
+}
+
+static void test_squeezenet(void **state) {
+  (void)state;
+  check_model(&squeeze, 0, 2);
+  check_model(&squeeze, 1, 2);
+}
+
+static void test_resnet50(void **state) {
+  (void)state;
+  check_model(&resnet, 0, 1);
+  check_model(&resnet, 1, 1);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 7) {
+    fprintf(stderr, "usage: %s lenet_init lenet_train squeezenet_init squeezenet_train "
+            "resnet50_init resnet50_train\n", argv[0]);
+    return 2;
+  }
+  lenet_init = argv[1], lenet_train = argv[2], squeeze_init = argv[3];
+  squeeze_train = argv[4], resnet_init = argv[5], resnet_train = argv[6];
   assert_int_equal(dm_init(), DM_OK);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fused_nets),
@@ -616,6 +801,10 @@ int main(void) {
       cmocka_unit_test(test_relu_grad_ops),
       cmocka_unit_test(test_training_fp32),
       cmocka_unit_test(test_training_fp16),
+      cmocka_unit_test(test_lenet),
+      cmocka_unit_test(test_lenet_can_fail),
+      cmocka_unit_test(test_squeezenet),
+      cmocka_unit_test(test_resnet50),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
