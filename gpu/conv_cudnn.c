@@ -17,7 +17,8 @@
  *
  * The forward and backward runs take the state and (backward) dY's data as arguments,
  * so that conv_fusion_cudnn.c's ConvFusion and ConvReluGradient run them too (kernels.h):
- * the forward with relu is cuDNN's ConvolutionBiasActivationForward.
+ * the forward with relu is cuDNN's ConvolutionBiasActivationForward (where cuDNN runs it
+ * for the geometry; else Conv and the elementwise relu).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -280,10 +281,12 @@ none:
 
 /* ConvFusion's fused call: relu(conv(X, W) + b) in one cuDNN kernel. cuDNN runs the relu
  * form with IMPLICIT_PRECOMP_GEMM only; z (alpha2 = 0) is Y, unread. b is the op's (of
- * Y's dtype) or the state's zeros. */
+ * Y's dtype) or the state's zeros. Where cuDNN answers NOT_SUPPORTED for the geometry
+ * (before any work is queued), *fallback is set and the caller runs Conv, then the
+ * relu. */
 static dm_status conv_relu_fused(dm_op_ctx *ctx, conv_state *cs, dm_gpu_context *c,
                                  const dm_tensor *x, const dm_tensor *w, const dm_tensor *b,
-                                 dm_tensor *y) {
+                                 dm_tensor *y, int *fallback) {
   conv_desc *d = &cs->d;
   dm_status st = DM_OK;
   const void *pb = b ? dm_tensor_data(b) : NULL;
@@ -308,14 +311,23 @@ static dm_status conv_relu_fused(dm_op_ctx *ctx, conv_state *cs, dm_gpu_context 
   size_t need = 0;
   void *ws = NULL;
   DNN_TRY(cudnnSetConvolutionMathType(d->conv, conv_base_math(x->dtype)));
-  DNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv, d->y, algo,
-                                                  &need));
+  cudnnStatus_t e = cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv,
+                                                            d->y, algo, &need);
+  if (e == CUDNN_STATUS_NOT_SUPPORTED || (e == CUDNN_STATUS_SUCCESS && need > cs->ws_limit)) {
+    *fallback = 1;
+    return DM_OK;
+  }
+  DNN_TRY(e);
   if (need)
     ST_TRY(dm_gpu_scratch(c, need, &ws));
   void *py = dm_tensor_mutable_data(y);
-  DNN_TRY(cudnnConvolutionBiasActivationForward(
-      c->cudnn, &k_one, d->x, dm_tensor_data(x), d->w, dm_tensor_data(w), d->conv, algo, ws,
-      need, &k_zero, d->y, py, d->b, pb, d->relu, d->y, py));
+  e = cudnnConvolutionBiasActivationForward(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->w,
+                                            dm_tensor_data(w), d->conv, algo, ws, need,
+                                            &k_zero, d->y, py, d->b, pb, d->relu, d->y, py);
+  if (e == CUDNN_STATUS_NOT_SUPPORTED)
+    *fallback = 1;
+  else
+    DNN_TRY(e);
 done:
   return st;
 }
@@ -338,8 +350,12 @@ dm_status dm_cuda_conv_forward(dm_op_ctx *ctx, void *state, int relu) {
   /* The fused call takes a bias of Y's dtype, FP32 or FP16 (cuDNN's configurations for
    * it); an FP32 bias of a 16-bit Conv, or BF16, takes the blend below and a separate
    * relu. */
-  if (relu && y->dtype != DM_BFLOAT16 && (!b || b->dtype == y->dtype))
-    return conv_relu_fused(ctx, cs, c, x, w, b, y);
+  if (relu && y->dtype != DM_BFLOAT16 && (!b || b->dtype == y->dtype)) {
+    int fallback = 0;
+    ST_TRY(conv_relu_fused(ctx, cs, c, x, w, b, y, &fallback));
+    if (!fallback)
+      return DM_OK;
+  }
   ST_TRY(conv_find(ctx, cs, c, d, x, w, 0, 0, &s));
   DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->fwd_math));
   if (s->fwd_ws)
