@@ -158,8 +158,9 @@ static const char *match(const Caffe2__NetDef *net, size_t j, pattern *p) {
  * (*p filled), 0 when not (nothing to report: most Convs feed a BN). */
 static int match_relu(const Caffe2__NetDef *net, size_t j, pattern *p) {
   const Caffe2__OperatorDef *h = net->op[j];
-  if (h->n_output != 1 || h->n_input < 2)
-    return 0;
+  if (h->n_output != 1 || h->n_input < 2 || h->n_input > 3 ||
+      (is_type(h, "FC") && h->n_input != 3))
+    return 0; /* not a form ConvFusion / FCFusion takes (the schemas refuse it anyway) */
   memset(p, 0, sizeof *p);
   p->j = p->a = j;
   p->t = p->s = h->output[0];

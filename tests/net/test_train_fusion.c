@@ -1,4 +1,5 @@
-/* test_train_fusion.c: the training fusion pass (net/train_fusion.h):
+/* test_train_fusion.c: the training fusion pass (net/train_fusion.h) and the fused ops it
+ * makes:
  *   - the exact op lists it makes: SpatialBN + Relu (in place, as Caffe2's ResNet writes
  *     it) -> SpatialBNRelu; SpatialBN + Sum/Add + Relu -> SpatialBNAddRelu with Z last,
  *     either operand order, the Relu's output over Z; the fused op where the Relu was,
@@ -15,7 +16,20 @@
  *     precision (dynamic loss scaling), on the reference engine: the fused kernels run
  *     the unfused ops' own loops, so the tolerance is zero: every step's loss and, after
  *     every step, every blob of the state (weights, momenta, BN statistics) must be
- *     bit-identical.
+ *     bit-identical;
+ *   - Conv + Relu (bias or not, Relu in place or not) -> ConvFusion and FC + Relu ->
+ *     FCFusion (fusion_type 1), the patterns left alone with the reason, and the gradient
+ *     pass emitting ConvReluGradient / FCReluGradient; ConvFusion's sum forms refused a
+ *     gradient;
+ *   - ConvReluGradient and FCReluGradient against their independent composition
+ *     ReluGradient + ConvGradient / FCGradient (each tested against references in
+ *     tests/operators), bit for bit, FP32, FP16 and BF16, NaN, -0 and +inf planted in Y,
+ *     bias or not, with or without dX, groups and strides; and the mask shown to matter;
+ *   - LeNet (its DB input dropped, data and label fed), the zoo SqueezeNet and ResNet-50
+ *     (batch 2, 64 x 64) stepped with and without the pass through dm_pipeline_run on the
+ *     reference engine, FP32 and FP16 mixed precision: every state blob and the loss
+ *     bit-identical, the pass having fused something; one ulp in one parameter shows
+ *     (the comparison can fail). Usage: the six model files (tests/net/meson.build).
  */
 #include <math.h>
 #include <stddef.h>
@@ -726,22 +740,28 @@ static size_t differing(const stepped *a, const stepped *b, const char **first) 
   return n;
 }
 
-static void check_model(const model *m, int fp16, int steps) {
+/* Steps m with and without the pass and compares every state blob and the loss bit for
+ * bit; sabotage: the fused run's first parameter one ulp up, which must show. */
+static void check_model(const model *m, int fp16, int steps, int sabotage) {
   stepped plain, fused;
   model_steps(m, 0, fp16, steps, 0, &plain);
-  model_steps(m, 1, fp16, steps, 0, &fused);
+  model_steps(m, 1, fp16, steps, sabotage, &fused);
   const dm_train_fusion_summary *f = &fused.fused;
   size_t made = f->bn_relu + f->bn_add_relu + f->conv_relu + f->fc_relu;
-  printf("# %s %s: fused %zu Conv+Relu, %zu FC+Relu, %zu BN+Relu, %zu BN+Add+Relu; ", m->name,
-         fp16 ? "fp16" : "fp32", f->conv_relu, f->fc_relu, f->bn_relu, f->bn_add_relu);
+  printf("# %s %s%s: fused %zu Conv+Relu, %zu FC+Relu, %zu BN+Relu, %zu BN+Add+Relu; ",
+         m->name, fp16 ? "fp16" : "fp32", sabotage ? " (one parameter one ulp up)" : "",
+         f->conv_relu, f->fc_relu, f->bn_relu, f->bn_add_relu);
   assert_true(made > 0); /* the pass changed the net */
   const char *first;
   size_t n = differing(&plain, &fused, &first);
   const dm_tensor *l = NULL;
   assert_ok(dm_workspace_fetch(fused.ws, "loss", &l));
-  printf("%zu state blobs and the loss (%.6f) after %d step(s): %zu differ\n",
-         plain.n_state - 1, *(const float *)dm_tensor_data(l), steps, n);
-  if (n)
+  printf("%zu state blobs and the loss (%.6f) after %d step(s): %zu differ%s%s\n",
+         plain.n_state - 1, *(const float *)dm_tensor_data(l), steps, n,
+         first ? ", first " : "", first ? first : "");
+  if (sabotage)
+    assert_true(n > 0);
+  else if (n)
     fail_msg("%s %s: %zu blobs differ with the pass, '%s' first", m->name,
              fp16 ? "fp16" : "fp32", n, first);
   stepped_free(&plain);
@@ -754,35 +774,26 @@ static const model resnet = {"ResNet-50", &resnet_init, &resnet_train, 2, 3, 64}
 
 static void test_lenet(void **state) {
   (void)state;
-  check_model(&lenet, 0, 2);
-  check_model(&lenet, 1, 2);
+  check_model(&lenet, 0, 2, 0);
+  check_model(&lenet, 1, 2, 0);
 }
 
-/* The comparison can fail: one ulp in one parameter shows after a step. */
+/* The comparison can fail. */
 static void test_lenet_can_fail(void **state) {
   (void)state;
-  stepped plain, fused;
-  model_steps(&lenet, 0, 0, 1, 0, &plain);
-  model_steps(&lenet, 1, 0, 1, 1, &fused);
-  const char *first;
-  size_t n = differing(&plain, &fused, &first);
-  printf("# LeNet, one parameter one ulp up: %zu blobs differ, '%s' first\n", n,
-         first ? first : "");
-  assert_true(n > 0);
-  stepped_free(&plain);
-  stepped_free(&fused);
+  check_model(&lenet, 0, 1, 1);
 }
 
 static void test_squeezenet(void **state) {
   (void)state;
-  check_model(&squeeze, 0, 2);
-  check_model(&squeeze, 1, 2);
+  check_model(&squeeze, 0, 2, 0);
+  check_model(&squeeze, 1, 2, 0);
 }
 
 static void test_resnet50(void **state) {
   (void)state;
-  check_model(&resnet, 0, 1);
-  check_model(&resnet, 1, 1);
+  check_model(&resnet, 0, 1, 0);
+  check_model(&resnet, 1, 1, 0);
 }
 
 int main(int argc, char **argv) {
