@@ -13,7 +13,10 @@
  *
  * usage: gpu_train_step resnet50|lenet BATCH fp32|fp16 [STEPS [WARMUP [MODELS_DIR]]]
  *   (DM_BENCH_EXHAUSTIVE=1 sets exhaustive_search on every Conv and ConvGradient;
- *   DM_BENCH_PROFILE=1 prints a per-op-type profile of further steps as '#' lines)
+ *   DM_BENCH_PROFILE=1 prints a per-op-type profile of further steps as '#' lines;
+ *   DM_BENCH_NO_GRAPH=1 turns the CUDA graph off. Before the result line, two '#' lines:
+ *   the device graph (what is replayed, or why nothing is) and, per timed step, the ops
+ *   launched one by one, the graph launches and the host syncs)
  *   prints "model batch precision images_per_s ms_per_step steps"; exits 77, saying why,
  *   when there is no usable GPU (or the build has no CUDA).
  */
@@ -106,12 +109,34 @@ static dm_status bench(const bench_model *m, const char *dir, int64_t batch, int
   dm_net *net = NULL;
   if (s == DM_OK)
     s = dm_workspace_create_net(ws, train, m->name, &net), train = NULL;
+  /* DM_BENCH_NO_GRAPH=1: no CUDA graph, every op launched one by one */
+  const char *no_graph = getenv("DM_BENCH_NO_GRAPH");
+  if (s == DM_OK && no_graph && *no_graph == '1')
+    s = dm_net_set_device_graphs(net, 0);
   for (int i = 0; s == DM_OK && i < warmup; i++)
     s = dm_net_run(net);
+  dm_run_counts c0 = {0}, c1 = {0};
+  if (s == DM_OK)
+    dm_net_run_counts(net, &c0);
   double t0 = bench_now();
   for (int i = 0; s == DM_OK && i < steps; i++)
     s = dm_net_run(net);
   double dt = bench_now() - t0;
+  if (s == DM_OK) { /* what a timed step cost the host: launches and waits */
+    char line[512];
+    dm_net_run_counts(net, &c1);
+    dm_net_graph_status(net, line, sizeof line);
+    double n = steps > 0 ? steps : 1;
+    printf("# %s\n# per step: %.1f ops launched one by one, %.2f graph launches (%.0f device "
+           "operations each), %.2f host syncs\n",
+           line, (double)(c1.device_ops - c0.device_ops) / n,
+           (double)(c1.graph_launches - c0.graph_launches) / n,
+           c1.graph_launches > c0.graph_launches
+               ? (double)(c1.graph_nodes - c0.graph_nodes) /
+                     (double)(c1.graph_launches - c0.graph_launches)
+               : 0.0,
+           (double)(c1.host_syncs - c0.host_syncs) / n);
+  }
   /* DM_BENCH_PROFILE=1: then as many profiled steps, each op waited for, by op type
    * (after the timed steps, so the figure above is not slowed by it) */
   const char *prof = getenv("DM_BENCH_PROFILE");

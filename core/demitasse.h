@@ -188,6 +188,12 @@ DM_API dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *dat
 /* Runs every op of the net once, in order. */
 DM_API dm_status dm_net_run(dm_net *net);
 DM_API const char *dm_net_name(const dm_net *net); /* "" for NULL */
+/* Device graphs (on by default): a net's longest run of ops on one GPU is recorded as a
+ * CUDA graph once its blobs' shapes and addresses repeat, and replayed with one launch
+ * per run; a run with other shapes runs op by op, or is recorded anew. Off (on = 0),
+ * every op runs one by one and the graphs recorded so far are freed. No effect on a net
+ * without GPU ops. */
+DM_API dm_status dm_net_set_device_graphs(dm_net *net, int on);
 
 /* Copies `data` (numel * dm_dtype_size(dtype) bytes; for STRING numel char*, NULL read
  * as "") into blob `name`, creating it. Everything is checked before the blob is

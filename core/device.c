@@ -7,6 +7,14 @@
 /* Written once by dm_init (under its pthread_once) before any net exists, read after. */
 static const dm_device_ops *_Atomic backends[2];
 
+/* Per thread: a thread runs a workspace, and the executor reads the difference around
+ * its own runs. */
+static _Thread_local long host_syncs;
+
+long dm_device_host_syncs(void) { return host_syncs; }
+
+void dm_device_note_host_sync(void) { host_syncs++; }
+
 void dm_device_register(dm_device_type type, const dm_device_ops *ops) {
   if ((unsigned)type < 2)
     atomic_store(&backends[type], ops);

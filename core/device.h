@@ -55,7 +55,24 @@ typedef struct dm_device_ops {
   /* Optional: the calling thread's stream or library handle on device `id` (created on
    * first use), or NULL when there is none (for dm_op_cuda_stream and friends). */
   void *(*handle)(int id, dm_device_handle which);
+  /* Optional: device graphs (CUDA graphs; net/graph_exec.h). capture_begin makes this
+   * thread's stream of device `id` record the work queued on it instead of running it;
+   * capture_end stops recording and returns the work as an executable graph (*graph)
+   * with how many operations it holds (kernels, copies, memory operations). When a
+   * call made in between failed, or the recording cannot be made a graph, capture_end
+   * still ends the recording, discards it and says why (*graph NULL). graph_launch
+   * queues one replay of it on the same stream; graph_free releases it. */
+  dm_status (*capture_begin)(int id);
+  dm_status (*capture_end)(int id, void **graph, long *nodes);
+  dm_status (*graph_launch)(int id, void *graph);
+  void (*graph_free)(int id, void *graph);
 } dm_device_ops;
+
+/* Host synchronisations with devices made by this thread so far: device-to-host copies
+ * and waits for an asynchronous upload before the host rewrites its buffer (core counts
+ * them where it makes them). A steady training step on a GPU should make none. */
+DM_HIDDEN long dm_device_host_syncs(void);
+DM_HIDDEN void dm_device_note_host_sync(void);
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */
 DM_HIDDEN void dm_device_register(dm_device_type type, const dm_device_ops *ops);

@@ -163,6 +163,7 @@ static void uncharge(dm_mem_limit *l, size_t bytes) {
  * no longer runs, so the write may go ahead. */
 static void storage_await_uploads(dm_storage *s) {
   if (s->upload_pending) {
+    dm_device_note_host_sync();
     (void)s->pinned_by->fence_wait(s->fence);
     s->upload_pending = 0;
   }
@@ -307,6 +308,12 @@ void dm_tensor_reset(dm_tensor *t) {
   t->dtype = DM_UNDEFINED;
   t->ndim = 0;
   t->numel = 0;
+}
+
+void dm_tensor_forget_storage(dm_tensor *t) {
+  if (t->storage && t->storage->device != DM_CPU)
+    t->storage->data = NULL; /* storage_release frees no NULL data */
+  dm_tensor_reset(t);
 }
 
 void dm_tensor_free(dm_tensor *t) {
@@ -494,9 +501,12 @@ dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int id, const
         return dm_error(DM_ERR_UNSUPPORTED, "no backend to copy device memory");
       if (from == DM_CPU)
         DM_TRY(upload(ops, id, dst->storage, src->storage));
-      else
+      else {
+        if (device == DM_CPU) /* the host reads dst next: the copy waits for the device */
+          dm_device_note_host_sync();
         DM_TRY(ops->copy(device, id, dst->storage->data, from, src->storage->device_id,
                          src->storage->data, dst->storage->nbytes));
+      }
     }
   }
   storage_touch(dst->storage);

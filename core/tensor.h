@@ -157,6 +157,10 @@ DM_HIDDEN uint64_t dm_tensor_version(const dm_tensor *t);
 DM_HIDDEN void dm_tensor_touch(dm_tensor *t);
 /* Drops the storage; the tensor becomes empty (UNDEFINED, 0-d). */
 DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
+/* As dm_tensor_reset, but device storage is dropped without giving its memory back to
+ * the backend: memory that was never the tensor's to free (made while a device graph was
+ * being recorded, and discarded with it: net/graph_exec.c). */
+DM_HIDDEN void dm_tensor_forget_storage(dm_tensor *t);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
 DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
 /* Exchanges the storages of host tensors a and b when each holds its storage alone and

@@ -431,15 +431,15 @@ done:
 }
 
 const dm_kernel_def dm_cuda_bn_kernels[] = {
-    GPU_KERNEL("SpatialBN", "CUDNN", .init = bn_init, .run = bn_cudnn_run, .fini = bn_fini),
+    GPU_KERNEL("SpatialBN", "CUDNN", .init = bn_init, .run = bn_cudnn_run, .fini = bn_fini, GRAPH_SAFE),
     GPU_KERNEL("SpatialBNGradient", "CUDNN", .init = bn_init, .run = bn_grad_cudnn_run,
-               .fini = bn_fini),
-    GPU_KERNEL("SpatialBNRelu", "CUDNN", .init = bn_init, .run = bn_fused_run, .fini = bn_fini),
+               .fini = bn_fini, GRAPH_SAFE),
+    GPU_KERNEL("SpatialBNRelu", "CUDNN", .init = bn_init, .run = bn_fused_run, .fini = bn_fini, GRAPH_SAFE),
     GPU_KERNEL("SpatialBNAddRelu", "CUDNN", .init = bn_init, .run = bn_fused_run,
-               .fini = bn_fini),
+               .fini = bn_fini, GRAPH_SAFE),
     GPU_KERNEL("SpatialBNReluGradient", "CUDNN", .init = bn_init, .run = bn_fused_grad_run,
-               .fini = bn_fini),
+               .fini = bn_fini, GRAPH_SAFE),
     GPU_KERNEL("SpatialBNAddReluGradient", "CUDNN", .init = bn_init, .run = bn_fused_grad_run,
-               .fini = bn_fini),
+               .fini = bn_fini, GRAPH_SAFE),
     {0},
 };

@@ -76,10 +76,10 @@ static dm_status copy_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_cast_kernels[] = {
-    GPU_KERNEL("FloatToHalf", "", .run = float_to_half_run),
-    GPU_KERNEL("HalfToFloat", "", .run = half_to_float_run),
-    GPU_KERNEL("Cast", "", .init = dm_cast_init, .run = cast_run),
-    GPU_KERNEL("CastLike", "", .run = cast_like_run),
-    GPU_KERNEL("Copy", "", .run = copy_run),
+    GPU_KERNEL("FloatToHalf", "", .run = float_to_half_run, GRAPH_SAFE),
+    GPU_KERNEL("HalfToFloat", "", .run = half_to_float_run, GRAPH_SAFE),
+    GPU_KERNEL("Cast", "", .init = dm_cast_init, .run = cast_run, GRAPH_SAFE),
+    GPU_KERNEL("CastLike", "", .run = cast_like_run, GRAPH_SAFE),
+    GPU_KERNEL("Copy", "", .run = copy_run, GRAPH_SAFE),
     {0},
 };

@@ -28,6 +28,8 @@ static void context_destroy(dm_gpu_context *c) {
     cudaStreamSynchronize(c->stream); /* nothing may still use what is freed below */
   if (c->scratch)
     cudaFree(c->scratch);
+  if (c->cublas_ws)
+    cudaFree(c->cublas_ws);
   for (int i = 0; i < DM_GPU_STAGING; i++) {
     if (c->staging[i].ptr)
       cudaFreeHost(c->staging[i].ptr);
@@ -40,6 +42,10 @@ static void context_destroy(dm_gpu_context *c) {
     cublasLtDestroy(c->cublaslt);
   if (c->cublas)
     cublasDestroy(c->cublas);
+  if (c->copy_stream) {
+    cudaStreamSynchronize(c->copy_stream);
+    cudaStreamDestroy(c->copy_stream);
+  }
   if (c->stream)
     cudaStreamDestroy(c->stream);
   free(c);
@@ -75,6 +81,10 @@ static dm_status create_handles(dm_gpu_context *c) {
   /* FP32 GEMMs stay FP32 (no TF32), so they match the CPU at FP32 tolerance; FP16
    * GEMMs with FP32 compute use tensor cores whatever the math mode. */
   DM_CUBLAS_TRY(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
+  /* cuBLAS's own workspace, given rather than left to cuBLAS to allocate when it first
+   * needs one: an allocation then, during a graph capture, would fail the capture. */
+  DM_CUDA_TRY(cudaMalloc(&c->cublas_ws, DM_CUBLAS_WORKSPACE));
+  DM_CUBLAS_TRY(cublasSetWorkspace(c->cublas, c->cublas_ws, DM_CUBLAS_WORKSPACE));
   DM_CUBLAS_TRY(cublasLtCreate(&c->cublaslt));
   DM_CUDNN_TRY(cudnnCreate(&c->cudnn));
   DM_CUDNN_TRY(cudnnSetStream(c->cudnn, c->stream));
@@ -128,6 +138,13 @@ dm_status dm_gpu_context_get(int device, dm_gpu_context **out) {
   /* kernels and library calls go to this device's stream: make it current */
   DM_CUDA_TRY(cudaSetDevice(device));
   *out = set->dev[device];
+  return DM_OK;
+}
+
+dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out) {
+  if (!c->copy_stream)
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+  *out = c->copy_stream;
   return DM_OK;
 }
 

@@ -25,6 +25,8 @@
 #include "demitasse_plugin.h"
 
 #define DM_GPU_STAGING 4
+/* cuBLAS's workspace: NVIDIA's recommendation for Hopper is 32 MiB. */
+#define DM_CUBLAS_WORKSPACE ((size_t)32 << 20)
 
 typedef struct dm_gpu_context {
   int device;
@@ -32,6 +34,7 @@ typedef struct dm_gpu_context {
   cublasHandle_t cublas;     /* on `stream`, tensor-op math allowed */
   cublasLtHandle_t cublaslt;
   cudnnHandle_t cudnn;       /* on `stream` */
+  void *cublas_ws;           /* cuBLAS's workspace (cublasSetWorkspace) */
   void *scratch;             /* device scratch, grown on demand */
   size_t scratch_bytes;
   /* Pinned host staging for copies (memory.c): host data is copied into a buffer and sent
@@ -46,6 +49,11 @@ typedef struct dm_gpu_context {
   } staging[DM_GPU_STAGING];
   int next_staging;
   int pool_ready; /* the device pool's release threshold has been raised */
+  /* A second stream for uploads that overlap compute (device_copy.c's double-buffered
+   * input), created on first use; and where uploads go while a kernel asks for it
+   * (NULL: `stream`). */
+  cudaStream_t copy_stream;
+  cudaStream_t upload_stream;
 } dm_gpu_context;
 
 /* The calling thread's context for `device`, created on first use. DM_ERR_UNSUPPORTED
@@ -55,6 +63,9 @@ DM_HIDDEN dm_status dm_gpu_context_get(int device, dm_gpu_context **out);
 /* Device scratch of at least n bytes, valid until the next call on this context (kernels
  * use it within one run). */
 DM_HIDDEN dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out);
+
+/* The context's copy stream, created on first use. */
+DM_HIDDEN dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out);
 
 /* n bytes from host memory src to device memory dst, on c's stream through the pinned
  * staging ring: returns once src is copied (the caller may reuse it), without waiting

@@ -437,8 +437,8 @@ static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_conv_kernels[] = {
     GPU_KERNEL("Conv", "CUDNN", .init = dm_cuda_conv_init, .run = conv_cudnn_run,
-               .fini = dm_cuda_conv_fini),
+               .fini = dm_cuda_conv_fini, GRAPH_SAFE),
     GPU_KERNEL("ConvGradient", "CUDNN", .init = dm_cuda_conv_init, .run = conv_grad_cudnn_run,
-               .fini = dm_cuda_conv_fini),
+               .fini = dm_cuda_conv_fini, GRAPH_SAFE),
     {0},
 };

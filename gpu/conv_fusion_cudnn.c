@@ -16,10 +16,9 @@
  * Only fusion_type 1 has a kernel here: the supports hook keeps ConvFusion's sum forms
  * (2, 3) on the CPU, with the reason.
  *
- * None is flagged DM_KERNEL_GRAPH_SAFE: like the Conv and 16-bit FC kernels they draw
- * cuDNN's workspace (and FC's FP32 accumulator) from the context's shared scratch, which
- * another op may grow and move, and with exhaustive_search the first run at a shape
- * synchronises the host in cudnnFind.
+ * All four are GRAPH_SAFE as the Conv and FC kernels are (kernels.h): their work is on
+ * the op's stream and depends on shapes only (the fused-or-fallback choice included);
+ * the zero bias and the masked-dY buffer are sized at the first run of a shape and kept.
  */
 #include <stdlib.h>
 
@@ -118,11 +117,11 @@ static dm_status fc_relu_grad_run(dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_conv_fusion_kernels[] = {
     GPU_KERNEL("ConvFusion", "CUDNN", .init = dm_cuda_conv_init, .run = conv_fusion_run,
-               .fini = dm_cuda_conv_fini, .supports = conv_fusion_supports),
+               .fini = dm_cuda_conv_fini, .supports = conv_fusion_supports, GRAPH_SAFE),
     GPU_KERNEL("ConvReluGradient", "CUDNN", .init = conv_relu_grad_init,
-               .run = conv_relu_grad_run, .fini = relu_grad_fini),
-    GPU_KERNEL("FCFusion", "", .run = fc_fusion_run),
+               .run = conv_relu_grad_run, .fini = relu_grad_fini, GRAPH_SAFE),
+    GPU_KERNEL("FCFusion", "", .run = fc_fusion_run, GRAPH_SAFE),
     GPU_KERNEL("FCReluGradient", "", .init = fc_relu_grad_init, .run = fc_relu_grad_run,
-               .fini = relu_grad_fini),
+               .fini = relu_grad_fini, GRAPH_SAFE),
     {0},
 };

@@ -56,6 +56,6 @@ static dm_status dropout_grad_run(dm_op_ctx *ctx) { /* dY, [mask] -> dX */
 const dm_kernel_def dm_cuda_dropout_kernels[] = {
     GPU_KERNEL("Dropout", "", .init = dm_dropout_init, .run = dropout_run,
                .fini = dm_dropout_fini),
-    GPU_KERNEL("DropoutGrad", "", .run = dropout_grad_run),
+    GPU_KERNEL("DropoutGrad", "", .run = dropout_grad_run, GRAPH_SAFE),
     {0},
 };

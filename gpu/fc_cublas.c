@@ -109,7 +109,7 @@ static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_fc_kernels[] = {
-    GPU_KERNEL("FC", "", .run = dm_cuda_fc_forward),
-    GPU_KERNEL("FCGradient", "", .run = fc_grad_cuda_run),
+    GPU_KERNEL("FC", "", .run = dm_cuda_fc_forward, GRAPH_SAFE),
+    GPU_KERNEL("FCGradient", "", .run = fc_grad_cuda_run, GRAPH_SAFE),
     {0},
 };

@@ -30,6 +30,6 @@ static dm_status constant_fill_run(dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_fill_kernels[] = {
     GPU_KERNEL("ConstantFill", "", .init = dm_constant_fill_init, .run = constant_fill_run,
-               .supports = constant_fill_supports),
+               .supports = constant_fill_supports, GRAPH_SAFE),
     {0},
 };

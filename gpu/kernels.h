@@ -17,6 +17,11 @@
 #include "operators/common.h"
 
 extern const dm_device_ops dm_cuda_device_ops; /* memory.c */
+/* Its graph hooks (graph.c; core/device.h says what each does). */
+DM_HIDDEN dm_status dm_cuda_capture_begin(int id);
+DM_HIDDEN dm_status dm_cuda_capture_end(int id, void **graph, long *nodes);
+DM_HIDDEN dm_status dm_cuda_graph_launch(int id, void *graph);
+DM_HIDDEN void dm_cuda_graph_free(int id, void *graph);
 
 /* The kernel tables, each ending in {0}. */
 extern const dm_kernel_def dm_cuda_copy_kernels[];        /* device_copy.c */
@@ -61,6 +66,12 @@ DM_HIDDEN dm_status dm_cuda_fc_backward(dm_op_ctx *ctx, const void *dy_data);
  * .run, .fini, .cross_device, .supports. */
 #define GPU_KERNEL(op, eng, ...)                                                           \
   {DM_KERNEL_SIZE, .type = (op), .device = DM_CUDA, .engine = (eng), __VA_ARGS__}
+/* A kernel that keeps DM_KERNEL_GRAPH_SAFE's promise (core/demitasse_plugin.h): all its
+ * work on the op's stream, no host values read, the same work for the same shapes and
+ * addresses. Not: the copies (host memory), Dropout (a per-run host counter in its
+ * key), the multi-tensor ops and UnscaleAndCheck (their tensor tables go up through the
+ * staging ring, whose buffers later uploads reuse), NCCL (communicator set-up). */
+#define GRAPH_SAFE .flags = DM_KERNEL_GRAPH_SAFE
 
 /* Shorthands of the run functions. */
 #define IN(i) dm_op_input(ctx, (i))

@@ -60,6 +60,6 @@ static dm_status update_run(dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_loss_scale_kernels[] = {
     GPU_KERNEL("UnscaleAndCheck", "", .run = unscale_run),
-    GPU_KERNEL("UpdateLossScale", "", .init = update_init, .run = update_run),
+    GPU_KERNEL("UpdateLossScale", "", .init = update_init, .run = update_run, GRAPH_SAFE),
     {0},
 };

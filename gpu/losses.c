@@ -93,12 +93,12 @@ static dm_status accuracy_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_loss_kernels[] = {
-    GPU_KERNEL("SoftmaxWithLoss", "", .run = swl_run),
-    GPU_KERNEL("SoftmaxWithLossGradient", "", .run = swl_grad_run),
-    GPU_KERNEL("LabelCrossEntropy", "", .run = lce_run),
-    GPU_KERNEL("LabelCrossEntropyGradient", "", .run = lce_grad_run),
-    GPU_KERNEL("AveragedLoss", "", .run = avg_run),
-    GPU_KERNEL("AveragedLossGradient", "", .run = avg_grad_run),
-    GPU_KERNEL("Accuracy", "", .run = accuracy_run),
+    GPU_KERNEL("SoftmaxWithLoss", "", .run = swl_run, GRAPH_SAFE),
+    GPU_KERNEL("SoftmaxWithLossGradient", "", .run = swl_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("LabelCrossEntropy", "", .run = lce_run, GRAPH_SAFE),
+    GPU_KERNEL("LabelCrossEntropyGradient", "", .run = lce_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("AveragedLoss", "", .run = avg_run, GRAPH_SAFE),
+    GPU_KERNEL("AveragedLossGradient", "", .run = avg_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("Accuracy", "", .run = accuracy_run, GRAPH_SAFE),
     {0},
 };

@@ -119,7 +119,7 @@ static dm_status lrn_cudnn_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_lrn_kernels[] = {
-    GPU_KERNEL("LRN", "CUDNN", .init = lrn_init, .run = lrn_cudnn_run, .fini = lrn_fini),
-    GPU_KERNEL("LRNGradient", "CUDNN", .init = lrn_init, .run = lrn_cudnn_run, .fini = lrn_fini),
+    GPU_KERNEL("LRN", "CUDNN", .init = lrn_init, .run = lrn_cudnn_run, .fini = lrn_fini, GRAPH_SAFE),
+    GPU_KERNEL("LRNGradient", "CUDNN", .init = lrn_init, .run = lrn_cudnn_run, .fini = lrn_fini, GRAPH_SAFE),
     {0},
 };

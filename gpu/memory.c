@@ -87,8 +87,9 @@ dm_status dm_gpu_upload(dm_gpu_context *c, void *dst, const void *src, size_t n)
     return DM_OK;
   DM_TRY(staging(c, n, &buf));
   memcpy(buf->ptr, src, n);
-  DM_CUDA_TRY(cudaMemcpyAsync(dst, buf->ptr, n, cudaMemcpyHostToDevice, c->stream));
-  DM_CUDA_TRY(cudaEventRecord(buf->sent, c->stream));
+  cudaStream_t s = c->upload_stream ? c->upload_stream : c->stream;
+  DM_CUDA_TRY(cudaMemcpyAsync(dst, buf->ptr, n, cudaMemcpyHostToDevice, s));
+  DM_CUDA_TRY(cudaEventRecord(buf->sent, s));
   return DM_OK;
 }
 
@@ -222,8 +223,9 @@ static dm_status cuda_upload_async(int id, void *dst, const void *src, size_t n,
   }
   if (n == 0)
     return DM_OK;
-  DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
-  DM_CUDA_TRY(cudaEventRecord(f->event, c->stream));
+  cudaStream_t s = c->upload_stream ? c->upload_stream : c->stream;
+  DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s));
+  DM_CUDA_TRY(cudaEventRecord(f->event, s));
   return DM_OK;
 }
 
@@ -254,4 +256,8 @@ const dm_device_ops dm_cuda_device_ops = {
     .fence_wait = cuda_fence_wait,
     .fence_free = cuda_fence_free,
     .handle = cuda_handle,
+    .capture_begin = dm_cuda_capture_begin,
+    .capture_end = dm_cuda_capture_end,
+    .graph_launch = dm_cuda_graph_launch,
+    .graph_free = dm_cuda_graph_free,
 };

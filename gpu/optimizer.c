@@ -142,10 +142,10 @@ static dm_status lr_run(dm_op_ctx *ctx) { /* iter -> lr */
 }
 
 const dm_kernel_def dm_cuda_optimizer_kernels[] = {
-    GPU_KERNEL("MomentumSGDUpdate", "", .run = momentum_run),
-    GPU_KERNEL("Adam", "", .run = adam_run),
-    GPU_KERNEL("WeightedSum", "", .run = weighted_sum_run),
-    GPU_KERNEL("Iter", "", .run = iter_run),
-    GPU_KERNEL("LearningRate", "", .init = lr_init, .run = lr_run, .fini = lr_fini),
+    GPU_KERNEL("MomentumSGDUpdate", "", .run = momentum_run, GRAPH_SAFE),
+    GPU_KERNEL("Adam", "", .run = adam_run, GRAPH_SAFE),
+    GPU_KERNEL("WeightedSum", "", .run = weighted_sum_run, GRAPH_SAFE),
+    GPU_KERNEL("Iter", "", .run = iter_run, GRAPH_SAFE),
+    GPU_KERNEL("LearningRate", "", .init = lr_init, .run = lr_run, .fini = lr_fini, GRAPH_SAFE),
     {0},
 };

@@ -143,12 +143,12 @@ static int pool_supports(const dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_pool_kernels[] = {
     GPU_KERNEL("MaxPool", "CUDNN", .init = pool_init, .run = pool_cudnn_run, .fini = pool_fini,
-               .supports = pool_supports),
+               .supports = pool_supports, GRAPH_SAFE),
     GPU_KERNEL("AveragePool", "CUDNN", .init = pool_init, .run = pool_cudnn_run,
-               .fini = pool_fini, .supports = pool_supports),
+               .fini = pool_fini, .supports = pool_supports, GRAPH_SAFE),
     GPU_KERNEL("MaxPoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini, .supports = pool_supports),
+               .fini = pool_fini, .supports = pool_supports, GRAPH_SAFE),
     GPU_KERNEL("AveragePoolGradient", "CUDNN", .init = pool_init, .run = pool_grad_cudnn_run,
-               .fini = pool_fini, .supports = pool_supports),
+               .fini = pool_fini, .supports = pool_supports, GRAPH_SAFE),
     {0},
 };

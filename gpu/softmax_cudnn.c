@@ -86,8 +86,8 @@ static dm_status softmax_cudnn_run(dm_op_ctx *ctx) {
 
 const dm_kernel_def dm_cuda_softmax_kernels[] = {
     GPU_KERNEL("Softmax", "CUDNN", .init = softmax_init, .run = softmax_cudnn_run,
-               .fini = softmax_fini),
+               .fini = softmax_fini, GRAPH_SAFE),
     GPU_KERNEL("SoftmaxGradient", "CUDNN", .init = softmax_init, .run = softmax_cudnn_run,
-               .fini = softmax_fini),
+               .fini = softmax_fini, GRAPH_SAFE),
     {0},
 };

@@ -178,13 +178,13 @@ static dm_status transpose_run(dm_op_ctx *ctx) { return transpose_as(ctx, 0); }
 static dm_status transpose_grad_run(dm_op_ctx *ctx) { return transpose_as(ctx, 1); }
 
 const dm_kernel_def dm_cuda_tensor_kernels[] = {
-    GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args),
-    GPU_KERNEL("Flatten", "", .run = flatten_run),
-    GPU_KERNEL("ResizeLike", "", .run = resize_like_run),
-    GPU_KERNEL("StopGradient", "", .run = stop_gradient_run),
-    GPU_KERNEL("Concat", "", .run = concat_run),
-    GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args),
-    GPU_KERNEL("Transpose", "", .run = transpose_run),
-    GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run),
+    GPU_KERNEL("Reshape", "", .run = reshape_run, .supports = shape_from_args, GRAPH_SAFE),
+    GPU_KERNEL("Flatten", "", .run = flatten_run, GRAPH_SAFE),
+    GPU_KERNEL("ResizeLike", "", .run = resize_like_run, GRAPH_SAFE),
+    GPU_KERNEL("StopGradient", "", .run = stop_gradient_run, GRAPH_SAFE),
+    GPU_KERNEL("Concat", "", .run = concat_run, GRAPH_SAFE),
+    GPU_KERNEL("Split", "", .run = split_run, .supports = shape_from_args, GRAPH_SAFE),
+    GPU_KERNEL("Transpose", "", .run = transpose_run, GRAPH_SAFE),
+    GPU_KERNEL("TransposeGradient", "", .run = transpose_grad_run, GRAPH_SAFE),
     {0},
 };

@@ -384,6 +384,34 @@ static dm_status rewrite(pass *p, Caffe2__NetDef *w, const int *locs) {
   return DM_OK;
 }
 
+/* Moves each host-to-device copy (into another blob) as early as it can go: right after
+ * the last earlier op that writes its source or touches its destination (and after the
+ * copies already moved to that spot, so they keep their order). Placed before its first
+ * reader, the label's
+ * copy would sit in the middle of a training step, between GPU ops, cutting the step's
+ * device graph in two (net/graph_exec.h); moved up, every upload starts the step, where
+ * the double-buffered copy overlaps the previous step's compute. */
+static void hoist_uploads(Caffe2__NetDef *net) {
+  for (size_t k = 0; k < net->n_op; k++) {
+    Caffe2__OperatorDef *c = net->op[k];
+    if (!c->type || strcmp(c->type, "CopyCPUToGPU") != 0 || c->n_input != 1 || c->n_output != 1 ||
+        strcmp(c->input[0], c->output[0]) == 0)
+      continue;
+    size_t pos = 0;
+    for (size_t j = 0; j < k; j++) {
+      const Caffe2__OperatorDef *op = net->op[j];
+      if (dm_str_in_list(c->input[0], (const char *const *)op->output, op->n_output) ||
+          dm_str_in_list(c->output[0], (const char *const *)op->output, op->n_output) ||
+          dm_str_in_list(c->output[0], (const char *const *)op->input, op->n_input))
+        pos = j + 1;
+    }
+    while (pos < k && net->op[pos]->type && strcmp(net->op[pos]->type, "CopyCPUToGPU") == 0)
+      pos++;
+    memmove(&net->op[pos + 1], &net->op[pos], (k - pos) * sizeof *net->op);
+    net->op[pos] = c;
+  }
+}
+
 void dm_device_opts_init(dm_device_opts *o) { memset(o, 0, sizeof *o); }
 
 void dm_device_summary_free(dm_device_summary *sum) {
@@ -442,6 +470,8 @@ dm_status dm_device_pass(Caffe2__NetDef *net, const dm_device_opts *o, dm_device
     s = collect_names(&p, net);
   if (s == DM_OK)
     s = rewrite(&p, w, locs);
+  if (s == DM_OK)
+    hoist_uploads(p.out);
   char mark[32];
   snprintf(mark, sizeof mark, "CUDA:%d", o->device_id);
   if (s == DM_OK)

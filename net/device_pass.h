@@ -20,7 +20,8 @@
  *     CopyCPUToGPU(X) -> X_cuda (X_cuda1 for GPU 1, ...) or CopyGPUToCPU(X) -> X_cpu,
  *     inserted before the first such reader and shared by later readers on D until X is
  *     written again (then a fresh copy): one copy per boundary, as the mixed-precision
- *     pass casts;
+ *     pass casts; a copy to the GPU then moves up to just after the last op it must
+ *     follow (the one writing X, or an earlier copy), so a step's uploads come first;
  *   - an op on D writing a blob X homed elsewhere (a CPU-only update of GPU state, in
  *     place) writes the D-side name and is followed by a copy back to X's home, so X
  *     always holds the current value under its own name (checkpoints, messages);

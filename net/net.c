@@ -281,6 +281,7 @@ dm_status dm_op_probe_kernel(dm_workspace *ws, const Caffe2__OperatorDef *def,
 void dm_net_free(dm_net *net) {
   if (!net)
     return;
+  dm_graph_plan_free(net->graph);
   for (size_t i = 0; i < net->n_ops; i++)
     free_op(&net->ops[i]);
   free(net->ops);
@@ -296,6 +297,9 @@ dm_status dm_net_append_op(dm_net *net, int index) {
     return dm_error(DM_ERR_INVALID, "op %d does not exist", index);
   if (net->op_seconds)
     return dm_error(DM_ERR_INVALID, "cannot add ops to a net being profiled");
+  dm_graph_plan_free(net->graph); /* planned for the ops it had */
+  net->graph = NULL;
+  net->graph_planned = 0;
   if (net->n_ops == net->cap_ops) {
     size_t cap = net->cap_ops ? 2 * net->cap_ops : 16;
     dm_op_ctx *ops = realloc(net->ops, cap * sizeof *ops);
@@ -531,13 +535,88 @@ void dm_net_print_profile(const dm_net *net, FILE *f) {
   free(t);
 }
 
+dm_status dm_net_run_op(dm_net *net, size_t i) { return run_op(&net->ops[i]); }
+
+void dm_net_set_graphs(dm_net *net, int on) {
+  net->graphs_off = !on;
+  dm_graph_plan_free(net->graph);
+  net->graph = NULL;
+  net->graph_planned = 0;
+}
+
+dm_status dm_net_set_device_graphs(dm_net *net, int on) {
+  if (!net)
+    return dm_error(DM_ERR_INVALID, "dm_net_set_device_graphs: NULL net");
+  dm_net_set_graphs(net, on);
+  return DM_OK;
+}
+
+void dm_net_run_counts(const dm_net *net, dm_run_counts *out) { *out = net->counts; }
+
+void dm_net_graph_status(const dm_net *net, char *buf, size_t cap) {
+  if (net->graphs_off) {
+    snprintf(buf, cap, "device graphs off");
+  } else if (!net->graph_planned) {
+    snprintf(buf, cap, "device graphs: not planned yet (the net has not run)");
+  } else if (!net->graph) {
+    snprintf(buf, cap, "no device graph: %s", net->graph_why);
+  } else {
+    size_t first, end;
+    dm_graph_plan_range(net->graph, &first, &end);
+    const char *off = dm_graph_plan_why_off(net->graph);
+    if (*off)
+      snprintf(buf, cap, "device graph of ops %zu to %zu off: %s", first, end - 1, off);
+    else
+      snprintf(buf, cap, "device graph of ops %zu to %zu (%zu of %zu ops): %ld captured, %ld "
+                         "replays",
+               first, end - 1, end - first, net->n_ops, net->counts.captures,
+               net->counts.graph_launches);
+  }
+}
+
+/* Plans the device graph at the first run that may use one: graphs on, no profiling
+ * or inf/nan scan (both look at each op). */
+static dm_status graph_for_run(dm_net *net, dm_graph_plan **out) {
+  *out = NULL;
+  if (net->graphs_off || net->op_seconds || net->check_finite)
+    return DM_OK;
+  if (!net->graph_planned) {
+    DM_TRY(dm_graph_plan_make(net, &net->graph, net->graph_why, sizeof net->graph_why));
+    net->graph_planned = 1;
+  }
+  *out = net->graph;
+  return DM_OK;
+}
+
+static dm_status run_failed(dm_net *net, dm_status s, size_t i) {
+  char what[256];
+  const char *name = net->def->name && *net->def->name ? net->def->name : net->source;
+  return dm_error_prefix(s, "net '%s': %s", name, dm_op_describe(&net->ops[i], what, sizeof what));
+}
+
 dm_status dm_net_run(dm_net *net) {
   if (!net)
     return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
   net->first_nonfinite = -1;
   if (net->op_seconds)
     net->profiled_runs++;
+  dm_graph_plan *graph;
+  DM_TRY(graph_for_run(net, &graph));
+  size_t g_first = 0, g_end = 0;
+  if (graph)
+    dm_graph_plan_range(graph, &g_first, &g_end);
+  long syncs0 = dm_device_host_syncs();
   for (size_t i = 0; i < net->n_ops; i++) {
+    if (graph && i == g_first) {
+      size_t failed;
+      dm_status s = dm_graph_plan_run(graph, &net->counts, &failed);
+      if (s != DM_OK)
+        return run_failed(net, s, failed);
+      i = g_end - 1;
+      continue;
+    }
+    if (net->ops[i].device != DM_CPU)
+      net->counts.device_ops++;
     dm_status s = net->op_seconds ? run_op_timed(net, i) : run_op(&net->ops[i]);
     if (s == DM_OK && net->check_finite && net->first_nonfinite < 0) {
       int o = nonfinite_output(&net->ops[i]);
@@ -546,13 +625,11 @@ dm_status dm_net_run(dm_net *net) {
         net->nonfinite_output = o;
       }
     }
-    if (s != DM_OK) {
-      char what[256];
-      const char *name = net->def->name && *net->def->name ? net->def->name : net->source;
-      return dm_error_prefix(s, "net '%s': %s", name,
-                             dm_op_describe(&net->ops[i], what, sizeof what));
-    }
+    if (s != DM_OK)
+      return run_failed(net, s, i);
   }
+  net->counts.host_syncs += dm_device_host_syncs() - syncs0;
+  net->counts.runs++;
   return DM_OK;
 }
 

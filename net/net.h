@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "core/workspace.h"
+#include "graph_exec.h"
 #include "proto/caffe2.pb-c.h"
 
 /* An argument of an op, with NUL-terminated copies of its string values. */
@@ -50,6 +51,11 @@ struct dm_net {
   long profiled_runs;
   long first_nonfinite;  /* op index of the first inf/nan output in the last run, or -1 */
   int nonfinite_output;  /* which output of that op */
+  int graphs_off;        /* dm_net_set_graphs(net, 0) */
+  int graph_planned;     /* the plan below was made (it may be NULL: see graph_why) */
+  dm_graph_plan *graph;  /* device graph of the net's longest graph-safe run (graph_exec.h) */
+  char graph_why[256];   /* why there is no plan */
+  dm_run_counts counts;
 };
 
 /* Instantiates `def` (taking ownership of it, even on failure) in `ws`. The net is not
@@ -70,6 +76,16 @@ DM_HIDDEN dm_status dm_net_set_profile(dm_net *net, int on);
 /* Writes the totals by op type, largest first, as lines "# type count ms_per_run share"
  * of the runs profiled; nothing if none were. */
 DM_HIDDEN void dm_net_print_profile(const dm_net *net, FILE *f);
+/* Device graphs (graph_exec.h) for this net's runs: on by default; off, every op runs
+ * one by one. Turning them off frees the graphs captured so far. */
+DM_HIDDEN void dm_net_set_graphs(dm_net *net, int on);
+/* The counts over the runs so far (kernel launches, graph replays, host syncs). */
+DM_HIDDEN void dm_net_run_counts(const dm_net *net, dm_run_counts *out);
+/* One line on the net's device graph: what is captured and replayed, or why nothing is
+ * (graphs off, no graph-safe run of device ops, a capture that failed). */
+DM_HIDDEN void dm_net_graph_status(const dm_net *net, char *buf, size_t cap);
+/* Runs op i as the executor does (checks, layouts, versions); for graph_exec.c. */
+DM_HIDDEN dm_status dm_net_run_op(dm_net *net, size_t i);
 /* After a run with checking on: the first op whose output held inf/nan (and which
  * output), or 0 if none did. */
 DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output);

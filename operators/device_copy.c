@@ -38,7 +38,11 @@ static const dm_op_schema to_gpu = {
     .type = "CopyCPUToGPU", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
     .doc = "X (host) -> Y on the op's GPU; same dtype and shape", .infer = copy_infer,
-    .cost = copy_cost, .gradient = to_gpu_gradient};
+    .cost = copy_cost, .gradient = to_gpu_gradient,
+    /* Y (another blob) is a view of one of two device buffers the CUDA kernel uploads
+     * into in turn (gpu/device_copy.c): they live with the op, so freeing Y frees
+     * nothing, and a kept Y keeps the step's device graph on stable addresses. */
+    .reused_outputs = 1};
 static const dm_op_schema to_cpu = {
     .type = "CopyGPUToCPU", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,

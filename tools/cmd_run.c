@@ -41,6 +41,9 @@ static void help(FILE *f) {
           "                          every op with a CUDA kernel on GPU N, with copies\n"
           "                          where a blob crosses; the init net's weights follow\n"
           "      --cpu-ops T1,T2     with --device cuda: keep these op types on the CPU\n"
+          "      --no-graph          with --device cuda: no CUDA graph (by default the\n"
+          "                          longest run of GPU ops is recorded once its shapes\n"
+          "                          settle, then replayed with one launch per run)\n"
           "  -P, --precision P       fp32 (default), fp16 or bf16: the mixed-precision pass\n"
           "                          paints the net as for training: Conv/FC in P (FP32\n"
           "                          accumulation inside), softmax and losses in FP32,\n"
@@ -292,7 +295,7 @@ static dm_status run(const run_opts *o) {
     goto cleanup;
   s = dm_workspace_create_net(ws, def, o->net, &net); /* takes def */
   def = NULL;
-  if (s != DM_OK)
+  if (s != DM_OK || (s = dm_device_cli_apply(&o->dev, net)) != DM_OK)
     goto cleanup;
   double total = 0, best = 0;
   for (long it = 0; it < o->iters; it++) {
@@ -312,6 +315,7 @@ static dm_status run(const run_opts *o) {
          total / (double)o->iters, best);
   if (o->profile)
     dm_net_print_profile(net, stderr);
+  dm_device_cli_report(stderr, net);
   if (o->outputs.n)
     s = write_outputs(ws, &o->outputs);
   else
@@ -336,6 +340,7 @@ int dm_cmd_run(int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
       {"precision", required_argument, NULL, 'P'},
       {"cpu-ops", required_argument, NULL, DM_DEVICE_FLAG_BASE + 1},
+      {"no-graph", no_argument, NULL, DM_DEVICE_FLAG_BASE + 2},
       {"no-fuse", no_argument, NULL, 'F'},
       {"layout", required_argument, NULL, 1304},
       DM_MEMORY_LIMIT_OPTION,

@@ -342,6 +342,8 @@ static dm_status setup(train_state *st, train_opts *o) {
   }
   if (s == DM_OK && o->explain_overflow)
     dm_net_set_check_finite(st->train, 1);
+  if (s == DM_OK)
+    s = dm_device_cli_apply(&o->dev, st->train);
   if (s == DM_OK && test) {
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
     test = NULL;
@@ -552,6 +554,7 @@ static dm_status train(train_opts *o) {
     if (done > start) /* (on a terminal, below the progress line) */
       printf("%strained %ld iterations in %.1f s\n", st.report.tty ? "\n" : "", done - start,
              now_s() - t_start);
+    dm_device_cli_report(stdout, st.train);
   }
   dm_report_close(&st.report);
 cleanup:

@@ -8,12 +8,14 @@
 
 #include "cli_util.h"
 #include "core/device.h"
+#include "net/net.h"
 
-enum { O_DEVICE = DM_DEVICE_FLAG_BASE, O_CPU_OPS };
+enum { O_DEVICE = DM_DEVICE_FLAG_BASE, O_CPU_OPS, O_NO_GRAPH };
 
 const struct option dm_device_long_opts[] = {
     {"device", required_argument, NULL, O_DEVICE},
     {"cpu-ops", required_argument, NULL, O_CPU_OPS},
+    {"no-graph", no_argument, NULL, O_NO_GRAPH},
     {NULL, 0, NULL, 0}};
 
 struct option *dm_device_merge_opts(const struct option *base) {
@@ -57,6 +59,11 @@ int dm_device_flag(const char *cmd, int c, const char *arg, dm_device_cli *d, in
                                                          "got '%s'", arg);
     return 1;
   }
+  if (c == O_NO_GRAPH) {
+    d->no_graph = 1;
+    *rc = DM_EXIT_OK;
+    return 1;
+  }
   if (c != O_CPU_OPS)
     return 0;
   free(d->cpu_buf);
@@ -85,7 +92,29 @@ void dm_device_help(FILE *f) {
           "  --device DEV             cpu (default), cuda or cuda:N: the device pass puts\n"
           "                           every op with a CUDA kernel on GPU N and inserts\n"
           "                           CopyCPUToGPU/CopyGPUToCPU where a blob crosses\n"
-          "  --cpu-ops T1,T2          with --device cuda: keep these op types on the CPU\n");
+          "  --cpu-ops T1,T2          with --device cuda: keep these op types on the CPU\n"
+          "  --no-graph               (run, train) no CUDA graphs: every op is launched\n"
+          "                           one by one (by default the longest run of GPU ops\n"
+          "                           is recorded once its shapes settle and replayed)\n");
+}
+
+dm_status dm_device_cli_apply(const dm_device_cli *d, dm_net *net) {
+  return d->no_graph ? dm_net_set_device_graphs(net, 0) : DM_OK;
+}
+
+void dm_device_cli_report(FILE *f, const dm_net *net) {
+  dm_run_counts c;
+  dm_net_run_counts(net, &c);
+  if (c.runs == 0 || (c.device_ops == 0 && c.graph_launches == 0))
+    return;
+  char line[512];
+  dm_net_graph_status(net, line, sizeof line);
+  double r = (double)c.runs;
+  fprintf(f, "# %s\n# per run (%ld runs): %.1f device ops launched one by one, %.2f graph "
+             "replays (%.0f device operations each), %.2f host syncs\n",
+          line, c.runs, (double)c.device_ops / r, (double)c.graph_launches / r,
+          c.graph_launches ? (double)c.graph_nodes / (double)c.graph_launches : 0.0,
+          (double)c.host_syncs / r);
 }
 
 dm_status dm_device_cli_check(const dm_device_cli *d) {

@@ -166,8 +166,9 @@ static void test_engine_and_device_id(void **unused) {
   assert_ok(dm_device_pass(net, &o, &sum));
   char got[1024];
   summarize(net, got, sizeof got);
+  /* the upload moves up to just after c's writer (hoisted: uploads start a step) */
   assert_string_equal(got, "DevGpuFill()>a@C DevGpuFill()>b@G1 DevFill()>c@C "
-                           "DevFill()>c_cuda1@C CopyCPUToGPU(c)>c_cuda1_2@G1 "
+                           "CopyCPUToGPU(c)>c_cuda1_2@G1 DevFill()>c_cuda1@C "
                            "DevGpu(c_cuda1_2,b)>d@G1");
   assert_int_equal(net->op[5]->device_option->random_seed, 7); /* other fields kept */
   dm_device_summary_free(&sum);
@@ -437,9 +438,39 @@ static void test_instantiate_without_gpu(void **unused) {
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }
 
+/* A step's uploads come first: the label a loss reads late is copied before the GPU
+ * ops, not between them (so a device graph of those ops is not cut in two); an upload of
+ * what a CPU op writes follows that op, not earlier. */
+static void test_uploads_hoisted(void **unused) {
+  (void)unused;
+  Caffe2__NetDef *net = parse("op { type: \"DevGpu\" input: \"data\" input: \"w\" output: \"y\" }\n"
+                              "op { type: \"DevGpu\" input: \"y\" input: \"w\" output: \"z\" }\n"
+                              "op { type: \"DevCpu\" input: \"data\" output: \"h\" }\n"
+                              "op { type: \"DevGpu\" input: \"z\" input: \"w\" output: \"z2\" }\n"
+                              "op { type: \"DevGpu\" input: \"z2\" input: \"h\" output: \"u\" }\n"
+                              "op { type: \"DevGpu\" input: \"u\" input: \"label\" output: \"loss\" }\n"
+                              "external_input: \"w\"\n");
+  const char *host[] = {"data", "label"};
+  dm_device_opts o;
+  dm_device_opts_init(&o);
+  o.host_blobs = host;
+  o.n_host_blobs = 2;
+  dm_device_summary sum;
+  assert_ok(dm_device_pass(net, &o, &sum));
+  char got[2048];
+  summarize(net, got, sizeof got);
+  assert_string_equal(got, "CopyCPUToGPU(data)>data_cuda@G CopyCPUToGPU(label)>label_cuda@G "
+                           "DevGpu(data_cuda,w)>y@G DevGpu(y,w)>z@G DevCpu(data)>h@C "
+                           "CopyCPUToGPU(h)>h_cuda@G DevGpu(z,w)>z2@G DevGpu(z2,h_cuda)>u@G "
+                           "DevGpu(u,label_cuda)>loss@G");
+  dm_device_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_placement),
+      cmocka_unit_test(test_uploads_hoisted),
       cmocka_unit_test(test_engine_and_device_id),
       cmocka_unit_test(test_force_cpu_and_host_blobs),
       cmocka_unit_test(test_idempotent_and_deterministic),

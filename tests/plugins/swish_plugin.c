@@ -137,10 +137,12 @@ static const dm_kernel_def kernels[] = {
     {DM_KERNEL_SIZE, .type = "Swish", .device = DM_CPU, .run = swish_run},
     {DM_KERNEL_SIZE, .type = "SwishGradient", .device = DM_CPU, .run = swish_grad_run},
 #ifdef SWISH_CUDA
+    /* graph-safe: each run queues one kernel on the op's stream, from its pointers and
+     * element count alone (a CUDA graph may record it once and replay it) */
     {DM_KERNEL_SIZE, .type = "Swish", .device = DM_CUDA, .run = swish_cuda_run,
-     .supports = swish_cuda_supports},
+     .supports = swish_cuda_supports, .flags = DM_KERNEL_GRAPH_SAFE},
     {DM_KERNEL_SIZE, .type = "SwishGradient", .device = DM_CUDA, .run = swish_grad_cuda_run,
-     .supports = swish_cuda_supports},
+     .supports = swish_cuda_supports, .flags = DM_KERNEL_GRAPH_SAFE},
 #endif
     {0}};
 

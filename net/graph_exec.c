@@ -1,0 +1,300 @@
+/* graph_exec.c: capturing and replaying a net's device ops as one device graph (see
+ * graph_exec.h for what and when). */
+#include "graph_exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "net.h"
+
+typedef struct graph_entry {
+  uint64_t sig;
+  void *graph; /* the backend's executable graph */
+  long nodes;
+  unsigned long used; /* the plan's clock at its last replay, for eviction */
+} graph_entry;
+
+struct dm_graph_plan {
+  dm_net *net;
+  size_t first, end; /* ops [first, end) */
+  const dm_device_ops *dev;
+  int device_id;
+  dm_blob **blobs; /* every blob the ops touch, once */
+  size_t n_blobs;
+  void **before; /* each blob's storage before a capture, to undo a failed one */
+  graph_entry cache[DM_GRAPH_CACHE];
+  int n_cache;
+  unsigned long clock;
+  struct { /* signatures seen at the start of runs, not captured yet, and how often */
+    uint64_t sig;
+    int runs;
+    unsigned long used;
+  } seen[2 * DM_GRAPH_CACHE];
+  long captures_since_replay;
+  int off;
+  char why_off[512];
+};
+
+static int capturable(const dm_op_ctx *op) {
+  return op->device != DM_CPU && op->kernel && (op->kernel->flags & DM_KERNEL_GRAPH_SAFE);
+}
+
+static int same_device(const dm_op_ctx *a, const dm_op_ctx *b) {
+  return a->device == b->device && a->device_id == b->device_id;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  const dm_blob *x = *(dm_blob *const *)a, *y = *(dm_blob *const *)b;
+  return (x > y) - (x < y);
+}
+
+static dm_status collect_blobs(dm_graph_plan *p) {
+  size_t n = 0;
+  for (size_t i = p->first; i < p->end; i++)
+    n += (size_t)(p->net->ops[i].n_in + p->net->ops[i].n_out);
+  p->blobs = calloc(n ? n : 1, sizeof *p->blobs);
+  p->before = calloc(n ? n : 1, sizeof *p->before);
+  if (!p->blobs || !p->before)
+    return DM_NOMEM("a graph plan's blob list");
+  for (size_t i = p->first; i < p->end; i++) {
+    const dm_op_ctx *op = &p->net->ops[i];
+    for (int k = 0; k < op->n_in; k++)
+      p->blobs[p->n_blobs++] = op->in[k];
+    for (int k = 0; k < op->n_out; k++)
+      p->blobs[p->n_blobs++] = op->out[k];
+  }
+  qsort(p->blobs, p->n_blobs, sizeof *p->blobs, cmp_ptr);
+  size_t u = 0;
+  for (size_t k = 0; k < p->n_blobs; k++)
+    if (u == 0 || p->blobs[u - 1] != p->blobs[k])
+      p->blobs[u++] = p->blobs[k];
+  p->n_blobs = u;
+  return DM_OK;
+}
+
+dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t cap) {
+  *out = NULL;
+  size_t best = 0, best_len = 0;
+  for (size_t i = 0; i < net->n_ops;) {
+    if (!capturable(&net->ops[i])) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < net->n_ops && capturable(&net->ops[j]) && same_device(&net->ops[i], &net->ops[j]))
+      j++;
+    if (j - i > best_len) {
+      best = i;
+      best_len = j - i;
+    }
+    i = j;
+  }
+  if (best_len < 2) {
+    snprintf(why, cap, "%s", best_len ? "one graph-safe device op only: nothing to gain"
+                                      : "no run of graph-safe device ops");
+    return DM_OK;
+  }
+  const dm_device_ops *dev = dm_device_ops_for(net->ops[best].device);
+  if (!dev || !dev->capture_begin || !dev->capture_end || !dev->graph_launch ||
+      !dev->graph_free) {
+    snprintf(why, cap, "the %s backend has no graphs", dev ? dev->name : "device");
+    return DM_OK;
+  }
+  dm_graph_plan *p = calloc(1, sizeof *p);
+  if (!p)
+    return DM_NOMEM("a graph plan");
+  p->net = net;
+  p->first = best;
+  p->end = best + best_len;
+  p->dev = dev;
+  p->device_id = net->ops[best].device_id;
+  dm_status s = collect_blobs(p);
+  if (s != DM_OK) {
+    dm_graph_plan_free(p);
+    return s;
+  }
+  *out = p;
+  return DM_OK;
+}
+
+void dm_graph_plan_free(dm_graph_plan *p) {
+  if (!p)
+    return;
+  for (int k = 0; k < p->n_cache; k++)
+    p->dev->graph_free(p->device_id, p->cache[k].graph);
+  free(p->blobs);
+  free(p->before);
+  free(p);
+}
+
+void dm_graph_plan_range(const dm_graph_plan *p, size_t *first, size_t *end) {
+  *first = p->first;
+  *end = p->end;
+}
+
+const char *dm_graph_plan_why_off(const dm_graph_plan *p) { return p->off ? p->why_off : ""; }
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211u; }
+
+/* What the ops' work depends on besides their arguments: each blob's storage and shape. */
+static uint64_t signature(const dm_graph_plan *p) {
+  uint64_t h = 1469598103934665603u;
+  for (size_t k = 0; k < p->n_blobs; k++) {
+    const dm_tensor *t = p->blobs[k]->tensor;
+    h = mix(h, (uint64_t)(uintptr_t)(t->storage ? t->storage->data : NULL));
+    h = mix(h, (uint64_t)t->dtype);
+    h = mix(h, (uint64_t)t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+      h = mix(h, (uint64_t)t->dims[d]);
+  }
+  return h;
+}
+
+static void turn_off(dm_graph_plan *p, const char *fmt, const char *detail) {
+  p->off = 1;
+  snprintf(p->why_off, sizeof p->why_off, fmt, detail);
+}
+
+/* Ops one by one, as without graphs. */
+static dm_status run_eager(dm_graph_plan *p, dm_run_counts *c, size_t *failed) {
+  for (size_t i = p->first; i < p->end; i++) {
+    dm_status s = dm_net_run_op(p->net, i);
+    if (s != DM_OK) {
+      *failed = i;
+      return s;
+    }
+    c->device_ops++;
+  }
+  return DM_OK;
+}
+
+static dm_status launch(dm_graph_plan *p, graph_entry *e, dm_run_counts *c) {
+  DM_TRY(p->dev->graph_launch(p->device_id, e->graph));
+  e->used = ++p->clock;
+  c->graph_launches++;
+  c->graph_nodes += e->nodes;
+  for (size_t k = 0; k < p->n_blobs; k++) /* as run_op does for every output */
+    if (p->blobs[k]->tensor->storage)
+      dm_tensor_touch(p->blobs[k]->tensor);
+  return DM_OK;
+}
+
+/* Undoes what a failed recording left in the blobs: storage made during it belonged to
+ * the discarded graph. Storage that was there before is the blob's own and stays. */
+static void drop_recorded_storage(dm_graph_plan *p) {
+  for (size_t k = 0; k < p->n_blobs; k++) {
+    dm_tensor *t = p->blobs[k]->tensor;
+    if (t->storage && t->storage->data != p->before[k] && t->storage->device != DM_CPU)
+      dm_tensor_forget_storage(t);
+  }
+}
+
+/* Records the ops into a graph for signature `sig` and queues it; on a failure of the
+ * recording, the run goes op by op and graphs stay off. */
+static dm_status capture(dm_graph_plan *p, uint64_t sig, dm_run_counts *c, size_t *failed) {
+  for (size_t i = p->first; i < p->end; i++)
+    if (!capturable(&p->net->ops[i])) { /* a kernel re-chosen for new dtypes */
+      char what[256];
+      turn_off(p, "%s has no graph-safe kernel now",
+               dm_op_describe(&p->net->ops[i], what, sizeof what));
+      return run_eager(p, c, failed);
+    }
+  for (size_t k = 0; k < p->n_blobs; k++) {
+    const dm_tensor *t = p->blobs[k]->tensor;
+    p->before[k] = t->storage ? t->storage->data : NULL;
+  }
+  dm_status s = p->dev->capture_begin(p->device_id);
+  if (s != DM_OK) {
+    turn_off(p, "the capture could not start: %s", dm_last_error());
+    return run_eager(p, c, failed);
+  }
+  char msg[512] = "";
+  for (size_t i = p->first; i < p->end && s == DM_OK; i++) {
+    s = dm_net_run_op(p->net, i);
+    if (s != DM_OK) {
+      char what[256];
+      snprintf(msg, sizeof msg, "%s: %s", dm_op_describe(&p->net->ops[i], what, sizeof what),
+               dm_last_error());
+    }
+  }
+  void *graph = NULL;
+  long nodes = 0;
+  dm_status e = p->dev->capture_end(p->device_id, &graph, &nodes);
+  if (s == DM_OK && e != DM_OK)
+    snprintf(msg, sizeof msg, "%s", dm_last_error());
+  if (s != DM_OK || e != DM_OK || !graph) {
+    if (graph)
+      p->dev->graph_free(p->device_id, graph);
+    drop_recorded_storage(p);
+    turn_off(p, "capturing failed (%s); the ops run one by one", *msg ? msg : "no graph");
+    return run_eager(p, c, failed);
+  }
+  c->captures++;
+  graph_entry *slot = NULL;
+  if (p->n_cache < DM_GRAPH_CACHE) {
+    slot = &p->cache[p->n_cache++];
+  } else { /* the least recently replayed goes */
+    slot = &p->cache[0];
+    for (int k = 1; k < p->n_cache; k++)
+      if (p->cache[k].used < slot->used)
+        slot = &p->cache[k];
+    p->dev->graph_free(p->device_id, slot->graph);
+  }
+  *slot = (graph_entry){sig, graph, nodes, 0};
+  p->captures_since_replay++;
+  /* recording ran nothing: this run's work is the first replay */
+  s = p->dev->graph_launch(p->device_id, graph);
+  if (s != DM_OK) {
+    *failed = p->first;
+    return s;
+  }
+  slot->used = ++p->clock;
+  c->graph_launches++;
+  c->graph_nodes += nodes;
+  return DM_OK;
+}
+
+/* How many runs have started with `sig`, this one included (the least recently seen
+ * signature is forgotten to make room). */
+static int count_seen(dm_graph_plan *p, uint64_t sig) {
+  int n = (int)(sizeof p->seen / sizeof p->seen[0]), slot = 0;
+  ++p->clock;
+  for (int k = 0; k < n; k++) {
+    if (p->seen[k].runs && p->seen[k].sig == sig) {
+      p->seen[k].used = p->clock;
+      return ++p->seen[k].runs;
+    }
+    if (p->seen[k].used < p->seen[slot].used)
+      slot = k;
+  }
+  p->seen[slot].sig = sig;
+  p->seen[slot].runs = 1;
+  p->seen[slot].used = p->clock;
+  return 1;
+}
+
+dm_status dm_graph_plan_run(dm_graph_plan *p, dm_run_counts *c, size_t *failed) {
+  *failed = p->first;
+  if (p->off)
+    return run_eager(p, c, failed);
+  uint64_t sig = signature(p);
+  for (int k = 0; k < p->n_cache; k++)
+    if (p->cache[k].sig == sig) {
+      p->captures_since_replay = 0;
+      return launch(p, &p->cache[k], c);
+    }
+  if (count_seen(p, sig) <= DM_GRAPH_WARMUP)
+    return run_eager(p, c, failed);
+  if (p->captures_since_replay >= DM_GRAPH_MAX_CAPTURES) {
+    char n[32];
+    snprintf(n, sizeof n, "%d", DM_GRAPH_MAX_CAPTURES);
+    turn_off(p, "re-captured %s times without a replay: the blobs' shapes or addresses "
+                "change every run; the ops run one by one",
+             n);
+    return run_eager(p, c, failed);
+  }
+  return capture(p, sig, c, failed);
+}
