@@ -14,6 +14,11 @@
  * Conv algorithms: cuDNN's heuristics by default; with exhaustive_search=1 (Caffe2's
  * argument) cudnnFind benchmarks them, which synchronises the host once per new shape.
  * Each op keeps its choices for its last few shapes (CONV_SHAPES).
+ *
+ * The forward and backward runs take the state and (backward) dY's data as arguments,
+ * so that conv_fusion_cudnn.c's ConvFusion and ConvReluGradient run them too (kernels.h):
+ * the forward with relu is cuDNN's ConvolutionBiasActivationForward (where cuDNN runs it
+ * for the geometry; else Conv and the elementwise relu).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +48,7 @@ typedef struct conv_choice {
  * dtypes and dims (Y is dY for the gradient). */
 typedef struct conv_desc {
   cudnnTensorDescriptor_t x, y, b;
+  cudnnActivationDescriptor_t relu; /* ConvFusion's, made at its first fused run */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
   int valid;
@@ -59,12 +65,18 @@ typedef struct conv_state {
   conv_desc d;
   int n, next;    /* choices held, and the one to replace next */
   conv_choice choice[CONV_SHAPES];
+  /* ConvFusion without a bias: cuDNN's fused call takes one, so zeros of Y's dtype (M),
+   * made at the first run of a (dtype, M) */
+  dm_tensor *zero;
+  int64_t zero_key[2];
 } conv_state;
 
-static void conv_fini(void *state) {
+void dm_cuda_conv_fini(void *state) {
   conv_state *s = state;
   if (!s)
     return;
+  if (s->d.relu) cudnnDestroyActivationDescriptor(s->d.relu);
+  dm_tensor_free(s->zero);
   if (s->d.x) cudnnDestroyTensorDescriptor(s->d.x);
   if (s->d.y) cudnnDestroyTensorDescriptor(s->d.y);
   if (s->d.b) cudnnDestroyTensorDescriptor(s->d.b);
@@ -73,7 +85,7 @@ static void conv_fini(void *state) {
   free(s);
 }
 
-static dm_status conv_init(dm_op_ctx *ctx, void **state) {
+dm_status dm_cuda_conv_init(dm_op_ctx *ctx, void **state) {
   *state = NULL;
   dm_conv_args a; /* argument errors at instantiation, as on the CPU */
   DM_TRY(dm_conv_args_parse(ctx, 0, &a));
@@ -95,7 +107,7 @@ static dm_status conv_init(dm_op_ctx *ctx, void **state) {
   DNN_TRY(cudnnCreateConvolutionDescriptor(&s->d.conv));
 done:
   if (st != DM_OK) {
-    conv_fini(s);
+    dm_cuda_conv_fini(s);
     return st;
   }
   *state = s;
@@ -267,14 +279,67 @@ none:
                      grad ? "backward" : "forward", st->ws_limit);
 }
 
-static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
+/* ConvFusion's fused call: relu(conv(X, W) + b) in one cuDNN kernel. cuDNN runs the relu
+ * form with IMPLICIT_PRECOMP_GEMM only; z (alpha2 = 0) is Y, unread. b is the op's (of
+ * Y's dtype) or the state's zeros. Where cuDNN answers NOT_SUPPORTED for the geometry
+ * (before any work is queued), *fallback is set and the caller runs Conv, then the
+ * relu. */
+static dm_status conv_relu_fused(dm_op_ctx *ctx, conv_state *cs, dm_gpu_context *c,
+                                 const dm_tensor *x, const dm_tensor *w, const dm_tensor *b,
+                                 dm_tensor *y, int *fallback) {
+  conv_desc *d = &cs->d;
+  dm_status st = DM_OK;
+  const void *pb = b ? dm_tensor_data(b) : NULL;
+  if (!d->relu) {
+    DNN_TRY(cudnnCreateActivationDescriptor(&d->relu));
+    DNN_TRY(cudnnSetActivationDescriptor(d->relu, CUDNN_ACTIVATION_RELU,
+                                         CUDNN_PROPAGATE_NAN, 0.0));
+  }
+  if (!b) {
+    int64_t M = w->dims[0], key[2] = {y->dtype, M};
+    if (!cs->zero && !(cs->zero = dm_tensor_new(y->limit)))
+      return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for ConvFusion's zero bias");
+    if (memcmp(key, cs->zero_key, sizeof key) != 0) {
+      ST_TRY(dm_tensor_resize_on(cs->zero, DM_CUDA, dm_op_device_id(ctx), y->dtype, 1, &M));
+      CU_TRY(cudaMemsetAsync(dm_tensor_mutable_data(cs->zero), 0, dm_tensor_nbytes(cs->zero),
+                             c->stream));
+      memcpy(cs->zero_key, key, sizeof key);
+    }
+    pb = dm_tensor_data(cs->zero);
+  }
+  const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t need = 0;
+  void *ws = NULL;
+  DNN_TRY(cudnnSetConvolutionMathType(d->conv, conv_base_math(x->dtype)));
+  cudnnStatus_t e = cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d->x, d->w, d->conv,
+                                                            d->y, algo, &need);
+  if (e == CUDNN_STATUS_NOT_SUPPORTED || (e == CUDNN_STATUS_SUCCESS && need > cs->ws_limit)) {
+    *fallback = 1;
+    return DM_OK;
+  }
+  DNN_TRY(e);
+  if (need)
+    ST_TRY(dm_gpu_scratch(c, need, &ws));
+  void *py = dm_tensor_mutable_data(y);
+  e = cudnnConvolutionBiasActivationForward(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->w,
+                                            dm_tensor_data(w), d->conv, algo, ws, need,
+                                            &k_zero, d->y, py, d->b, pb, d->relu, d->y, py);
+  if (e == CUDNN_STATUS_NOT_SUPPORTED)
+    *fallback = 1;
+  else
+    DNN_TRY(e);
+done:
+  return st;
+}
+
+dm_status dm_cuda_conv_forward(dm_op_ctx *ctx, void *state, int relu) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
   const dm_tensor *b = dm_op_num_inputs(ctx) > 2 ? dm_op_input(ctx, 2) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
   if (y->numel == 0)
     return DM_OK;
-  conv_state *cs = dm_op_state(ctx);
+  conv_state *cs = state;
   const conv_choice *s = NULL;
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
@@ -282,6 +347,15 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   dm_status st = DM_OK;
   void *ws = NULL;
   ST_TRY(conv_desc_set(ctx, cs, x, w, y));
+  /* The fused call takes a bias of Y's dtype, FP32 or FP16 (cuDNN's configurations for
+   * it); an FP32 bias of a 16-bit Conv, or BF16, takes the blend below and a separate
+   * relu. */
+  if (relu && y->dtype != DM_BFLOAT16 && (!b || b->dtype == y->dtype)) {
+    int fallback = 0;
+    ST_TRY(conv_relu_fused(ctx, cs, c, x, w, b, y, &fallback));
+    if (!fallback)
+      return DM_OK;
+  }
   ST_TRY(conv_find(ctx, cs, c, d, x, w, 0, 0, &s));
   DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->fwd_math));
   if (s->fwd_ws)
@@ -300,19 +374,25 @@ static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
   DNN_TRY(cudnnConvolutionForward(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->w,
                                   dm_tensor_data(w), d->conv, s->fwd, ws, s->fwd_ws,
                                   b ? &k_one : &k_zero, d->y, py));
+  if (relu) /* the rounded Y: the relu commutes with the rounding */
+    CU_TRY(dmk_relu(c->stream, y->dtype, py, py, y->numel));
 done:
   return st;
 }
 
+static dm_status conv_cudnn_run(dm_op_ctx *ctx) {
+  return dm_cuda_conv_forward(ctx, dm_op_state(ctx), 0);
+}
+
 /* ConvGradient: X, W, dY -> dW, [db], [dX] (which exist: no_bias and the output count, as
  * the CPU's conv_grad_prepare decides). */
-static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
+dm_status dm_cuda_conv_backward(dm_op_ctx *ctx, void *state, const void *dy_data) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   int n_out = dm_op_num_outputs(ctx), no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0;
   dm_tensor *dw = dm_op_output(ctx, 0), *db = no_bias ? NULL : dm_op_output(ctx, 1);
   dm_tensor *dx = n_out == (no_bias ? 2 : 3) ? dm_op_output(ctx, n_out - 1) : NULL;
-  conv_state *cs = dm_op_state(ctx);
+  conv_state *cs = state;
   const conv_choice *s = NULL;
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
@@ -336,24 +416,29 @@ static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
     ST_TRY(dm_gpu_scratch(c, need, &ws));
   DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->filter_math));
   DNN_TRY(cudnnConvolutionBackwardFilter(c->cudnn, &k_one, d->x, dm_tensor_data(x), d->y,
-                                         dm_tensor_data(dy), d->conv, s->bwd_filter, ws,
+                                         dy_data, d->conv, s->bwd_filter, ws,
                                          s->filter_ws, &k_zero, d->w, dm_tensor_mutable_data(dw)));
   if (db)
-    DNN_TRY(cudnnConvolutionBackwardBias(c->cudnn, &k_one, d->y, dm_tensor_data(dy), &k_zero, d->b,
+    DNN_TRY(cudnnConvolutionBackwardBias(c->cudnn, &k_one, d->y, dy_data, &k_zero, d->b,
                                          dm_tensor_mutable_data(db)));
   if (dx) {
     DNN_TRY(cudnnSetConvolutionMathType(d->conv, s->data_math));
     DNN_TRY(cudnnConvolutionBackwardData(c->cudnn, &k_one, d->w, dm_tensor_data(w), d->y,
-                                         dm_tensor_data(dy), d->conv, s->bwd_data, ws, s->data_ws,
+                                         dy_data, d->conv, s->bwd_data, ws, s->data_ws,
                                          &k_zero, d->x, dm_tensor_mutable_data(dx)));
   }
 done:
   return st;
 }
 
+static dm_status conv_grad_cudnn_run(dm_op_ctx *ctx) {
+  return dm_cuda_conv_backward(ctx, dm_op_state(ctx), dm_tensor_data(dm_op_input(ctx, 2)));
+}
+
 const dm_kernel_def dm_cuda_conv_kernels[] = {
-    GPU_KERNEL("Conv", "CUDNN", .init = conv_init, .run = conv_cudnn_run, .fini = conv_fini, GRAPH_SAFE),
-    GPU_KERNEL("ConvGradient", "CUDNN", .init = conv_init, .run = conv_grad_cudnn_run,
-               .fini = conv_fini, GRAPH_SAFE),
+    GPU_KERNEL("Conv", "CUDNN", .init = dm_cuda_conv_init, .run = conv_cudnn_run,
+               .fini = dm_cuda_conv_fini, GRAPH_SAFE),
+    GPU_KERNEL("ConvGradient", "CUDNN", .init = dm_cuda_conv_init, .run = conv_grad_cudnn_run,
+               .fini = dm_cuda_conv_fini, GRAPH_SAFE),
     {0},
 };

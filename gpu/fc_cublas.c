@@ -46,7 +46,7 @@ static dm_status fc_dims(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
 
 /* FC: X (M, K), W (N, K), b (N) -> Y (M, N) = X W^T + b. 16-bit: the GEMM writes FP32
  * scratch and the bias kernel rounds once, as the CPU. */
-static dm_status fc_cuda_run(dm_op_ctx *ctx) {
+dm_status dm_cuda_fc_forward(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *b = dm_op_input(ctx, 2);
   dm_tensor *y = dm_op_output(ctx, 0);
   /* As fc.c (fc_infer does not do it): Y that is a view of an input (Reshape) gets fresh
@@ -75,7 +75,7 @@ static dm_status fc_cuda_run(dm_op_ctx *ctx) {
 }
 
 /* FCGradient: X, W, dY -> dW = dY^T X (N, K), db = column sums of dY (N), [dX = dY W]. */
-static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
+dm_status dm_cuda_fc_backward(dm_op_ctx *ctx, const void *dy_data) {
   DM_TRY(dm_op_run_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_tensor *dw = dm_op_output(ctx, 0), *db = dm_op_output(ctx, 1);
@@ -89,23 +89,27 @@ static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
     if (M == 0)
       DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dw), 0, dm_tensor_nbytes(dw), c->stream));
     else
-      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, dm_tensor_data(x), K, dm_tensor_data(dy),
+      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, dm_tensor_data(x), K, dy_data,
                   N, dm_tensor_mutable_data(dw), ot, K, x->dtype));
   }
-  DM_CUDA_TRY(dmk_col_sums(c->stream, dm_tensor_data(dy), dy->dtype, M, N,
+  DM_CUDA_TRY(dmk_col_sums(c->stream, dy_data, dy->dtype, M, N,
                            dm_tensor_mutable_data(db), db->dtype));
   if (dx && M > 0 && K > 0) {
     if (N == 0)
       DM_CUDA_TRY(cudaMemsetAsync(dm_tensor_mutable_data(dx), 0, dm_tensor_nbytes(dx), c->stream));
     else
-      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, dm_tensor_data(w), K, dm_tensor_data(dy),
+      DM_TRY(gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, dm_tensor_data(w), K, dy_data,
                   N, dm_tensor_mutable_data(dx), ot, K, x->dtype));
   }
   return DM_OK;
 }
 
+static dm_status fc_grad_cuda_run(dm_op_ctx *ctx) {
+  return dm_cuda_fc_backward(ctx, dm_tensor_data(dm_op_input(ctx, 2)));
+}
+
 const dm_kernel_def dm_cuda_fc_kernels[] = {
-    GPU_KERNEL("FC", "", .run = fc_cuda_run, GRAPH_SAFE),
+    GPU_KERNEL("FC", "", .run = dm_cuda_fc_forward, GRAPH_SAFE),
     GPU_KERNEL("FCGradient", "", .run = fc_grad_cuda_run, GRAPH_SAFE),
     {0},
 };

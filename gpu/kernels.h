@@ -39,6 +39,7 @@ extern const dm_kernel_def dm_cuda_bn_kernels[];          /* bn_cudnn.c */
 extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
 extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
 extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
+extern const dm_kernel_def dm_cuda_conv_fusion_kernels[]; /* conv_fusion_cudnn.c */
 extern const dm_kernel_def dm_cuda_allreduce_kernels[];   /* allreduce_nccl.c */
 extern const dm_kernel_def dm_cuda_multi_tensor_kernels[]; /* multi_tensor.c */
 
@@ -48,6 +49,18 @@ extern const dm_kernel_def dm_cuda_multi_tensor_kernels[]; /* multi_tensor.c */
 DM_HIDDEN dm_status dm_gpu_mt_upload(dm_op_ctx *ctx, const dmk_mt_tensor *ts, int nt,
                                      const dmk_mt_tensor **dts, const dmk_mt_chunk **dcs,
                                      int64_t *nchunks);
+
+/* The cuDNN Conv kernels' pieces (conv_cudnn.c) that ConvFusion and ConvReluGradient
+ * (conv_fusion_cudnn.c) share: the state (init, fini), the forward (relu: ConvFusion
+ * fusion_type 1, Y = relu(conv + b)) and ConvGradient with dY's data from dy_data (dY's
+ * shape and dtype, input 2's). */
+DM_HIDDEN dm_status dm_cuda_conv_init(dm_op_ctx *ctx, void **state);
+DM_HIDDEN void dm_cuda_conv_fini(void *state);
+DM_HIDDEN dm_status dm_cuda_conv_forward(dm_op_ctx *ctx, void *state, int relu);
+DM_HIDDEN dm_status dm_cuda_conv_backward(dm_op_ctx *ctx, void *state, const void *dy_data);
+/* The cuBLAS FC kernels' runs (fc_cublas.c), FCGradient's with dY's data from dy_data. */
+DM_HIDDEN dm_status dm_cuda_fc_forward(dm_op_ctx *ctx);
+DM_HIDDEN dm_status dm_cuda_fc_backward(dm_op_ctx *ctx, const void *dy_data);
 
 /* One entry of a table: op type, engine (NULL or "" plain, "CUDNN"), then any of .init,
  * .run, .fini, .cross_device, .supports. */

@@ -42,6 +42,7 @@ static const struct {
     {"cuDNN softmax", dm_cuda_softmax_kernels},
     {"cuDNN LRN", dm_cuda_lrn_kernels},
     {"cuBLAS FC", dm_cuda_fc_kernels},
+    {"fused Conv/FC + Relu", dm_cuda_conv_fusion_kernels},
     {"NCCL all-reduce", dm_cuda_allreduce_kernels},
     {"multi-tensor updates", dm_cuda_multi_tensor_kernels},
     {NULL, NULL},

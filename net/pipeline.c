@@ -180,6 +180,8 @@ static int layout_converts(Caffe2__NetDef *net, const dm_pipeline_opts *o,
 static void print_train_fusion_summary(FILE *f, const dm_train_fusion_summary *s) {
   fprintf(f, "training fusion: of %zu training SpatialBN, %zu made SpatialBNRelu and %zu "
           "SpatialBNAddRelu\n", s->bn_total, s->bn_relu, s->bn_add_relu);
+  fprintf(f, "training fusion: %zu Conv + Relu made ConvFusion, %zu FC + Relu made "
+          "FCFusion\n", s->conv_relu, s->fc_relu);
   if (s->report)
     fprintf(f, "not fused:\n%s", s->report);
 }

@@ -1,6 +1,6 @@
 /* train_fusion.c: the training fusion pass (see train_fusion.h): training-mode SpatialBN
- * (+ Sum/Add with Z) + Relu made SpatialBNRelu / SpatialBNAddRelu before the gradient
- * pass. */
+ * (+ Sum/Add with Z) + Relu made SpatialBNRelu / SpatialBNAddRelu, Conv + Relu made
+ * ConvFusion (fusion_type 1) and FC + Relu FCFusion, before the gradient pass. */
 #include "train_fusion.h"
 
 #include <stdio.h>
@@ -32,11 +32,12 @@ static size_t first_use(const Caffe2__NetDef *net, size_t from, const char *name
   return k;
 }
 
-/* One match: the BN at j, the Sum/Add at a (add only), the Relu at r; the BN's Y t, the
- * sum s (t without add), Z, the Relu's output y. */
+/* One match: the head op (BN, Conv or FC) at j, the Sum/Add at a (BN with add only), the
+ * Relu at r; the head's Y t, the sum s (t without add), Z, the Relu's output y. bn: the
+ * head is a BN (its outputs past Y are its statistics). */
 typedef struct pattern {
   size_t j, a, r;
-  int add;
+  int add, bn;
   const char *t, *s, *z, *y;
 } pattern;
 
@@ -44,43 +45,60 @@ static int in_pattern(const pattern *p, size_t k) {
   return k == p->j || k == p->r || (p->add && k == p->a);
 }
 
-/* Why the matched pattern cannot be fused (NULL: it can). */
+/* Why the matched pattern cannot be fused (NULL: it can), written into why[cap]. The
+ * rules are the same for every head: the fused op reads the head's inputs and writes its
+ * outputs (Y being the Relu's) where the Relu was. */
 static const char *check(const Caffe2__NetDef *net, const pattern *p,
-                         const dm_train_fusion_opts *o) {
-  const Caffe2__OperatorDef *bn = net->op[p->j];
+                         const dm_train_fusion_opts *o, char *why, size_t cap) {
+  const Caffe2__OperatorDef *h = net->op[p->j];
+  const char *hd = p->bn ? "BN" : h->type, *mids = p->bn ? "the BN's Y or the sum" : "Y";
   const char *mid[2] = {p->t, p->add && strcmp(p->s, p->t) != 0 ? p->s : NULL};
   for (int m = 0; m < 2; m++) {
     if (!mid[m] || strcmp(mid[m], p->y) == 0)
       continue; /* the Relu's output is the fused op's: checked below */
     if (dm_str_in_list(mid[m], (const char *const *)net->external_output,
                        net->n_external_output) ||
-        dm_str_in_list(mid[m], o->keep, o->keep ? o->n_keep : 0))
-      return "an intermediate blob (the BN's Y or the sum) is fetched (an external output or "
-             "kept)";
-    if (dm_str_in_list(mid[m], o->fed, o->fed ? o->n_fed : 0))
-      return "an intermediate blob (the BN's Y or the sum) is fed at each run";
+        dm_str_in_list(mid[m], o->keep, o->keep ? o->n_keep : 0)) {
+      snprintf(why, cap, "an intermediate blob (%s) is fetched (an external output or kept)",
+               mids);
+      return why;
+    }
+    if (dm_str_in_list(mid[m], o->fed, o->fed ? o->n_fed : 0)) {
+      snprintf(why, cap, "an intermediate blob (%s) is fed at each run", mids);
+      return why;
+    }
     for (size_t k = 0; k < net->n_op; k++)
-      if (!in_pattern(p, k) && touches(net->op[k], mid[m]))
-        return "an intermediate blob (the BN's Y or the sum) has another reader or writer";
+      if (!in_pattern(p, k) && touches(net->op[k], mid[m])) {
+        snprintf(why, cap, "an intermediate blob (%s) has another reader or writer", mids);
+        return why;
+      }
   }
-  for (int i = 0; i < 5; i++)
-    if (strcmp(p->y, bn->input[i]) == 0)
-      return "the Relu's output is one of the BN's inputs";
-  for (int i = 1; i < 5; i++)
-    if (strcmp(p->y, bn->output[i]) == 0)
+  for (size_t i = 0; i < h->n_input; i++)
+    if (strcmp(p->y, h->input[i]) == 0) {
+      snprintf(why, cap, "the Relu's output is one of the %s's inputs", hd);
+      return why;
+    }
+  for (size_t i = 1; i < h->n_output; i++)
+    if (strcmp(p->y, h->output[i]) == 0)
       return "the Relu's output is one of the BN's statistics outputs";
   for (size_t k = p->j + 1; k < p->r; k++) {
     const Caffe2__OperatorDef *op = net->op[k];
     if (in_pattern(p, k))
       continue;
     /* Before the Sum, Z (the Relu's output over Z) may still be made or read. */
-    if (touches(op, p->y) && !(p->add && k < p->a && strcmp(p->y, p->z) == 0))
-      return "an op between the BN and the Relu reads or writes the Relu's output";
-    for (int i = 0; i < 5; i++)
-      if (dm_opdef_writes(op, bn->input[i]))
-        return "an op between the BN and the Relu writes one of the BN's inputs";
-    for (int i = 1; i < 5; i++)
-      if (touches(op, bn->output[i]))
+    if (touches(op, p->y) && !(p->add && k < p->a && strcmp(p->y, p->z) == 0)) {
+      snprintf(why, cap, "an op between the %s and the Relu reads or writes the Relu's output",
+               hd);
+      return why;
+    }
+    for (size_t i = 0; i < h->n_input; i++)
+      if (dm_opdef_writes(op, h->input[i])) {
+        snprintf(why, cap, "an op between the %s and the Relu writes one of the %s's inputs",
+                 hd, hd);
+        return why;
+      }
+    for (size_t i = 1; i < h->n_output; i++)
+      if (touches(op, h->output[i]))
         return "an op between the BN and the Relu reads or writes one of the BN's statistics "
                "outputs";
     if (p->add && k > p->a && dm_opdef_writes(op, p->z))
@@ -100,6 +118,7 @@ static const char *match(const Caffe2__NetDef *net, size_t j, pattern *p) {
     return "it does not have the training form X, scale, bias, mean, var -> Y, running_mean, "
            "running_var, saved_mean, saved_inv_std";
   memset(p, 0, sizeof *p);
+  p->bn = 1;
   p->j = p->a = j;
   p->t = p->s = bn->output[0];
   size_t k = first_use(net, j, p->t);
@@ -135,6 +154,25 @@ static const char *match(const Caffe2__NetDef *net, size_t j, pattern *p) {
   return NULL;
 }
 
+/* Matches Conv/FC + Relu from the head at j: 1 when the head's Y is read first by a Relu
+ * (*p filled), 0 when not (nothing to report: most Convs feed a BN). */
+static int match_relu(const Caffe2__NetDef *net, size_t j, pattern *p) {
+  const Caffe2__OperatorDef *h = net->op[j];
+  if (h->n_output != 1 || h->n_input < 2 || h->n_input > 3 ||
+      (is_type(h, "FC") && h->n_input != 3))
+    return 0; /* not a form ConvFusion / FCFusion takes (the schemas refuse it anyway) */
+  memset(p, 0, sizeof *p);
+  p->j = p->a = j;
+  p->t = p->s = h->output[0];
+  size_t k = first_use(net, j, p->t);
+  if (k == net->n_op || !is_type(net->op[k], "Relu") || net->op[k]->n_input != 1 ||
+      net->op[k]->n_output != 1 || strcmp(net->op[k]->input[0], p->t) != 0)
+    return 0;
+  p->r = k;
+  p->y = net->op[k]->output[0];
+  return 1;
+}
+
 static int used(const Caffe2__NetDef *net, const char *name) {
   for (size_t i = 0; i < net->n_op; i++)
     if (touches(net->op[i], name))
@@ -150,10 +188,14 @@ static dm_status fuse(Caffe2__NetDef *net, const pattern *p) {
   DM_TRY(dm_pb_clone(&net->op[p->j]->base, &copy));
   Caffe2__OperatorDef *f = (Caffe2__OperatorDef *)copy;
   size_t len = strlen(p->t) + 32;
-  char *type = strdup(p->add ? "SpatialBNAddRelu" : "SpatialBNRelu"), *y = strdup(p->y);
-  char *reserve = malloc(len);
-  dm_status s = type && y && reserve ? DM_OK : DM_NOMEM("a fused op");
-  if (s == DM_OK) {
+  const char *ft = p->bn ? (p->add ? "SpatialBNAddRelu" : "SpatialBNRelu")
+                   : is_type(f, "FC") ? "FCFusion" : "ConvFusion";
+  char *type = strdup(ft), *y = strdup(p->y);
+  char *reserve = p->bn ? malloc(len) : NULL;
+  dm_status s = type && y && (reserve || !p->bn) ? DM_OK : DM_NOMEM("a fused op");
+  if (s == DM_OK && !p->bn)
+    s = dm_opdef_set_arg_int(f, "fusion_type", 1); /* IDEEP's FUSION_CONV_RELU */
+  if (s == DM_OK && p->bn) {
     snprintf(reserve, len, "%s_reserve", p->t);
     for (unsigned n = 1; used(net, reserve); n++)
       snprintf(reserve, len, "%s_reserve_%u", p->t, n);
@@ -198,20 +240,38 @@ dm_status dm_train_fusion_pass(Caffe2__NetDef *net, const dm_train_fusion_opts *
                       "and op %zu ('%s') is a gradient op", i,
                       net->op[i]->type ? net->op[i]->type : "");
   size_t len = 0;
+  char buf[160];
   for (size_t i = 0; i < net->n_op;) {
-    const Caffe2__OperatorDef *bn = net->op[i];
-    if (!is_type(bn, "SpatialBN") || dm_opdef_arg_int(bn, "is_test", 0) != 0) {
+    const Caffe2__OperatorDef *h = net->op[i];
+    pattern p;
+    const char *why;
+    if (is_type(h, "Conv") || is_type(h, "FC")) {
+      if (!match_relu(net, i, &p)) {
+        i++;
+        continue;
+      }
+      if ((why = check(net, &p, o, buf, sizeof buf))) {
+        dm_text_appendf(&sum->report, &len, "  op %zu %s '%s' (%s): not fused with its Relu: "
+                        "%s\n", i, h->type, h->name ? h->name : "", h->output[0], why);
+        i++;
+        continue;
+      }
+      int fc = is_type(h, "FC");
+      DM_TRY(fuse(net, &p)); /* op i is gone: the next op is at i */
+      *(fc ? &sum->fc_relu : &sum->conv_relu) += 1;
+      continue;
+    }
+    if (!is_type(h, "SpatialBN") || dm_opdef_arg_int(h, "is_test", 0) != 0) {
       i++;
       continue;
     }
     sum->bn_total++;
-    pattern p;
-    const char *why = match(net, i, &p);
+    why = match(net, i, &p);
     if (!why)
-      why = check(net, &p, o);
+      why = check(net, &p, o, buf, sizeof buf);
     if (why) {
       dm_text_appendf(&sum->report, &len, "  op %zu SpatialBN '%s' (%s): not fused: %s", i,
-                      bn->name ? bn->name : "", bn->n_output ? bn->output[0] : "", why);
+                      h->name ? h->name : "", h->n_output ? h->output[0] : "", why);
       if (why == read_by_other || why == sum_read_by_other)
         dm_text_appendf(&sum->report, &len, " (op %zu, %s)", p.r,
                         net->op[p.r]->type ? net->op[p.r]->type : "");

@@ -174,12 +174,6 @@ static dm_status conv_grad_prepare(dm_op_ctx *ctx, conv_plan *p, int *has_db, in
   return DM_OK;
 }
 
-static dm_status conv_grad_infer(dm_op_ctx *ctx) {
-  conv_plan p;
-  int db, dx;
-  return conv_grad_prepare(ctx, &p, &db, &dx);
-}
-
 /* FLOPs = 2 * (outputs) * K, K = C/group*kH*kW = numel(W) / M. */
 void dm_conv_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_cost_io(ctx, c);
@@ -189,7 +183,7 @@ void dm_conv_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 }
 
 /* dW and dX each cost a forward pass; db one add per dY element. */
-static void conv_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+void dm_conv_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_cost_io(ctx, c);
   const dm_tensor *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   if (w->ndim != 4 || w->dims[0] <= 0)
@@ -200,10 +194,11 @@ static void conv_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 }
 
 /* Caffe2's GetConvGradient: dX only when wanted; no_bias for a bias-less Conv. */
-static dm_status conv_gradient(dm_grad_ctx *g) {
+dm_status dm_conv_gradient_emit(dm_grad_ctx *g, const char *type, int with_y) {
   int has_b = dm_grad_num_inputs(g) == 3;
   int want_dx = !dm_grad_arg_int(g, "no_gradient_to_input", 0) && dm_grad_input_needed(g, 0);
-  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0)};
+  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0),
+                      dm_grad_output(g, 0)};
   const char *out[3];
   int n = 0;
   out[n++] = dm_grad_input_grad(g, 1);
@@ -211,12 +206,16 @@ static dm_status conv_gradient(dm_grad_ctx *g) {
     out[n++] = dm_grad_input_grad(g, 2);
   if (want_dx)
     out[n++] = dm_grad_input_grad(g, 0);
-  DM_TRY(dm_grad_emit(g, "ConvGradient", 3, in, n, out));
+  DM_TRY(dm_grad_emit(g, type, with_y ? 4 : 3, in, n, out));
   if (!has_b)
     DM_TRY(dm_grad_set_arg_int(g, "no_bias", 1));
   if (!want_dx)
     DM_TRY(dm_grad_set_arg_int(g, "no_gradient_to_input", 1));
   return DM_OK;
+}
+
+static dm_status conv_gradient(dm_grad_ctx *g) {
+  return dm_conv_gradient_emit(g, "ConvGradient", 0);
 }
 
 /* Images per chunk: the column block of a chunk (and the FP32 copies FP16 needs) stays
@@ -452,11 +451,17 @@ static dm_status conv_grad_chunk(const conv_plan *p, int64_t nb, const float *x,
   return DM_OK;
 }
 
-static dm_status conv_grad_run(dm_op_ctx *ctx) {
+dm_status dm_conv_grad_infer(dm_op_ctx *ctx) {
+  conv_plan p;
+  int db, dx;
+  return conv_grad_prepare(ctx, &p, &db, &dx);
+}
+
+dm_status dm_conv_backward_run(dm_op_ctx *ctx, const void *dy_data) {
   conv_plan p;
   int has_db, has_dx;
   DM_TRY(conv_grad_prepare(ctx, &p, &has_db, &has_dx));
-  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
   dm_tensor *dw = dm_op_output(ctx, 0), *db = has_db ? dm_op_output(ctx, 1) : NULL;
   dm_tensor *dx = has_dx ? dm_op_output(ctx, dm_op_num_outputs(ctx) - 1) : NULL;
   const int fp16 = dm_is_reduced_float(x->dtype); /* FP16 or BF16 */
@@ -482,13 +487,13 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
     int64_t nb = N - n0 < B ? N - n0 : B;
     if (!fp16) {
       DM_TRY(conv_grad_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw,
-                             (const float *)dm_tensor_data(dy) + n0 * ys, sum,
+                             (const float *)dy_data + n0 * ys, sum,
                              has_db ? sum + n_w : NULL,
                              dx ? (float *)dm_tensor_mutable_data(dx) + n0 * xs : NULL, col,
                              dybig));
     } else {
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
-      dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(dy) + n0 * ys, dyf, (size_t)(nb * ys));
+      dm_widen(x->dtype, (const uint16_t *)dy_data + n0 * ys, dyf, (size_t)(nb * ys));
       DM_TRY(conv_grad_chunk(&p, nb, xf, pw, dyf, sum, has_db ? sum + n_w : NULL,
                              dx ? dxf : NULL, col, dybig));
       if (dx)
@@ -501,6 +506,10 @@ static dm_status conv_grad_run(dm_op_ctx *ctx) {
   if (db)
     dm_store_f32(db->dtype, dm_tensor_mutable_data(db), 0, p.M, sum + n_w);
   return DM_OK;
+}
+
+static dm_status conv_grad_run(dm_op_ctx *ctx) {
+  return dm_conv_backward_run(ctx, dm_tensor_data(dm_op_input(ctx, 2)));
 }
 
 /* Schemas ------------------------------------------------------------------------ */
@@ -542,8 +551,8 @@ static const dm_op_schema conv_grad_schema = {
     .args = conv_grad_args,
     .precision = DM_PREC_FP16,
     .doc = "X, W, dY -> dW, db, [dX]; with no_bias: dW, [dX].",
-    .infer = conv_grad_infer,
-    .cost = conv_grad_cost,
+    .infer = dm_conv_grad_infer,
+    .cost = dm_conv_grad_cost,
     /* X, W, dY -> dW, dX (db, 1-D, may take slot 1: a slot of dX without no_bias) */
     .layout = DM_LAYOUT_FILTER, .layout_inputs = 0x7, .layout_outputs = 0x7,
 };

@@ -119,6 +119,15 @@ typedef struct dm_conv_epilogue {
 DM_HIDDEN dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e);
 /* Computes Y; the kernel's state is dm_conv_init's. */
 DM_HIDDEN dm_status dm_conv_forward_run(dm_op_ctx *ctx, const dm_conv_epilogue *e);
+/* ConvGradient's shape inference and cost (X, W, dY at 0..2 -> dW, [db], [dX] as its
+ * no_bias says), and its CPU kernel with dY's data taken from dy_data (dY's dtype and
+ * shape): ConvReluGradient (operators/conv_fusion.c) passes its masked dY. */
+DM_HIDDEN dm_status dm_conv_grad_infer(dm_op_ctx *ctx);
+DM_HIDDEN void dm_conv_grad_cost(dm_op_ctx *ctx, dm_op_cost *c);
+DM_HIDDEN dm_status dm_conv_backward_run(dm_op_ctx *ctx, const void *dy_data);
+/* Caffe2's GetConvGradient emitting `type` (X, W, dY, and with with_y the forward's Y, ->
+ * dW, [db], [dX]): ConvGradient's maker and ConvFusion's (ConvReluGradient). */
+DM_HIDDEN dm_status dm_conv_gradient_emit(dm_grad_ctx *g, const char *type, int with_y);
 /* Kernel init (arguments checked at instantiation, scratch kept between runs; fini is
  * dm_scratch_fini) and the cost (2 * numel(Y) * C/group*kH*kW FLOPs). */
 DM_HIDDEN dm_status dm_conv_init(dm_op_ctx *ctx, void **state);

@@ -73,13 +73,16 @@ void dm_fc_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   c->flops = 2.0 * (double)m * (double)n * (double)k + (double)y->numel;
 }
 
-/* FCGradient: X, W, dY -> dW, db, dX. */
-static dm_status fc_gradient(dm_grad_ctx *g) {
-  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0)};
+/* FCGradient: X, W, dY -> dW, db, dX (FCReluGradient: X, W, dY, Y). */
+dm_status dm_fc_gradient_emit(dm_grad_ctx *g, const char *type, int with_y) {
+  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0),
+                      dm_grad_output(g, 0)};
   const char *out[] = {dm_grad_input_grad(g, 1), dm_grad_input_grad(g, 2),
                        dm_grad_input_grad(g, 0)};
-  return dm_grad_emit(g, "FCGradient", 3, in, 3, out);
+  return dm_grad_emit(g, type, with_y ? 4 : 3, in, 3, out);
 }
+
+static dm_status fc_gradient(dm_grad_ctx *g) { return dm_fc_gradient_emit(g, "FCGradient", 0); }
 
 static const dm_op_schema fc_schema = {
     .type = "FC",
@@ -118,7 +121,7 @@ dm_status dm_fc_run(dm_op_ctx *ctx) {
 
 /* ---- FCGradient ------------------------------------------------------------------ */
 
-static dm_status fc_grad_infer(dm_op_ctx *ctx) {
+dm_status dm_fc_grad_infer(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_fc_dims d;
   DM_TRY(dm_fc_geometry(ctx, x, w, &d));
@@ -144,7 +147,7 @@ static dm_status fc_grad_infer(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static void fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+void dm_fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
   int64_t n = dm_op_output(ctx, 1)->numel, m = n ? dy->numel / n : 0, k = m ? x->numel / m : 0;
   dm_cost_io(ctx, c);
@@ -153,8 +156,8 @@ static void fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
              (double)dy->numel;
 }
 
-static dm_status fc_grad_run(dm_op_ctx *ctx) {
-  DM_TRY(fc_grad_infer(ctx));
+dm_status dm_fc_backward_run(dm_op_ctx *ctx, const void *dy_data) {
+  DM_TRY(dm_fc_grad_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_fc_dims d;
   DM_TRY(dm_fc_geometry(ctx, x, w, &d));
@@ -171,7 +174,7 @@ static dm_status fc_grad_run(dm_op_ctx *ctx) {
     return DM_NOMEM("FCGradient bias accumulator");
   }
   for (int64_t i = 0; i < M; i++) {
-    dm_load_f32(dy->dtype, dm_tensor_data(dy), i * N, N, row);
+    dm_load_f32(dy->dtype, dy_data, i * N, N, row);
     for (int64_t j = 0; j < N; j++)
       acc[j] += row[j];
   }
@@ -186,19 +189,23 @@ static dm_status fc_grad_run(dm_op_ctx *ctx) {
   free(row);
   if (dm_is_reduced_float(x->dtype)) {
     /* dW (N x K) = dY^T (N x M) X (M x K); dX (M x K) = dY (M x N) W (N x K) */
-    DM_TRY(dm_gemm_r16(x->dtype, 1, 0, N, K, M, dm_tensor_data(dy), dm_tensor_data(x), NULL,
+    DM_TRY(dm_gemm_r16(x->dtype, 1, 0, N, K, M, dy_data, dm_tensor_data(x), NULL,
                        DM_FLOAT, dm_tensor_mutable_data(dw)));
     if (dx)
-      DM_TRY(dm_gemm_r16(x->dtype, 0, 0, M, K, N, dm_tensor_data(dy), dm_tensor_data(w), NULL,
+      DM_TRY(dm_gemm_r16(x->dtype, 0, 0, M, K, N, dy_data, dm_tensor_data(w), NULL,
                          DM_FLOAT, dm_tensor_mutable_data(dx)));
     return DM_OK;
   }
-  DM_TRY(dm_gemm_f32(1, 0, N, K, M, 1.0f, dm_tensor_data(dy), dm_tensor_data(x), 0.0f,
+  DM_TRY(dm_gemm_f32(1, 0, N, K, M, 1.0f, dy_data, dm_tensor_data(x), 0.0f,
                      dm_tensor_mutable_data(dw)));
   if (dx)
-    DM_TRY(dm_gemm_f32(0, 0, M, K, N, 1.0f, dm_tensor_data(dy), dm_tensor_data(w), 0.0f,
+    DM_TRY(dm_gemm_f32(0, 0, M, K, N, 1.0f, dy_data, dm_tensor_data(w), 0.0f,
                        dm_tensor_mutable_data(dx)));
   return DM_OK;
+}
+
+static dm_status fc_grad_run(dm_op_ctx *ctx) {
+  return dm_fc_backward_run(ctx, dm_tensor_data(dm_op_input(ctx, 2)));
 }
 
 static const dm_op_schema fc_grad_schema = {
@@ -210,8 +217,8 @@ static const dm_op_schema fc_grad_schema = {
     .args = fc_args,
     .precision = DM_PREC_FP16,
     .doc = "X, W, dY -> dW, db, [dX] for FC (same axis, axis_w).",
-    .infer = fc_grad_infer,
-    .cost = fc_grad_cost,
+    .infer = dm_fc_grad_infer,
+    .cost = dm_fc_grad_cost,
     .layout = DM_LAYOUT_FLATTEN, .layout_inputs = 0x1, .layout_outputs = 0x4, /* X -> dX */
 };
 

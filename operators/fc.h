@@ -28,5 +28,12 @@ DM_HIDDEN dm_status dm_fc_geometry(dm_op_ctx *ctx, const dm_tensor *x, const dm_
 DM_HIDDEN dm_status dm_fc_infer(dm_op_ctx *ctx);
 DM_HIDDEN dm_status dm_fc_run(dm_op_ctx *ctx);
 DM_HIDDEN void dm_fc_cost(dm_op_ctx *ctx, dm_op_cost *c);
+/* FCGradient's shape inference and cost (X, W, dY -> dW, db, [dX]), its CPU kernel with
+ * dY's data taken from dy_data (dY's dtype and shape: FCReluGradient passes its masked
+ * dY), and its gradient maker emitting `type` (with with_y the forward's Y as input 3). */
+DM_HIDDEN dm_status dm_fc_grad_infer(dm_op_ctx *ctx);
+DM_HIDDEN void dm_fc_grad_cost(dm_op_ctx *ctx, dm_op_cost *c);
+DM_HIDDEN dm_status dm_fc_backward_run(dm_op_ctx *ctx, const void *dy_data);
+DM_HIDDEN dm_status dm_fc_gradient_emit(dm_grad_ctx *g, const char *type, int with_y);
 
 #endif

@@ -73,9 +73,9 @@ static void help(FILE *f) {
           "                       0: off. Default 8 with --device cuda, else off\n");
   fprintf(f,
           "  --fuse-train         training: before --grad (or alone, to see the fused forward\n"
-          "                       net), SpatialBN (+ Sum/Add) + Relu as one op whose\n"
-          "                       gradient --grad emits (cuDNN's fused batch norm on a\n"
-          "                       GPU; meant for --device cuda)\n");
+          "                       net), SpatialBN (+ Sum/Add) + Relu, Conv + Relu and\n"
+          "                       FC + Relu as one op each whose gradient --grad emits\n"
+          "                       (cuDNN's fused kernels on a GPU; meant for --device cuda)\n");
   fprintf(f,
           "  --free               the memory pass, last: a Free op after each blob's last\n"
           "                       use, so a step's peak memory is what is live at once\n"

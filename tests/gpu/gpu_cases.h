@@ -57,6 +57,8 @@ enum { GC_RESHAPE = 1 };
 #define CONV_NCHW "type: 'Conv' " A("kernel", 3) A("stride", 2) A("pad", 1)
 #define CONV_NHWC "type: 'Conv' " A("kernel", 3) A("stride", 2) A("pad", 1) AS("order", "NHWC")
 #define CONV_GRP "type: 'Conv' " A("kernel", 3) A("pad", 1) A("group", 2)
+#define CONV_FUSION                                                                     \
+  "type: 'ConvFusion' " A("kernel", 3) A("stride", 2) A("pad", 1) A("fusion_type", 1)
 #define POOL(t) "type: '" t "' " A("kernel", 2) A("stride", 2)
 #define BN_ARGS A("is_test", 0) AF("epsilon", 1e-5) AF("momentum", 0.9)
 #define BN AS("order", "NCHW") BN_ARGS
@@ -284,6 +286,24 @@ static const gpu_case gpu_cases[] = {
      {{"X", 'T', 4, {2, 4, 6, 6}, -1, 1}, {"W", 'T', 4, {6, 2, 3, 3}, -1, 1},
       {"dY", 'T', 4, {2, 6, 6, 6}, -1, 1}}, NULL, {"X", "W", "dY"}, {"dW", "db", "dX"},
      GC_ALL, 80, GC_RESHAPE},
+    /* conv_fusion_cudnn.c: the training fusion's Conv + Relu (cuDNN's fused forward; FP32
+     * bias with 16-bit data and BF16 through Conv + relu) and its gradient (dY masked by
+     * the CPU forward's Y, so the mask is the CPU's). */
+    {"ConvFusion relu NCHW", CONV_FUSION,
+     {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"b", 'T', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28, GC_RESHAPE},
+    {"ConvFusion relu NHWC no bias", CONV_FUSION AS("order", "NHWC"),
+     {{"X", 'T', 4, {2, 7, 7, 3}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1}}, NULL,
+     {"X", "W"}, {"Y"}, GC_ALL, 28, GC_RESHAPE},
+    {"ConvFusion relu FP32 bias", CONV_FUSION,
+     {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"b", 'f', 1, {4}, -1, 1}}, NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 28},
+    {"ConvReluGradient", "type: 'ConvReluGradient' " A("kernel", 3) A("stride", 2) A("pad", 1)
+     A("fusion_type", 1),
+     {{"X", 'T', 4, {2, 3, 7, 7}, -1, 1}, {"W", 'T', 4, {4, 3, 3, 3}, -1, 1},
+      {"b", 'T', 1, {4}, -1, 1}, {"dY", 'T', 4, {2, 4, 4, 4}, -1, 1}},
+     "op { input: ['X', 'W', 'b'] output: 'Y' " CONV_FUSION "}", {"X", "W", "dY", "Y"},
+     {"dW", "db", "dX"}, GC_ALL, 40, GC_RESHAPE},
     {"MaxPool", POOL("MaxPool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"}, {"Y"},
      GC_ALL, 1, GC_RESHAPE},
     {"AveragePool", POOL("AveragePool"), {{"X", 'T', 4, {2, 3, 6, 6}, -1, 1}}, NULL, {"X"},
@@ -385,6 +405,14 @@ static const gpu_case gpu_cases[] = {
     {"FCGradient", "type: 'FCGradient'",
      {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"dY", 'T', 2, {8, 5}, -1, 1}},
      NULL, {"X", "W", "dY"}, {"dW", "db", "dX"}, GC_ALL, 10},
+    {"FCFusion", "type: 'FCFusion' " A("fusion_type", 1),
+     {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"b", 'T', 1, {5}, -1, 1}},
+     NULL, {"X", "W", "b"}, {"Y"}, GC_ALL, 34},
+    {"FCReluGradient", "type: 'FCReluGradient' " A("fusion_type", 1),
+     {{"X", 'T', 2, {8, 33}, -1, 1}, {"W", 'T', 2, {5, 33}, -1, 1}, {"b", 'T', 1, {5}, -1, 1},
+      {"dY", 'T', 2, {8, 5}, -1, 1}},
+     "op { input: ['X', 'W', 'b'] output: 'Y' type: 'FCFusion' " A("fusion_type", 1) "}",
+     {"X", "W", "dY", "Y"}, {"dW", "db", "dX"}, GC_ALL, 10},
     /* gpu/optimizer.c, tensor_ops.c, dropout.c: the step counter and rate, shape ops,
      * Concat/Split/Transpose, Dropout. Copies and views are exact; the rate agrees to
      * FLOAT rounding. */

@@ -35,8 +35,10 @@ EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast"
 MATCHED = {"fusion.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC", "ConvFusion",
                         "FCFusion"},
            # training-mode SpatialBN (+ Sum/Add) + Relu made SpatialBNRelu and
-           # SpatialBNAddRelu (net/train_fusion.c)
-           "train_fusion.c": {"SpatialBN", "Relu", "Sum", "Add"}}
+           # SpatialBNAddRelu, Conv + Relu and FC + Relu made ConvFusion and FCFusion
+           # (net/train_fusion.c)
+           "train_fusion.c": {"SpatialBN", "Relu", "Sum", "Add", "Conv", "FC", "ConvFusion",
+                              "FCFusion"}}
 # An UpperCamel literal with a lower-case letter: an op type, not a dtype name ("INT64").
 # is_type(op, "T") is net/fusion.c's comparison helper.
 COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp|is_type)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')

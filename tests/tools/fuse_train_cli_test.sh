@@ -5,13 +5,17 @@
 # named with the reason); with --grad the fused backward ops follow; `train --iters 0
 # --save-net` writes the same training net as `rewrite`; with --device cuda every op,
 # the fused ones included, is placed on the GPU (in a build with CUDA); misuse is a
-# usage error; a net that already has gradient ops is refused with the reason.
+# usage error; a net that already has gradient ops is refused with the reason. On the zoo
+# SqueezeNet every Conv + Relu becomes a ConvFusion (26) whose gradient is one
+# ConvReluGradient, and with --device cuda the fused ops are placed on the GPU as the
+# unfused net's are (the same count stays on the CPU, its Splits, in both).
 #
 # usage: fuse_train_cli_test.sh DEMITASSE SOURCE_ROOT
 set -u
 DM=$1
 SRC=$2
 R50="$SRC/models/resnet50"
+SQ="$SRC/models/squeezenet"
 T=$(mktemp -d "${TMPDIR:-/tmp}/dm_fuse_train_XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/cli_lib.sh"
@@ -43,6 +47,23 @@ if "$DM" info --no-selftest 2>/dev/null | grep -q "built without CUDA"; then
 else
   expect 0 "$DM" rewrite --fuse-train --grad --loss loss --optimizer momentum --fp16 \
     --device cuda "$R50/resnet50_nhwc_train.pbtxt" && has err "on the CPU: 0 without a CUDA kernel"
+fi
+# SqueezeNet: Conv + Relu
+expect 0 "$DM" rewrite --fuse-train --grad --loss loss --optimizer momentum \
+  "$SQ/squeezenet_train.pbtxt" -o "$T/sq.pbtxt" && {
+  cp "$T/sq.pbtxt" "$T/out"
+  count out 'type: "ConvFusion"' 26
+  count out 'type: "ConvReluGradient"' 26
+  count out 'type: "Relu"' 0
+  count out 'type: "ReluGradient"' 0
+  has err 'training fusion: 26 Conv + Relu made ConvFusion, 0 FC + Relu made FCFusion'
+}
+if ! "$DM" info --no-selftest 2>/dev/null | grep -q "built without CUDA"; then
+  expect 0 "$DM" rewrite --grad --loss loss --optimizer momentum --fp16 --device cuda \
+    "$SQ/squeezenet_train.pbtxt"
+  unfused=$(grep -o 'on the CPU: [0-9]* without a CUDA kernel' "$T/err")
+  expect 0 "$DM" rewrite --fuse-train --grad --loss loss --optimizer momentum --fp16 \
+    --device cuda "$SQ/squeezenet_train.pbtxt" && has err "$unfused"
 fi
 # misuse
 expect 2 "$DM" rewrite --fuse-train --fuse "$R50/resnet50_train.pbtxt" &&
