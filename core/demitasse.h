@@ -309,9 +309,9 @@ typedef struct dm_train_options {
   int dp_fp32;                   /* 1: reduce FP16 gradients in FP32 (default: in FP16) */
   /* Appended later (ABI growth: a program built with an older header gets the
    * defaults). The step's speed options, as `demitasse train` has them. */
-  int fuse_train;                /* nonzero: SpatialBN (+ Add) + Relu fused, forward and
-                                    backward (--fuse-train; cuDNN's fused batch norm on a
-                                    GPU); default 0 */
+  int fuse_train;                /* nonzero: SpatialBN (+ Add) + Relu, Conv + Relu and FC +
+                                    Relu fused, forward and backward (--fuse-train; cuDNN's
+                                    fused paths on a GPU); default 0 */
   dm_switch multi_tensor;        /* one optimizer op for all parameters (--multi-tensor):
                                     DM_SWITCH_AUTO (default) is on with a GPU device */
   dm_train_layout layout;        /* DM_TRAIN_LAYOUT_AUTO (default): NHWC for a net on a

@@ -339,7 +339,7 @@ static Caffe2__NetDef *forward_def(const char *path) {
 /* sabotage: the FC weights' reorder made a plain copy (the check that the tolerance can
  * fail); perturb: every pixel one ulp up (the noise floor). */
 static void step(const model *m, int layout, int fp16, int sabotage, int perturb, int pad,
-                 stepped *out) {
+                 int fuse, stepped *out) {
   memset(out, 0, sizeof *out);
   out->pred = m->pred;
   assert_ok(dm_workspace_create(&out->ws));
@@ -361,6 +361,7 @@ static void step(const model *m, int layout, int fp16, int sabotage, int perturb
   p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
   p.layout = layout ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
   p.layout_opts.pad_channels = pad;
+  p.fuse_train = fuse;
   Caffe2__NetDef *net = forward_def(m->train), *add = NULL;
   dm_pipeline_result r;
   assert_ok(dm_pipeline_run(net, &p, &add, &r));
@@ -657,19 +658,19 @@ static void check_against(const model *m, int fp16, const stepped *a, const step
  * unpadded NHWC net. */
 static void check_model(const model *m, int fp16, int noise_floor) {
   stepped a, b, n;
-  step(m, 0, fp16, 0, 0, 0, &a);
-  step(m, 1, fp16, 0, 0, 0, &b);
+  step(m, 0, fp16, 0, 0, 0, 0, &a);
+  step(m, 1, fp16, 0, 0, 0, 0, &b);
   assert_true(b.layout.n_renamed > 0);
   double K, D;
   reductions(&a, &K, &D);
   double rel = LAM * sqrt(K) * U32 + (fp16 ? LAM * sqrt(D) * 2 * U16 : 0);
   print_message("%s %s: K %.0f, D %.0f\n", m->train, fp16 ? "FP16" : "FP32", K, D);
   if (noise_floor)
-    step(m, 0, fp16, 0, 1, 0, &n);
+    step(m, 0, fp16, 0, 1, 0, 0, &n);
   check_against(m, fp16, &a, &b, noise_floor ? &n : NULL, rel, "");
   if (m->channels % 8) {
     stepped c;
-    step(m, 1, fp16, 0, 0, 8, &c);
+    step(m, 1, fp16, 0, 0, 8, 0, &c);
     assert_int_equal(c.layout.padded, 1);
     check_against(m, fp16, &a, &c, noise_floor ? &n : NULL, rel, " (channels padded)");
     size_t padded = compare_padded(&b, &c, !noise_floor);
@@ -679,6 +680,19 @@ static void check_model(const model *m, int fp16, int noise_floor) {
     assert_true(padded >= 1);
     stepped_free(&c);
   }
+  /* The training fusion on top (Conv/FC + Relu, BN + Relu, BN + Add + Relu; as a GPU runs
+   * them): bit-identical to the unfused NHWC net, so within the tolerance of NCHW too. */
+  stepped f;
+  step(m, 1, fp16, 0, 0, 0, 1, &f);
+  size_t fused = 0;
+  for (size_t i = 0; i < f.net->n_op; i++)
+    fused += strstr(f.net->op[i]->type, "Fusion") || strstr(f.net->op[i]->type, "BNRelu") ||
+             strstr(f.net->op[i]->type, "BNAddRelu");
+  assert_true(fused > 0);
+  compare_padded(&b, &f, 1);
+  print_message("  fused (%zu ops) NHWC: loss, outputs and every parameter bit-identical to "
+                "the unfused NHWC net\n", fused);
+  stepped_free(&f);
   if (noise_floor)
     stepped_free(&n);
   stepped_free(&a);
@@ -703,8 +717,8 @@ static void test_lenet_can_fail(void **state) {
   m.init = lenet_init;
   m.train = lenet_train;
   stepped a, b;
-  step(&m, 0, 0, 0, 0, 0, &a);
-  step(&m, 1, 0, 1, 0, 0, &b);
+  step(&m, 0, 0, 0, 0, 0, 0, &a);
+  step(&m, 1, 0, 1, 0, 0, 0, &b);
   double K, D;
   reductions(&a, &K, &D);
   double worst = compare(&a, &b, LAM * sqrt(K) * U32, 1, 0).worst;
