@@ -1,6 +1,6 @@
 # gpu_test_lib.sh: sourced (POSIX sh) by the LeNet scripts in tests/gpu, which set $exe
 # (the demitasse program) and $mnist (models/mnist) first.
-# shellcheck disable=SC2154  # $exe and $mnist are the caller's
+# shellcheck disable=SC2154  # $exe, $mnist and $iters are the caller's
 
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -23,4 +23,15 @@ mnist_dbs() {
   "$exe" make-db --images "$mnist/data/t10k-images-idx3-ubyte.gz" \
     --labels "$mnist/data/t10k-labels-idx1-ubyte.gz" --train "$1" \
     --out-train "$tmp/train" --out-val "$tmp/val" > /dev/null || fail "make-db"
+}
+
+# lenet_train LOG [OPTION]...: trains LeNet on $tmp's DBs with the tests' settings
+# (momentum SGD at 0.01, FP16, $iters iterations, 20 test batches at the end), its output
+# to LOG; the options are added (--device cuda, ...).
+lenet_train() {
+  log=$1; shift
+  "$exe" train --init "$mnist/lenet_init.pbtxt" --net "$mnist/lenet_train.pbtxt" \
+    --test-net "$mnist/lenet_test.pbtxt" --train-db "$tmp/train" --test-db "$tmp/val" \
+    --test-iters 20 --test-every "$iters" --iters "$iters" --optimizer momentum \
+    --lr 0.01 --momentum 0.9 --fp16 "$@" > "$log" 2>&1
 }

@@ -13,13 +13,9 @@ exe=$1 mnist=$2 iters=${3:-200}
 . "$(dirname "$0")/gpu_test_lib.sh"
 gpu_require
 mnist_dbs 8000
-train() {  # $1: log file; the rest: extra options
-  log=$1; shift
-  "$exe" train --init "$mnist/lenet_init.pbtxt" --net "$mnist/lenet_train.pbtxt" \
-    --test-net "$mnist/lenet_test.pbtxt" --train-db "$tmp/train" --test-db "$tmp/val" \
-    --test-iters 20 --test-every "$iters" --iters "$iters" --optimizer momentum \
-    --lr 0.01 --momentum 0.9 --fp16 --device cuda --log-every 10 --csv "$tmp/$log.csv" \
-    "$@" > "$tmp/$log.txt" 2>&1
+train() {  # $1: the run's name (its log and CSV in $tmp); the rest: extra options
+  name=$1; shift
+  lenet_train "$tmp/$name.txt" --device cuda --log-every 10 --csv "$tmp/$name.csv" "$@"
 }
 train graph || { cat "$tmp/graph.txt"; fail "GPU training with the graph"; }
 train eager --no-graph || { cat "$tmp/eager.txt"; fail "GPU training with --no-graph"; }

@@ -11,15 +11,8 @@ exe=$1 mnist=$2 iters=${3:-300}
 . "$(dirname "$0")/gpu_test_lib.sh"
 gpu_require
 mnist_dbs 8000
-train() {  # $1: log file; the rest: extra options
-  log=$1; shift
-  "$exe" train --init "$mnist/lenet_init.pbtxt" --net "$mnist/lenet_train.pbtxt" \
-    --test-net "$mnist/lenet_test.pbtxt" --train-db "$tmp/train" --test-db "$tmp/val" \
-    --test-iters 20 --test-every "$iters" --iters "$iters" --optimizer momentum \
-    --lr 0.01 --momentum 0.9 --fp16 "$@" > "$log" 2>&1
-}
-train "$tmp/cpu.txt" || { cat "$tmp/cpu.txt"; fail "CPU training"; }
-train "$tmp/gpu.txt" --device cuda || { cat "$tmp/gpu.txt"; fail "GPU training"; }
+lenet_train "$tmp/cpu.txt" || { cat "$tmp/cpu.txt"; fail "CPU training"; }
+lenet_train "$tmp/gpu.txt" --device cuda || { cat "$tmp/gpu.txt"; fail "GPU training"; }
 # The last progress line ends "test loss L acc A".
 acc() { grep 'test loss' "$1" | tail -n 1 | sed 's/.*test loss [^ ]* acc \([0-9.]*\).*/\1/'; }
 a_cpu=$(acc "$tmp/cpu.txt") a_gpu=$(acc "$tmp/gpu.txt")
