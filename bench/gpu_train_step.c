@@ -112,7 +112,7 @@ static dm_status bench(const bench_model *m, const char *name, int layout, const
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, &train, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, 1, &train, init_add);
   if (s == DM_OK && layout)
     s = make_nhwc(train, init_add);
   if (s == DM_OK)

@@ -147,7 +147,7 @@ static dm_status measure(const bench_model *m, const char *dir, int64_t batch, i
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16 ? half_dtype : 0, &def, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? half_dtype : 0, 0, &def, init_add);
   if (s == DM_OK) {
     s = dm_workspace_create_net(ws, init_add, "optimizer_init", &net);
     init_add = NULL; /* the workspace owns it now, even on failure */

@@ -41,7 +41,7 @@ static void drop_db_input(Caffe2__NetDef *def) {
 }
 
 dm_status bench_build_train_net(const bench_model *m, const char *dir, dm_dtype half,
-                                Caffe2__NetDef **out, Caffe2__NetDef *init_add) {
+                                int for_gpu, Caffe2__NetDef **out, Caffe2__NetDef *init_add) {
   Caffe2__NetDef *def = NULL;
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, m->train);
@@ -53,6 +53,8 @@ dm_status bench_build_train_net(const bench_model *m, const char *dir, dm_dtype 
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, bench_fed_blobs, BENCH_N_FED_BLOBS);
   p.optim.kind = DM_OPTIM_MOMENTUM;
+  /* the pipeline's AUTO would see no device stage here */
+  p.optim.multi_tensor = for_gpu ? DM_OPTIM_MULTI_ON : DM_OPTIM_MULTI_AUTO;
   p.mixed_precision = half != 0;
   p.mp.target = half ? half : DM_FLOAT16;
   /* BF16 has FP32's exponent range: no loss scaling (as `train --bf16`) */

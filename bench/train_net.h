@@ -33,11 +33,12 @@ const bench_model *bench_model_find(const char *name);
 
 /* Reads `m`'s train net from `dir` and applies the training passes (see the header
  * comment), with mixed precision in `half` (DM_FLOAT16, dynamic loss scaling;
- * DM_BFLOAT16, none, as `train --bf16`; 0: FP32); the optimizer's and the
- * mixed-precision pass's init-net additions go to `init_add`. *out is the caller's on
- * success; on failure nothing is left to free. */
+ * DM_BFLOAT16, none, as `train --bf16`; 0: FP32); with `for_gpu`, the optimizer as
+ * `train --device cuda` makes it (one multi-tensor update for all parameters). The
+ * optimizer's and the mixed-precision pass's init-net additions go to `init_add`. *out
+ * is the caller's on success; on failure nothing is left to free. */
 dm_status bench_build_train_net(const bench_model *m, const char *dir, dm_dtype half,
-                                Caffe2__NetDef **out, Caffe2__NetDef *init_add);
+                                int for_gpu, Caffe2__NetDef **out, Caffe2__NetDef *init_add);
 
 /* Feeds a deterministic batch: data (batch, C, H, W) FLOAT of small, smooth values (a
  * finite loss, so an FP16 step is not skipped on overflow) and label (batch) INT32. */
