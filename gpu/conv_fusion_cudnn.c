@@ -11,14 +11,16 @@
  *     and then the elementwise relu.
  *   - FCFusion: the FC kernel, then the relu in place on its rounded Y (they commute).
  *   - ConvReluGradient, FCReluGradient: dY masked where Y > 0 by ReluGradient's kernel
- *     (elementwise.cu) into a buffer the state keeps (resized with dY's shape), then the
- *     ConvGradient / FCGradient kernel on it.
+ *     (elementwise.cu) into a temporary of dY's size, then the ConvGradient / FCGradient
+ *     kernel on it; the temporary goes back to the stream-ordered pool after them (kept
+ *     in the state, one per op, it would hold every layer's dY at once).
  * Only fusion_type 1 has a kernel here: the supports hook keeps ConvFusion's sum forms
  * (2, 3) on the CPU, with the reason.
  *
  * All four are GRAPH_SAFE as the Conv and FC kernels are (kernels.h): their work is on
  * the op's stream and depends on shapes only (the fused-or-fallback choice included);
- * the zero bias and the masked-dY buffer are sized at the first run of a shape and kept.
+ * the zero bias is sized at the first run of a shape and kept; the masked dY is
+ * allocated and freed on the stream, which a graph records as its own nodes.
  */
 #include <stdlib.h>
 
@@ -49,8 +51,7 @@ static dm_status fc_fusion_run(dm_op_ctx *ctx) {
 /* ---- the gradients: the masked dY in the state -------------------------------------- */
 
 typedef struct relu_grad_state {
-  void *conv;     /* conv_cudnn.c's state (ConvReluGradient), else NULL */
-  dm_tensor *mask; /* dY masked where Y > 0, on the op's device */
+  void *conv; /* conv_cudnn.c's state (ConvReluGradient), else NULL */
 } relu_grad_state;
 
 static void relu_grad_fini(void *state) {
@@ -58,7 +59,6 @@ static void relu_grad_fini(void *state) {
   if (!s)
     return;
   dm_cuda_conv_fini(s->conv);
-  dm_tensor_free(s->mask);
   free(s);
 }
 
@@ -84,35 +84,40 @@ static dm_status fc_relu_grad_init(dm_op_ctx *ctx, void **state) {
   return relu_grad_init(ctx, state, 0);
 }
 
-/* dY (input 2) masked by Y (input 3) into the state's buffer; *out its data. */
-static dm_status mask_dy(dm_op_ctx *ctx, relu_grad_state *s, const void **out) {
+/* dY (input 2) masked by Y (input 3) into a new temporary *mask (the caller frees it,
+ * after queueing its readers: the free is stream-ordered). */
+static dm_status mask_dy(dm_op_ctx *ctx, dm_tensor **mask) {
   DM_TRY(dm_op_run_infer(ctx)); /* Y checked against dY */
   const dm_tensor *dy = IN(2), *y = IN(3);
-  if (!s->mask && !(s->mask = dm_tensor_new(dy->limit)))
+  if (!(*mask = dm_tensor_new(dy->limit)))
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for the masked dY");
-  DM_TRY(dm_tensor_resize_on(s->mask, DM_CUDA, dm_op_device_id(ctx), dy->dtype, dy->ndim,
+  DM_TRY(dm_tensor_resize_on(*mask, DM_CUDA, dm_op_device_id(ctx), dy->dtype, dy->ndim,
                              dy->dims));
   if (dy->numel) {
     cudaStream_t st;
     DM_TRY(dm_gpu_op_stream(ctx, &st));
-    DM_CUDA_TRY(dmk_relu_grad(st, dy->dtype, DATA(y), DATA(dy), MDATA(s->mask), dy->numel));
+    DM_CUDA_TRY(dmk_relu_grad(st, dy->dtype, DATA(y), DATA(dy), MDATA(*mask), dy->numel));
   }
-  *out = DATA(s->mask);
   return DM_OK;
 }
 
 static dm_status conv_relu_grad_run(dm_op_ctx *ctx) {
   relu_grad_state *s = dm_op_state(ctx);
-  const void *m = NULL;
-  DM_TRY(mask_dy(ctx, s, &m));
-  return dm_cuda_conv_backward(ctx, s->conv, m);
+  dm_tensor *mask = NULL;
+  dm_status st = mask_dy(ctx, &mask);
+  if (st == DM_OK)
+    st = dm_cuda_conv_backward(ctx, s->conv, DATA(mask));
+  dm_tensor_free(mask);
+  return st;
 }
 
 static dm_status fc_relu_grad_run(dm_op_ctx *ctx) {
-  relu_grad_state *s = dm_op_state(ctx);
-  const void *m = NULL;
-  DM_TRY(mask_dy(ctx, s, &m));
-  return dm_cuda_fc_backward(ctx, m);
+  dm_tensor *mask = NULL;
+  dm_status st = mask_dy(ctx, &mask);
+  if (st == DM_OK)
+    st = dm_cuda_fc_backward(ctx, DATA(mask));
+  dm_tensor_free(mask);
+  return st;
 }
 
 const dm_kernel_def dm_cuda_conv_fusion_kernels[] = {
