@@ -15,6 +15,12 @@ long dm_device_host_syncs(void) { return host_syncs; }
 
 void dm_device_note_host_sync(void) { host_syncs++; }
 
+static atomic_ulong private_epoch;
+
+void dm_device_note_private_realloc(void) { atomic_fetch_add(&private_epoch, 1); }
+
+unsigned long dm_device_private_epoch(void) { return atomic_load(&private_epoch); }
+
 void dm_device_register(dm_device_type type, const dm_device_ops *ops) {
   if ((unsigned)type < 2)
     atomic_store(&backends[type], ops);

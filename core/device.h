@@ -73,6 +73,12 @@ typedef struct dm_device_ops {
  * them where it makes them). A steady training step on a GPU should make none. */
 DM_HIDDEN long dm_device_host_syncs(void);
 DM_HIDDEN void dm_device_note_host_sync(void);
+/* A backend that replaces memory of its own which recorded device graphs may point
+ * into (a workspace it grows, a constant buffer it reallocates) says so; the executor
+ * mixes the count into its graphs' signatures, so no graph recorded before is replayed
+ * (net/graph_exec.c). Process-wide. */
+DM_HIDDEN void dm_device_note_private_realloc(void);
+DM_HIDDEN unsigned long dm_device_private_epoch(void);
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */
 DM_HIDDEN void dm_device_register(dm_device_type type, const dm_device_ops *ops);

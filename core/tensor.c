@@ -316,6 +316,32 @@ void dm_tensor_forget_storage(dm_tensor *t) {
   dm_tensor_reset(t);
 }
 
+dm_status dm_tensor_adopt_device(dm_tensor *t, dm_device_type device, int id, void *data,
+                                 size_t nbytes, dm_dtype dtype, int ndim, const int64_t *dims) {
+  int64_t numel;
+  if (device == DM_CPU || ndim < 0 || ndim > DM_MAX_DIMS || dtype == DM_STRING)
+    return dm_error(DM_ERR_INVALID, "dm_tensor_adopt_device: not device data of a tensor");
+  DM_TRY(dm_shape_numel(ndim, dims, &numel));
+  dm_storage *s = calloc(1, sizeof *s);
+  if (!s)
+    return DM_NOMEM("tensor storage");
+  count_alloc(1, alloc_size(nbytes));
+  atomic_init(&s->refs, 1);
+  storage_touch(s);
+  s->device = device;
+  s->device_id = id;
+  s->dtype = dtype;
+  s->nbytes = nbytes;
+  s->data = data;
+  storage_release(t->storage);
+  t->storage = s;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
+  t->numel = numel;
+  return DM_OK;
+}
+
 void dm_tensor_free(dm_tensor *t) {
   if (!t)
     return;

@@ -161,6 +161,13 @@ DM_HIDDEN void dm_tensor_reset(dm_tensor *t);
  * the backend: memory that was never the tensor's to free (made while a device graph was
  * being recorded, and discarded with it: net/graph_exec.c). */
 DM_HIDDEN void dm_tensor_forget_storage(dm_tensor *t);
+/* t becomes the owner of nbytes of device memory at `data` on (device, id), which the
+ * backend allocated elsewhere (a device graph's allocation, handed back to the host's
+ * view after each replay: net/graph_exec.c), with that dtype and shape; what t held is
+ * dropped. Freeing t gives the memory back through the backend's free. */
+DM_HIDDEN dm_status dm_tensor_adopt_device(dm_tensor *t, dm_device_type device, int id,
+                                           void *data, size_t nbytes, dm_dtype dtype,
+                                           int ndim, const int64_t *dims);
 /* Makes `dst` a view of `src`'s storage (shape and dtype copied). */
 DM_HIDDEN void dm_tensor_share(dm_tensor *dst, const dm_tensor *src);
 /* Exchanges the storages of host tensors a and b when each holds its storage alone and

@@ -150,6 +150,16 @@ dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out) {
 
 dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out) {
   if (n > c->scratch_bytes) {
+    /* Recorded into a device graph, the swap would free memory the graph did not
+     * allocate (the capture then fails anyway): say why instead. Graphs recorded before
+     * point into the old buffer: the epoch keeps them from being replayed. */
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cap) == cudaSuccess &&
+        cap != cudaStreamCaptureStatusNone)
+      return dm_error(DM_ERR_DEVICE, "the GPU scratch must grow to %zu bytes while a graph is "
+                                     "being recorded",
+                      n);
+    dm_device_note_private_realloc();
     /* stream-ordered: the old buffer is released after the work queued before it */
     if (c->scratch)
       DM_CUDA_TRY(cudaFreeAsync(c->scratch, c->stream));

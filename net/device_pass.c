@@ -387,10 +387,10 @@ static dm_status rewrite(pass *p, Caffe2__NetDef *w, const int *locs) {
 /* Moves each host-to-device copy (into another blob) as early as it can go: right after
  * the last earlier op that writes its source or touches its destination (and after the
  * copies already moved to that spot, so they keep their order). Placed before its first
- * reader, the label's
- * copy would sit in the middle of a training step, between GPU ops, cutting the step's
- * device graph in two (net/graph_exec.h); moved up, every upload starts the step, where
- * the double-buffered copy overlaps the previous step's compute. */
+ * reader, the label's copy would sit in the middle of a training step, between GPU ops,
+ * cutting the step's device graph in two (net/graph_exec.h); moved up, every upload
+ * starts the step, where the double-buffered copy overlaps the previous step's compute.
+ * The cost: a copy lives from there, not from its first reader (the label: bytes). */
 static void hoist_uploads(Caffe2__NetDef *net) {
   for (size_t k = 0; k < net->n_op; k++) {
     Caffe2__OperatorDef *c = net->op[k];

@@ -2,6 +2,7 @@
  * graph_exec.h for what and when). */
 #include "graph_exec.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,31 @@
 #include "core/tensor.h"
 #include "net.h"
 
+/* A blob as the recording left it: what a replay must leave on the host's side. */
+typedef struct end_state {
+  void *data; /* its storage's address (NULL: empty) */
+  dm_dtype dtype;
+  int ndim;
+  int64_t dims[DM_MAX_DIMS];
+  int64_t numel;
+  /* Storage the recording allocated and the run does not free: the graph's memory, at
+   * the same address every replay. Ops after the run may drop it (the memory pass's
+   * Free: the memory then goes back outside the graph, as CUDA allows); each replay
+   * allocates it again, and the blob gets a storage object owning it again (the first
+   * blob viewing it, `view_of`, adopts it; the others share). */
+  int in_graph;
+  size_t view_of;
+  size_t nbytes;
+  dm_device_type device;
+  int device_id;
+} end_state;
+
 typedef struct graph_entry {
   uint64_t sig;
   void *graph; /* the backend's executable graph */
   long nodes;
   unsigned long used; /* the plan's clock at its last replay, for eviction */
+  end_state *ends;    /* one per plan blob */
 } graph_entry;
 
 struct dm_graph_plan {
@@ -23,6 +44,7 @@ struct dm_graph_plan {
   const dm_device_ops *dev;
   int device_id;
   dm_blob **blobs; /* every blob the ops touch, once */
+  unsigned char *written; /* blobs[k] is some op's output */
   size_t n_blobs;
   void **before; /* each blob's storage before a capture, to undo a failed one */
   graph_entry cache[DM_GRAPH_CACHE];
@@ -72,7 +94,23 @@ static dm_status collect_blobs(dm_graph_plan *p) {
     if (u == 0 || p->blobs[u - 1] != p->blobs[k])
       p->blobs[u++] = p->blobs[k];
   p->n_blobs = u;
+  if (!(p->written = calloc(u ? u : 1, 1)))
+    return DM_NOMEM("a graph plan's blob list");
+  for (size_t i = p->first; i < p->end; i++) {
+    const dm_op_ctx *op = &p->net->ops[i];
+    for (int o = 0; o < op->n_out; o++) {
+      dm_blob **at = bsearch(&op->out[o], p->blobs, u, sizeof *p->blobs, cmp_ptr);
+      if (at)
+        p->written[at - p->blobs] = 1;
+    }
+  }
   return DM_OK;
+}
+
+static void entry_free(dm_graph_plan *p, graph_entry *e) {
+  free(e->ends);
+  p->dev->graph_free(p->device_id, e->graph);
+  *e = (graph_entry){0};
 }
 
 dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t cap) {
@@ -124,8 +162,9 @@ void dm_graph_plan_free(dm_graph_plan *p) {
   if (!p)
     return;
   for (int k = 0; k < p->n_cache; k++)
-    p->dev->graph_free(p->device_id, p->cache[k].graph);
+    entry_free(p, &p->cache[k]);
   free(p->blobs);
+  free(p->written);
   free(p->before);
   free(p);
 }
@@ -139,12 +178,17 @@ const char *dm_graph_plan_why_off(const dm_graph_plan *p) { return p->off ? p->w
 
 static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211u; }
 
-/* What the ops' work depends on besides their arguments: each blob's storage and shape. */
+/* What the ops' work depends on besides their arguments: each blob's storage, whether
+ * another blob shares it (an op writing a shared blob detaches it first: other work),
+ * dtype and shape; and the device's private memory (the epoch moves when a backend
+ * replaces a workspace or buffer of its own that recorded work may point into). */
 static uint64_t signature(const dm_graph_plan *p) {
   uint64_t h = 1469598103934665603u;
+  h = mix(h, (uint64_t)dm_device_private_epoch());
   for (size_t k = 0; k < p->n_blobs; k++) {
     const dm_tensor *t = p->blobs[k]->tensor;
     h = mix(h, (uint64_t)(uintptr_t)(t->storage ? t->storage->data : NULL));
+    h = mix(h, (uint64_t)(t->storage && atomic_load(&t->storage->refs) > 1));
     h = mix(h, (uint64_t)t->dtype);
     h = mix(h, (uint64_t)t->ndim);
     for (int d = 0; d < t->ndim; d++)
@@ -171,15 +215,71 @@ static dm_status run_eager(dm_graph_plan *p, dm_run_counts *c, size_t *failed) {
   return DM_OK;
 }
 
+/* The blobs as the recording left them, after it (the first launch) or a replay: the
+ * host's side of the run, which the ops would have done. The signature matched, so each
+ * blob started the run as it did when recorded. */
+static dm_status restore_ends(dm_graph_plan *p, const graph_entry *e) {
+  for (size_t k = 0; k < p->n_blobs; k++) {
+    dm_tensor *t = p->blobs[k]->tensor;
+    const end_state *x = &e->ends[k];
+    if (x->in_graph && (!t->storage || t->storage->data != x->data)) {
+      const dm_tensor *v = p->blobs[x->view_of]->tensor;
+      if (x->view_of < k && v->storage && v->storage->data == x->data)
+        dm_tensor_share(t, v);
+      else
+        DM_TRY(dm_tensor_adopt_device(t, x->device, x->device_id, x->data, x->nbytes,
+                                      x->dtype, x->ndim, x->dims));
+    } else if (!x->data) {
+      if (t->storage) /* dropped by the run (a Free of host memory, done when recorded) */
+        dm_tensor_reset(t);
+      continue;
+    }
+    if (!t->storage || t->storage->data != x->data)
+      continue; /* cannot happen when the signature matched; left as it is */
+    t->dtype = x->dtype;
+    t->ndim = x->ndim;
+    memcpy(t->dims, x->dims, sizeof t->dims);
+    t->numel = x->numel;
+    if (p->written[k]) /* as run_op does for every output */
+      dm_tensor_touch(t);
+  }
+  return DM_OK;
+}
+
+/* Records every blob's state at the end of the recording into e->ends. */
+static dm_status record_ends(dm_graph_plan *p, graph_entry *e) {
+  if (!(e->ends = calloc(p->n_blobs ? p->n_blobs : 1, sizeof *e->ends)))
+    return DM_NOMEM("a device graph's blob states");
+  for (size_t k = 0; k < p->n_blobs; k++) {
+    dm_tensor *t = p->blobs[k]->tensor;
+    end_state *x = &e->ends[k];
+    x->data = t->storage ? t->storage->data : NULL;
+    x->dtype = t->dtype;
+    x->ndim = t->ndim;
+    memcpy(x->dims, t->dims, sizeof x->dims);
+    x->numel = t->numel;
+    x->view_of = k;
+    if (t->storage && t->storage->device != DM_CPU && t->storage->data != p->before[k]) {
+      x->in_graph = 1;
+      x->nbytes = t->storage->nbytes;
+      x->device = t->storage->device;
+      x->device_id = t->storage->device_id;
+      for (size_t j = 0; j < k; j++)
+        if (e->ends[j].in_graph && e->ends[j].data == x->data) {
+          x->view_of = e->ends[j].view_of;
+          break;
+        }
+    }
+  }
+  return DM_OK;
+}
+
 static dm_status launch(dm_graph_plan *p, graph_entry *e, dm_run_counts *c) {
   DM_TRY(p->dev->graph_launch(p->device_id, e->graph));
   e->used = ++p->clock;
   c->graph_launches++;
   c->graph_nodes += e->nodes;
-  for (size_t k = 0; k < p->n_blobs; k++) /* as run_op does for every output */
-    if (p->blobs[k]->tensor->storage)
-      dm_tensor_touch(p->blobs[k]->tensor);
-  return DM_OK;
+  return restore_ends(p, e);
 }
 
 /* Undoes what a failed recording left in the blobs: storage made during it belonged to
@@ -187,8 +287,12 @@ static dm_status launch(dm_graph_plan *p, graph_entry *e, dm_run_counts *c) {
 static void drop_recorded_storage(dm_graph_plan *p) {
   for (size_t k = 0; k < p->n_blobs; k++) {
     dm_tensor *t = p->blobs[k]->tensor;
-    if (t->storage && t->storage->data != p->before[k] && t->storage->device != DM_CPU)
+    if (!t->storage || t->storage->data == p->before[k] || t->storage->device == DM_CPU)
+      continue;
+    if (atomic_load(&t->storage->refs) == 1)
       dm_tensor_forget_storage(t);
+    else /* a view of another blob's: that blob is reached in its turn */
+      dm_tensor_reset(t);
   }
 }
 
@@ -232,6 +336,13 @@ static dm_status capture(dm_graph_plan *p, uint64_t sig, dm_run_counts *c, size_
     turn_off(p, "capturing failed (%s); the ops run one by one", *msg ? msg : "no graph");
     return run_eager(p, c, failed);
   }
+  graph_entry fresh = {sig, graph, nodes, 0, NULL};
+  s = record_ends(p, &fresh);
+  if (s != DM_OK) {
+    entry_free(p, &fresh);
+    *failed = p->first;
+    return s;
+  }
   c->captures++;
   graph_entry *slot = NULL;
   if (p->n_cache < DM_GRAPH_CACHE) {
@@ -241,20 +352,15 @@ static dm_status capture(dm_graph_plan *p, uint64_t sig, dm_run_counts *c, size_
     for (int k = 1; k < p->n_cache; k++)
       if (p->cache[k].used < slot->used)
         slot = &p->cache[k];
-    p->dev->graph_free(p->device_id, slot->graph);
+    entry_free(p, slot);
   }
-  *slot = (graph_entry){sig, graph, nodes, 0};
+  *slot = fresh;
   p->captures_since_replay++;
   /* recording ran nothing: this run's work is the first replay */
-  s = p->dev->graph_launch(p->device_id, graph);
-  if (s != DM_OK) {
+  s = launch(p, slot, c);
+  if (s != DM_OK)
     *failed = p->first;
-    return s;
-  }
-  slot->used = ++p->clock;
-  c->graph_launches++;
-  c->graph_nodes += nodes;
-  return DM_OK;
+  return s;
 }
 
 /* How many runs have started with `sig`, this one included (the least recently seen

@@ -28,8 +28,16 @@
  * run, so the run is executed again as usual, after the blobs that got storage during
  * the recording are reset (that storage belonged to the discarded graph).
  *
- * Replays bump the written blobs' versions as the ops would, so caches keyed on them
- * (core/tensor.h) see a change.
+ * After a replay the host's view of every blob the run touches is made what the
+ * recording left (shapes; the storage of blobs the run allocates, which ops after the
+ * run may have freed and each replay allocates again at the same address; blobs the run
+ * drops), and the written blobs' versions are bumped as the ops would, so the ops after
+ * the run, and caches keyed on versions (core/tensor.h), see what they would see.
+ *
+ * Besides the blobs, the signature holds whether each blob's storage is shared (an op
+ * writing a shared blob copies it first: other work) and the backends' private-memory
+ * epoch (core/device.h): a workspace a backend grows or a buffer of its own it
+ * reallocates retires every graph recorded before, which may point into the old one.
  */
 #ifndef DM_NET_GRAPH_EXEC_H
 #define DM_NET_GRAPH_EXEC_H

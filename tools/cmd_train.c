@@ -350,6 +350,8 @@ static dm_status setup(train_state *st, train_opts *o) {
   if (s == DM_OK && test) {
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
     test = NULL;
+    if (s == DM_OK)
+      s = dm_device_cli_apply(&o->dev, st->test);
   }
   if (def)
     protobuf_c_message_free_unpacked(&def->base, NULL);

@@ -43,13 +43,24 @@ typedef struct work {
 typedef struct fake_graph {
   work *items;
   size_t n, cap;
-  void **owned; /* memory allocated while recording: the graph's */
-  size_t n_owned, cap_owned;
   int failed;
 } fake_graph;
 
 static fake_graph *recording; /* non-NULL between capture_begin and capture_end */
 static long fake_captures, fake_launches, fake_graphs_live;
+
+/* Memory allocated while recording, as CUDA's graph memory behaves: the graph's, at the
+ * same address at every launch. Freed within the recording ("internal"), it is the
+ * graph's alone; not freed there, it is the host's after each launch, which may free it
+ * (user_freed: the graph takes it again at its next launch) or keep it past the graph's
+ * end (graph NULL: an orphan, freed when the host frees it). */
+typedef struct graph_mem {
+  void *p;
+  fake_graph *graph;
+  int internal, user_freed;
+} graph_mem;
+static graph_mem *gmem;
+static size_t n_gmem, cap_gmem;
 
 static void do_work(const work *w) {
   for (int64_t i = 0; i < w->n; i++)
@@ -80,19 +91,24 @@ static dm_status enqueue(work w) {
   return DM_OK;
 }
 
-static int owned_by(const fake_graph *g, const void *p) {
-  for (size_t k = 0; g && k < g->n_owned; k++)
-    if (g->owned[k] == p)
-      return 1;
-  return 0;
+static graph_mem *find_gmem(const void *p) {
+  for (size_t k = 0; k < n_gmem; k++)
+    if (gmem[k].p == p)
+      return &gmem[k];
+  return NULL;
+}
+
+static void drop_gmem(graph_mem *m) {
+  free(m->p);
+  *m = gmem[--n_gmem];
 }
 
 static dm_status fake_alloc(int id, size_t n, void **out) {
   (void)id;
   if (!(*out = malloc(n ? n : 1)))
     return DM_NOMEM("fake device memory");
-  if (recording && !push((void **)&recording->owned, &recording->n_owned, &recording->cap_owned,
-                         sizeof *out, out)) {
+  graph_mem m = {*out, recording, 0, 0};
+  if (recording && !push((void **)&gmem, &n_gmem, &cap_gmem, sizeof m, &m)) {
     free(*out);
     return DM_NOMEM("a graph allocation");
   }
@@ -101,14 +117,22 @@ static dm_status fake_alloc(int id, size_t n, void **out) {
 
 static void fake_free(int id, void *p) {
   (void)id;
+  graph_mem *m = find_gmem(p);
   if (recording) {
-    /* the graph's own memory stays the graph's; a recorded free of anything else would
-     * free it again at every replay: such a capture fails (CUDA would reject it later) */
-    if (!owned_by(recording, p))
+    /* a graph frees only what it allocated; a recorded free of anything else would
+     * free it again at every launch: such a capture fails, as CUDA's does */
+    if (m && m->graph == recording)
+      m->internal = 1;
+    else
       recording->failed = 1;
     return;
   }
-  free(p);
+  if (!m)
+    free(p);
+  else if (!m->graph)
+    drop_gmem(m);
+  else
+    m->user_freed = 1;
 }
 
 static dm_status fake_copy(dm_device_type dst_dev, int dst_id, void *dst, dm_device_type src_dev,
@@ -134,9 +158,17 @@ static dm_status fake_synchronize(int id) {
 }
 
 static void graph_release(fake_graph *g) {
-  for (size_t k = 0; k < g->n_owned; k++)
-    free(g->owned[k]);
-  free(g->owned);
+  for (size_t k = 0; k < n_gmem;) {
+    graph_mem *m = &gmem[k];
+    if (m->graph != g) {
+      k++;
+    } else if (m->internal || m->user_freed) {
+      drop_gmem(m); /* (the last entry moved into k) */
+    } else {
+      m->graph = NULL; /* the host still holds it */
+      k++;
+    }
+  }
   free(g->items);
   free(g);
 }
@@ -171,7 +203,10 @@ static dm_status fake_capture_end(int id, void **graph, long *nodes) {
 
 static dm_status fake_graph_launch(int id, void *graph) {
   (void)id;
-  const fake_graph *g = graph;
+  fake_graph *g = graph;
+  for (size_t k = 0; k < n_gmem; k++) /* its allocations, at their addresses again */
+    if (gmem[k].graph == g)
+      gmem[k].user_freed = 0;
   for (size_t k = 0; k < g->n; k++)
     do_work(&g->items[k]);
   fake_launches++;
@@ -445,6 +480,29 @@ static void test_double_buffered_input(void **unused) {
   dm_workspace_destroy(ws);
 }
 
+/* A blob the run allocates (empty at its start), read after it and freed after that:
+ * each replay must hand the host the graph's memory for it again, or the reader after
+ * the run finds it empty. */
+static void test_blob_made_in_run_read_after(void **unused) {
+  (void)unused;
+  dm_workspace *ws;
+  dm_net *net = make(&ws, OP("GUpload", "x", "xg", "") OP("GScale", "xg", "a", SCALE(2))
+                              OP("GScale", "a", "b", SCALE(3)) OP("Free", "a", "a", "")
+                              OP("GUnsafeScale", "b", "c", SCALE(1)) OP("Free", "b", "b", "")
+                              OP("GAccum", "c", "acc", "") OP("GDownload", "acc", "out", ""));
+  double sum[8] = {0};
+  for (long r = 1; r <= 8; r++)
+    run_check(net, ws, 4, (float)r, sum);
+  dm_run_counts c;
+  dm_net_run_counts(net, &c);
+  assert_int_equal(c.captures, 1);
+  assert_true(c.graph_launches >= 5);
+  char line[256];
+  dm_net_graph_status(net, line, sizeof line);
+  assert_non_null(strstr(line, "ops 1 to 3"));
+  dm_workspace_destroy(ws);
+}
+
 /* An op without the flag splits the net; the longer side is captured. */
 static void test_unsafe_op_splits(void **unused) {
   (void)unused;
@@ -511,6 +569,7 @@ int main(void) {
       cmocka_unit_test(test_capture_then_replay), cmocka_unit_test(test_graphs_off),
       cmocka_unit_test(test_new_shape),           cmocka_unit_test(test_double_buffered_input),
       cmocka_unit_test(test_unsafe_op_splits),    cmocka_unit_test(test_capture_fails),
+      cmocka_unit_test(test_blob_made_in_run_read_after),
       cmocka_unit_test(test_profile_runs_op_by_op),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
