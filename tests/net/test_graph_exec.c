@@ -18,6 +18,7 @@
  * leaves the net running op by op with the reason, results unchanged; host syncs are
  * counted (a download per run: one each); profiling turns graphs off for its runs.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,43 @@ static dm_status accum_run(dm_op_ctx *ctx) {
       (work){W_ACCUM, dm_tensor_data(x), dm_tensor_mutable_data(y), dm_tensor_numel(x), 0});
 }
 
+/* GScratchScale: GScale through a scratch buffer of the "backend" (as cuDNN's workspace):
+ * X copied into it, Y = scale * it. The buffer grows when a bigger X comes, and says so
+ * (dm_device_note_private_realloc); the old one is kept, filled with NaN, until the end,
+ * so that a graph still pointing into it computes NaN, not a silently right answer. */
+static float *fscratch, *old_scratch[8];
+static size_t fscratch_n, n_old_scratch;
+
+static void scratch_free_all(void) {
+  free(fscratch);
+  for (size_t k = 0; k < n_old_scratch; k++)
+    free(old_scratch[k]);
+  fscratch = NULL;
+  fscratch_n = n_old_scratch = 0;
+}
+
+static dm_status scratch_scale_run(dm_op_ctx *ctx) {
+  kernel_calls++;
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  size_t n = (size_t)dm_tensor_numel(x);
+  if (n > fscratch_n) {
+    if (n_old_scratch == sizeof old_scratch / sizeof old_scratch[0] || recording)
+      return dm_op_error(ctx, DM_ERR_DEVICE, "fake: the scratch cannot grow now");
+    for (size_t k = 0; k < fscratch_n; k++)
+      fscratch[k] = NAN;
+    if (fscratch)
+      old_scratch[n_old_scratch++] = fscratch;
+    if (!(fscratch = malloc(n * sizeof *fscratch)))
+      return DM_NOMEM("fake scratch");
+    fscratch_n = n;
+    dm_device_note_private_realloc();
+  }
+  DM_TRY(dm_op_set_output(ctx, 0, DM_FLOAT, dm_tensor_ndim(x), dm_tensor_dims(x)));
+  DM_TRY(enqueue((work){W_SCALE, dm_tensor_data(x), fscratch, (int64_t)n, 1.0f}));
+  return enqueue((work){W_SCALE, fscratch, dm_tensor_mutable_data(dm_op_output(ctx, 0)),
+                        (int64_t)n, (float)dm_op_arg_float(ctx, "scale", 1.0)});
+}
+
 /* GFailsInCapture: GScale that cannot be recorded (claims to be graph-safe, is not). */
 static dm_status fails_run(dm_op_ctx *ctx) {
   if (recording)
@@ -315,7 +353,7 @@ static const dm_arg_spec scale_args[] = {{"scale", DM_ARG_FLOAT, 0, "the factor"
    .max_outputs = 1, .args = scale_args, .no_gradient = 1}
 static const dm_op_schema schemas[] = {
     ONE_TO_ONE("GUpload"), ONE_TO_ONE("GDownload"), ONE_TO_ONE("GScale"), ONE_TO_ONE("GPingPong"),
-    ONE_TO_ONE("GUnsafeScale"), ONE_TO_ONE("GFailsInCapture"),
+    ONE_TO_ONE("GUnsafeScale"), ONE_TO_ONE("GFailsInCapture"), ONE_TO_ONE("GScratchScale"),
     {DM_SCHEMA_SIZE, .type = "GAccum", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
      .max_outputs = 1, .no_gradient = 1},
 };
@@ -328,6 +366,8 @@ static const dm_kernel_def kernels[] = {
     {DM_KERNEL_SIZE, .type = "GScale", .device = DM_CUDA, .run = scale_run,
      .flags = DM_KERNEL_GRAPH_SAFE},
     {DM_KERNEL_SIZE, .type = "GUnsafeScale", .device = DM_CUDA, .run = scale_run},
+    {DM_KERNEL_SIZE, .type = "GScratchScale", .device = DM_CUDA, .run = scratch_scale_run,
+     .flags = DM_KERNEL_GRAPH_SAFE},
     {DM_KERNEL_SIZE, .type = "GFailsInCapture", .device = DM_CUDA, .run = fails_run,
      .flags = DM_KERNEL_GRAPH_SAFE},
     {DM_KERNEL_SIZE, .type = "GAccum", .device = DM_CUDA, .run = accum_run,
@@ -503,6 +543,34 @@ static void test_blob_made_in_run_read_after(void **unused) {
   dm_workspace_destroy(ws);
 }
 
+/* Another net grows the backend's scratch, which the first net's graph points into: the
+ * epoch retires that graph (replayed, it would read the old buffer, now NaN). */
+static void test_private_memory_epoch(void **unused) {
+  (void)unused;
+  dm_workspace *ws;
+  dm_net *net = make(&ws, OP("GUpload", "x", "xg", "") OP("GScratchScale", "xg", "a", SCALE(2))
+                              OP("GScale", "a", "b", SCALE(3)) OP("GAccum", "b", "acc", "")
+                              OP("GDownload", "acc", "out", ""));
+  double sum[8] = {0};
+  for (long r = 1; r <= 5; r++)
+    run_check(net, ws, 4, (float)r, sum);
+  dm_run_counts c;
+  dm_net_run_counts(net, &c);
+  assert_int_equal(c.captures, 1);
+  dm_net *big = NULL; /* the scratch grows to 8 floats */
+  assert_ok(net_from_text(ws, OP("GUpload", "y", "yg", "") OP("GScratchScale", "yg", "z", ""), &big));
+  const float y[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const int64_t d8 = 8;
+  assert_ok(dm_workspace_feed(ws, "y", DM_FLOAT, 1, &d8, y));
+  assert_ok(dm_net_run(big));
+  for (long r = 6; r <= 12; r++) /* op by op, then captured anew: right answers throughout */
+    run_check(net, ws, 4, (float)r, sum);
+  dm_net_run_counts(net, &c);
+  assert_int_equal(c.captures, 2);
+  dm_workspace_destroy(ws);
+  scratch_free_all();
+}
+
 /* An op without the flag splits the net; the longer side is captured. */
 static void test_unsafe_op_splits(void **unused) {
   (void)unused;
@@ -570,6 +638,7 @@ int main(void) {
       cmocka_unit_test(test_new_shape),           cmocka_unit_test(test_double_buffered_input),
       cmocka_unit_test(test_unsafe_op_splits),    cmocka_unit_test(test_capture_fails),
       cmocka_unit_test(test_blob_made_in_run_read_after),
+      cmocka_unit_test(test_private_memory_epoch),
       cmocka_unit_test(test_profile_runs_op_by_op),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
