@@ -669,7 +669,10 @@ static int in_group(lp_state *L, const char *b, size_t root) {
 
 /* Whether the data of group `g` (one entry) may enter padded: only Convs read it (as X,
  * no dX made), through casts; nothing fetches it; each of their filters is read only by
- * Convs reading this data and by elementwise ops (casts, updates), which keep 0 at 0.
+ * Convs reading this data and by elementwise ops (casts, updates). The padded filter
+ * channels stay 0 only because they meet zeros: the padded data channels are 0, so
+ * their gradients are 0, and a cast or an update of 0 with a 0 gradient is 0 (decay of 0
+ * included); an elementwise op that could make them nonzero would read something else.
  * With `mark`, flags those filters in padw. */
 static int pad_group(lp_state *L, Caffe2__NetDef *net, const dm_layout_opts *o, size_t g,
                      unsigned char *padw, int mark) {
