@@ -208,6 +208,18 @@ static void storage_release(dm_storage *s) {
 
 /* Storage on a device through its backend, counted like host storage (the pool's own
  * statistics would include what it keeps for reuse). */
+/* A new device storage's bookkeeping, its data already set: counted, one reference. */
+static void device_storage_init(dm_storage *s, dm_device_type device, int id, dm_dtype dtype,
+                                size_t nbytes) {
+  count_alloc(1, alloc_size(nbytes));
+  atomic_init(&s->refs, 1);
+  storage_touch(s);
+  s->device = device;
+  s->device_id = id;
+  s->dtype = dtype;
+  s->nbytes = nbytes;
+}
+
 static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dtype,
                                       size_t nbytes, dm_storage **out) {
   char name[32];
@@ -226,13 +238,7 @@ static dm_status device_storage_alloc(dm_device_type device, int id, dm_dtype dt
     free(s);
     return st;
   }
-  count_alloc(device == DM_CPU ? 0 : 1, alloc_size(nbytes));
-  atomic_init(&s->refs, 1);
-  storage_touch(s);
-  s->device = device;
-  s->device_id = id;
-  s->dtype = dtype;
-  s->nbytes = nbytes;
+  device_storage_init(s, device, id, dtype, nbytes);
   *out = s;
   return DM_OK;
 }
@@ -325,14 +331,8 @@ dm_status dm_tensor_adopt_device(dm_tensor *t, dm_device_type device, int id, vo
   dm_storage *s = calloc(1, sizeof *s);
   if (!s)
     return DM_NOMEM("tensor storage");
-  count_alloc(1, alloc_size(nbytes));
-  atomic_init(&s->refs, 1);
-  storage_touch(s);
-  s->device = device;
-  s->device_id = id;
-  s->dtype = dtype;
-  s->nbytes = nbytes;
   s->data = data;
+  device_storage_init(s, device, id, dtype, nbytes);
   storage_release(t->storage);
   t->storage = s;
   t->dtype = dtype;
