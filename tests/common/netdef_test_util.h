@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/netio.h"
+#include "net/pipeline.h"
 #include "proto/caffe2.pb-c.h"
 #include "test_util.h"
 
@@ -66,6 +67,18 @@ static inline size_t drop_ops(Caffe2__NetDef *net, const char *type) {
   }
   net->n_op = kept;
   return n - kept;
+}
+
+/* The training pipeline the model-step tests share: `data` and `label` fed, momentum SGD
+ * at 0.05 on *loss, and with fp16 mixed precision from a loss scale of 128 (the default
+ * 65536 overflows on the first step, which would then be skipped). */
+static inline void model_step_opts(dm_pipeline_opts *p, const char *const *loss, int fp16) {
+  static const char *const fed[] = {"data", "label"};
+  dm_pipeline_opts_init_training(p, loss, 1, fed, 2);
+  p->optim.kind = DM_OPTIM_MOMENTUM;
+  p->optim.lr = 0.05;
+  p->mixed_precision = fp16;
+  p->mp.init_scale = 128;
 }
 
 #endif

@@ -351,14 +351,9 @@ static void step(const model *m, int layout, int fp16, int sabotage, int perturb
       assert_ok(dm_strv_push(&out->params, &out->n_params, init->op[i]->output[k]));
   protobuf_c_message_free_unpacked(&init->base, NULL);
 
-  static const char *const exclude[] = {"data", "label"};
   const char *loss = "loss";
   dm_pipeline_opts p;
-  dm_pipeline_opts_init_training(&p, &loss, 1, exclude, 2);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
-  p.optim.lr = 0.05;
-  p.mixed_precision = fp16;
-  p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
+  model_step_opts(&p, &loss, fp16);
   p.layout = layout ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
   p.layout_opts.pad_channels = pad;
   p.fuse_train = fuse;

@@ -656,15 +656,10 @@ static void model_steps(const model *m, int fuse_train, int fp16, int steps, int
   assert_ok(dm_netdef_read(*m->init, &init));
   push_outputs(out, init);
   protobuf_c_message_free_unpacked(&init->base, NULL);
-  static const char *const fed[] = {"data", "label"};
   const char *loss = "loss";
   dm_pipeline_opts p;
-  dm_pipeline_opts_init_training(&p, &loss, 1, fed, 2);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
-  p.optim.lr = 0.05;
+  model_step_opts(&p, &loss, fp16);
   p.fuse_train = fuse_train;
-  p.mixed_precision = fp16;
-  p.mp.init_scale = 128; /* the default 65536 overflows on the first step: skipped */
   Caffe2__NetDef *net = NULL, *add = NULL;
   assert_ok(dm_netdef_read(*m->train, &net));
   drop_ops(net, "TensorProtosDBInput");
