@@ -106,6 +106,7 @@ static double fma_peak(int threads, int *lanes) {
       sink += s;
     }
     double dt = now_s() - t0;
+    (void)sink; /* read once: the loops' results are kept, so they are not optimized away */
 #if DM_HAVE_OPENMP
     double n = threads;
 #else

@@ -72,7 +72,9 @@ typedef enum dm_status {
   DM_ERR_UNSUPPORTED = 9, /* valid but not implemented here (e.g. no GPU) */
   DM_ERR_VERSION = 10,    /* plugin API version mismatch */
   DM_ERR_EXISTS = 11,     /* a name that is already registered */
-  DM_ERR_DEVICE = 12      /* a device (CUDA) call failed */
+  DM_ERR_DEVICE = 12,     /* a device (CUDA) call failed */
+  DM_ERR_NONFINITE = 13   /* a reduced-precision (FP16/BF16) net's output held inf or nan:
+                           * its values overflowed that dtype; the message names the op */
 } dm_status;
 
 /* Data types, numbered as Caffe2's TensorProto.DataType; BFLOAT16 is ours. */

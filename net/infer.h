@@ -58,5 +58,13 @@ DM_HIDDEN void dm_infer_prep_init(dm_infer_prep *o);
  * dm_gpu_state_free). */
 DM_HIDDEN dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
                                       Caffe2__NetDef **init_add, dm_gpu_state *gpu);
+/* For a net made in `precision` FLOAT16 or BFLOAT16: every run must leave `outputs` (n
+ * of them; 0: the net's external outputs, else its last op's) finite, or fails with
+ * DM_ERR_NONFINITE naming the first op that overflowed (dm_net_require_finite), with
+ * the fix in the words of `option` ("--precision", "dm_infer_options.precision").
+ * Nothing for FLOAT: an FP32 model's inf/nan is its own. */
+DM_HIDDEN dm_status dm_infer_require_finite(dm_net *net, dm_dtype precision,
+                                            const char *const *outputs, size_t n,
+                                            const char *option);
 
 #endif

@@ -84,6 +84,31 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   return s;
 }
 
+dm_status dm_infer_require_finite(dm_net *net, dm_dtype precision, const char *const *outputs,
+                                  size_t n, const char *option) {
+  if (precision != DM_FLOAT16 && precision != DM_BFLOAT16)
+    return DM_OK;
+  if (n == 0) {
+    const Caffe2__NetDef *d = net->def;
+    outputs = (const char *const *)d->external_output;
+    n = d->n_external_output;
+    if (n == 0 && d->n_op) {
+      outputs = (const char *const *)d->op[d->n_op - 1]->output;
+      n = d->op[d->n_op - 1]->n_output;
+    }
+  }
+  char hint[256];
+  if (precision == DM_FLOAT16)
+    snprintf(hint, sizeof hint,
+             "the model's values overflow FP16 (largest finite 65504); run it in BF16, which "
+             "has FP32's range (%s bf16), or in FP32", option);
+  else
+    snprintf(hint, sizeof hint,
+             "BF16 has FP32's range, so the model's values exceed FP32's or lost too much "
+             "precision in BF16; run it in FP32 (%s fp32) to tell", option);
+  return dm_net_require_finite(net, outputs, n, hint);
+}
+
 /* The public options ----------------------------------------------------------- */
 
 static const char *const default_data[] = {"data"};
@@ -194,13 +219,18 @@ dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
     s = dm_workspace_create_net(ws, net, net_path, out); /* takes net */
     net = NULL;
   }
+  if (s == DM_OK)
+    s = dm_infer_require_finite(*out, p.precision, p.fetch, p.n_fetch,
+                                "dm_infer_options.precision");
   if (init_add)
     protobuf_c_message_free_unpacked(&init_add->base, NULL);
   if (net)
     protobuf_c_message_free_unpacked(&net->base, NULL);
   free(params);
   dm_gpu_state_free(&gpu);
-  if (s != DM_OK)
-    dm_workspace_rollback(ws, mark);
+  if (s != DM_OK) {
+    dm_workspace_rollback(ws, mark); /* frees the net, if it was made */
+    *out = NULL;
+  }
   return s;
 }

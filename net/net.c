@@ -196,7 +196,9 @@ static dm_status bind_op(dm_op_ctx *op, dm_workspace *ws, const Caffe2__Operator
 static dm_status lookup_kernel(dm_op_ctx *op, const dm_workspace *ws, dm_device_type device,
                                const dm_kernel_def **out) {
   dm_op_clear_refusal();
-  const char *engine = op->def->engine && *op->def->engine ? op->def->engine : ws->engine;
+  const char *engine = op->reference_only                   ? DM_ENGINE_REFERENCE
+                       : op->def->engine && *op->def->engine ? op->def->engine
+                                                             : ws->engine;
   dm_status s = dm_kernel_lookup(op->def->type, device, engine, op, out);
   if (s == DM_ERR_UNSUPPORTED && *dm_op_last_refusal()) {
     char msg[1024];
@@ -289,6 +291,7 @@ void dm_net_free(dm_net *net) {
   if (net->def)
     protobuf_c_message_free_unpacked(&net->def->base, NULL);
   free(net->source);
+  dm_net_require_finite(net, NULL, 0, NULL);
   free(net);
 }
 
@@ -393,6 +396,21 @@ static dm_status plain_layouts(dm_op_ctx *op) {
   return DM_OK;
 }
 
+static dm_status run_op(dm_op_ctx *op);
+
+/* An engine's kernel that refused the op while running (dm_op_refuse, then
+ * DM_ERR_UNSUPPORTED: oneDNN has no implementation for these shapes or this dtype on this
+ * CPU) gives way to the plain kernel, for the rest of the net's life, which runs it now:
+ * a refusal is not an error. The engine kernel fails before it writes any output. */
+static dm_status fall_back(dm_op_ctx *op) {
+  if (op->kernel->fini && op->state)
+    op->kernel->fini(op->state);
+  op->state = NULL;
+  op->reference_only = 1;
+  DM_TRY(bind_kernel(op, op->net->ws));
+  return run_op(op);
+}
+
 static dm_status run_op(dm_op_ctx *op) {
   for (int i = 0; i < op->n_in; i++)
     if (op->in[i]->tensor->dtype == DM_UNDEFINED)
@@ -406,11 +424,15 @@ static dm_status run_op(dm_op_ctx *op) {
   DM_TRY(detach_outputs(op));
   if (!op->keeps_layouts)
     DM_TRY(plain_layouts(op));
+  dm_op_clear_refusal();
   dm_status st = op->kernel->run(op);
   /* Outputs may have been written through raw pointers (engine kernels, devices): new
    * versions, so a kernel that derived data from one of them derives it again. */
   for (int o = 0; o < op->n_out; o++)
     dm_tensor_touch(op->out[o]->tensor);
+  if (st == DM_ERR_UNSUPPORTED && *dm_op_last_refusal() && op->net && op->kernel->engine &&
+      *op->kernel->engine)
+    return fall_back(op);
   return st;
 }
 
@@ -433,31 +455,34 @@ static int has_nonfinite(const dm_tensor *t) {
     for (int64_t i = 0; i < t->numel; i++)
       if (!isfinite(p[i]))
         return 1;
-  } else if (t->dtype == DM_FLOAT16) {
+  } else if (t->dtype == DM_FLOAT16 || t->dtype == DM_BFLOAT16) {
     const uint16_t *p = data; /* exponent all ones: inf or nan */
+    const uint16_t exp = t->dtype == DM_FLOAT16 ? 0x7c00 : 0x7f80;
     for (int64_t i = 0; i < t->numel; i++)
-      if ((p[i] & 0x7c00) == 0x7c00)
+      if ((p[i] & exp) == exp)
         return 1;
   }
   return 0;
 }
 
-/* Index of the first output of `op` holding inf or nan, or -1. An output on a GPU is
- * scanned through a host copy (a diagnostic mode: the copy waits for the GPU). */
+/* Whether t is a floating-point tensor holding inf or nan. One on a GPU is scanned
+ * through a host copy (a diagnostic mode: the copy waits for the GPU). */
+static int tensor_nonfinite(const dm_tensor *t) {
+  if (!t->storage ||
+      (t->dtype != DM_FLOAT && t->dtype != DM_FLOAT16 && t->dtype != DM_BFLOAT16))
+    return 0;
+  if (t->storage->device == DM_CPU)
+    return has_nonfinite(t);
+  dm_tensor *host = dm_tensor_new(t->limit);
+  int bad = host && dm_tensor_copy_to(host, DM_CPU, 0, t) == DM_OK && has_nonfinite(host);
+  dm_tensor_free(host);
+  return bad;
+}
+
+/* Index of the first output of `op` holding inf or nan, or -1. */
 static int nonfinite_output(const dm_op_ctx *op) {
   for (int o = 0; o < op->n_out; o++) {
-    const dm_tensor *t = op->out[o]->tensor;
-    if (!t->storage || (t->dtype != DM_FLOAT && t->dtype != DM_FLOAT16))
-      continue;
-    int bad;
-    if (t->storage->device == DM_CPU) {
-      bad = has_nonfinite(t);
-    } else {
-      dm_tensor *host = dm_tensor_new(t->limit);
-      bad = host && dm_tensor_copy_to(host, DM_CPU, 0, t) == DM_OK && has_nonfinite(host);
-      dm_tensor_free(host);
-    }
-    if (bad)
+    if (tensor_nonfinite(op->out[o]->tensor))
       return o;
   }
   return -1;
@@ -594,9 +619,7 @@ static dm_status run_failed(dm_net *net, dm_status s, size_t i) {
   return dm_error_prefix(s, "net '%s': %s", name, dm_op_describe(&net->ops[i], what, sizeof what));
 }
 
-dm_status dm_net_run(dm_net *net) {
-  if (!net)
-    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+static dm_status run_ops(dm_net *net) {
   net->first_nonfinite = -1;
   if (net->op_seconds)
     net->profiled_runs++;
@@ -631,6 +654,62 @@ dm_status dm_net_run(dm_net *net) {
   net->counts.host_syncs += dm_device_host_syncs() - syncs0;
   net->counts.runs++;
   return DM_OK;
+}
+
+dm_status dm_net_require_finite(dm_net *net, const char *const *names, size_t n,
+                                const char *hint) {
+  for (size_t i = 0; i < net->n_finite_blobs; i++)
+    free(net->finite_blobs[i]);
+  free(net->finite_blobs);
+  free(net->finite_hint);
+  net->finite_blobs = NULL;
+  net->finite_hint = NULL;
+  net->n_finite_blobs = 0;
+  if (n == 0)
+    return DM_OK;
+  net->finite_blobs = calloc(n, sizeof *net->finite_blobs);
+  net->finite_hint = strdup(hint ? hint : "");
+  if (!net->finite_blobs || !net->finite_hint)
+    return DM_NOMEM("a net's list of outputs to check");
+  for (; net->n_finite_blobs < n; net->n_finite_blobs++)
+    if (!(net->finite_blobs[net->n_finite_blobs] = strdup(names[net->n_finite_blobs])))
+      return DM_NOMEM("a net's list of outputs to check");
+  return DM_OK;
+}
+
+/* The first required blob (dm_net_require_finite) holding inf/nan after a run, or NULL. */
+static const char *nonfinite_required(const dm_net *net) {
+  for (size_t i = 0; i < net->n_finite_blobs; i++) {
+    const dm_tensor *t = dm_workspace_tensor(net->ws, net->finite_blobs[i]);
+    if (t && tensor_nonfinite(t))
+      return net->finite_blobs[i];
+  }
+  return NULL;
+}
+
+/* A required output held inf/nan: the net runs once more with the per-op scan on (its
+ * inputs unchanged, an inference net computes the same) to name the first op. */
+static dm_status nonfinite_failure(dm_net *net, const char *blob) {
+  char op_what[256], what[600] = "";
+  int was = net->check_finite;
+  net->check_finite = 1;
+  const dm_op_ctx *op;
+  int out;
+  if (run_ops(net) == DM_OK && dm_net_first_nonfinite(net, &op, &out))
+    snprintf(what, sizeof what, "; the first inf/nan came from %s, output %d '%s'",
+             dm_op_describe(op, op_what, sizeof op_what), out, dm_op_output_name(op, out));
+  net->check_finite = was;
+  const char *net_name = net->def->name && *net->def->name ? net->def->name : net->source;
+  return dm_error(DM_ERR_NONFINITE, "net '%s': output '%s' holds inf or nan%s%s%s", net_name,
+                  blob, what, *net->finite_hint ? ": " : "", net->finite_hint);
+}
+
+dm_status dm_net_run(dm_net *net) {
+  if (!net)
+    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+  DM_TRY(run_ops(net));
+  const char *bad = nonfinite_required(net);
+  return bad ? nonfinite_failure(net, bad) : DM_OK;
 }
 
 const char *dm_net_name(const dm_net *net) {

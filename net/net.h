@@ -38,6 +38,7 @@ struct dm_op_ctx {
   int shape_only; /* set while inferring shapes */
   int keeps_layouts; /* the kernel reads and writes blocked layouts (core/tensor.h) */
   uint64_t dtypes_seen; /* the input dtypes the kernel's supports hook last accepted */
+  int reference_only;   /* an engine's run refused the op: the plain kernel runs it */
 };
 
 struct dm_net {
@@ -47,6 +48,9 @@ struct dm_net {
   dm_op_ctx *ops;
   size_t n_ops, cap_ops;
   int check_finite;      /* scan float outputs after each op (--explain-overflow) */
+  char **finite_blobs;   /* blobs each run must leave finite (dm_net_require_finite) */
+  size_t n_finite_blobs;
+  char *finite_hint;     /* the fix, for the message */
   double *op_seconds;    /* with profiling on: each op's time summed over the runs */
   long profiled_runs;
   long first_nonfinite;  /* op index of the first inf/nan output in the last run, or -1 */
@@ -69,6 +73,13 @@ DM_HIDDEN dm_status dm_net_append_op(dm_net *net, int index);
 /* With `on`, every run scans each op's FLOAT/FLOAT16 outputs for inf or nan and records
  * the first op that produced one (a diagnostic: it costs a pass over every output). */
 DM_HIDDEN void dm_net_set_check_finite(dm_net *net, int on);
+/* Every later run must leave blobs `names` (a reduced-precision net's outputs) free of
+ * inf and nan: one that does not fails with DM_ERR_NONFINITE, naming the blob and the
+ * first op that produced an inf/nan (found by running the net once more with the scan
+ * above on: the cost falls on the failing run only), followed by `hint` (the fix:
+ * "run it in BF16 or FP32"). The names and hint are copied; n = 0 turns it off. */
+DM_HIDDEN dm_status dm_net_require_finite(dm_net *net, const char *const *names, size_t n,
+                                          const char *hint);
 /* With `on`, every run times each op (waiting for its device to finish it, so ops are
  * timed one by one rather than overlapped: a diagnostic, slower than a plain run) and
  * adds the time to the op's total; turning it on clears the totals. */

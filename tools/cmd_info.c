@@ -15,12 +15,46 @@
 #if DM_HAVE_OPENMP
 #include <omp.h>
 #endif
+#if DM_HAVE_DNNL
+#include "operators/dnnl/dnnl_common.h"
+#endif
 
 #ifdef DM_CLI_HAVE_OPENBLAS
 /* Declared here rather than through <cblas.h>, whose OpenBLAS extras vary by version. */
 char *openblas_get_config(void);
 int openblas_get_num_threads(void);
 #endif
+
+/* Which engine runs each dtype: oneDNN's primitive kinds as its trials on this CPU found
+ * them (operators/dnnl/caps.c), the reference kernels for the rest. */
+static void print_cpu_engine(void) {
+  if (!dm_have_dnnl()) {
+    printf("CPU engine: reference kernels (%s)\n",
+           DM_HAVE_DNNL ? "oneDNN has no CPU engine on this machine" : "built without oneDNN");
+    return;
+  }
+  printf("CPU engine: oneDNN (DNNL) where it builds the op, reference kernels for the rest "
+         "(--engine reference: all)\n");
+#if DM_HAVE_DNNL
+  const dm_dtype dtypes[] = {DM_FLOAT, DM_BFLOAT16};
+  for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; t++) {
+    dm_dtype d = dtypes[t];
+    printf("  %s: ", dm_dtype_name(d));
+    if (dm_dnnl_can_all(d)) {
+      printf("oneDNN\n");
+      continue;
+    }
+    printf("reference kernels for");
+    const char *sep = " ";
+    for (int k = 0; k < DM_DNNL_N_KINDS; k++)
+      if (!dm_dnnl_can((dm_dnnl_kind)k, d)) {
+        printf("%s%s", sep, dm_dnnl_kind_name((dm_dnnl_kind)k));
+        sep = ", ";
+      }
+    printf(" (oneDNN builds none of these on ISA %s); oneDNN for the rest\n", dm_dnnl_isa_name());
+  }
+#endif
+}
 
 static void help(FILE *f) {
   fprintf(f, "usage: demitasse info [--no-selftest] [--threads N]\n\n"
@@ -121,9 +155,7 @@ int dm_cmd_info(int argc, char **argv) {
   char line[512];
   dm_gemm_engine_describe(line, sizeof line);
   printf("GEMM: %s; %s\n", dm_gemm_engine(), line);
-  printf("CPU engine: %s\n", dm_have_dnnl() ? "oneDNN (DNNL) for FLOAT and BFLOAT16 ops, reference "
-                                             "kernels for the rest (--engine reference: all)"
-                                           : "reference kernels (built without oneDNN)");
+  print_cpu_engine();
 #ifdef DM_CLI_HAVE_OPENBLAS
   printf("BLAS: %s, %d threads\n", openblas_get_config(), openblas_get_num_threads());
   print_blas_warning(openblas_get_config());

@@ -299,7 +299,9 @@ static dm_status run(const run_opts *o) {
     goto cleanup;
   s = dm_workspace_create_net(ws, def, o->net, &net); /* takes def */
   def = NULL;
-  if (s != DM_OK || (s = dm_device_cli_apply(&o->dev, net)) != DM_OK)
+  if (s != DM_OK || (s = dm_device_cli_apply(&o->dev, net)) != DM_OK ||
+      (s = dm_infer_require_finite(net, o->precision, (const char *const *)fetch, n_fetch,
+                                   "--precision")) != DM_OK)
     goto cleanup;
   double total = 0, best = 0;
   for (long it = 0; it < o->iters; it++) {

@@ -28,11 +28,13 @@
 #include "operators/common.h"
 
 static int bn_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0);
+  return dm_dnnl_nchw_order(ctx) && dm_dnnl_dtype_ok(ctx, 0, DM_DNNL_KIND(DM_DNNL_BN));
 }
 
 static int bn_grad_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0) && dm_dnnl_float_or_bf16(ctx, 2);
+  const unsigned kinds = DM_DNNL_KIND(DM_DNNL_BN) | DM_DNNL_KIND(DM_DNNL_BN_BWD);
+  return dm_dnnl_nchw_order(ctx) && dm_dnnl_dtype_ok(ctx, 0, kinds) &&
+         dm_dnnl_dtype_ok(ctx, 2, kinds);
 }
 
 typedef struct bn_state {

@@ -73,7 +73,7 @@ static int concat_supports(const dm_op_ctx *ctx) {
   if (dm_op_num_inputs(ctx) > MAX_INPUTS)
     return dm_op_refuse(ctx, "the oneDNN Concat joins at most %d inputs", MAX_INPUTS);
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-    if (!dm_dnnl_float_or_bf16(ctx, i))
+    if (!dm_dnnl_dtype_ok(ctx, i, DM_DNNL_KIND(DM_DNNL_CONCAT)))
       return 0;
   return 1;
 }

@@ -248,7 +248,7 @@ static int fwd_supports(const dm_op_ctx *ctx) {
   if (fusion_of(ctx) < 0)
     return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-    if (!dm_dnnl_float_or_bf16(ctx, i))
+    if (!dm_dnnl_dtype_ok(ctx, i, DM_DNNL_KIND(DM_DNNL_CONV)))
       return 0;
   return dm_dnnl_nchw_order(ctx);
 }
@@ -404,8 +404,11 @@ static int grad_supports(const dm_op_ctx *ctx) {
   int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
   if ((no_bias && n_out == 3) || (!no_bias && n_out == 1))
     return dm_op_refuse(ctx, "outputs that do not match no_bias");
+  /* dX needs backward data; the forward is the backward primitives' hint. */
+  const unsigned kinds = DM_DNNL_KIND(DM_DNNL_CONV) | DM_DNNL_KIND(DM_DNNL_CONV_BWD_WEIGHTS) |
+                         DM_DNNL_KIND(DM_DNNL_CONV_BWD_DATA);
   for (int i = 0; i < 3; i++)
-    if (!dm_dnnl_float_or_bf16(ctx, i))
+    if (!dm_dnnl_dtype_ok(ctx, i, kinds))
       return 0;
   return dm_dnnl_nchw_order(ctx);
 }

@@ -63,6 +63,10 @@ dm_status dm_dnnl_status(dnnl_status_t st, const char *what) {
   const char *why = st == dnnl_invalid_arguments ? "invalid arguments"
                     : st == dnnl_unimplemented   ? "no implementation for these shapes/types"
                                                  : "failed";
+  /* No implementation: a refusal, so the executor hands the op to the reference kernel
+   * (net.c, fall_back) instead of failing. */
+  if (st == dnnl_unimplemented)
+    dm_op_refuse(NULL, "oneDNN (ISA %s) has no implementation %s", dm_dnnl_isa_name(), what);
   return dm_error(st == dnnl_unimplemented ? DM_ERR_UNSUPPORTED : DM_ERR_INVALID,
                   "oneDNN: %s %s (status %d)", why, what, (int)st);
 }
@@ -319,13 +323,6 @@ dm_status dm_dnnl_prim_make(dm_dnnl_prim *p, const void *op_desc, const_dnnl_pri
     p->key[i] = key[i];
   p->n_key = n;
   return DM_OK;
-}
-
-int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input) {
-  dm_dtype t = dm_op_input_dtype(ctx, input);
-  if (t == DM_UNDEFINED || t == DM_FLOAT || t == DM_BFLOAT16)
-    return 1;
-  return dm_op_refuse(ctx, "the oneDNN engine runs FLOAT and BFLOAT16, not %s", dm_dtype_name(t));
 }
 
 int dm_dnnl_nchw_order(const dm_op_ctx *ctx) {

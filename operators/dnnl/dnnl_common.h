@@ -123,9 +123,39 @@ DM_HIDDEN dm_status dm_dnnl_prim_make(dm_dnnl_prim *p, const void *op_desc,
                                       const_dnnl_primitive_desc_t hint, int n,
                                       const dnnl_memory_desc_t *key);
 
-/* For supports hooks: whether input `input` is FLOAT or BFLOAT16, or not known yet (the
- * executor asks again once it is); otherwise refuses, with the reason. */
-DM_HIDDEN int dm_dnnl_float_or_bf16(const dm_op_ctx *ctx, int input);
+/* The primitive kinds the engine builds, each tried once per dtype on this CPU
+ * (caps.c): which exist depends on the ISA (no BFLOAT16 ones below AVX-512 in oneDNN
+ * 2.6). DM_DNNL_KIND(k) is k's bit in a supports hook's `kinds`. */
+typedef enum dm_dnnl_kind {
+  DM_DNNL_CONV,
+  DM_DNNL_CONV_BWD_DATA,
+  DM_DNNL_CONV_BWD_WEIGHTS,
+  DM_DNNL_IP,
+  DM_DNNL_IP_BWD_DATA,
+  DM_DNNL_IP_BWD_WEIGHTS,
+  DM_DNNL_POOL,
+  DM_DNNL_POOL_BWD,
+  DM_DNNL_BN,
+  DM_DNNL_BN_BWD,
+  DM_DNNL_CONCAT,
+  DM_DNNL_N_KINDS
+} dm_dnnl_kind;
+#define DM_DNNL_KIND(k) (1u << (k))
+/* Runs the trials (once per process; every query below runs them if need be). */
+DM_HIDDEN void dm_dnnl_probe(void);
+/* Whether oneDNN builds `kind` for `dtype` on this CPU. */
+DM_HIDDEN int dm_dnnl_can(dm_dnnl_kind kind, dm_dtype dtype);
+/* Whether it builds every kind for `dtype` (for `info`). */
+DM_HIDDEN int dm_dnnl_can_all(dm_dtype dtype);
+DM_HIDDEN const char *dm_dnnl_kind_name(dm_dnnl_kind kind);
+/* oneDNN's effective ISA ("avx2", "avx512_core_bf16"), as ONEDNN_MAX_CPU_ISA caps it. */
+DM_HIDDEN const char *dm_dnnl_isa_name(void);
+
+/* For supports hooks: whether input `input` is FLOAT or BFLOAT16 and oneDNN builds every
+ * primitive kind in `kinds` (DM_DNNL_KIND bits; 0 for kernels that run their own loops)
+ * for its dtype on this CPU, or its dtype is not known yet (the executor asks again once
+ * it is); otherwise refuses, with the reason. */
+DM_HIDDEN int dm_dnnl_dtype_ok(const dm_op_ctx *ctx, int input, unsigned kinds);
 /* For supports hooks: the op's order argument is NCHW (the engine's convolutions and
  * pools run NCHW only); otherwise refuses, with the reason. */
 DM_HIDDEN int dm_dnnl_nchw_order(const dm_op_ctx *ctx);

@@ -16,10 +16,11 @@
 #include "kernels.h"
 #include "operators/activation.h"
 
-static int relu_supports(const dm_op_ctx *ctx) { return dm_dnnl_float_or_bf16(ctx, 0); }
+/* Their own loops, no primitive: any dtype the engine runs, whatever the CPU. */
+static int relu_supports(const dm_op_ctx *ctx) { return dm_dnnl_dtype_ok(ctx, 0, 0); }
 
 static int relu_grad_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_float_or_bf16(ctx, 0) && dm_dnnl_float_or_bf16(ctx, 1);
+  return dm_dnnl_dtype_ok(ctx, 0, 0) && dm_dnnl_dtype_ok(ctx, 1, 0);
 }
 
 /* Elements in a buffer of layout md, padding included. */
@@ -92,7 +93,7 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
 static int dropout_supports(const dm_op_ctx *ctx) {
   if (dm_op_arg_int(ctx, "is_test", 0) == 0)
     return dm_op_refuse(ctx, "the oneDNN engine runs Dropout at inference (is_test = 1) only");
-  return dm_dnnl_float_or_bf16(ctx, 0);
+  return dm_dnnl_dtype_ok(ctx, 0, 0);
 }
 
 static dm_status dropout_run(dm_op_ctx *ctx) {

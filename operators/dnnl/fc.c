@@ -67,11 +67,18 @@ static void fc_fini(void *state) {
   free(s);
 }
 
-static int fc_supports(const dm_op_ctx *ctx) {
+static int inputs_ok(const dm_op_ctx *ctx, unsigned kinds) {
   for (int i = 0; i < 3; i++)
-    if (!dm_dnnl_float_or_bf16(ctx, i))
+    if (!dm_dnnl_dtype_ok(ctx, i, kinds))
       return 0;
   return 1;
+}
+
+static int fc_supports(const dm_op_ctx *ctx) { return inputs_ok(ctx, DM_DNNL_KIND(DM_DNNL_IP)); }
+
+static int fc_grad_supports(const dm_op_ctx *ctx) {
+  return inputs_ok(ctx, DM_DNNL_KIND(DM_DNNL_IP) | DM_DNNL_KIND(DM_DNNL_IP_BWD_WEIGHTS) |
+                            DM_DNNL_KIND(DM_DNNL_IP_BWD_DATA));
 }
 
 static int fc_fusion_supports(const dm_op_ctx *ctx) {
@@ -357,7 +364,7 @@ const dm_kernel_def dm_dnnl_fc_kernels[] = {
      .supports = fc_supports},
     {.struct_size = sizeof(dm_kernel_def), .type = "FCGradient", .device = DM_CPU,
      .engine = DM_ENGINE_DNNL, .init = fc_init, .run = fc_grad_run, .fini = fc_fini,
-     .supports = fc_supports},
+     .supports = fc_grad_supports},
     {0},
 };
 

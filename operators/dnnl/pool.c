@@ -60,12 +60,18 @@ static int include_pad_ok(const dm_op_ctx *ctx) {
 }
 
 static int pool_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0) && include_pad_ok(ctx);
+  return dm_dnnl_nchw_order(ctx) && dm_dnnl_dtype_ok(ctx, 0, DM_DNNL_KIND(DM_DNNL_POOL)) &&
+         include_pad_ok(ctx);
 }
 
 static int pool_grad_supports(const dm_op_ctx *ctx) {
-  return dm_dnnl_nchw_order(ctx) && dm_dnnl_float_or_bf16(ctx, 0) &&
-         dm_dnnl_float_or_bf16(ctx, 1) && dm_dnnl_float_or_bf16(ctx, 2) && include_pad_ok(ctx);
+  /* The gradient runs in FLOAT whatever the inputs' dtype (pool_grad_run), so only
+   * FLOAT's pooling kinds matter. */
+  if (!dm_dnnl_can(DM_DNNL_POOL, DM_FLOAT) || !dm_dnnl_can(DM_DNNL_POOL_BWD, DM_FLOAT))
+    return dm_op_refuse(ctx, "oneDNN builds no FLOAT pooling backward on this CPU (ISA %s)",
+                        dm_dnnl_isa_name());
+  return dm_dnnl_nchw_order(ctx) && dm_dnnl_dtype_ok(ctx, 0, 0) && dm_dnnl_dtype_ok(ctx, 1, 0) &&
+         dm_dnnl_dtype_ok(ctx, 2, 0) && include_pad_ok(ctx);
 }
 
 typedef struct pool_state {

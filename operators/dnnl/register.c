@@ -23,6 +23,7 @@ dm_status dm_register_dnnl_ops(void) {
   /* No engine (a CPU oneDNN does not run on): the reference kernels serve every op. */
   if (!dm_dnnl_engine())
     return DM_OK;
+  dm_dnnl_probe(); /* what it can build here, asked once (caps.c) */
   for (int t = 0; tables[t].family; t++) {
     dm_status s = dm_register_kernel_table(tables[t].kernels);
     if (s != DM_OK)

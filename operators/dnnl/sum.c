@@ -27,7 +27,7 @@
 
 static int sum_supports(const dm_op_ctx *ctx) {
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-    if (!dm_dnnl_float_or_bf16(ctx, i))
+    if (!dm_dnnl_dtype_ok(ctx, i, 0)) /* its own loops */
       return 0;
   return 1;
 }

@@ -20,7 +20,7 @@
 #include "operators/common.h"
 
 #if DM_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
+#include "operators/dnnl/dnnl_common.h" /* dnnl.h, dm_dnnl_isa_name */
 #endif
 
 /* The same limit with and without oneDNN (dnnl_sgemm takes int64, CBLAS int), so a net
@@ -112,30 +112,11 @@ const char *dm_gemm_engine(void) {
 #endif
 }
 
-#if DM_HAVE_DNNL
-static const char *isa_name(dnnl_cpu_isa_t isa) {
-  switch (isa) {
-  case dnnl_cpu_isa_sse41: return "sse41";
-  case dnnl_cpu_isa_avx: return "avx";
-  case dnnl_cpu_isa_avx2: return "avx2";
-  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-  case dnnl_cpu_isa_avx512_core: return "avx512_core";
-  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-  case dnnl_cpu_isa_all: return "all (no limit set)";
-  default: return "unknown";
-  }
-}
-#endif
-
 void dm_gemm_engine_describe(char *buf, size_t n) {
 #if DM_HAVE_DNNL
   const dnnl_version_t *v = dnnl_version();
   snprintf(buf, n, "oneDNN %d.%d.%d (%s), ISA %s (0x%x), CPU runtime %s", v->major, v->minor,
-           v->patch, v->hash ? v->hash : "?", isa_name(dnnl_get_effective_cpu_isa()),
+           v->patch, v->hash ? v->hash : "?", dm_dnnl_isa_name(),
            (unsigned)dnnl_get_effective_cpu_isa(),
            v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
            : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"

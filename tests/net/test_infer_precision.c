@@ -229,21 +229,29 @@ static int argmax(const double *v) {
   return best;
 }
 
+/* A new workspace (*ws) with the init net run, and the predict net made through the C
+ * API in `prec`, fetching outs (n of them; 0: the net's outputs). */
+static dm_net *infer_net(dm_workspace **ws, dm_precision prec, const char *const *outs,
+                         size_t n) {
+  assert_ok(dm_workspace_create(ws));
+  assert_ok(run_text(*ws, init_text));
+  dm_infer_options o;
+  assert_ok(dm_infer_options_init(&o));
+  o.precision = prec;
+  o.outputs = outs;
+  o.n_outputs = n;
+  dm_net *net = NULL;
+  assert_ok(dm_workspace_create_infer_net(*ws, net_path, &o, &net));
+  return net;
+}
+
 /* One precision end to end through the C API, against the double reference. */
 static void run_precision(dm_precision prec) {
   static const char *const outs[] = {"fc"};
   dm_dtype reduced = prec == DM_PRECISION_FP16 ? DM_FLOAT16
                      : prec == DM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT;
   dm_workspace *ws = NULL;
-  assert_ok(dm_workspace_create(&ws));
-  assert_ok(run_text(ws, init_text));
-  dm_infer_options o;
-  assert_ok(dm_infer_options_init(&o));
-  o.precision = prec;
-  o.outputs = outs;
-  o.n_outputs = 1;
-  dm_net *net = NULL;
-  assert_ok(dm_workspace_create_infer_net(ws, net_path, &o, &net));
+  dm_net *net = infer_net(&ws, prec, outs, 1);
   float x[N * C * H * W];
   for (int i = 0; i < N * C * H * W; i++)
     x[i] = sinf(0.37f * (float)i + 0.2f) * (1.0f + 0.5f * cosf(0.11f * (float)i));
@@ -321,6 +329,38 @@ static void test_run_fp32(void **state) { (void)state; run_precision(DM_PRECISIO
 static void test_run_fp16(void **state) { (void)state; run_precision(DM_PRECISION_FP16); }
 static void test_run_bf16(void **state) { (void)state; run_precision(DM_PRECISION_BF16); }
 
+/* Inputs near FP16's largest value (60000 < 65504) make Conv's sums overflow FP16 (each
+ * output adds 27 products of |x| ~ 6e4 and |w| ~ 0.3), not BF16 or FP32: the FP16 run
+ * fails with DM_ERR_NONFINITE naming the Conv (op 1, after the input's cast) and the
+ * fix; the others run, with finite outputs. */
+static void run_overflow(dm_precision prec) {
+  dm_workspace *ws = NULL;
+  dm_net *net = infer_net(&ws, prec, NULL, 0);
+  float x[N * C * H * W];
+  for (int i = 0; i < N * C * H * W; i++)
+    x[i] = 60000.0f * (i % 2 ? 1.0f : -1.0f) * (0.75f + 0.25f * sinf((float)i));
+  int64_t dims[4] = {N, C, H, W};
+  assert_ok(dm_workspace_feed(ws, "data", DM_FLOAT, 4, dims, x));
+  if (prec == DM_PRECISION_FP16) {
+    assert_status_msg(dm_net_run(net), DM_ERR_NONFINITE,
+                      "output 'prob' holds inf or nan; the first inf/nan came from op 1 (Conv)");
+    assert_non_null(strstr(dm_last_error(), "overflow FP16"));
+    assert_non_null(strstr(dm_last_error(), "dm_infer_options.precision bf16"));
+  } else {
+    assert_ok(dm_net_run(net));
+    const dm_tensor *p = NULL;
+    assert_ok(dm_workspace_fetch(ws, "prob", &p));
+    const float *v = dm_tensor_data(p);
+    for (int64_t i = 0; i < dm_tensor_numel(p); i++)
+      assert_true(isfinite(v[i]));
+  }
+  dm_workspace_destroy(ws);
+}
+
+static void test_overflow_fp16(void **state) { (void)state; run_overflow(DM_PRECISION_FP16); }
+static void test_overflow_bf16(void **state) { (void)state; run_overflow(DM_PRECISION_BF16); }
+static void test_overflow_fp32(void **state) { (void)state; run_overflow(DM_PRECISION_FP32); }
+
 /* Bad options are refused with a message, and leave the workspace as it was. */
 static void test_options(void **state) {
   (void)state;
@@ -382,6 +422,8 @@ int main(void) {
       cmocka_unit_test(test_fetched_fp32), cmocka_unit_test(test_free_masters),
       cmocka_unit_test(test_run_fp32),
       cmocka_unit_test(test_run_fp16),     cmocka_unit_test(test_run_bf16),
+      cmocka_unit_test(test_overflow_fp16), cmocka_unit_test(test_overflow_bf16),
+      cmocka_unit_test(test_overflow_fp32),
       cmocka_unit_test(test_options),      cmocka_unit_test(test_unknown_op),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -68,6 +68,19 @@ static dm_status scale_fast_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
+/* An engine's TestScale that refuses every op when it runs (as oneDNN's kernels do for a
+ * primitive it has no implementation of), counting its tries; and one that fails with
+ * DM_ERR_UNSUPPORTED without refusing (an error, not a refusal). */
+static int shy_tries;
+static dm_status scale_shy_run(dm_op_ctx *ctx) {
+  shy_tries++;
+  dm_op_refuse(ctx, "no implementation for these shapes");
+  return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "refused");
+}
+static dm_status scale_broken_run(dm_op_ctx *ctx) {
+  return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "broken engine");
+}
+
 static const dm_arg_spec scale_args[] = {
     {"scale", DM_ARG_FLOAT, 1, "multiplier"}, {"offset", DM_ARG_FLOAT, 0, "added"}, {NULL, 0, 0, NULL}};
 static const dm_inplace_pair scale_inplace[] = {{0, 0}, {-1, -1}};
@@ -96,6 +109,8 @@ static const dm_kernel_def kernels[] = {
     {DM_KERNEL_SIZE, "TestArgTypes", DM_CPU, NULL, NULL, arg_types_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestScale", DM_CPU, "", NULL, scale_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestScale", DM_CPU, "FAST", NULL, scale_fast_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestScale", DM_CPU, "SHY", NULL, scale_shy_run, NULL, 0},
+    {DM_KERNEL_SIZE, "TestScale", DM_CPU, "BROKEN", NULL, scale_broken_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestFill", DM_CPU, NULL, NULL, fill_run, NULL, 0},
     {DM_KERNEL_SIZE, "TestAdd", DM_CPU, NULL, NULL, add_run, NULL, 0},
 };
@@ -227,6 +242,26 @@ static void test_engine_preference(void **state) {
   int64_t n;
   assert_true(fetch_floats(ws, "a", &n)[0] == 1002.0f);
   assert_true(fetch_floats(ws, "b", &n)[0] == 2.0f);
+}
+
+/* A kernel that refuses the op while running gives way to the plain kernel, which runs it
+ * then and in every later run; an engine's plain error stays an error. */
+static void test_refusal_at_run_falls_back(void **state) {
+  dm_workspace *ws = *state;
+  float x = 3;
+  int64_t one = 1, n;
+  assert_ok(dm_workspace_feed(ws, "x", DM_FLOAT, 1, &one, &x));
+  dm_net *net = NULL;
+  shy_tries = 0;
+  assert_ok(net_from_text(ws, "op { input: 'x' output: 'y' type: 'TestScale' engine: 'SHY' "
+                              "arg { name: 'scale' f: 2 } }", &net));
+  assert_ok(dm_net_run(net));
+  assert_true(fetch_floats(ws, "y", &n)[0] == 6.0f);
+  assert_ok(dm_net_run(net));
+  assert_int_equal(shy_tries, 1); /* asked once, then the plain kernel for good */
+  assert_status_msg(run_text(ws, "op { input: 'x' output: 'z' type: 'TestScale' engine: "
+                                 "'BROKEN' arg { name: 'scale' f: 2 } }"),
+                    DM_ERR_UNSUPPORTED, "broken engine");
 }
 
 static void test_no_kernel_for_device(void **state) {
@@ -376,6 +411,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_inconsistent_shapes, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_shape_overflow_and_limit, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_engine_preference, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_refusal_at_run_falls_back, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_no_kernel_for_device, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_feed_fetch_and_blob_names, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_registration_refusals, ws_setup, ws_teardown),
