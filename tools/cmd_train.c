@@ -544,8 +544,8 @@ static dm_status train(train_opts *o) {
     batch *= o->dist.size; /* the global batch */
     p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
     double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
-    if (log_now || st.report.tty) {
-      s = dm_report_add(&st.report, &p, o->iters, eta, log_now);
+    s = dm_report_add(&st.report, &p, o->iters, eta, log_now); /* every iteration: the plot */
+    if (log_now || st.report.tty) { /* the rate over the iterations since the last row */
       t_last = t;
       last_it = done;
     }

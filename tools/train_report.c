@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char csv_header[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
@@ -120,9 +121,16 @@ static dm_status reconcile_csv(dm_train_report *r, const char *path, long upto) 
   return s;
 }
 
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter) {
   memset(r, 0, sizeof *r);
   r->tty = isatty(STDOUT_FILENO);
+  r->last_print_s = monotonic_s();
   if (!csv_path)
     return DM_OK;
   /* A new CSV replaces the old one atomically, with its header (core/fileio.h): when it
@@ -192,8 +200,12 @@ static dm_status append_row(dm_train_report *r, const dm_train_point *p) {
 dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total, double eta_s,
                         int log_now) {
   DM_TRY(add_point(r, p));
-  if (r->csv)
+  int row = log_now || r->tty;
+  if (r->csv && row)
     DM_TRY(append_row(r, p));
+  double now = monotonic_s();
+  if (!r->tty && !row && now - r->last_print_s < DM_REPORT_PROGRESS_S)
+    return DM_OK;
   char line[256];
   int n = snprintf(line, sizeof line, "iter %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %.0fs",
                    p->iter, total, p->loss, p->accuracy, p->images_per_s, eta_s);
@@ -207,9 +219,10 @@ dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total,
     /* one line rewritten in place; test results stay on their own line */
     printf("\r\033[K%s%s", line, !isnan(p->test_accuracy) ? "\n" : "");
     fflush(stdout);
-  } else if (log_now || !isnan(p->test_accuracy)) {
+  } else {
     printf("%s\n", line);
     fflush(stdout);
+    r->last_print_s = now;
   }
   return DM_OK;
 }
@@ -243,30 +256,26 @@ static double field(const dm_train_point *p, size_t off) {
   return *(const double *)((const char *)p + off);
 }
 
-/* out[i]: the mean of the last SMOOTH_WINDOW finite values of the field up to point i
- * (NAN where point i has none). */
+/* out[i]: the mean of the field's finite values at the points of the last SMOOTH_WINDOW
+ * iterations up to point i's (NAN where point i has none). Over iterations, not points:
+ * the points are every iteration of this run but may be every log_every-th before a
+ * resume (the CSV's rows), and a window of points would then span thousands. */
 static void smooth(const dm_train_report *r, size_t off, double *out) {
-  double ring[SMOOTH_WINDOW], sum = 0;
-  size_t have = 0, at = 0;
+  size_t first = 0; /* the window's first point */
   for (size_t i = 0; i < r->n; i++) {
-    double v = field(&r->points[i], off);
     out[i] = NAN;
-    if (!isfinite(v))
+    if (!isfinite(field(&r->points[i], off)))
       continue;
-    if (have == SMOOTH_WINDOW)
-      sum -= ring[at];
-    else
-      have++;
-    ring[at] = v;
-    at = (at + 1) % SMOOTH_WINDOW;
-    sum += v;
-    /* summed afresh now and then: a running sum drifts over a long run */
-    if (at == 0) {
-      sum = 0;
-      for (size_t k = 0; k < have; k++)
-        sum += ring[k];
+    while (r->points[first].iter <= r->points[i].iter - SMOOTH_WINDOW)
+      first++;
+    double sum = 0; /* summed afresh: at most SMOOTH_WINDOW points, and no drift */
+    int have = 0;
+    for (size_t k = first; k <= i; k++) {
+      double v = field(&r->points[k], off);
+      if (isfinite(v))
+        sum += v, have++;
     }
-    out[i] = sum / (double)have;
+    out[i] = sum / have;
   }
 }
 
@@ -365,9 +374,13 @@ static dm_status panel(FILE *f, const dm_train_report *r, double x0, double y0, 
     series(f, r, &b, raw, "train-raw", "stroke='#1f77b4' stroke-opacity='0.3' stroke-width='1'");
   series(f, r, &b, sm, "train-smoothed", "stroke='#1f77b4' stroke-width='1.8'");
   series(f, r, &b, test, "test", "stroke='#d62728' stroke-width='1.8'");
+  for (size_t i = 0; i < r->n; i++) /* a mark per test pass: one pass draws no line */
+    if (isfinite(test[i]))
+      fprintf(f, "<circle class='test-mark' cx='%.3f' cy='%.3f' r='2.5' fill='#d62728'/>\n",
+              px(&b, r->points[i].iter), py(&b, test[i]));
   fprintf(f, "<text class='legend' x='%g' y='%g' font-size='10' text-anchor='end'>"
              "<tspan fill='#1f77b4'>train: mean of the last %d iterations%s</tspan>"
-             "<tspan fill='#d62728'>   test</tspan></text>\n",
+             "<tspan fill='#d62728' dx='14'>test</tspan></text>\n",
           x0 + w, y0 - 8, SMOOTH_WINDOW, show_raw ? " (faint: per batch)" : "");
   free(sm);
   free(raw);

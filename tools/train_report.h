@@ -22,6 +22,7 @@ typedef struct dm_train_report {
   char *csv_path;
   char *svg_path;
   int tty;
+  double last_print_s; /* off a terminal: when the last line was printed (monotonic) */
   dm_train_point *points;
   size_t n, cap;
 } dm_train_report;
@@ -33,8 +34,12 @@ typedef struct dm_train_report {
  * last row go), and continued; a missing one is started. The rows kept are the SVG's
  * first points. Every row is flushed as it is added, and a failed write is an error. */
 DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter);
-/* Records a point; prints the progress line (every call on a terminal, every
- * `log_every` iterations and on test passes otherwise). */
+/* Records a point (call it every iteration: the plot's trailing means are over
+ * iterations); with `log_now` (every `log_every` iterations and on test passes), or on a
+ * terminal, also a CSV row. Prints the progress line: on a terminal at every call, in
+ * place; otherwise with `log_now`, and at least every DM_REPORT_PROGRESS_S seconds (a
+ * long run off a terminal is never silent; those lines add no CSV row). */
+#define DM_REPORT_PROGRESS_S 10.0
 DM_HIDDEN dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total_iters,
                                   double eta_s, int log_now);
 /* Writes the SVG (called at the end, and after test passes so a killed run has one). */

@@ -4,7 +4,9 @@ and its training curves are the trailing-window mean the legend names, not the p
 zigzag (issue 12, Deliver 6: a readable plot).
 
 Writes a small metrics CSV with zigzagging per-batch loss and accuracy (one row without
-an accuracy, tests every 10 iterations), has plot_csv draw it as train does, then reads
+an accuracy, tests every 10 iterations; then again with a row every 7th iteration, as a
+resumed run's CSV logged every N has them, and a single test pass, which must still be
+drawn: a mark per pass), has plot_csv draw it as train does, then reads
 the SVG back: the tick labels and their positions give each axis's pixel-to-value map,
 through which the polylines' points are turned back into values and compared with a
 window mean computed here, independently of the C code.
@@ -29,24 +31,26 @@ def check(ok, what):
         print("FAIL:", what)
 
 
-def rows():
+def rows(step, tested):
     out = []
     for i in range(1, 58):
+        if i % step and i != 57:
+            continue
         loss = 2.0 * math.exp(-i / 20) + 0.2 * (-1) ** i
         acc = None if i == 30 else 0.5 + 0.3 * (-1) ** i + 0.004 * i
-        test = i % 10 == 0
+        test = tested(i)
         out.append((i, loss, acc, 1.5 - 0.01 * i if test else None, 0.4 + 0.01 * i if test else None))
     return out
 
 
 def window_means(values):
-    """values: (iter, v or None); the mean of the last WINDOW present values at each."""
-    seen, out = [], []
+    """values: (iter, v or None); at each present v, the mean of the present values of
+    the last WINDOW iterations (however many rows those are)."""
+    out = []
     for it, v in values:
         if v is None:
             continue
-        seen.append(v)
-        last = seen[-WINDOW:]
+        last = [w for i, w in values if w is not None and it - WINDOW < i <= it]
         out.append((it, sum(last) / len(last)))
     return out
 
@@ -81,13 +85,13 @@ def compare(poly, xmap, ymap, want, what):
             break
 
 
-def main():
-    plot_csv = sys.argv[1]
+def check_case(plot_csv, step, tested):
+    data = rows(step, tested)
     with tempfile.TemporaryDirectory() as d:
         csv = os.path.join(d, "metrics.csv")
         with open(csv, "w") as f:
             f.write("iter,loss,accuracy,test_loss,test_accuracy,images_per_s,loss_scale,skipped\n")
-            for it, loss, acc, tl, ta in rows():
+            for it, loss, acc, tl, ta in data:
                 cell = lambda v: "" if v is None else repr(v)
                 f.write(f"{it},{loss!r},{cell(acc)},{cell(tl)},{cell(ta)},100,,0\n")
         subprocess.run([plot_csv, csv, "1000"], check=True)
@@ -123,10 +127,12 @@ def main():
     check(len(raw) == 1, "only the loss panel keeps the per-batch values (faint)")
     legend = " ".join("".join(t.itertext()) for t in texts if t.get("class") == "legend")
     check(f"mean of the last {WINDOW} iterations" in legend, f"legend does not name the window: {legend}")
+    marks = [c for c in svg.iter(ns + "circle") if c.get("class") == "test-mark"]
+    n_tests = sum(r[3] is not None for r in data)
+    check(len(marks) == 2 * n_tests, f"{len(marks)} test marks, wanted {n_tests} per panel")
     if fails or len(smoothed) != 2:
         return
 
-    data = rows()
     (lx, ly), (axx, axy) = maps
     compare(smoothed[0], lx, ly, window_means([(r[0], r[1]) for r in data]), "smoothed loss")
     compare(raw[0], lx, ly, [(r[0], r[1]) for r in data], "per-batch loss")
@@ -134,6 +140,7 @@ def main():
     compare(test[1], axx, axy, [(r[0], r[4]) for r in data if r[4] is not None], "test accuracy")
 
 
-main()
+check_case(sys.argv[1], 1, lambda i: i % 10 == 0)
+check_case(sys.argv[1], 7, lambda i: i == 56)
 print("train plot:", "FAILED" if fails else "ok")
 sys.exit(1 if fails else 0)
