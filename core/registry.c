@@ -351,7 +351,7 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
   if (!k) {
     const char *dev = device == DM_CUDA ? "CUDA" : "CPU";
     if (!dm_schema_lookup(type))
-      return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", type);
+      return dm_unknown_op_error(type);
     if (refused)
       return dm_error(DM_ERR_UNSUPPORTED,
                       "no %s kernel of '%s' supports this form of the op (its arguments, "
@@ -361,6 +361,14 @@ dm_status dm_kernel_lookup(const char *type, dm_device_type device, const char *
   }
   *out = k;
   return DM_OK;
+}
+
+dm_status dm_unknown_op_error(const char *type) {
+  return dm_error(DM_ERR_NOT_FOUND,
+                  "unknown operator type '%s' (not built in, and no loaded plugin registers "
+                  "it: an op from a plugin needs the plugin loaded, --plugin LIB.so or "
+                  "dm_plugin_load)",
+                  type ? type : "");
 }
 
 int dm_kernel_keeps_layouts(const dm_kernel_def *k) {

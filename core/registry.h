@@ -19,6 +19,9 @@
  * kernel, never the device's default engine (no kernel is registered under it). */
 #define DM_ENGINE_DNNL "DNNL"
 #define DM_ENGINE_REFERENCE "REFERENCE"
+/* DM_ERR_NOT_FOUND for an op type without a schema, with the likely fix (a plugin's op,
+ * its plugin not loaded). */
+DM_HIDDEN dm_status dm_unknown_op_error(const char *type);
 /* Whether k reads and writes blocked layouts as they are: the layout-aware engine's
  * kernels, and kernels flagged DM_KERNEL_ANY_LAYOUT. */
 DM_HIDDEN int dm_kernel_keeps_layouts(const dm_kernel_def *k);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "core/registry.h"
 #include "demitasse_plugin.h"
 #include "memory_pass.h"
 #include "netdef_build.h"
@@ -202,7 +203,7 @@ dm_status dm_op_gradient_ops(const Caffe2__OperatorDef *op, const char *const *o
                              Caffe2__NetDef *out) {
   const dm_op_schema *schema = dm_schema_lookup(op->type ? op->type : "");
   if (!schema)
-    return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", op->type ? op->type : "");
+    return dm_unknown_op_error(op->type);
   if (!schema->gradient)
     return dm_error(DM_ERR_INVALID, "%s has no gradient", op->type);
   char **names = calloc(op->n_input + 1, sizeof *names);
@@ -360,8 +361,7 @@ static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *loss
       continue;
     const dm_op_schema *schema = dm_schema_lookup(op->type ? op->type : "");
     if (!schema)
-      s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i,
-                   op->type ? op->type : "");
+      s = dm_error_prefix(dm_unknown_op_error(op->type), "op %zu", i);
     else if (!schema->gradient && !schema->no_gradient)
       s = dm_error(DM_ERR_INVALID,
                    "op %zu (%s): the loss depends on its output, but it has no gradient", i,

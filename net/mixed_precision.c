@@ -9,6 +9,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "core/registry.h"
 #include "demitasse_plugin.h"
 #include "memory_pass.h"
 #include "netdef_build.h"
@@ -456,7 +457,7 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     const char *type = op->type ? op->type : "";
     const dm_op_schema *schema = dm_schema_lookup(type);
     if (!schema) { /* the message first: `type` lives in op */
-      s = dm_error(DM_ERR_NOT_FOUND, "op %zu: unknown operator type '%s'", i, type);
+      s = dm_error_prefix(dm_unknown_op_error(type), "op %zu", i);
       protobuf_c_message_free_unpacked(&op->base, NULL);
       break;
     }

@@ -176,7 +176,7 @@ static dm_status bind_op(dm_op_ctx *op, dm_workspace *ws, const Caffe2__Operator
     return dm_error(DM_ERR_INVALID, "the op has no type");
   op->schema = dm_schema_lookup(d->type);
   if (!op->schema)
-    return dm_error(DM_ERR_NOT_FOUND, "unknown operator type '%s'", d->type);
+    return dm_unknown_op_error(d->type);
   DM_TRY(check_arity("input", (int)d->n_input, op->schema->min_inputs, op->schema->max_inputs));
   DM_TRY(check_arity("output", (int)d->n_output, op->schema->min_outputs,
                      op->schema->max_outputs));

@@ -17,6 +17,7 @@
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
+#include "run_inputs.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
 #include "net/onnx_import.h"
@@ -145,7 +146,8 @@ static dm_status init_outputs(const Caffe2__NetDef *init, char ***names, size_t 
  * for --precision, placed for --device; summaries on stderr. *init_add (or NULL) gets
  * the weights' casts, to run once after the init net. */
 static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
-                         Caffe2__NetDef *def, Caffe2__NetDef **init, Caffe2__NetDef **init_add) {
+                         Caffe2__NetDef *def, Caffe2__NetDef **init, Caffe2__NetDef **init_add,
+                         char *hint, size_t hint_cap) {
   char **inputs = NULL, **params = NULL;
   size_t n_inputs = 0, n_params = 0;
   dm_status s = o->init ? dm_netdef_read(o->init, init) : DM_OK;
@@ -176,6 +178,13 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
   p.pad_channels = o->pad_channels;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
+  /* before anything runs: a misspelt --input; and the fix for a missing --init, should
+   * the run find an input empty */
+  const Caffe2__NetDef *const makers[] = {*init, *init_add};
+  if (s == DM_OK)
+    s = dm_run_check_fed(def, makers, 2, (const char *const *)inputs, n_inputs);
+  if (s == DM_OK)
+    dm_run_missing_hint(def, makers, 2, (const char *const *)inputs, n_inputs, hint, hint_cap);
   free_names(inputs, n_inputs);
   free_names(params, n_params);
   return s;
@@ -275,7 +284,7 @@ static dm_status run(const run_opts *o) {
   dm_workspace *ws = NULL;
   dm_net *net = NULL;
   Caffe2__NetDef *def = NULL, *init = NULL, *init_add = NULL;
-  char **fetch = NULL;
+  char **fetch = NULL, hint[512] = "";
   size_t n_fetch = 0;
   DM_TRY(dm_device_cli_check(&o->dev)); /* before reading anything: no GPU, no run */
   DM_TRY(dm_init());
@@ -285,7 +294,7 @@ static dm_status run(const run_opts *o) {
    * the casts put on the GPU */
   if ((s = read_net(o, &def, &init)) != DM_OK ||
       (s = fetched_names(o, def, &fetch, &n_fetch)) != DM_OK ||
-      (s = prepare(o, fetch, n_fetch, def, &init, &init_add)) != DM_OK ||
+      (s = prepare(o, fetch, n_fetch, def, &init, &init_add, hint, sizeof hint)) != DM_OK ||
       (s = dm_workspace_create(&ws)) != DM_OK ||
       (s = dm_workspace_set_memory_limit(ws, o->memory_limit)) != DM_OK ||
       (s = dm_workspace_set_engine(ws, o->engine)) != DM_OK)
@@ -309,8 +318,14 @@ static dm_status run(const run_opts *o) {
     if (o->profile && it == (o->iters > 1 ? 1 : 0) && (s = dm_net_set_profile(net, 1)) != DM_OK)
       goto cleanup;
     double t0 = now_ms();
-    if ((s = dm_net_run(net)) != DM_OK)
+    if ((s = dm_net_run(net)) != DM_OK) {
+      if (s == DM_ERR_NOT_FOUND && hint[0]) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dm_last_error());
+        dm_error(s, "%s; %s", msg, hint);
+      }
       goto cleanup;
+    }
     double dt = now_ms() - t0;
     total += dt;
     if (it == 0 || dt < best)

@@ -158,7 +158,8 @@ static void test_runs_in_order_and_in_place(void **state) {
 
 static void test_unknown_op(void **state) {
   assert_status_msg(run_text(*state, "op { input: 'x' output: 'y' name: 'b' type: 'Bogus' }"),
-                    DM_ERR_NOT_FOUND, "op 0 (Bogus 'b')", "unknown operator type 'Bogus'");
+                    DM_ERR_NOT_FOUND, "op 0 (Bogus 'b')", "unknown operator type 'Bogus'",
+                    "--plugin LIB.so");
 }
 
 static void test_wrong_arity(void **state) {

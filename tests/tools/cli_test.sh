@@ -97,9 +97,16 @@ else
   echo "note: no NumPy; the example's values are not compared"
 fi
 
-# a missing input blob names the blob and the op
+# a missing input blob names the blob and the op, and the fix
 expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" &&
-  has err "demitasse: " && has err "'data'" && has err "op 0 (FC" && has err " 'fc1')"
+  has err "demitasse: " && has err "'data'" && has err "op 0 (FC" && has err " 'fc1')" &&
+  has err "the net reads 'data', which the init net does not make: feed it (--input data=FILE.npy)"
+# a misspelt --input is refused before anything runs, listing the inputs to feed
+expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" --input "dta=$EX/input.npy" &&
+  has err "--input 'dta': the net has no blob 'dta'; the inputs to feed are: data"
+# weights without an init net: "pass --init"
+expect 1 "$DM" run --net "$EX/predict_net.pbtxt" --input "data=$EX/input.npy" &&
+  has err "pass --init with the net's init net"
 
 # a malformed .npy input says which input, which file and what is wrong
 printf '\223NUMPY\001\000\077\000{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 4), }   \n0123456789' >"$T/bad.npy"
