@@ -79,9 +79,11 @@ expect 0 "$DM" inspect "$EX/predict_net.pbtxt" --init "$EX/init_net.pbtxt" &&
 
 # run the shipped example: a probability vector
 expect 0 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
-  --input "data=$EX/input.npy" && has out "prob: FLOAT 1x3 [" && has out "ms/iter"
+  --input "data=$EX/input.npy" && has out "prob: FLOAT 1x3 [" && has out "once: " &&
+  has out "setup included"
 expect 0 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
-  --input "data=$EX/input.npy" --output "prob=$T/prob.npy" --iters 3 && has out "ran 'mlp_example' 3 times"
+  --input "data=$EX/input.npy" --output "prob=$T/prob.npy" --iters 3 && has out "ran 'mlp_example' 3 times" &&
+  has out "ms/iter" && has out "over the 2 after the first"
 if [ -n "$PY" ] && "$PY" -c "import numpy" 2>/dev/null; then
   checks=$((checks + 1))
   "$PY" - "$T/prob.npy" "$EX/expected_prob.npy" <<'PYEOF' || fail "prob differs from NumPy's forward pass"
