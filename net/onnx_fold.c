@@ -18,7 +18,10 @@
  * than our CPU kernels in a scratch workspace: these are ONNX's semantics, which the
  * Caffe2 ops (axis 0 Gather, Caffe2's Slice) do not all share, and the values are a few
  * dozen integers. FLOAT results are rounded once from the double result, which for one
- * +, -, * or / is the correctly rounded float result. Anything it cannot evaluate (a
+ * +, -, * or / is the correctly rounded float result. Integer arithmetic is exact
+ * (__builtin_*_overflow): a result that would overflow, or a float cast to an integer
+ * type that cannot hold it, is not folded, so a fold never yields a value ONNX would
+ * not. Anything it cannot evaluate (a
  * type, an out-of-range index, an attribute it does not know) is left to the
  * translators, which refuse it with their own reason. Results are capped at
  * FOLD_NUMEL_MAX elements so that folding never writes a large tensor into the init net.
@@ -129,8 +132,24 @@ static dm_status val_load(imp *c, const char *name, val *v) {
   return val_from(c, ox_const_find(c, name), v);
 }
 
-/* v into type `to` (values converted as C converts them, FLOAT rounded to float). */
+/* Whether double x converts to integer type `to` exactly as C defines it: finite and,
+ * truncated, inside the type's range (outside, the conversion is undefined in C and the
+ * C++ of ONNX Runtime alike, so such a Cast is not folded). */
+static int float_fits(double x, int32_t to) {
+  double lo = to == T_INT32 ? -2147483648.0 : to == T_INT8 ? -128.0 : to == T_UINT8 ? 0.0
+                                                                      : -9223372036854775808.0;
+  double hi = to == T_INT32 ? 2147483648.0 : to == T_INT8 ? 128.0 : to == T_UINT8 ? 256.0
+                                                                     : 9223372036854775808.0;
+  return isfinite(x) && trunc(x) >= lo && trunc(x) < hi;
+}
+
+/* v into type `to` (values converted as C converts them, FLOAT rounded to float);
+ * OX_REFUSED for a float value outside the integer type `to`. */
 static dm_status val_cast(val *v, int32_t to) {
+  if (v->f && !is_float(to) && to != T_BOOL)
+    for (int64_t k = 0; k < v->n; k++)
+      if (!float_fits(v->f[k], to))
+        return OX_REFUSED;
   val r;
   DM_TRY(val_new(&r, to, v->rank, v->dims));
   for (int64_t k = 0; k < v->n; k++) {
@@ -355,7 +374,8 @@ static dm_status fold_reshape(imp *c, const Onnx__NodeProto *n, val *in, int n_i
       return OX_REFUSED;
     }
     dims[d] = v;
-    known *= v;
+    if (__builtin_mul_overflow(known, v, &known))
+      return OX_REFUSED; /* no tensor has that many elements */
   }
   if (infer >= 0) {
     if (known == 0 || in[0].n % known)
@@ -443,11 +463,12 @@ static dm_status fold_slice(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
     if (s > 0) {
       b = b > dim ? dim : b;
       e = e > dim ? dim : e;
-      dims[a] = e > b ? (e - b + s - 1) / s : 0;
+      dims[a] = e > b ? (e - b - 1) / s + 1 : 0; /* ceil((e - b) / s), s up to INT64_MAX */
     } else { /* backwards: from b (at most dim - 1) down to past e (at least -1) */
       b = b > dim - 1 ? dim - 1 : b;
       e = en[j] < -dim ? -1 : e > dim - 1 ? dim - 1 : e;
-      dims[a] = b > e ? (b - e - s - 1) / -s : 0;
+      /* ceil((b - e) / -s) without negating s (INT64_MIN): (b - e - 1) / s is <= 0 */
+      dims[a] = b > e ? 1 - (b - e - 1) / s : 0;
     }
     lo[a] = b;
     step[a] = s;
@@ -474,7 +495,7 @@ static dm_status fold_slice(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
 
 /* Add, Sub, Mul, Div with numpy broadcasting; 'E' (Expand): A broadcast to the shape of
  * B, whose values are not read (B may have none). */
-static dm_status arith(val *in, int n_in, val *out, char op) {
+static dm_status arith(imp *c, val *in, int n_in, val *out, char op) {
   if (n_in != 2 || in[0].type != in[1].type)
     return OX_REFUSED;
   const val *a = &in[0], *b = &in[1];
@@ -508,15 +529,19 @@ static dm_status arith(val *in, int n_in, val *out, char op) {
                              : x; /* E: A broadcast to B's shape */
       out->f[k] = out->type == T_FLOAT ? (float)v : v;
     } else {
-      int64_t x = a->i[pa], y = op == 'E' ? 1 : b->i[pb], v;
+      int64_t x = a->i[pa], y = op == 'E' ? 1 : b->i[pb], v = x;
       if (op == '/' && (y == 0 || (x == INT64_MIN && y == -1)))
         return OX_REFUSED;
-      /* wrapping like the int64 kernels (no undefined signed overflow here) */
-      v = op == '+'   ? (int64_t)((uint64_t)x + (uint64_t)y)
-          : op == '-' ? (int64_t)((uint64_t)x - (uint64_t)y)
-          : op == '*' ? (int64_t)((uint64_t)x * (uint64_t)y)
-          : op == '/' ? x / y
-                      : x;
+      /* exact or not at all: a wrapped shape value is no shape ONNX means */
+      int over = op == '+'   ? __builtin_add_overflow(x, y, &v)
+                 : op == '-' ? __builtin_sub_overflow(x, y, &v)
+                 : op == '*' ? __builtin_mul_overflow(x, y, &v)
+                             : 0;
+      if (op == '/')
+        v = x / y;
+      if (over || (out->type == T_INT32 && (v < INT32_MIN || v > INT32_MAX)))
+        return ox_refuse(c, "%lld %c %lld overflows %s", (long long)x, op, (long long)y,
+                         ox_dtype_name(out->type));
       out->i[k] = v;
     }
     for (int d = r; d-- > 0;)
@@ -530,14 +555,13 @@ static dm_status arith(val *in, int n_in, val *out, char op) {
 
 /* Add, Sub, Mul, Div: told apart by the first letter of the op type. */
 static dm_status fold_arith(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
-  (void)c;
   char t = n->op_type[0];
-  return arith(in, n_in, out, t == 'A' ? '+' : t == 'S' ? '-' : t == 'M' ? '*' : '/');
+  return arith(c, in, n_in, out, t == 'A' ? '+' : t == 'S' ? '-' : t == 'M' ? '*' : '/');
 }
 
 /* Expand: the data broadcast with the shape input (numpy's rule, both ways). */
 static dm_status fold_expand(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
-  (void)c, (void)n;
+  (void)n;
   if (n_in != 2 || in[1].rank != 1 || is_float(in[1].type) || in[1].n > DM_MAX_DIMS)
     return OX_REFUSED;
   val pair[2] = {in[0], {.type = in[0].type, .rank = (int)in[1].n}};
@@ -546,7 +570,7 @@ static dm_status fold_expand(imp *c, const Onnx__NodeProto *n, val *in, int n_in
       return OX_REFUSED;
     pair[1].dims[d] = in[1].i[d];
   }
-  return arith(pair, 2, out, 'E');
+  return arith(c, pair, 2, out, 'E');
 }
 
 /* ConstantOfShape: the 1-D shape input, filled with `value` (a one-element tensor;
@@ -579,25 +603,54 @@ static dm_status fold_constant_of_shape(imp *c, const Onnx__NodeProto *n, val *i
   return s;
 }
 
-/* Range(start, limit, delta): scalars; max(ceil((limit - start) / delta), 0) values. */
+/* Range(start, limit, delta): scalars; max(ceil((limit - start) / delta), 0) values,
+ * start, start + delta, ... as ONNX Runtime makes them: for integers the count exactly
+ * (limit - start in int64, never through a double, which loses 2^60 + 3 - 2^60), for
+ * FLOAT and DOUBLE the difference in the type and each value the previous one plus
+ * delta in the type. Not folded when a value overflows or is not finite. */
 static dm_status fold_range(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
-  (void)c, (void)n;
+  (void)n;
   if (n_in != 3 || in[0].n != 1 || in[1].n != 1 || in[2].n != 1 ||
       in[0].type != in[1].type || in[0].type != in[2].type)
     return OX_REFUSED;
-  double s = get_f(&in[0], 0), l = get_f(&in[1], 0), d = get_f(&in[2], 0);
-  if (d == 0)
-    return OX_REFUSED;
-  double cnt = ceil((l - s) / d);
-  double cap = (double)FOLD_NUMEL_MAX + 1; /* val_new refuses it */
-  int64_t len = cnt > 0 ? (int64_t)(cnt < cap ? cnt : cap) : 0;
-  DM_TRY(val_new(out, in[0].type, 1, &len));
-  for (int64_t k = 0; k < len; k++) {
-    if (out->f)
-      out->f[k] = out->type == T_FLOAT ? (float)(s + (double)k * d) : s + (double)k * d;
-    else
-      out->i[k] = in[0].i[0] + k * in[2].i[0];
+  int64_t len;
+  if (in[0].f) {
+    int f32 = in[0].type == T_FLOAT;
+    double s = in[0].f[0], l = in[1].f[0], d = in[2].f[0];
+    double diff = f32 ? (double)((float)l - (float)s) : l - s, cnt = ceil(diff / d);
+    if (d == 0 || !isfinite(cnt))
+      return OX_REFUSED;
+    len = cnt <= 0 ? 0 : cnt > (double)FOLD_NUMEL_MAX ? FOLD_NUMEL_MAX + 1 : (int64_t)cnt;
+  } else {
+    int64_t s = in[0].i[0], l = in[1].i[0], d = in[2].i[0], diff;
+    if (d == 0)
+      return OX_REFUSED;
+    if (__builtin_sub_overflow(l, s, &diff) || (diff == INT64_MIN && d == -1))
+      return ox_refuse(c, "limit - start (%lld - %lld) overflows int64", (long long)l,
+                       (long long)s);
+    /* both signs alike: the quotient is >= 0 and truncation is floor, so ceil adds one
+     * where there is a remainder */
+    len = (diff > 0) != (d > 0) || diff == 0 ? 0 : diff / d + (diff % d != 0);
   }
+  DM_TRY(val_new(out, in[0].type, 1, &len)); /* more than FOLD_NUMEL_MAX: refused */
+  if (out->f) {
+    double v = in[0].f[0];
+    for (int64_t k = 0; k < len; k++) {
+      out->f[k] = v;
+      v = out->type == T_FLOAT ? (double)((float)v + (float)in[2].f[0]) : v + in[2].f[0];
+    }
+    return DM_OK;
+  }
+  int64_t v = in[0].i[0];
+  for (int64_t k = 0; k < len; k++) {
+    out->i[k] = v;
+    if (k + 1 < len && __builtin_add_overflow(v, in[2].i[0], &v))
+      return OX_REFUSED; /* cannot happen inside [start, limit), checked all the same */
+  }
+  if (out->type == T_INT32)
+    for (int64_t k = 0; k < len; k++)
+      if (out->i[k] < INT32_MIN || out->i[k] > INT32_MAX)
+        return OX_REFUSED;
   return DM_OK;
 }
 
@@ -686,7 +739,8 @@ dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded) {
     } else {
       int64_t numel = 1;
       for (int d = 0; d < rank; d++)
-        numel *= dims[d];
+        if (__builtin_mul_overflow(numel, dims[d], &numel))
+          return DM_OK; /* no such tensor: left to the translator */
       s = val_new(&out, T_INT64, 0, NULL);
       if (s == DM_OK)
         out.i[0] = numel;
@@ -723,10 +777,8 @@ dm_status ox_fold(imp *c, const Onnx__NodeProto *n, int *folded) {
   if (s == DM_OK)
     s = emit(c, n->output[0], &out);
   val_free(&out);
-  if (s == OX_REFUSED) { /* not folded: the translator decides */
-    c->why[0] = '\0';
+  if (s == OX_REFUSED) /* not folded (c->why may say why): the translator decides */
     return DM_OK;
-  }
   if (s == DM_OK)
     *folded = 1;
   return s;

@@ -132,8 +132,55 @@ static void drop_fill(Caffe2__NetDef *init, const char *name) {
     }
 }
 
+/* What already writes `name` when node `i` writes it too: a graph input, an
+ * initializer, an earlier node or node i's own earlier output; into buf. 0 when nothing
+ * does. ONNX graphs are in SSA form (onnx.checker, ONNX Runtime): one writer a name. */
+static int first_writer(const Onnx__GraphProto *g, size_t i, size_t out, const char *name,
+                        char *buf, size_t cap) {
+  for (size_t k = 0; k < g->n_input; k++)
+    if (g->input[k]->name && strcmp(g->input[k]->name, name) == 0)
+      return snprintf(buf, cap, "graph input %zu", k), 1;
+  for (size_t k = 0; k < g->n_initializer; k++)
+    if (strcmp(g->initializer[k]->name, name) == 0)
+      return snprintf(buf, cap, "initializer %zu", k), 1;
+  for (size_t k = 0; k <= i; k++) {
+    const Onnx__NodeProto *m = g->node[k];
+    for (size_t j = 0; j < (k < i ? m->n_output : out); j++)
+      if (m->output[j] && strcmp(m->output[j], name) == 0)
+        return snprintf(buf, cap, "output %zu of node %zu", j, k), 1;
+  }
+  return 0;
+}
+
+/* Refuses a graph that is not in SSA form, or has no outputs, as ONNX Runtime does. */
+static dm_status check_ssa(const Onnx__GraphProto *g) {
+  if (g->n_output == 0)
+    return dm_error(DM_ERR_INVALID, "the graph has no outputs (ONNX needs at least one)");
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    for (size_t j = 0; j < n->n_output; j++) {
+      char what[64];
+      if (n->output[j] && n->output[j][0] &&
+          first_writer(g, i, j, n->output[j], what, sizeof what))
+        return dm_error(DM_ERR_INVALID,
+                        "node %zu (%s '%s'): output %zu '%s' is already written by %s; an "
+                        "ONNX graph gives each name one writer (SSA)",
+                        i, n->op_type ? n->op_type : "", n->name ? n->name : "", j,
+                        n->output[j], what);
+    }
+  }
+  return DM_OK;
+}
+
+/* How much of the error message a refusal list may take: DM_ERROR_CAP (core/status.c,
+ * 2 KB) less room for the file name and context callers prepend. */
+#define REPORT_CAP 1400
+
 static dm_status translate_graph(imp *c) {
   const Onnx__GraphProto *g = c->g;
+  for (size_t i = 0; i < g->n_input; i++)
+    if (!g->input[i]->name || !*g->input[i]->name)
+      return dm_error(DM_ERR_PARSE, "graph input %zu has no name", i);
   for (size_t i = 0; i < g->n_initializer; i++) {
     const Onnx__TensorProto *t = g->initializer[i];
     if (!t->name || !*t->name)
@@ -144,9 +191,11 @@ static dm_status translate_graph(imp *c) {
   }
   if (g->n_sparse_initializer)
     return dm_error(DM_ERR_UNSUPPORTED, "sparse initializers are not supported");
+  DM_TRY(check_ssa(g));
 
   char *report = NULL;
-  size_t report_len = 0, n_refused = 0;
+  size_t report_len = 0, n_refused = 0, n_listed = 0, n_refused_names = 0;
+  char **refused = NULL; /* the outputs of refused nodes */
   dm_status s = DM_OK;
   for (size_t i = 0; i < g->n_input && s == DM_OK; i++) {
     const Onnx__TypeProto *ty = g->input[i]->type;
@@ -190,9 +239,13 @@ static dm_status translate_graph(imp *c) {
       if (r != DM_OK || folded) {
         /* folded into constants, refused with a reason, or an error */
       } else if (!fn) {
+        char fold_why[sizeof c->why];
+        snprintf(fold_why, sizeof fold_why, "%s", c->why);
         r = OX_REFUSED;
-        snprintf(c->why, sizeof c->why, "no translation for this op");
+        snprintf(c->why, sizeof c->why, "no translation for this op%s%.200s",
+                 fold_why[0] ? "; not folded: " : "", fold_why);
       } else {
+        c->why[0] = '\0'; /* a fold's reason; the translator gives its own */
         dm_opb b;
         b.op = NULL;
         b.s = DM_OK;
@@ -213,10 +266,29 @@ static dm_status translate_graph(imp *c) {
       }
     }
     if (r == OX_REFUSED && c->why[0]) {
+      /* whole lines while they fit the message, then a count of the rest */
+      char line[512];
+      snprintf(line, sizeof line, "\n  node %zu '%.120s': %.64s (domain '%.64s', opset %lld): %s",
+               i, name, type, is_default_domain(n->domain) ? "ai.onnx" : n->domain,
+               (long long)c->opset, c->why);
+      /* a refusal that may only follow from an earlier one (an input whose shape is not
+       * known because its node was refused) says so */
+      for (size_t j = 0; j < n->n_input; j++)
+        if (ox_in_name(n, j) &&
+            dm_str_in_list(n->input[j], (const char *const *)refused, n_refused_names)) {
+          size_t len = strlen(line);
+          snprintf(line + len, sizeof line - len, " (input '%.64s' is from a refused node)",
+                   n->input[j]);
+          break;
+        }
+      for (size_t j = 0; j < n->n_output && s == DM_OK; j++)
+        if (n->output[j] && n->output[j][0])
+          s = dm_strv_push(&refused, &n_refused_names, n->output[j]);
       n_refused++;
-      dm_text_appendf(&report, &report_len, "\n  node %zu '%s': %s (domain '%s', opset %lld): %s",
-                      i, name, type, is_default_domain(n->domain) ? "ai.onnx" : n->domain,
-                      (long long)c->opset, c->why);
+      if (n_listed + 1 == n_refused && report_len + strlen(line) <= REPORT_CAP) {
+        n_listed++;
+        dm_text_appendf(&report, &report_len, "%s", line);
+      }
     } else if (r != DM_OK) {
       s = dm_error_prefix(r, "node %zu (%s '%s')", i, type, name);
       break;
@@ -228,9 +300,13 @@ static dm_status translate_graph(imp *c) {
         s = ox_known_add(c, n->output[j], rank >= 0 ? rank : c->out_rank);
       }
   }
-  if (s == DM_OK && n_refused)
-    s = dm_error(DM_ERR_UNSUPPORTED, "%zu of %zu nodes cannot be imported:%s", n_refused,
-                 g->n_node, report ? report : "");
+  if (s == DM_OK && n_refused) {
+    char more[64] = "";
+    if (n_listed < n_refused)
+      snprintf(more, sizeof more, "\n  ... and %zu more", n_refused - n_listed);
+    s = dm_error(DM_ERR_UNSUPPORTED, "%zu of %zu nodes cannot be imported:%s%s\nnothing was "
+                 "written or run", n_refused, g->n_node, report ? report : "", more);
+  }
   for (size_t i = 0; i < g->n_output && s == DM_OK; i++) {
     const char *o = g->output[i]->name;
     if (!o || !dm_str_in_list(o, (const char *const *)c->known, c->n_known))
@@ -250,6 +326,9 @@ static dm_status translate_graph(imp *c) {
                           c->const_names[i]);
   }
   free(report);
+  for (size_t i = 0; i < n_refused_names; i++)
+    free(refused[i]);
+  free(refused);
   return s;
 }
 

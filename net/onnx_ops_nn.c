@@ -45,7 +45,7 @@ static dm_status window_args(imp *c, const Onnx__NodeProto *n, dm_opb *b, int is
   } else if (ox_attr_str_is(n, "auto_pad", "NOTSET", "SAME_LOWER")) {
     /* Caffe2 has no SAME with the extra pixel in front: explicit pads, from X's size */
     int64_t xd[8], pads[4];
-    if (ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4)
+    if (ox_static_dims(c, ox_in_name(n, 0), xd, 8) != 4)
       return ox_refuse(c, "auto_pad SAME_LOWER on an input of unknown size");
     for (int i = 0; i < 2; i++) {
       int64_t s = st ? st[i] : 1, dk = (d ? d[i] : 1) * (k[i] - 1) + 1, in = xd[2 + i];

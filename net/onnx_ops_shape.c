@@ -72,6 +72,37 @@ static dm_status tr_shape(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
+/* Gather's constant indices against the static size of the data along `axis`: each in
+ * [-size, size), as ONNX Runtime requires before it runs. */
+static dm_status check_const_indices(imp *c, const Onnx__NodeProto *n, int64_t axis) {
+  const Onnx__TensorProto *t = ox_const_find(c, ox_in_name(n, 1));
+  int64_t dims[DM_MAX_DIMS], numel = t ? ox_tensor_numel(t) : -1;
+  int rank = ox_static_dims(c, ox_in_name(n, 0), dims, DM_MAX_DIMS);
+  int i64 = t && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  if (numel < 0 || rank <= axis ||
+      (!i64 && t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32))
+    return DM_OK; /* nothing to check here: the op's own checks run with the net */
+  const uint8_t *data = NULL;
+  uint8_t *owned = NULL;
+  DM_TRY(ox_tensor_bytes(c, t, numel, &data, &owned));
+  dm_status s = DM_OK;
+  for (int64_t k = 0; k < numel && s == DM_OK; k++) {
+    int64_t v;
+    if (i64) {
+      memcpy(&v, data + 8 * k, 8);
+    } else {
+      int32_t x;
+      memcpy(&x, data + 4 * k, 4);
+      v = x;
+    }
+    if (v < -dims[axis] || v >= dims[axis])
+      s = ox_refuse(c, "index %lld (indices[%lld]) is out of range for axis %lld of size %lld",
+                    (long long)v, (long long)k, (long long)axis, (long long)dims[axis]);
+  }
+  free(owned);
+  return s;
+}
+
 static dm_status tr_gather(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   DM_TRY(ox_plain(c, n, b, "Gather", 2));
   int64_t axis = ox_attr_int(n, "axis", 0);
@@ -80,6 +111,7 @@ static dm_status tr_gather(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
     axis += rd;
   if (axis < 0)
     return ox_refuse(c, "a negative axis on a tensor of unknown rank");
+  DM_TRY(check_const_indices(c, n, axis));
   if (axis)
     dm_opb_arg_int(b, "axis", axis);
   dm_opb_arg_int(b, "wrap_indices", 1); /* ONNX counts negative indices from the end */
@@ -199,13 +231,16 @@ static dm_status tr_constant_of_shape(imp *c, const Onnx__NodeProto *n, dm_opb *
   DM_TRY(ox_plain(c, n, b, "ConstantFill", 1));
   const Onnx__AttributeProto *a = ox_attr(n, "value");
   const Onnx__TensorProto *v = a ? a->t : NULL;
-  int32_t ty = v && v->has_data_type ? v->data_type : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  if (v && !v->has_data_type) /* ONNX Runtime refuses it too: its type is the output's */
+    return ox_refuse(c, "a value with no data_type");
+  int32_t ty = v ? v->data_type : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
   if (v && ox_tensor_numel(v) != 1)
     return ox_refuse(c, "a value that is not one element");
   if (ty != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && ty != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
       ty != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && ty != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
     return ox_refuse(c, "a %s value", ox_dtype_name(ty));
   double x = 0;
+  int64_t xi = 0; /* an integer value, exactly (a double holds 53 bits) */
   if (v) {
     const uint8_t *data = NULL;
     uint8_t *owned = NULL;
@@ -215,15 +250,13 @@ static dm_status tr_constant_of_shape(imp *c, const Onnx__NodeProto *n, dm_opb *
       memcpy(&f, data, 4);
       x = f;
     } else if (ty == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-      int64_t i;
-      memcpy(&i, data, 8);
-      x = (double)i;
+      memcpy(&xi, data, 8);
     } else if (ty == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
       int32_t i;
       memcpy(&i, data, 4);
-      x = i;
+      xi = i;
     } else {
-      x = data[0] != 0;
+      xi = data[0] != 0;
     }
     free(owned);
   }
@@ -244,7 +277,7 @@ static dm_status tr_constant_of_shape(imp *c, const Onnx__NodeProto *n, dm_opb *
   if (ty == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
     dm_opb_arg_float(b, "value", (float)x);
   else
-    dm_opb_arg_int(b, "value", (int64_t)x);
+    dm_opb_arg_int(b, "value", xi);
   c->out_rank = t ? (int)k : -1;
   return DM_OK;
 }

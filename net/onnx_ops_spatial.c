@@ -26,33 +26,13 @@ static int attr_str(const Onnx__NodeProto *n, const char *name, const char *def,
   return 1;
 }
 
-int ox_graph_input_dims(const imp *c, const char *name, int64_t *dims, int max) {
-  const Onnx__TensorProto *t = ox_const_find(c, name);
-  if (t) {
-    if ((int)t->n_dims > max)
-      return -1;
-    memcpy(dims, t->dims, t->n_dims * sizeof *dims);
-    return (int)t->n_dims;
-  }
-  for (size_t i = 0; name && i < c->g->n_input; i++) {
-    const Onnx__ValueInfoProto *v = c->g->input[i];
-    if (!v->name || strcmp(v->name, name) != 0)
-      continue;
-    const Onnx__TypeProto *ty = v->type;
-    if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type->shape)
-      return -1;
-    const Onnx__TensorShapeProto *s = ty->tensor_type->shape;
-    if ((int)s->n_dim > max)
-      return -1;
-    for (size_t d = 0; d < s->n_dim; d++) {
-      if (s->dim[d]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
-          s->dim[d]->dim_value < 0)
-        return -1;
-      dims[d] = s->dim[d]->dim_value;
-    }
-    return (int)s->n_dim;
-  }
-  return -1;
+int ox_static_dims(const imp *c, const char *name, int64_t *dims, int max) {
+  int64_t d[DM_MAX_DIMS];
+  int r = ox_shape_of(c, name, d);
+  if (r < 0 || r > max)
+    return -1;
+  memcpy(dims, d, (size_t)r * sizeof *d);
+  return r;
 }
 
 /* The float values of a constant FLOAT (or DOUBLE) 1-D input into out[max]; *n their
@@ -111,7 +91,7 @@ static dm_status tr_convtranspose(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   if (!ox_in_name(n, 0) || !ox_in_name(n, 1))
     return ox_refuse(c, "X and W are required");
   int64_t wd[8], xd[8];
-  int wr = ox_graph_input_dims(c, ox_in_name(n, 1), wd, 8), xr = ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8);
+  int wr = ox_static_dims(c, ox_in_name(n, 1), wd, 8), xr = ox_static_dims(c, ox_in_name(n, 0), xd, 8);
   size_t nk, ns, np, nd, nop, nos;
   const int64_t *k = ox_attr_ints(n, "kernel_shape", &nk);
   const int64_t *st = ox_attr_ints(n, "strides", &ns);
@@ -246,7 +226,7 @@ static dm_status check_length(imp *c, const Onnx__NodeProto *n, const char *ct,
                               const double hw[2]) {
   int64_t xd[8];
   if ((strcmp(ct, "align_corners") != 0 && strcmp(ct, "pytorch_half_pixel") != 0) ||
-      ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4)
+      ox_static_dims(c, ox_in_name(n, 0), xd, 8) != 4)
     return DM_OK;
   for (int i = 0; i < 2; i++) {
     double f = hw[i] * (double)xd[2 + i];
@@ -367,7 +347,7 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   int64_t xd[8];
   if (!axes && nv == 4) {
     /* sizes names N and C too: they must be X's, which only a known shape shows */
-    int xr = ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8);
+    int xr = ox_static_dims(c, ox_in_name(n, 0), xd, 8);
     if (xr != 4 || xd[0] != iv[0] || xd[1] != iv[1])
       return ox_refuse(c, "sizes for N and C that X's known shape does not confirm");
     v[0] = v[1] = 1;
@@ -387,7 +367,7 @@ static dm_status tr_resize(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   if (!axes)
     return ox_refuse(c, "keep_aspect_ratio_policy without axes naming H and W (it would "
                      "scale N and C)");
-  if (ox_graph_input_dims(c, ox_in_name(n, 0), xd, 8) != 4 || xd[2] < 1 || xd[3] < 1)
+  if (ox_static_dims(c, ox_in_name(n, 0), xd, 8) != 4 || xd[2] < 1 || xd[3] < 1)
     return ox_refuse(c, "keep_aspect_ratio_policy on an input of unknown size");
   double r0 = hw[0] / (double)xd[2], r1 = hw[1] / (double)xd[3];
   double ks = strcmp(kar, "not_larger") == 0 ? (r0 < r1 ? r0 : r1) : (r0 > r1 ? r0 : r1);

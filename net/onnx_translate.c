@@ -5,10 +5,13 @@
 #include "onnx_translate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "shape_infer.h"
@@ -189,20 +192,26 @@ dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op) {
       return DM_OK; /* an input of unknown shape: the outputs' shapes are unknown */
     }
   }
+  const dm_op_schema *schema = dm_schema_lookup(op->type);
+  if (!schema || !schema->infer)
+    return DM_OK; /* nothing to ask: its outputs' shapes are unknown */
   dm_status s = infer_one(c, op);
   if (s == DM_ERR_NOMEM)
     return s;
-  if (s == DM_ERR_SHAPE || s == DM_ERR_TYPE) {
-    /* The op's own checks refuse the shapes or types the graph declares: the node cannot
-     * be translated as it is (a broadcast the Caffe2 op does not do, say). */
+  if (s != DM_OK && s != DM_ERR_NOT_FOUND) {
+    /* The op's own checks refuse its arguments, or the shapes or types the graph
+     * declares (zero strides, a broadcast the Caffe2 op does not do, a dilated grouped
+     * Conv no kernel runs, a Reshape past any tensor's size): `run` would refuse the net,
+     * so the node cannot be translated as it is. */
     const char *msg = dm_last_error(), *tail = strstr(msg, "): ");
-    dm_status r = ox_refuse(c, "%s refuses the shapes known at import: %s", op->type,
-                            tail ? tail + 3 : msg);
+    dm_status r = ox_refuse(c, "%s refuses the arguments and shapes known at import: %s",
+                            op->type, tail ? tail + 3 : msg);
     dm_error_clear();
     return r;
   }
   if (s != DM_OK) {
-    /* Shapes it cannot infer (values read at run time, no CPU kernel): unknown here. */
+    /* DM_ERR_NOT_FOUND: what its inference needs is not known here (an input's values,
+     * read at run time): its outputs' shapes are unknown. */
     dm_error_clear();
     for (size_t i = 0; i < op->n_output; i++) {
       dm_blob *b = dm_workspace_find(c->ws, op->output[i]);
@@ -284,6 +293,81 @@ static int safe_location(const char *loc) {
   return 1;
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+/* Opens external-data file `loc` of the model in `base_dir` for reading: the path as
+ * the kernel resolves it (symlinks included) must lie under the model's folder as it
+ * resolves, and be a regular file. Opened O_NONBLOCK so that a FIFO swapped in after
+ * the check cannot block, and O_NOFOLLOW against a last component swapped for a link.
+ * *fd and *size on success; *resolved (malloc'd, for messages) always, or NULL. */
+static dm_status open_external(const char *base_dir, const char *loc, int *fd, off_t *size,
+                               char **resolved) {
+  *fd = -1;
+  *resolved = NULL;
+  size_t plen = strlen(base_dir) + strlen(loc) + 2;
+  char *path = malloc(plen), *root = NULL;
+  dm_status s = DM_OK;
+  if (!path) {
+    s = DM_NOMEM("external data");
+    goto cleanup;
+  }
+  snprintf(path, plen, "%s/%s", base_dir, loc);
+  root = realpath(base_dir, NULL);
+  if (!root) {
+    s = dm_error(DM_ERR_IO, "external data '%s': the model's folder '%s': %s", loc, base_dir,
+                 dm_errno_text(errno));
+    goto cleanup;
+  }
+  *resolved = realpath(path, NULL);
+  if (!*resolved) {
+    s = dm_error(errno == ENOENT ? DM_ERR_NOT_FOUND : DM_ERR_IO, "external data '%s': %s", path,
+                 dm_errno_text(errno));
+    goto cleanup;
+  }
+  size_t rl = strlen(root);
+  int under = strcmp(root, "/") == 0 ||
+              (strncmp(*resolved, root, rl) == 0 && (*resolved)[rl] == '/');
+  if (!under) {
+    s = dm_error(DM_ERR_INVALID,
+                 "external data location '%s' resolves to '%s', outside the model's folder "
+                 "'%s'",
+                 loc, *resolved, root);
+    goto cleanup;
+  }
+  *fd = open(*resolved, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0) {
+    s = dm_error(DM_ERR_IO, "external data '%s': %s", *resolved, dm_errno_text(errno));
+    goto cleanup;
+  }
+  struct stat st;
+  if (fstat(*fd, &st) != 0) {
+    s = dm_error(DM_ERR_IO, "external data '%s': %s", *resolved, dm_errno_text(errno));
+    goto cleanup;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    s = dm_error(DM_ERR_INVALID, "external data '%s' is %s; it must be a regular file",
+                 *resolved, file_kind(st.st_mode));
+    goto cleanup;
+  }
+  *size = st.st_size;
+cleanup:
+  if (s != DM_OK && *fd >= 0) {
+    close(*fd);
+    *fd = -1;
+  }
+  free(root);
+  free(path);
+  return s;
+}
+
 /* Reads an external tensor's `bytes` bytes into *out (malloc'd). */
 static dm_status read_external(const imp *c, const Onnx__TensorProto *t, size_t bytes,
                                uint8_t **out) {
@@ -313,33 +397,43 @@ static dm_status read_external(const imp *c, const Onnx__TensorProto *t, size_t 
   if (length >= 0 && (size_t)length != bytes)
     return dm_error(DM_ERR_PARSE, "external data length %lld; the dims need %zu bytes", length,
                     bytes);
-  size_t plen = strlen(c->base_dir) + strlen(loc) + 2;
-  char *path = malloc(plen);
-  uint8_t *buf = malloc(bytes ? bytes : 1);
-  dm_status s = DM_OK;
-  FILE *f = NULL;
-  if (!path || !buf) {
+  int fd = -1;
+  off_t size = 0;
+  char *real = NULL;
+  uint8_t *buf = NULL;
+  dm_status s = open_external(c->base_dir, loc, &fd, &size, &real);
+  if (s != DM_OK)
+    goto cleanup;
+  if ((unsigned long long)offset > (unsigned long long)size ||
+      (unsigned long long)size - (unsigned long long)offset < bytes) {
+    s = dm_error(DM_ERR_PARSE, "external data '%s' has no %zu bytes at offset %lld", real, bytes,
+                 offset);
+    goto cleanup;
+  }
+  buf = malloc(bytes ? bytes : 1);
+  if (!buf) {
     s = DM_NOMEM("external data");
     goto cleanup;
   }
-  snprintf(path, plen, "%s/%s", c->base_dir, loc);
-  f = fopen(path, "rb");
-  if (!f) {
-    s = dm_error(DM_ERR_IO, "external data '%s': %s", path, dm_errno_text(errno));
-    goto cleanup;
-  }
-  if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, bytes, f) != bytes) {
-    s = dm_error(DM_ERR_PARSE, "external data '%s' has no %zu bytes at offset %lld", path, bytes,
-                 offset);
-    goto cleanup;
+  for (size_t got = 0; got < bytes;) {
+    ssize_t r = pread(fd, buf + got, bytes - got, (off_t)offset + (off_t)got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      s = r < 0 ? dm_error(DM_ERR_IO, "external data '%s': %s", real, dm_errno_text(errno))
+                : dm_error(DM_ERR_PARSE, "external data '%s' has no %zu bytes at offset %lld",
+                           real, bytes, offset);
+      goto cleanup;
+    }
+    got += (size_t)r;
   }
   *out = buf;
   buf = NULL;
 cleanup:
-  if (f)
-    fclose(f);
+  if (fd >= 0)
+    close(fd);
   free(buf);
-  free(path);
+  free(real);
   return s;
 }
 
@@ -349,6 +443,9 @@ dm_status ox_tensor_bytes(const imp *c, const Onnx__TensorProto *t, int64_t nume
                               const uint8_t **data, uint8_t **owned) {
   size_t es = ox_elem_size(t->data_type), bytes = (size_t)numel * es;
   *owned = NULL;
+  if (!es) /* no reader for its values: none may be taken as bytes of another size */
+    return dm_error(DM_ERR_UNSUPPORTED, "the values of a %s tensor are not read here",
+                    ox_dtype_name(t->data_type));
   if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
     DM_TRY(read_external(c, t, bytes, owned));
     *data = *owned;

@@ -73,10 +73,10 @@ extern DM_HIDDEN const ox_translator ox_ops_math[];   /* elementwise arithmetic 
 extern DM_HIDDEN const ox_translator ox_ops_reduce[]; /* ReduceSum/Mean/Max, LogSoftmax */
 extern DM_HIDDEN const ox_translator ox_ops_shape[];  /* Shape, Gather, Squeeze, Slice... */
 extern DM_HIDDEN const ox_translator ox_ops_spatial[]; /* ConvTranspose, Resize, Upsample, Pad */
-/* The static dims of `name` where the graph gives them (onnx_ops_spatial.c): a
- * constant's, or a graph input's declared shape with every dim a value. Returns the rank
- * (at most max), or -1 when unknown. */
-DM_HIDDEN int ox_graph_input_dims(const imp *c, const char *name, int64_t *dims, int max);
+/* The static dims of `name` (ox_shape_of: a constant's, a graph input's declared shape
+ * with every dim a value, or an earlier op's inferred output) into dims[max]
+ * (onnx_ops_spatial.c). Returns the rank, or -1 when unknown or above max. */
+DM_HIDDEN int ox_static_dims(const imp *c, const char *name, int64_t *dims, int max);
 
 /* ---- names and ranks --------------------------------------------------------------- */
 
@@ -97,8 +97,8 @@ DM_HIDDEN dm_status ox_shape_set(imp *c, const char *name, dm_dtype dtype, int r
                                  const int64_t *dims);
 /* Infers the outputs of `op` (just emitted into the predict net) with its schema's own
  * shape inference over the static shapes of its inputs; outputs it cannot infer (an
- * unknown input shape, values read at run time) stay unknown. Refuses the node when the
- * op's checks reject the static shapes or types (DM_ERR_SHAPE, DM_ERR_TYPE). */
+ * unknown input shape, values read at run time) stay unknown. Refuses the node when any
+ * of the op's own checks fails (its arguments, the static shapes or types, a kernel). */
 DM_HIDDEN dm_status ox_infer_op(imp *c, const Caffe2__OperatorDef *op);
 /* A tensor owned by `c` (freed by the importer), `bytes` of packed little-endian values. */
 DM_HIDDEN dm_status ox_made_tensor(imp *c, int32_t onnx_type, int rank, const int64_t *dims,

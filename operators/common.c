@@ -95,7 +95,7 @@ dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype dflt, dm_dt
 dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why) {
   if (dm_tensor_data(dm_op_input(ctx, i)) || dm_op_input(ctx, i)->numel == 0)
     return DM_OK;
-  return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
+  return dm_op_error(ctx, DM_ERR_NOT_FOUND,
                      "the output shape depends on the values of input %d '%s' (%s), which "
                      "shape inference does not have",
                      i, dm_op_input_name(ctx, i), why);

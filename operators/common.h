@@ -55,6 +55,9 @@ DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
  * engine kernel reports the reference's errors in its words without its plain resizes
  * (defined in net/op_ctx.c, which owns dm_op_ctx). */
 DM_HIDDEN dm_status dm_op_check_shapes(dm_op_ctx *ctx);
+/* DM_OK when input i's values are there (or it has none); else, in shape inference,
+ * DM_ERR_NOT_FOUND: the output shape is not known yet, which is no fault of the op (the
+ * ONNX importer tells it apart from an op's own refusals by this status). */
 DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
 /* Adds the bytes of every input and output to *c (the part of a cost all ops share). */
 DM_HIDDEN void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -392,6 +393,67 @@ static void test_files(void **state) {
   rmdir(dir);
 }
 
+/* External data is the file the kernel opens, not the text of its path: a symlink out of
+ * the model's folder, a FIFO (which would block the import forever) and a device (an
+ * endless /dev/zero) are refused, each in a message naming it; a link that stays inside
+ * the folder is read. alarm() turns a hang into a failure. */
+static void test_external_data_files(void **state) {
+  (void)state;
+  char dir[] = "/tmp/dm_onnx_XXXXXX", out_dir[] = "/tmp/dm_onnx_out_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(mkdtemp(out_dir));
+  char inside[64], outside[64], link_out[80], link_in[80], fifo[80];
+  snprintf(inside, sizeof inside, "%s/weights.bin", dir);
+  snprintf(outside, sizeof outside, "%s/secret.bin", out_dir);
+  snprintf(link_out, sizeof link_out, "%s/link_out", dir);
+  snprintf(link_in, sizeof link_in, "%s/link_in", dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  float two[2] = {0.5f, -0.25f};
+  write_file(inside, two, sizeof two);
+  write_file(outside, two, sizeof two);
+  assert_int_equal(symlink(outside, link_out), 0);
+  assert_int_equal(symlink("weights.bin", link_in), 0);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  tmodel t;
+  build_small(&t);
+  Onnx__StringStringEntryProto kv, *kvp[1] = {&kv};
+  onnx__string_string_entry_proto__init(&kv);
+  kv.key = "location";
+  t.init[1].n_float_data = 0;
+  t.init[1].has_data_location = 1;
+  t.init[1].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  t.init[1].n_external_data = 1;
+  t.init[1].external_data = kvp;
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  alarm(20);
+  kv.value = "link_in"; /* a link inside the folder: read */
+  assert_int_equal(dm_onnx_import(&t.m, dir, &init, &pred), DM_OK);
+  assert_true(arg(init->op[1], "values")->floats[1] == -0.25f);
+  free_pair(init, pred);
+  init = pred = NULL;
+  kv.value = "link_out";
+  opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_INVALID, "tensor 'b'",
+                   "'link_out' resolves to", "secret.bin", "outside the model's folder", NULL);
+  kv.value = "fifo";
+  opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_INVALID, "tensor 'b'",
+                   "is a FIFO; it must be a regular file", NULL);
+  kv.value = "zero"; /* a model in /dev reading /dev/zero */
+  opt_expect_error(dm_onnx_import(&t.m, "/dev", &init, &pred), DM_ERR_INVALID, "tensor 'b'",
+                   "'/dev/zero' is a character device", NULL);
+  kv.value = "."; /* the folder itself */
+  opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_INVALID, "tensor 'b'",
+                   "outside the model's folder", NULL);
+  alarm(0);
+  assert_null(init);
+  unlink(fifo);
+  unlink(link_in);
+  unlink(link_out);
+  unlink(inside);
+  unlink(outside);
+  rmdir(dir);
+  rmdir(out_dir);
+}
+
 /* Constant(value_ints) feeds Reshape's shape: folded into the Reshape's argument, and
  * filled (INT64) in the init net as it is also a graph output (a Constant that nothing
  * reads at run time is not filled); a shape computed by the graph is refused. */
@@ -612,7 +674,7 @@ static void test_inferred_shapes(void **state) {
   tm_node(&t, "Slice", "s", 4, s_in, 1, s_out);
   Caffe2__NetDef *init = NULL, *pred = NULL;
   opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
-                   "1 of 2 nodes", "node 0 'm': Mul", "refuses the shapes known at import",
+                   "1 of 2 nodes", "node 0 'm': Mul", "refuses the arguments and shapes known at import",
                    "2x2x4", "2x3x4", NULL);
   da[1] = 3;
   t.in[0].type = tm_type_init(&ta, 3, da);
@@ -700,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
       cmocka_unit_test(test_cycle),           cmocka_unit_test(test_unsupported_listed),
       cmocka_unit_test(test_bad_tensors),     cmocka_unit_test(test_files),
+      cmocka_unit_test(test_external_data_files),
       cmocka_unit_test(test_constant_reshape), cmocka_unit_test(test_gemm_transposed),
       cmocka_unit_test(test_empty_initializer), cmocka_unit_test(test_math_translations),
       cmocka_unit_test(test_shape_chain_folds),

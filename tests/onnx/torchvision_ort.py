@@ -90,7 +90,9 @@ class SpatialNet(torch.nn.Module):
         y = F.interpolate(y, scale_factor=2.0, mode="nearest")         # 6 x 112 x 112
         y = F.max_pool2d(y, 3, 2, dilation=2, ceil_mode=True)          # 6 x 55 x 55
         y = F.interpolate(y, scale_factor=0.75, mode="bilinear", align_corners=False)
-        return F.interpolate(y, scale_factor=1.5, mode="bilinear", align_corners=True)
+        # 41 x 2: an integral resized length (the importer refuses align_corners where
+        # scale * input is fractional, as X's inferred 41 x 41 shows it would be at 1.5)
+        return F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=True)
 
 
 def build(name):
