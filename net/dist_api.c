@@ -131,10 +131,8 @@ static dm_status bcast_blob(dm_workspace *ws, const char *name, int root, int sk
   return s;
 }
 
-dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, size_t n,
-                                 int root) {
-  if (!ws)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: NULL workspace");
+static dm_status broadcast_entered(dm_workspace *ws, const char *const *names, size_t n,
+                                   int root) {
   if (!dm_mpi_ready())
     return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: call dm_dist_init first");
   if (root < 0 || root >= dm_mpi_size())
@@ -152,6 +150,14 @@ dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, siz
     s = bcast_blob(ws, buf + off, root, 1);
   free(buf);
   return s;
+}
+
+dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, size_t n,
+                                 int root) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: NULL workspace");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_broadcast"));
+  return dm_workspace_leave_with(ws, broadcast_entered(ws, names, n, root));
 }
 
 #else /* without MPI */

@@ -547,7 +547,9 @@ void dm_net_set_graphs(dm_net *net, int on) {
 dm_status dm_net_set_device_graphs(dm_net *net, int on) {
   if (!net)
     return dm_error(DM_ERR_INVALID, "dm_net_set_device_graphs: NULL net");
+  DM_TRY(dm_workspace_enter(net->ws, "dm_net_set_device_graphs"));
   dm_net_set_graphs(net, on);
+  dm_workspace_leave(net->ws);
   return DM_OK;
 }
 
@@ -594,9 +596,7 @@ static dm_status run_failed(dm_net *net, dm_status s, size_t i) {
   return dm_error_prefix(s, "net '%s': %s", name, dm_op_describe(&net->ops[i], what, sizeof what));
 }
 
-dm_status dm_net_run(dm_net *net) {
-  if (!net)
-    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+static dm_status run_entered(dm_net *net) {
   net->first_nonfinite = -1;
   if (net->op_seconds)
     net->profiled_runs++;
@@ -631,6 +631,13 @@ dm_status dm_net_run(dm_net *net) {
   net->counts.host_syncs += dm_device_host_syncs() - syncs0;
   net->counts.runs++;
   return DM_OK;
+}
+
+dm_status dm_net_run(dm_net *net) {
+  if (!net)
+    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+  DM_TRY(dm_workspace_enter(net->ws, "dm_net_run"));
+  return dm_workspace_leave_with(net->ws, run_entered(net));
 }
 
 const char *dm_net_name(const dm_net *net) {
