@@ -25,6 +25,7 @@
 #include "train_checkpoint.h"
 #include "train_report.h"
 #include "dist_flags.h"
+#include "train_paths.h"
 
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
@@ -271,6 +272,8 @@ static void free_nets(Caffe2__NetDef **nets, size_t n) {
 static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **test,
                             Caffe2__NetDef ***inits, Caffe2__NetDef **init_add) {
   DM_TRY(read_net(o->net, o->train_db, o->iters > 0 ? "--train-db" : NULL, def));
+  DM_TRY(dm_dist_cli_agree(&o->dist, *def, o->iters, o->mp.enabled ? o->mp.opts.target : DM_FLOAT,
+                           o->mp.enabled ? (int)o->mp.opts.scaling : -1));
   if (o->test_net)
     DM_TRY(read_net(o->test_net, o->test_db, o->iters > 0 ? "--test-db" : NULL, test));
   if (!(*inits = calloc(o->inits.n + 1, sizeof **inits)))
@@ -439,10 +442,47 @@ static int replay_divergence(train_state *st, const train_opts *o, long bad, lon
   return found;
 }
 
+/* The outputs checked against each other and the inputs before anything runs
+ * (train_paths.h); rank 0 alone writes them. */
+static dm_status check_outputs(const train_opts *o) {
+  if (o->dist.rank != 0)
+    return DM_OK;
+  size_t n = 0, cap = 4 + o->inits.n;
+  const char **in = calloc(cap, sizeof *in), **flag = calloc(cap, sizeof *flag);
+  char *svg = o->csv ? malloc(strlen(o->csv) + 5) : NULL;
+  dm_status s = !in || !flag || (o->csv && !svg) ? DM_NOMEM("the paths to check") : DM_OK;
+  if (s == DM_OK) {
+    const char *named[4] = {o->net, o->test_net, o->train_db, o->test_db};
+    static const char *const flags[4] = {"--net", "--test-net", "--train-db", "--test-db"};
+    for (int i = 0; i < 4; i++)
+      if (named[i]) {
+        in[n] = named[i];
+        flag[n++] = flags[i];
+      }
+    for (size_t i = 0; i < o->inits.n; i++) {
+      in[n] = o->inits.items[i];
+      flag[n++] = "--init";
+    }
+    if (svg) { /* as train_report.c names the curves: the CSV's extension replaced */
+      strcpy(svg, o->csv);
+      char *dot = strrchr(svg, '.');
+      strcpy(dot && !strchr(dot, '/') ? dot : svg + strlen(svg), ".svg");
+    }
+    dm_train_paths p = {o->checkpoint, o->csv, svg, in, flag, n};
+    s = dm_train_check_paths(&p);
+  }
+  free(in);
+  free(flag);
+  free(svg);
+  return s;
+}
+
 static dm_status train(train_opts *o) {
   train_state st = {0};
   if (o->iters > 0) /* before reading anything: no GPU, no training */
     DM_TRY(dm_device_cli_check(&o->dev));
+  if (o->iters > 0) /* and no output path that fails at the first save */
+    DM_TRY(check_outputs(o));
   dm_status s = setup(&st, o);
   if (s != DM_OK || o->iters == 0) /* --iters 0: the nets were written, nothing runs */
     goto cleanup;
