@@ -1,8 +1,10 @@
 /* dist_flags.c: `train --data-parallel` and its flags (see dist_flags.h). */
 #include "dist_flags.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "demitasse.h"
@@ -146,6 +148,20 @@ void dm_dist_cli_pass_opts(const dm_dist_cli *d, int overlap, dm_dp_opts *o) {
   o->shard_id = d->rank;
 }
 
+/* After MPI_Abort, the most a rank waits to be ended by it (seconds): OpenMPI's abort
+ * goes through mpirun, which on a network partition keeps trying to reach the lost host
+ * and may never come back to end this rank. */
+#define DM_DIST_ABORT_GRACE_S 15
+
+static void abort_grace_over(int sig) {
+  (void)sig;
+  static const char msg[] = "demitasse train: MPI_Abort has not ended this rank after "
+                            "15 s (mpirun cannot reach a host?): exiting by itself\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
 void dm_dist_cli_finish(dm_dist_cli *d, int failed) {
   if (!d->on)
     return;
@@ -153,6 +169,10 @@ void dm_dist_cli_finish(dm_dist_cli *d, int failed) {
     fprintf(stderr, "demitasse train: rank %d of %d failed: ending every rank\n", d->rank,
             d->size);
     fflush(NULL);
+    /* The CLI's own watchdog (the library never exits): this process ends even if the
+     * abort never returns. */
+    signal(SIGALRM, abort_grace_over);
+    alarm(DM_DIST_ABORT_GRACE_S);
     dm_dist_abort(1);
   }
   dm_dist_finalize();
