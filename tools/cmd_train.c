@@ -161,11 +161,36 @@ static dm_status read_net(const char *path, const char *db, const char *db_flag,
   return s;
 }
 
-/* Runs the test net `iters` times; mean loss and accuracy. */
-static dm_status test_pass(dm_workspace *ws, dm_net *net, const train_opts *o, double *loss,
-                           double *acc) {
+/* The test net's DB inputs read the batch this blob names (INT64 [1], fed before each
+ * run): a function of the test pass's number, not of how many runs this process made,
+ * so a resumed run tests on the batches an uninterrupted one does. */
+#define TEST_BATCH_BLOB "test_batch"
+
+/* Each TensorProtosDBInput of the test net without an `iter` input gets TEST_BATCH_BLOB,
+ * fed 0 here so that the net instantiates. */
+static dm_status wire_test_batches(dm_workspace *ws, Caffe2__NetDef *test) {
+  int any = 0;
+  for (size_t i = 0; i < test->n_op; i++)
+    if (test->op[i]->type && strcmp(test->op[i]->type, "TensorProtosDBInput") == 0 &&
+        test->op[i]->n_input == 0) {
+      DM_TRY(dm_opdef_add_input(test->op[i], TEST_BATCH_BLOB));
+      any = 1;
+    }
+  int64_t zero = 0, one = 1;
+  return any ? dm_workspace_feed(ws, TEST_BATCH_BLOB, DM_INT64, 1, &one, &zero) : DM_OK;
+}
+
+/* Runs the test net `iters` times at iteration `done`; mean loss and accuracy. Pass k
+ * (the k-th multiple of --test-every, or the last iteration) reads batches k*iters to
+ * k*iters + iters - 1. */
+static dm_status test_pass(dm_workspace *ws, dm_net *net, const train_opts *o, long done,
+                           double *loss, double *acc) {
   double l = 0, a = 0;
+  const long pass = (done + o->test_every - 1) / o->test_every - 1;
   for (long i = 0; i < o->test_iters; i++) {
+    int64_t batch = (int64_t)pass * o->test_iters + i, one = 1;
+    if (dm_workspace_has_blob(ws, TEST_BATCH_BLOB))
+      DM_TRY(dm_workspace_feed(ws, TEST_BATCH_BLOB, DM_INT64, 1, &one, &batch));
     DM_TRY(dm_net_run(net));
     l += scalar(ws, o->loss);
     a += scalar(ws, o->accuracy);
@@ -350,6 +375,8 @@ static dm_status setup(train_state *st, train_opts *o) {
     dm_net_set_check_finite(st->train, 1);
   if (s == DM_OK)
     s = dm_device_cli_apply(&o->dev, st->train);
+  if (s == DM_OK && test)
+    s = wire_test_batches(st->ws, test);
   if (s == DM_OK && test) {
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
     test = NULL;
@@ -571,7 +598,7 @@ static dm_status train(train_opts *o) {
     p.iter = done;
     int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
     int log_now = done % o->log_every == 0 || done == o->iters || test_now;
-    if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
+    if (test_now && (s = test_pass(st.ws, st.test, o, done, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
     double test_means[2] = {p.test_loss, p.test_accuracy};
     if (test_now && o->dist.on && (s = dm_dist_mean(test_means, 2)) != DM_OK)
