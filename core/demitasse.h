@@ -7,6 +7,18 @@
  * per thread, so two workspaces can live in two threads without sharing anything but
  * the (read-mostly, lock-protected) operator registry.
  *
+ * Threads: a workspace is single-threaded. It takes one call at a time, from any
+ * thread: a call on a workspace (or on a net of it) made while another thread is inside
+ * one fails at once with DM_ERR_BUSY, touching nothing; it never waits. That covers
+ * every call here that takes a workspace or a net, except dm_workspace_set_tensor_limit,
+ * dm_workspace_set_memory_limit and dm_workspace_memory_usage (atomic: safe at any
+ * time) and dm_net_name; dm_workspace_destroy of a busy workspace frees nothing and sets
+ * the message. Calls answering a value (dm_workspace_has_blob, _blob_count, _blob_name)
+ * answer 0 or NULL when busy, with DM_ERR_BUSY's message. A borrowed tensor or name is
+ * the caller's to guard: another thread's run may rewrite it. For parallel work give
+ * each thread its own workspace (they share nothing), or serialise the calls; retrying
+ * after DM_ERR_BUSY is allowed but is a spin, not a queue.
+ *
  * Example (error handling shortened; every call returns a dm_status):
  *
  *     #include <demitasse.h>
@@ -73,8 +85,9 @@ typedef enum dm_status {
   DM_ERR_VERSION = 10,    /* plugin API version mismatch */
   DM_ERR_EXISTS = 11,     /* a name that is already registered */
   DM_ERR_DEVICE = 12,     /* a device (CUDA) call failed */
-  DM_ERR_NONFINITE = 13   /* a reduced-precision (FP16/BF16) net's output held inf or nan:
+  DM_ERR_NONFINITE = 13,  /* a reduced-precision (FP16/BF16) net's output held inf or nan:
                            * its values overflowed that dtype; the message names the op */
+  DM_ERR_BUSY = 14        /* the workspace is inside a call from another thread */
 } dm_status;
 
 /* Data types, numbered as Caffe2's TensorProto.DataType; BFLOAT16 is ours. */

@@ -336,6 +336,12 @@ dm_status dm_message_parse(const void *data, size_t len, const char *source,
   return dm_error(DM_ERR_INVALID, "%s: unknown file format %d", source, (int)fmt);
 }
 
+dm_status dm_message_check_nonempty(const char *source, size_t len) {
+  if (len == 0)
+    return dm_error(DM_ERR_PARSE, "%s: empty (0 bytes): not a net", source);
+  return DM_OK;
+}
+
 dm_status dm_message_read_file(const char *path, const ProtobufCMessageDescriptor *desc, dm_file_format fmt,
                                ProtobufCMessage **out) {
   uint8_t *buf = NULL;
@@ -345,11 +351,9 @@ dm_status dm_message_read_file(const char *path, const ProtobufCMessageDescripto
     *out = NULL;
   if ((st = dm_read_file(path, &buf, &len)) != DM_OK)
     return st;
-  if (len == 0) {
-    /* protobuf reads 0 bytes as a valid empty message, so a net file that was never
-     * written (a failed download, a `>` that truncated it) would run as a net of no ops */
+  if ((st = dm_message_check_nonempty(path, len)) != DM_OK) {
     free(buf);
-    return dm_error(DM_ERR_PARSE, "%s: empty file (0 bytes): not a net", path);
+    return st;
   }
   if (fmt == DM_FORMAT_AUTO)
     fmt = dm_format_guess(path, buf, len);

@@ -34,7 +34,11 @@ DM_HIDDEN dm_file_format dm_format_guess(const char *path, const void *data, siz
 DM_HIDDEN dm_status dm_message_parse(const void *data, size_t len, const char *source,
                                      const ProtobufCMessageDescriptor *desc, dm_file_format fmt,
                                      ProtobufCMessage **out);
-/* Reads and parses a file. */
+/* DM_ERR_PARSE for 0 bytes (`source` named): protobuf reads them as a valid empty
+ * message, so a net that was never written (a failed download, a `>` that truncated the
+ * file, an empty buffer) would run as a net of no ops. */
+DM_HIDDEN dm_status dm_message_check_nonempty(const char *source, size_t len);
+/* Reads and parses a file; 0 bytes are refused (dm_message_check_nonempty). */
 DM_HIDDEN dm_status dm_message_read_file(const char *path, const ProtobufCMessageDescriptor *desc,
                                          dm_file_format fmt, ProtobufCMessage **out);
 /* Serialises to a malloc'd buffer (text is NUL-terminated; *len excludes the NUL). */

@@ -47,7 +47,7 @@ const char *dm_status_name(dm_status s) {
       "DM_OK",           "DM_ERR_INVALID", "DM_ERR_PARSE",       "DM_ERR_IO",
       "DM_ERR_NOT_FOUND", "DM_ERR_SHAPE",   "DM_ERR_TYPE",        "DM_ERR_NOMEM",
       "DM_ERR_LIMIT",    "DM_ERR_UNSUPPORTED", "DM_ERR_VERSION", "DM_ERR_EXISTS",
-      "DM_ERR_DEVICE",   "DM_ERR_NONFINITE"};
+      "DM_ERR_DEVICE",   "DM_ERR_NONFINITE", "DM_ERR_BUSY"};
   if ((unsigned)s < sizeof names / sizeof names[0])
     return names[s];
   return "DM_ERR_?";

@@ -21,6 +21,43 @@ dm_status dm_workspace_new(dm_workspace **out) {
   return DM_OK;
 }
 
+/* A token per thread: the address of a thread-local object is unique among the threads
+ * alive, and never 0. */
+static uintptr_t thread_token(void) {
+  static _Thread_local char token;
+  return (uintptr_t)&token;
+}
+
+dm_status dm_workspace_enter(const dm_workspace *ws, const char *fn) {
+  dm_workspace *w = (dm_workspace *)ws; /* the owner word is mutable state of a const ws */
+  uintptr_t me = thread_token(), was = 0;
+  if (atomic_compare_exchange_strong_explicit(&w->owner, &was, me, memory_order_acquire,
+                                              memory_order_relaxed)) {
+    w->owner_depth = 1;
+    return DM_OK;
+  }
+  if (was == me) { /* a public call made inside another on this thread */
+    w->owner_depth++;
+    return DM_OK;
+  }
+  return dm_error(DM_ERR_BUSY,
+                  "%s: the workspace is busy: another thread is inside a call on it (a "
+                  "workspace takes one call at a time; give each thread its own workspace, "
+                  "or serialise the calls)",
+                  fn);
+}
+
+void dm_workspace_leave(const dm_workspace *ws) {
+  dm_workspace *w = (dm_workspace *)ws;
+  if (--w->owner_depth == 0)
+    atomic_store_explicit(&w->owner, 0, memory_order_release);
+}
+
+dm_status dm_workspace_leave_with(const dm_workspace *ws, dm_status s) {
+  dm_workspace_leave(ws);
+  return s;
+}
+
 static void remove_blob(dm_workspace *ws, dm_blob *b) {
   HASH_DEL(ws->blobs, b);
   dm_tensor_free(b->tensor);
@@ -31,6 +68,10 @@ static void remove_blob(dm_workspace *ws, dm_blob *b) {
 
 void dm_workspace_destroy(dm_workspace *ws) {
   if (!ws)
+    return;
+  /* Freeing what another thread is using would crash it: refuse (the workspace leaks,
+   * the message says why) rather than free under it. */
+  if (dm_workspace_enter(ws, "dm_workspace_destroy") != DM_OK)
     return;
   for (size_t i = 0; i < ws->n_owned; i++)
     ws->owned[i].destroy(ws->owned[i].obj);
@@ -50,7 +91,9 @@ dm_status dm_workspace_set_engine(dm_workspace *ws, const char *engine) {
   if (strlen(engine) >= sizeof ws->engine)
     return dm_error(DM_ERR_INVALID, "dm_workspace_set_engine: engine list '%.40s...' is over %zu characters",
                     engine, sizeof ws->engine - 1);
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_set_engine"));
   snprintf(ws->engine, sizeof ws->engine, "%s", engine);
+  dm_workspace_leave(ws);
   return DM_OK;
 }
 
@@ -149,7 +192,11 @@ int dm_workspace_has_blob(const dm_workspace *ws, const char *name) {
     dm_error(DM_ERR_INVALID, "dm_workspace_has_blob: NULL %s", ws ? "name" : "ws");
     return 0;
   }
-  return dm_workspace_find(ws, name) != NULL;
+  if (dm_workspace_enter(ws, "dm_workspace_has_blob") != DM_OK)
+    return 0;
+  int has = dm_workspace_find(ws, name) != NULL;
+  dm_workspace_leave(ws);
+  return has;
 }
 
 /* Everything dm_workspace_feed can refuse, checked before the blob is touched. */
@@ -193,8 +240,8 @@ static void free_strings(char **v, int64_t n) {
 /* All or nothing: every argument is checked and every allocation made (the string copies,
  * the storage) before the blob changes, and a blob this call created is removed again on
  * failure, so a failed feed leaves the workspace as it was. */
-dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
-                            const int64_t *dims, const void *data) {
+static dm_status feed_entered(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
+                              const int64_t *dims, const void *data) {
   int64_t numel = 0;
   DM_TRY(check_feed(ws, name, &dtype, ndim, dims, data, &numel));
   char **strs = NULL; /* the string copies, made first */
@@ -231,13 +278,15 @@ dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, 
   return DM_OK;
 }
 
-dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out) {
-  if (!ws || !name || !out)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: NULL %s",
-                    !ws ? "ws" : !name ? "name" : "out");
-  *out = NULL;
-  if (!*name)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: an empty blob name");
+dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
+                            const int64_t *dims, const void *data) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_feed: NULL ws");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_feed"));
+  return dm_workspace_leave_with(ws, feed_entered(ws, name, dtype, ndim, dims, data));
+}
+
+static dm_status fetch_entered(dm_workspace *ws, const char *name, const dm_tensor **out) {
   dm_blob *b = dm_workspace_find(ws, name);
   if (!b)
     return dm_error(DM_ERR_NOT_FOUND, "no blob named '%s' in the workspace", name);
@@ -254,6 +303,17 @@ dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor
   return DM_OK;
 }
 
+dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out) {
+  if (!ws || !name || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: NULL %s",
+                    !ws ? "ws" : !name ? "name" : "out");
+  *out = NULL;
+  if (!*name)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch: an empty blob name");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_fetch"));
+  return dm_workspace_leave_with(ws, fetch_entered(ws, name, out));
+}
+
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -263,7 +323,11 @@ size_t dm_workspace_blob_count(const dm_workspace *ws) {
     dm_error(DM_ERR_INVALID, "dm_workspace_blob_count: NULL ws");
     return 0;
   }
-  return HASH_COUNT(ws->blobs);
+  if (dm_workspace_enter(ws, "dm_workspace_blob_count") != DM_OK)
+    return 0;
+  size_t n = HASH_COUNT(ws->blobs);
+  dm_workspace_leave(ws);
+  return n;
 }
 
 const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i) {
@@ -271,13 +335,17 @@ const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i) {
     dm_error(DM_ERR_INVALID, "dm_workspace_blob_name: NULL ws");
     return NULL;
   }
+  if (dm_workspace_enter(ws, "dm_workspace_blob_name") != DM_OK)
+    return NULL;
   /* The sorted cache is logically const: rebuilt lazily when blobs were added. */
   dm_workspace *w = (dm_workspace *)ws;
   size_t n = HASH_COUNT(w->blobs);
   if (w->names_stale || w->n_sorted != n) {
     char **names = realloc(w->sorted_names, (n ? n : 1) * sizeof *names);
-    if (!names)
+    if (!names) {
+      dm_workspace_leave(ws);
       return NULL;
+    }
     w->sorted_names = names;
     size_t k = 0;
     for (dm_blob *b = w->blobs; b; b = b->hh.next)
@@ -286,5 +354,7 @@ const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i) {
     w->n_sorted = n;
     w->names_stale = 0;
   }
-  return i < w->n_sorted ? w->sorted_names[i] : NULL;
+  const char *name = i < w->n_sorted ? w->sorted_names[i] : NULL;
+  dm_workspace_leave(ws);
+  return name;
 }

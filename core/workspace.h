@@ -6,6 +6,8 @@
 #ifndef DM_CORE_WORKSPACE_H
 #define DM_CORE_WORKSPACE_H
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <uthash.h>
 
 #include "tensor.h"
@@ -36,6 +38,11 @@ struct dm_workspace {
   int names_stale;
   uint64_t next_serial; /* the serial the next new blob gets */
   char engine[64];      /* the engine list of ops that name none ("": the registry's choice) */
+  /* One public call at a time (demitasse.h, "Threads"): the thread inside a public call
+   * (its token, 0 when none), taken by try-acquire in dm_workspace_enter, and how deep
+   * its public calls are nested (touched by that thread only). */
+  _Atomic(uintptr_t) owner;
+  unsigned owner_depth;
 };
 
 /* A new, empty workspace. The public dm_workspace_create (net/api.c) calls dm_init
@@ -62,6 +69,16 @@ DM_HIDDEN void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
  * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
 DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));
+/* Enters a public call `fn` on `ws`: DM_OK when no other thread is inside a public call
+ * on it (the calling thread may be, as when one public call makes another), else
+ * DM_ERR_BUSY with a message naming `fn`, at once: it never waits. Each DM_OK is paired
+ * with one dm_workspace_leave. `ws` is const for the read-only calls; the owner word is
+ * the one field they change. */
+DM_HIDDEN dm_status dm_workspace_enter(const dm_workspace *ws, const char *fn);
+DM_HIDDEN void dm_workspace_leave(const dm_workspace *ws);
+/* Returns `s` after leaving `ws` (for `return dm_workspace_leave_with(ws, call(...));`). */
+DM_HIDDEN dm_status dm_workspace_leave_with(const dm_workspace *ws, dm_status s);
+
 /* The workspace of the op a kernel is running (implemented by net/op_ctx.c), for
  * kernels that create blobs by name (Load). */
 DM_HIDDEN dm_workspace *dm_op_workspace(dm_op_ctx *ctx);

@@ -63,9 +63,12 @@ dm_status dm_workspace_create_net_file(dm_workspace *ws, const char *path, dm_ne
   *out = NULL;
   if (!*path)
     return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_file: an empty path");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_create_net_file"));
   Caffe2__NetDef *def = NULL;
-  DM_TRY(dm_netdef_read(path, &def));
-  return dm_workspace_create_net(ws, def, path, out);
+  dm_status s = dm_netdef_read(path, &def);
+  if (s == DM_OK)
+    s = dm_workspace_create_net(ws, def, path, out);
+  return dm_workspace_leave_with(ws, s);
 }
 
 dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size_t size, int text,
@@ -74,10 +77,14 @@ dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *data, size
     return dm_error(DM_ERR_INVALID, "dm_workspace_create_net_bytes: NULL %s",
                     !ws ? "ws" : !out ? "out" : "data");
   *out = NULL;
+  DM_TRY(dm_message_check_nonempty("dm_workspace_create_net_bytes: <memory>", size));
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_create_net_bytes"));
   ProtobufCMessage *m = NULL;
-  DM_TRY(dm_message_parse(data, size, "<memory>", &caffe2__net_def__descriptor,
-                          text ? DM_FORMAT_TEXT : DM_FORMAT_BINARY, &m));
-  return dm_workspace_create_net(ws, (Caffe2__NetDef *)m, "<memory>", out);
+  dm_status s = dm_message_parse(data, size, "<memory>", &caffe2__net_def__descriptor,
+                                 text ? DM_FORMAT_TEXT : DM_FORMAT_BINARY, &m);
+  if (s == DM_OK)
+    s = dm_workspace_create_net(ws, (Caffe2__NetDef *)m, "<memory>", out);
+  return dm_workspace_leave_with(ws, s);
 }
 
 dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path) {
@@ -85,7 +92,11 @@ dm_status dm_workspace_run_net_file(dm_workspace *ws, const char *path) {
     return dm_error(DM_ERR_INVALID, "dm_workspace_run_net_file: NULL %s", ws ? "path" : "ws");
   if (!*path)
     return dm_error(DM_ERR_INVALID, "dm_workspace_run_net_file: an empty path");
+  /* Entered for both calls, so that no other thread's call comes between them. */
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_run_net_file"));
   dm_net *net = NULL;
-  DM_TRY(dm_workspace_create_net_file(ws, path, &net));
-  return dm_net_run(net);
+  dm_status s = dm_workspace_create_net_file(ws, path, &net);
+  if (s == DM_OK)
+    s = dm_net_run(net);
+  return dm_workspace_leave_with(ws, s);
 }

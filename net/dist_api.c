@@ -14,9 +14,19 @@
 
 #include "demitasse.h"
 
+#include "api.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "dm_config.h"
+
+uint64_t dm_fingerprint(uint64_t h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  if (h == 0)
+    h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
 
 #if DM_HAVE_MPI
 #include "operators/mpi/mpi_common.h"
@@ -131,10 +141,8 @@ static dm_status bcast_blob(dm_workspace *ws, const char *name, int root, int sk
   return s;
 }
 
-dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, size_t n,
-                                 int root) {
-  if (!ws)
-    return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: NULL workspace");
+static dm_status broadcast_entered(dm_workspace *ws, const char *const *names, size_t n,
+                                   int root) {
   if (!dm_mpi_ready())
     return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: call dm_dist_init first");
   if (root < 0 || root >= dm_mpi_size())
@@ -154,7 +162,65 @@ dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, siz
   return s;
 }
 
+dm_status dm_workspace_broadcast(dm_workspace *ws, const char *const *names, size_t n,
+                                 int root) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_broadcast: NULL workspace");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_broadcast"));
+  return dm_workspace_leave_with(ws, broadcast_entered(ws, names, n, root));
+}
+
+dm_status dm_dist_agree(const char *what, const dm_dist_fact *facts, size_t n) {
+  if (!dm_mpi_ready() || dm_mpi_size() < 2 || n == 0)
+    return DM_OK;
+  const int size = dm_mpi_size(), me = dm_mpi_rank();
+  int64_t *all = calloc((size_t)size * n, sizeof *all); /* (size, n): rank r's row r */
+  if (!all)
+    return DM_NOMEM("the ranks' facts");
+  for (size_t k = 0; k < n; k++)
+    all[(size_t)me * n + k] = facts[k].value;
+  /* A sum of rows that are 0 but one's own is every rank's values (an all-gather). */
+  dm_status s = dm_mpi_allreduce_sum(all, (size_t)size * n, DM_INT64, what);
+  if (s != DM_OK) {
+    free(all);
+    return s;
+  }
+  char msg[1536];
+  size_t len = 0;
+  for (size_t k = 0; k < n && len < sizeof msg; k++) {
+    int differs = 0;
+    for (int r = 1; r < size; r++)
+      differs |= all[(size_t)r * n + k] != all[k];
+    if (!differs)
+      continue;
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s:", len ? "; " : "",
+                            facts[k].name);
+    for (int r = 0; r < size && len < sizeof msg; r++) {
+      int64_t v = all[(size_t)r * n + k];
+      len += (size_t)(facts[k].hex
+                          ? snprintf(msg + len, sizeof msg - len, "%s rank %d %016llx",
+                                     r ? "," : "", r, (unsigned long long)v)
+                          : snprintf(msg + len, sizeof msg - len, "%s rank %d %lld",
+                                     r ? "," : "", r, (long long)v));
+    }
+  }
+  free(all);
+  if (len == 0)
+    return DM_OK;
+  return dm_error(DM_ERR_INVALID,
+                  "the %d data-parallel ranks differ in %s, which must be the same on every "
+                  "rank (nothing was trained): %s",
+                  size, what, msg);
+}
+
 #else /* without MPI */
+
+dm_status dm_dist_agree(const char *what, const dm_dist_fact *facts, size_t n) {
+  (void)what;
+  (void)facts;
+  (void)n;
+  return DM_OK;
+}
 
 static dm_status no_mpi(const char *call) {
   return dm_error(DM_ERR_UNSUPPORTED, "%s: this build has no MPI (install libopenmpi-dev and "

@@ -170,7 +170,7 @@ static dm_status prep_opts(const dm_infer_options *o, dm_infer_prep *p) {
   return DM_OK;
 }
 
-dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
+static dm_status create_infer_net_entered(dm_workspace *ws, const char *net_path,
                                         const dm_infer_options *opts, dm_net **out) {
   if (!ws || !net_path || !out)
     return dm_error(DM_ERR_INVALID, "dm_workspace_create_infer_net: NULL %s",
@@ -233,4 +233,12 @@ dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
     *out = NULL;
   }
   return s;
+}
+
+dm_status dm_workspace_create_infer_net(dm_workspace *ws, const char *net_path,
+                                        const dm_infer_options *opts, dm_net **out) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_infer_net: NULL ws");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_create_infer_net"));
+  return dm_workspace_leave_with(ws, create_infer_net_entered(ws, net_path, opts, out));
 }

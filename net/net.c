@@ -572,7 +572,9 @@ void dm_net_set_graphs(dm_net *net, int on) {
 dm_status dm_net_set_device_graphs(dm_net *net, int on) {
   if (!net)
     return dm_error(DM_ERR_INVALID, "dm_net_set_device_graphs: NULL net");
+  DM_TRY(dm_workspace_enter(net->ws, "dm_net_set_device_graphs"));
   dm_net_set_graphs(net, on);
+  dm_workspace_leave(net->ws);
   return DM_OK;
 }
 
@@ -704,12 +706,18 @@ static dm_status nonfinite_failure(dm_net *net, const char *blob) {
                   blob, what, *net->finite_hint ? ": " : "", net->finite_hint);
 }
 
-dm_status dm_net_run(dm_net *net) {
-  if (!net)
-    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+/* A run, its outputs checked (dm_net_require_finite), inside the workspace's guard. */
+static dm_status run_entered(dm_net *net) {
   DM_TRY(run_ops(net));
   const char *bad = nonfinite_required(net);
   return bad ? nonfinite_failure(net, bad) : DM_OK;
+}
+
+dm_status dm_net_run(dm_net *net) {
+  if (!net)
+    return dm_error(DM_ERR_INVALID, "dm_net_run: NULL net");
+  DM_TRY(dm_workspace_enter(net->ws, "dm_net_run"));
+  return dm_workspace_leave_with(net->ws, run_entered(net));
 }
 
 const char *dm_net_name(const dm_net *net) {

@@ -271,7 +271,7 @@ dm_status dm_api_state_to_gpu(dm_workspace *ws, char *const *names, size_t n, in
   return dm_net_run(net);
 }
 
-dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
+static dm_status create_train_net_entered(dm_workspace *ws, const char *net_path,
                                         const dm_train_options *opts, dm_net **out) {
   if (!ws || !net_path || !out)
     return dm_error(DM_ERR_INVALID, "dm_workspace_create_train_net: NULL %s",
@@ -326,6 +326,14 @@ dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
   if (s != DM_OK) /* the state and nets this call created go again */
     dm_workspace_rollback(ws, mark);
   return s;
+}
+
+dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net_path,
+                                        const dm_train_options *opts, dm_net **out) {
+  if (!ws)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_create_train_net: NULL ws");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_create_train_net"));
+  return dm_workspace_leave_with(ws, create_train_net_entered(ws, net_path, opts, out));
 }
 
 dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *opts,

@@ -5,7 +5,8 @@
  * every rank of the job ends with the sum of all ranks' X_i (with `average`, the mean).
  * The data-parallel pass (net/data_parallel.c) puts one after the backward ops for the
  * weight gradients. Arguments:
- *   average       1: divide the sums by the number of ranks (default 0)
+ *   average       1: the mean: each rank's values divided by the number of ranks
+ *                 before the sum, as NCCL's average (default 0)
  *   wire_dtype    the precision the sum is taken in: "" (default) each blob's own (FP16
  *                 gradients summed in FP16, as the seed recipe's NCCL all-reduce does),
  *                 or FLOAT, FLOAT16, BFLOAT16 (the blobs converted for the reduction and

@@ -25,6 +25,7 @@
 #include "train_checkpoint.h"
 #include "train_report.h"
 #include "dist_flags.h"
+#include "train_paths.h"
 
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
@@ -160,11 +161,36 @@ static dm_status read_net(const char *path, const char *db, const char *db_flag,
   return s;
 }
 
-/* Runs the test net `iters` times; mean loss and accuracy. */
-static dm_status test_pass(dm_workspace *ws, dm_net *net, const train_opts *o, double *loss,
-                           double *acc) {
+/* The test net's DB inputs read the batch this blob names (INT64 [1], fed before each
+ * run): a function of the test pass's number, not of how many runs this process made,
+ * so a resumed run tests on the batches an uninterrupted one does. */
+#define TEST_BATCH_BLOB "test_batch"
+
+/* Each TensorProtosDBInput of the test net without an `iter` input gets TEST_BATCH_BLOB,
+ * fed 0 here so that the net instantiates. */
+static dm_status wire_test_batches(dm_workspace *ws, Caffe2__NetDef *test) {
+  int any = 0;
+  for (size_t i = 0; i < test->n_op; i++)
+    if (test->op[i]->type && strcmp(test->op[i]->type, "TensorProtosDBInput") == 0 &&
+        test->op[i]->n_input == 0) {
+      DM_TRY(dm_opdef_add_input(test->op[i], TEST_BATCH_BLOB));
+      any = 1;
+    }
+  int64_t zero = 0, one = 1;
+  return any ? dm_workspace_feed(ws, TEST_BATCH_BLOB, DM_INT64, 1, &one, &zero) : DM_OK;
+}
+
+/* Runs the test net `iters` times at iteration `done`; mean loss and accuracy. Pass k
+ * (the k-th multiple of --test-every, or the last iteration) reads batches k*iters to
+ * k*iters + iters - 1. */
+static dm_status test_pass(dm_workspace *ws, dm_net *net, const train_opts *o, long done,
+                           double *loss, double *acc) {
   double l = 0, a = 0;
+  const long pass = (done + o->test_every - 1) / o->test_every - 1;
   for (long i = 0; i < o->test_iters; i++) {
+    int64_t batch = (int64_t)pass * o->test_iters + i, one = 1;
+    if (dm_workspace_has_blob(ws, TEST_BATCH_BLOB))
+      DM_TRY(dm_workspace_feed(ws, TEST_BATCH_BLOB, DM_INT64, 1, &one, &batch));
     DM_TRY(dm_net_run(net));
     l += scalar(ws, o->loss);
     a += scalar(ws, o->accuracy);
@@ -271,6 +297,8 @@ static void free_nets(Caffe2__NetDef **nets, size_t n) {
 static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **test,
                             Caffe2__NetDef ***inits, Caffe2__NetDef **init_add) {
   DM_TRY(read_net(o->net, o->train_db, o->iters > 0 ? "--train-db" : NULL, def));
+  DM_TRY(dm_dist_cli_agree(&o->dist, *def, o->iters, o->mp.enabled ? o->mp.opts.target : DM_FLOAT,
+                           o->mp.enabled ? (int)o->mp.opts.scaling : -1));
   if (o->test_net)
     DM_TRY(read_net(o->test_net, o->test_db, o->iters > 0 ? "--test-db" : NULL, test));
   if (!(*inits = calloc(o->inits.n + 1, sizeof **inits)))
@@ -347,6 +375,8 @@ static dm_status setup(train_state *st, train_opts *o) {
     dm_net_set_check_finite(st->train, 1);
   if (s == DM_OK)
     s = dm_device_cli_apply(&o->dev, st->train);
+  if (s == DM_OK && test)
+    s = wire_test_batches(st->ws, test);
   if (s == DM_OK && test) {
     s = dm_workspace_create_net(st->ws, test, o->test_net, &st->test);
     test = NULL;
@@ -439,10 +469,47 @@ static int replay_divergence(train_state *st, const train_opts *o, long bad, lon
   return found;
 }
 
+/* The outputs checked against each other and the inputs before anything runs
+ * (train_paths.h); rank 0 alone writes them. */
+static dm_status check_outputs(const train_opts *o) {
+  if (o->dist.rank != 0)
+    return DM_OK;
+  size_t n = 0, cap = 4 + o->inits.n;
+  const char **in = calloc(cap, sizeof *in), **flag = calloc(cap, sizeof *flag);
+  char *svg = o->csv ? malloc(strlen(o->csv) + 5) : NULL;
+  dm_status s = !in || !flag || (o->csv && !svg) ? DM_NOMEM("the paths to check") : DM_OK;
+  if (s == DM_OK) {
+    const char *named[4] = {o->net, o->test_net, o->train_db, o->test_db};
+    static const char *const flags[4] = {"--net", "--test-net", "--train-db", "--test-db"};
+    for (int i = 0; i < 4; i++)
+      if (named[i]) {
+        in[n] = named[i];
+        flag[n++] = flags[i];
+      }
+    for (size_t i = 0; i < o->inits.n; i++) {
+      in[n] = o->inits.items[i];
+      flag[n++] = "--init";
+    }
+    if (svg) { /* as train_report.c names the curves: the CSV's extension replaced */
+      strcpy(svg, o->csv);
+      char *dot = strrchr(svg, '.');
+      strcpy(dot && !strchr(dot, '/') ? dot : svg + strlen(svg), ".svg");
+    }
+    dm_train_paths p = {o->checkpoint, o->csv, svg, in, flag, n};
+    s = dm_train_check_paths(&p);
+  }
+  free(in);
+  free(flag);
+  free(svg);
+  return s;
+}
+
 static dm_status train(train_opts *o) {
   train_state st = {0};
   if (o->iters > 0) /* before reading anything: no GPU, no training */
     DM_TRY(dm_device_cli_check(&o->dev));
+  if (o->iters > 0) /* and no output path that fails at the first save */
+    DM_TRY(check_outputs(o));
   dm_status s = setup(&st, o);
   if (s != DM_OK || o->iters == 0) /* --iters 0: the nets were written, nothing runs */
     goto cleanup;
@@ -531,7 +598,7 @@ static dm_status train(train_opts *o) {
     p.iter = done;
     int test_now = st.test && o->test_every > 0 && (done % o->test_every == 0 || done == o->iters);
     int log_now = done % o->log_every == 0 || done == o->iters || test_now;
-    if (test_now && (s = test_pass(st.ws, st.test, o, &p.test_loss, &p.test_accuracy)) != DM_OK)
+    if (test_now && (s = test_pass(st.ws, st.test, o, done, &p.test_loss, &p.test_accuracy)) != DM_OK)
       break;
     double test_means[2] = {p.test_loss, p.test_accuracy};
     if (test_now && o->dist.on && (s = dm_dist_mean(test_means, 2)) != DM_OK)

@@ -1,11 +1,15 @@
 /* dist_flags.c: `train --data-parallel` and its flags (see dist_flags.h). */
 #include "dist_flags.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "demitasse.h"
+#include "net/api.h"
+#include "net/netdef_build.h"
 
 enum { O_DP = DM_DIST_FLAG_BASE, O_DP_BUCKET, O_DP_FP32, O_DP_TIMEOUT };
 
@@ -83,6 +87,58 @@ dm_status dm_dist_cli_start(dm_dist_cli *d, int cuda, int *cuda_id) {
   return DM_OK;
 }
 
+/* The net's ops, packed, with every `db` argument's string left out. */
+static uint64_t net_fingerprint(Caffe2__NetDef *net) {
+  uint64_t h = 0;
+  for (size_t i = 0; i < net->n_op; i++) {
+    Caffe2__Argument *db = dm_opdef_find_arg(net->op[i], "db");
+    char *saved = db ? db->s.data ? (char *)db->s.data : NULL : NULL;
+    size_t saved_len = db ? db->s.len : 0;
+    if (db) {
+      db->s.data = NULL;
+      db->s.len = 0;
+    }
+    size_t n = protobuf_c_message_get_packed_size(&net->op[i]->base);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf) {
+      protobuf_c_message_pack(&net->op[i]->base, buf);
+      h = dm_fingerprint(h, buf, n);
+    }
+    free(buf);
+    if (db) {
+      db->s.data = (uint8_t *)saved;
+      db->s.len = saved_len;
+    }
+  }
+  return h;
+}
+
+/* The batch_size of the net's first op that has one (its data input), or 0. */
+static int64_t net_batch(const Caffe2__NetDef *net) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__Argument *a = dm_opdef_find_arg(net->op[i], "batch_size");
+    if (a && a->has_i)
+      return a->i;
+  }
+  return 0;
+}
+
+dm_status dm_dist_cli_agree(const dm_dist_cli *d, Caffe2__NetDef *net, long iters,
+                            int precision, int scaling) {
+  if (!d->on || d->size < 2)
+    return DM_OK;
+  const dm_dist_fact facts[] = {
+      {"the training net (fingerprint of its ops)", (int64_t)net_fingerprint(net), 1},
+      {"batch size (batch_size)", net_batch(net), 0},
+      {"--iters", iters, 0},
+      {"precision (dtype number: 1 FP32, 12 FP16, 20 BF16)", precision, 0},
+      {"loss scaling (--loss-scale)", scaling, 0},
+      {"--dp-fp32", d->fp32, 0},
+      {"--dp-bucket-mb (bytes)", d->bucket_bytes, 0},
+  };
+  return dm_dist_agree("what they train", facts, sizeof facts / sizeof facts[0]);
+}
+
 void dm_dist_cli_pass_opts(const dm_dist_cli *d, int overlap, dm_dp_opts *o) {
   memset(o, 0, sizeof *o);
   o->bucket_bytes = d->bucket_bytes;
@@ -92,6 +148,20 @@ void dm_dist_cli_pass_opts(const dm_dist_cli *d, int overlap, dm_dp_opts *o) {
   o->shard_id = d->rank;
 }
 
+/* After MPI_Abort, the most a rank waits to be ended by it (seconds): OpenMPI's abort
+ * goes through mpirun, which on a network partition keeps trying to reach the lost host
+ * and may never come back to end this rank. */
+#define DM_DIST_ABORT_GRACE_S 15
+
+static void abort_grace_over(int sig) {
+  (void)sig;
+  static const char msg[] = "demitasse train: MPI_Abort has not ended this rank after "
+                            "15 s (mpirun cannot reach a host?): exiting by itself\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
 void dm_dist_cli_finish(dm_dist_cli *d, int failed) {
   if (!d->on)
     return;
@@ -99,6 +169,10 @@ void dm_dist_cli_finish(dm_dist_cli *d, int failed) {
     fprintf(stderr, "demitasse train: rank %d of %d failed: ending every rank\n", d->rank,
             d->size);
     fflush(NULL);
+    /* The CLI's own watchdog (the library never exits): this process ends even if the
+     * abort never returns. */
+    signal(SIGALRM, abort_grace_over);
+    alarm(DM_DIST_ABORT_GRACE_S);
     dm_dist_abort(1);
   }
   dm_dist_finalize();

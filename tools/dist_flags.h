@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "net/data_parallel.h"
+#include "proto/caffe2.pb-c.h"
 
 #define DM_DIST_FLAG_BASE 1400 /* (1300s: cli_util.h's flags) */
 
@@ -32,6 +33,14 @@ struct option *dm_dist_merge_opts(const struct option *base);
  * rank). *cuda_id: with a GPU run, GPU "cuda" (no index) becomes this rank's local
  * rank on its host. */
 dm_status dm_dist_cli_start(dm_dist_cli *d, int cuda, int *cuda_id);
+/* With --data-parallel and 2+ ranks: every rank compares with the others what must be
+ * the same on all of them (the training net's fingerprint, its batch size, --iters, the
+ * precision and the all-reduce options) before anything is trained, and each fails alike
+ * on a difference, naming the ranks and what differs. `net` is the training net as
+ * read, before the passes (its `db` arguments, which may name each host's own copy,
+ * are left out of the fingerprint). */
+dm_status dm_dist_cli_agree(const dm_dist_cli *d, Caffe2__NetDef *net, long iters,
+                            int precision, int scaling);
 /* The pass's options for this rank. */
 void dm_dist_cli_pass_opts(const dm_dist_cli *d, int overlap, dm_dp_opts *o);
 /* The end of a run: MPI finalised after success; after a failure (`failed`), the error

@@ -5,8 +5,11 @@
  * precision. A bucket of one blob already in that precision is reduced in place; any
  * other is packed into one buffer (converted to the wire precision), reduced with one
  * collective, and unpacked (converted back). So a net's many small gradients (biases, BN
- * scales) cost a few collectives, not one each. `average` multiplies by 1/ranks after the
- * sum, in FP32 for the 16-bit types (for 2^k ranks exact).
+ * scales) cost a few collectives, not one each. `average` multiplies each rank's
+ * contribution by 1/ranks before the sum, in FP32 (for 2^k ranks exact), as NCCL's
+ * ncclAvg does: FP16 gradients that one process holds without overflow then sum without
+ * overflow on N ranks too, so N ranks skip the steps one process skips, and the CPU and
+ * the GPU all-reduce overflow alike (a sum taken first overflows at 1/N of the scale).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +79,8 @@ static dm_dtype wire_of(const dm_op_ctx *ctx, dm_dtype own) {
                                                                                : DM_FLOAT;
 }
 
-/* Reduces inputs [first, last) as one bucket of `bytes` wire bytes in `wire`. */
+/* Reduces inputs [first, last) as one bucket of `bytes` wire bytes in `wire`, each
+ * rank's values multiplied by `scale` first. */
 static dm_status reduce_bucket(dm_op_ctx *ctx, ar_state *s, int first, int last, dm_dtype wire,
                                size_t bytes, float scale) {
   char what[160];
@@ -88,10 +92,9 @@ static dm_status reduce_bucket(dm_op_ctx *ctx, ar_state *s, int first, int last,
     void *d = dm_tensor_mutable_data(x0);
     if (!d && n)
       return dm_op_error(ctx, DM_ERR_NOMEM, "reading '%s'", dm_op_input_name(ctx, first));
-    DM_TRY(dm_mpi_allreduce_sum(d, n, wire, what));
     if (scale != 1.0f)
       convert(d, wire, d, wire, n, scale);
-    return DM_OK;
+    return dm_mpi_allreduce_sum(d, n, wire, what);
   }
   if (bytes > s->cap) {
     void *b = realloc(s->buf, bytes);
@@ -107,7 +110,7 @@ static dm_status reduce_bucket(dm_op_ctx *ctx, ar_state *s, int first, int last,
     const void *d = dm_tensor_data(x);
     if (!d && n)
       return dm_op_error(ctx, DM_ERR_NOMEM, "reading '%s'", dm_op_input_name(ctx, i));
-    convert(d, x->dtype, (char *)s->buf + off * es, wire, n, 1.0f);
+    convert(d, x->dtype, (char *)s->buf + off * es, wire, n, scale);
     off += n;
   }
   DM_TRY(dm_mpi_allreduce_sum(s->buf, off, wire, what));
@@ -116,7 +119,7 @@ static dm_status reduce_bucket(dm_op_ctx *ctx, ar_state *s, int first, int last,
     dm_tensor *x = dm_op_output(ctx, i);
     size_t n = (size_t)dm_tensor_numel(x);
     void *d = dm_tensor_mutable_data(x);
-    convert((char *)s->buf + off * es, wire, d, x->dtype, n, scale);
+    convert((char *)s->buf + off * es, wire, d, x->dtype, n, 1.0f);
     off += n;
   }
   return DM_OK;

@@ -11,6 +11,10 @@
 
 #include "core/half.h"
 
+/* The tag of the note a rank that finishes normally sends every other rank (see
+ * dm_mpi_finalize and wait_for). */
+#define TAG_FINISHED 7177
+
 static int we_initialised;
 static double timeout_s = DM_MPI_DEFAULT_TIMEOUT_S;
 /* Sums of 16-bit floats: MPI has no such type; ours are user ops over MPI_UINT16_T. */
@@ -70,9 +74,24 @@ dm_status dm_mpi_init(int *rank, int *size) {
   return DM_OK;
 }
 
+/* Tells every other rank that this one finished normally, so that a rank still waiting
+ * for it in a collective says so instead of calling it lost (wait_for). Small sends,
+ * complete locally (eager); one nobody receives is dropped at MPI_Finalize. */
+static void notify_finished(void) {
+  static int64_t me; /* the send buffer outlives the call */
+  me = dm_mpi_rank();
+  for (int r = 0; r < dm_mpi_size(); r++) {
+    MPI_Request req;
+    if (r != me && MPI_Isend(&me, 1, MPI_INT64_T, r, TAG_FINISHED, MPI_COMM_WORLD, &req) ==
+                       MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+}
+
 dm_status dm_mpi_finalize(void) {
   if (!dm_mpi_ready())
     return DM_OK;
+  notify_finished();
   if (op_sum_f16 != MPI_OP_NULL)
     MPI_Op_free(&op_sum_f16);
   if (op_sum_bf16 != MPI_OP_NULL)
@@ -117,10 +136,26 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Seconds a collective waits before it looks for a finished rank's note, and how long
+ * it goes on after seeing one (the collective may still be completing: a rank sends it
+ * only after its own last collective, which MPI_Test may not have finished here yet). */
+#define FINISHED_LOOK_S 0.5
+#define FINISHED_GRACE_S 2.0
+
+static dm_status finished_error(const char *call, const char *what, int rank, double waited) {
+  return dm_error(DM_ERR_IO,
+                  "MPI: %s of %s on rank %d (after %.1f s): rank %d finished its run normally "
+                  "while this rank still needs it: the ranks ran different numbers of steps "
+                  "(give every rank the same net, options and --iters)",
+                  call, what, dm_mpi_rank(), waited, rank);
+}
+
 /* Waits for `req` up to the timeout: spinning on MPI_Test for the first millisecond (a
- * collective between ready ranks ends within it), then testing every 100 us. */
+ * collective between ready ranks ends within it), then testing every 100 us; after
+ * FINISHED_LOOK_S it also looks for another rank's note that it finished. */
 static dm_status wait_for(MPI_Request *req, const char *call, const char *what) {
-  double start = now_s();
+  double start = now_s(), finished_at = -1, last_look = 0;
+  int finished_rank = -1;
   for (long spins = 0;; spins++) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -129,6 +164,18 @@ static dm_status wait_for(MPI_Request *req, const char *call, const char *what) 
     if (done)
       return DM_OK;
     double waited = now_s() - start;
+    if (finished_rank < 0 && waited > FINISHED_LOOK_S && waited - last_look > 0.1) {
+      int flag = 0;
+      MPI_Status st;
+      last_look = waited;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FINISHED, MPI_COMM_WORLD, &flag, &st) ==
+              MPI_SUCCESS && flag) {
+        finished_rank = st.MPI_SOURCE; /* left unreceived: later waits see it too */
+        finished_at = waited;
+      }
+    }
+    if (finished_rank >= 0 && (waited - finished_at > FINISHED_GRACE_S || waited > timeout_s))
+      return finished_error(call, what, finished_rank, waited);
     if (waited > timeout_s)
       return dm_error(DM_ERR_IO,
                       "MPI: %s of %s on rank %d waited %.0f s for the other %d rank(s): one "

@@ -25,7 +25,10 @@
 
 /* MPI_Init_thread (FUNNELED) unless MPI is initialised already; rank and size out. */
 DM_HIDDEN dm_status dm_mpi_init(int *rank, int *size);
-/* MPI_Finalize if dm_mpi_init initialised it and it is not finalised yet. */
+/* MPI_Finalize if dm_mpi_init initialised it and it is not finalised yet; first a note
+ * to every other rank that this one finished normally, so that a rank still waiting for
+ * it in a collective fails within seconds saying so, instead of "lost or stopped" after
+ * the timeout. */
 DM_HIDDEN dm_status dm_mpi_finalize(void);
 /* Nonzero when MPI is initialised and not finalised: collectives may run. */
 DM_HIDDEN int dm_mpi_ready(void);

@@ -8,7 +8,8 @@
  * with more, within the rounding of N-1 additions. Checked: sums and means of FLOAT,
  * FLOAT16 and BFLOAT16 blobs, FP32 blobs summed on an FP16 wire, buckets small enough to
  * pack several blobs per collective and to send a blob alone, a blocked-free empty blob,
- * the results identical on every rank; dm_workspace_broadcast of named and of all blobs,
+ * the results identical on every rank; an FP16 mean whose sum would overflow finite, as
+ * one process's gradient is; dm_workspace_broadcast of named and of all blobs,
  * and its refusal (on every rank, naming the blob) when one rank's blob has another
  * shape; dm_dist_mean; the op's errors.
  */
@@ -88,14 +89,22 @@ static double fed(dm_dtype t, int r, int64_t i) {
   return (float)v;
 }
 
-/* The expected result at i: the ranks' fed values summed in rank order in the wire
- * precision (each partial sum rounded to it), converted back to dtype t, times scale. */
+/* v rounded to the wire precision. */
+static double on_wire(dm_dtype wire, double v) {
+  if (wire == DM_FLOAT16)
+    return h2f(f2h((float)v));
+  if (wire == DM_BFLOAT16)
+    return bf2f(f2bf((float)v));
+  return (float)v;
+}
+
+/* The expected result at i: the ranks' fed values times scale (the mean's 1/N applied to
+ * each rank's value first, as NCCL's average) rounded to the wire precision, summed in
+ * rank order in it (each partial sum rounded to it), converted back to dtype t. */
 static double expected(dm_dtype t, dm_dtype wire, int64_t i, double scale) {
   double acc = 0;
   for (int r = 0; r < size; r++) {
-    double v = fed(t, r, i);
-    if (wire == DM_FLOAT16)
-      v = h2f(f2h((float)v));
+    double v = on_wire(wire, (float)(fed(t, r, i) * scale));
     acc = r == 0 ? v : acc + v;
     if (wire == DM_FLOAT16)
       acc = h2f(f2h((float)acc));
@@ -104,7 +113,7 @@ static double expected(dm_dtype t, dm_dtype wire, int64_t i, double scale) {
     else
       acc = (float)acc;
   }
-  double out = (float)(acc * scale);
+  double out = (float)acc;
   if (t == DM_FLOAT16)
     out = h2f(f2h((float)out));
   if (t == DM_BFLOAT16)
@@ -214,6 +223,40 @@ static void test_allreduce(void) {
              DM_FLOAT, 0);
 }
 
+/* The mean of FP16 gradients every rank holds alike, some so large that their sum over
+ * the ranks overflows FP16 (what one process holds is finite): finite on every rank, as
+ * one process's, and equal to it (2^k ranks: exactly; others within the rounding of the
+ * 1/N and the N-1 additions). A sum taken before the division gave inf here, so N ranks
+ * skipped steps that one process applies. */
+static void test_fp16_mean_no_overflow(void) {
+  static const float g[] = {40000.0f, -40000.0f, 65504.0f / 2, 60000.0f, 1.0f, -0.375f,
+                            6.1035156e-05f, 1000.5f};
+  const int64_t n = (int64_t)(sizeof g / sizeof g[0]);
+  uint16_t h[sizeof g / sizeof g[0]];
+  for (int64_t i = 0; i < n; i++)
+    h[i] = f2h(g[i]);
+  static const char *const wires[] = {"", "arg { name: 'wire_dtype' s: 'FLOAT16' }"};
+  for (int w = 0; w < 2; w++) {
+    dm_workspace *ws;
+    CHECK(dm_workspace_create(&ws) == DM_OK, "workspace");
+    CHECK(dm_workspace_feed(ws, "g16", DM_FLOAT16, 1, &n, h) == DM_OK, "feeding g16");
+    char net[256];
+    snprintf(net, sizeof net, "op { type: 'Allreduce' input: 'g16' output: 'g16' "
+             "arg { name: 'average' i: 1 } %s }", wires[w]);
+    CHECK(run_text(ws, net) == DM_OK, "FP16 mean (%s)", w ? "FP16 wire" : "own dtype");
+    const dm_tensor *t = NULL;
+    CHECK(dm_workspace_fetch(ws, "g16", &t) == DM_OK, "fetching g16");
+    int pow2 = (size & (size - 1)) == 0;
+    for (int64_t i = 0; t && i < n; i++) {
+      double one = h2f(h[i]), v = got(t, i);
+      double tol = pow2 ? 0 : 4.0 * size * 0x1p-11 * fabs(one);
+      CHECK(isfinite(v) && fabs(v - one) <= tol,
+            "FP16 mean of %g held by all %d ranks is %g (one process: %g)", one, size, v, one);
+    }
+    dm_workspace_destroy(ws);
+  }
+}
+
 static void test_errors(void) {
   dm_workspace *ws;
   CHECK(dm_workspace_create(&ws) == DM_OK, "workspace");
@@ -268,6 +311,7 @@ int main(void) {
   }
   CHECK(dm_dist_rank() == rank && dm_dist_size() == size, "rank and size");
   test_allreduce();
+  test_fp16_mean_no_overflow();
   test_errors();
   test_broadcast();
   double v[2] = {rank, 1.0};

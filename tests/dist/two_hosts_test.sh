@@ -4,7 +4,8 @@
 # a script that runs the remote daemon with `ip netns exec` instead of ssh). Checks that
 # the two ranks really run in different namespaces, and that LeNet trained for N steps
 # this way ends bit-identical to the same 2-rank run inside one namespace (the reduction
-# is the same arithmetic whatever the transport).
+# is the same arithmetic whatever the transport). Then a network partition mid-run: the
+# rank that loses its peer exits by itself after MPI_Abort's grace period.
 # Needs root and iproute2 (exit 77 otherwise, or where namespaces cannot be made).
 #
 # usage: two_hosts_test.sh MPIRUN_SH DEMITASSE IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
@@ -87,6 +88,48 @@ for f in "$T"/one_host.out/*.npy; do
   cmp -s "$f" "$T/two_hosts.out/$(basename "$f")" ||
     fail "$(basename "$f" .npy) differs between one host and two"
 done
+# A network partition: the link between the hosts goes down mid-run. Rank 0's collective
+# times out (--dp-timeout 3) and it calls MPI_Abort, which mpirun cannot carry to the
+# lost host; the rank must still exit by itself after the CLI's grace period (15 s),
+# whatever mpirun does (it is killed from outside at the end, and what it did is logged).
+two_hosts "$DM" train --init "$INIT" --net "$T/net32.pbtxt" --train-db "$T/db" --iters 100000 \
+  --threads 1 --log-every 1 --data-parallel --dp-timeout 3 >"$T/part.log" 2>&1 &
+p_pid=$!
+p_i=0
+while ! grep -q "iter 3/" "$T/part.log" 2>/dev/null && [ $p_i -lt 600 ]; do sleep 0.1; p_i=$((p_i + 1)); done
+rank_pid() { # rank_pid NAMESPACE RANK
+  ip netns pids "$1" | while read -r p; do
+    [ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -c "^OMPI_COMM_WORLD_RANK=$2\$")" = 1 ] &&
+      grep -q "net32.pbtxt" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+  done | head -1
+}
+rank0=$(rank_pid "$A" 0) rank1=$(rank_pid "$B" 1)
+if [ -z "$rank0" ] || [ -z "$rank1" ]; then
+  fail "partition: rank processes not found ('$rank0' '$rank1'): $(tail -3 "$T/part.log")"
+else
+  ip -n "$A" link set "v$A" down
+  # each side of the partition: its rank must end within 60 s (rank 1's abort cannot
+  # reach mpirun at all: without the grace period it never ends)
+  for r in 0 1; do
+    eval "pid=\$rank$r"
+    p_t=0
+    while kill -0 "$pid" 2>/dev/null && [ $p_t -lt 60 ]; do sleep 1; p_t=$((p_t + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      fail "partition: rank $r still alive 60 s after the link went down"
+    else
+      echo "partition: rank $r gone ${p_t} s after rank 0 (or the link) went down"
+    fi
+  done
+  grep -q "waited [0-9]* s for the other 1 rank" "$T/part.log" ||
+    fail "partition: no timeout error: $(tail -5 "$T/part.log")"
+  sleep 5
+  [ -n "${DM_SHOW_PARTITION:-}" ] && cat "$T/part.log"
+  kill -0 "$p_pid" 2>/dev/null && echo "partition: mpirun still running 5 s after the ranks ended (killed now)"
+fi
+kill -9 "$p_pid" 2>/dev/null
+for p in $(ip netns pids "$A") $(ip netns pids "$B"); do kill -9 "$p" 2>/dev/null; done
+wait "$p_pid" 2>/dev/null
+
 [ "$fails" = 0 ] && echo "two hosts (network namespaces, TCP): $(ls "$T"/one_host.out | wc -l)" \
   "blobs bit-identical to one host after $N steps"
 exit $((fails > 0))

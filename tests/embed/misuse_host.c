@@ -264,6 +264,15 @@ static void empty_names(void) {
   REFUSED(dm_workspace_create_net_file(ws, "", &net), DM_ERR_INVALID,
           "dm_workspace_create_net_file", "empty path");
   EXPECT(net == NULL, "a refused net creation set *out");
+  /* An empty net, as the CLI refuses a 0-byte net file: binary or text, a NULL or a real
+   * pointer, refused alike (protobuf would read 0 bytes as a net of no ops). */
+  REFUSED(dm_workspace_create_net_bytes(ws, "", 0, 0, &net), DM_ERR_PARSE,
+          "dm_workspace_create_net_bytes", "0 bytes");
+  REFUSED(dm_workspace_create_net_bytes(ws, "", 0, 1, &net), DM_ERR_PARSE,
+          "dm_workspace_create_net_bytes", "0 bytes");
+  REFUSED(dm_workspace_create_net_bytes(ws, NULL, 0, 1, &net), DM_ERR_PARSE,
+          "dm_workspace_create_net_bytes", "0 bytes");
+  EXPECT(net == NULL, "a refused empty net set *out");
   dm_workspace_destroy(ws);
 }
 

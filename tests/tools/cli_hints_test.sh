@@ -79,10 +79,10 @@ fi
 
 # a 0-byte net is an error, not an empty net
 : >"$T/empty.pb"
-expect 1 "$DM" run --net "$T/empty.pb" && has err "empty.pb: empty file (0 bytes)"
-expect 1 "$DM" inspect "$T/empty.pb" && has err "empty file"
+expect 1 "$DM" run --net "$T/empty.pb" && has err "empty.pb: empty (0 bytes)"
+expect 1 "$DM" inspect "$T/empty.pb" && has err "empty (0 bytes)"
 : >"$T/empty.pbtxt"
-expect 1 "$DM" convert "$T/empty.pbtxt" "$T/e.pb" && has err "empty file"
+expect 1 "$DM" convert "$T/empty.pbtxt" "$T/e.pb" && has err "empty (0 bytes)"
 
 # stdout on a full device: exit 1 and "disk full", also when the output fits stdio's buffer
 if [ -w /dev/full ]; then

@@ -8,7 +8,7 @@
 # resumed after each kill, and finally run to N. Then every blob of the two final
 # checkpoints (the init net's outputs and the optimizer's state, exported by `demitasse
 # run` with Load load_all) must be byte-identical, and so must the CSVs but for the
-# images/s column (timing). CI runs DM_KILLS=5 (default); the issue's figure is
+# images/s column (timing), test metrics included (a test net every 2 iterations). CI runs DM_KILLS=5 (default); the issue's figure is
 # DM_KILLS=20 (about a minute): `DM_KILLS=20 meson test -C build train-kill-resume`.
 #
 # usage: train_kill_resume_test.sh DEMITASSE IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
@@ -26,11 +26,18 @@ train_test_setup kill_resume 2000
   -o "$T/rewritten.pbtxt" "$NET" >"$T/rewrite.log" 2>&1 || { cat "$T/rewrite.log"; exit 1; }
 BLOBS=$(cat "$INIT" "$T/optim_init.pbtxt" | sed -n 's/.*output: *"\([^"]*\)".*/\1/p' | sort -u)
 
+# A test net every 2 iterations, 2 batches a pass: each pass reads its own batches of
+# the validation DB, so a resumed run whose test reader restarted at batch 0 would log
+# other test metrics than the uninterrupted run.
+TEST_NET=$(dirname "$NET")/lenet_test.pbtxt
+[ -r "$TEST_NET" ] || { echo "missing $TEST_NET: skipped"; exit 77; }
+TRAIN_EXTRA="--test-net $TEST_NET --test-db $T/val_db --test-every 2 --test-iters 2"
 train() { # train CKPT CSV LOG [flags]
   t_ck=$1 t_csv=$2 t_log=$3
   shift 3
+  # shellcheck disable=SC2086
   "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
-    --checkpoint "$t_ck" --checkpoint-every "$K" --log-every 1 --csv "$t_csv" "$@" \
+    --checkpoint "$t_ck" --checkpoint-every "$K" --log-every 1 --csv "$t_csv" $TRAIN_EXTRA "$@" \
     >"$t_log" 2>&1
 }
 # export CKPT DIR: every blob of the checkpoint into DIR/<blob>.npy

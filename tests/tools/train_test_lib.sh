@@ -34,11 +34,12 @@ rand() { echo $(($(od -An -N2 -tu2 /dev/urandom) % $1)); }
 # kill_train_at ROW MAX_MS LOG [--resume]: starts `train` on $INIT/$NET with the training
 # DB, N iterations, the checkpoint $ck every $K and the CSV $csv, waits until the CSV has
 # ROW rows (progress, not time: the machine may be slow), then up to MAX_MS more, and
-# kills it with SIGKILL. Returns 1 when the run ended before the kill.
+# kills it with SIGKILL. Returns 1 when the run ended before the kill. $TRAIN_EXTRA (split
+# into words): more train flags, as a test net's.
 kill_train_at() {
   # exec: $! must be demitasse itself, not a subshell whose death leaves it running.
   (exec "$DM" train --init "$INIT" --net "$NET" --train-db "$T/train_db" --iters "$N" \
-    --checkpoint "$ck" --checkpoint-every "$K" --log-every 1 --csv "$csv" ${4:-} \
+    --checkpoint "$ck" --checkpoint-every "$K" --log-every 1 --csv "$csv" ${TRAIN_EXTRA:-} ${4:-} \
     >"$3" 2>&1) &
   kt_pid=$!
   kt_i=0
