@@ -33,6 +33,9 @@ typedef struct dm_train_report {
  * last row go), and continued; a missing one is started. The rows kept are the SVG's
  * first points. Every row is flushed as it is added, and a failed write is an error. */
 DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter);
+/* The SVG's path for csv_path: its extension (or the end) replaced by .svg. malloc'd;
+ * NULL when out of memory. */
+DM_HIDDEN char *dm_report_svg_path(const char *csv_path);
 /* Records a point; prints the progress line (every call on a terminal, every
  * `log_every` iterations and on test passes otherwise). */
 DM_HIDDEN dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total_iters,
