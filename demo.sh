@@ -6,7 +6,7 @@
 #
 # Each precision writes to its own folder (build/mnist/fp32, fp16 or bf16), so a
 # `--fp16` run keeps the FP32 run's files to compare with; the last lines say where the
-# CSV, the plot and the checkpoint went. DM_DEMO_BIN (a built demitasse: no setup, no
+# CSV, the plot and the checkpoint went (after a failed run: that it failed). DM_DEMO_BIN (a built demitasse: no setup, no
 # build) and DM_DEMO_OUT (instead of build/mnist) are for the test (tests/tools/demo_test.sh).
 set -eu
 cd "$(dirname "$0")"
@@ -42,8 +42,12 @@ status=0
   --iters 2000 --optimizer momentum --lr 0.01 --momentum 0.9 --weight-decay 5e-4 \
   --csv "$run/metrics.csv" --checkpoint "$run/checkpoint" --checkpoint-every 500 "$@" ||
   status=$?
-# where everything went, last, so it is what stays on the screen
+# where everything went, last, so it is what stays on the screen; a failed run names
+# no files (it may not have written them)
+if [ "$status" -ne 0 ]; then
+  echo "demo ($precision): training failed (exit $status); see the error above" >&2
+  exit $status
+fi
 echo "demo ($precision): metrics CSV  $run/metrics.csv"
 echo "demo ($precision): plot         $run/metrics.svg"
 echo "demo ($precision): checkpoint   $run/checkpoint"
-exit $status

@@ -134,6 +134,23 @@ static int prepare_lock_file(const char *path) {
   return err == EOPNOTSUPP || err == EINVAL ? 0 : err;
 }
 
+/* Read-only, LMDB answers a folder without data.mdb with ENOENT and an empty data.mdb
+ * with EBADF (it would write the first meta pages): both say what is missing instead. */
+static dm_status check_data_file(const char *path) {
+  char data[4096];
+  struct stat st;
+  if (snprintf(data, sizeof data, "%s/data.mdb", path) >= (int)sizeof data)
+    return dm_error(DM_ERR_IO, "db '%s': %s", path, strerror(ENAMETOOLONG));
+  if (stat(data, &st) != 0 && errno == ENOENT)
+    return dm_error(DM_ERR_NOT_FOUND, "db '%s': the folder holds no LMDB (no data.mdb in it): "
+                    "not a database made by `demitasse make-db` or a checkpoint made by Save",
+                    path);
+  if (stat(data, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+    return dm_error(DM_ERR_PARSE, "db '%s': %s is empty (0 bytes): not an LMDB (an "
+                    "interrupted write, or a placeholder file?)", path, data);
+  return DM_OK; /* anything else: LMDB's own open says what is wrong */
+}
+
 dm_status dm_db_open_read(const char *path, dm_db **out) {
   *out = NULL;
   struct stat st;
@@ -142,6 +159,7 @@ dm_status dm_db_open_read(const char *path, dm_db **out) {
                     strerror(errno));
   if (!S_ISDIR(st.st_mode))
     return dm_error(DM_ERR_IO, "db '%s': not an LMDB directory", path);
+  DM_TRY(check_data_file(path));
   dm_db *db;
   DM_TRY(db_new(path, 0, &db));
   /* MDB_NOTLS: the snapshot may be read from a prefetch thread. A lock file that cannot

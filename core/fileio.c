@@ -1,9 +1,11 @@
-/* fileio.c: atomic file replacement (see fileio.h). */
+/* fileio.c: atomic file replacement, writes in place to devices and FIFOs, and reads
+ * that open only regular files (see fileio.h). */
 #include "fileio.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,16 +71,123 @@ static int make_dir(const char *tmp, void *unused) {
   return mkdir(tmp, 0775);
 }
 
-/* The end of every atomic write: fsync (a crash leaves the old file or the whole new
- * one, never an empty one), close, rename; the temporary file is removed on failure. */
-static dm_status finish(int fd, dm_status s, const char *tmp, const char *path) {
-  if (s == DM_OK && fsync(fd) != 0)
+const char *dm_file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO (named pipe)"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+/* The file a symlink at `link` points to: its target, taken relative to the link's
+ * folder when it is relative (malloc'd; NULL with errno set on failure). */
+static char *link_target(const char *link, off_t size_hint) {
+  size_t cap = size_hint > 0 && size_hint < PATH_MAX ? (size_t)size_hint + 1 : PATH_MAX;
+  const char *slash = strrchr(link, '/');
+  size_t dir = slash ? (size_t)(slash - link) + 1 : 0;
+  char *out = malloc(dir + cap + 1);
+  if (!out)
+    return NULL;
+  ssize_t n = readlink(link, out + dir, cap);
+  if (n < 0 || (size_t)n >= cap) { /* a link that grew since lstat: give up on it */
+    free(out);
+    if (n >= 0)
+      errno = ENAMETOOLONG;
+    return NULL;
+  }
+  out[dir + (size_t)n] = '\0';
+  if (out[dir] == '/')
+    memmove(out, out + dir, (size_t)n + 1);
+  else
+    memcpy(out, link, dir);
+  return out;
+}
+
+/* Where a write to `path` goes (malloc'd in *dest): a symlink is followed to the file it
+ * names, which need not exist yet, so that the target is replaced and the link stays;
+ * *in_place is set when what is there is a device, a FIFO or a socket, which are written
+ * as they are, never replaced by a regular file. A directory is refused. */
+static dm_status resolve_dest(const char *path, char **dest, int *in_place) {
+  char *cur = strdup(path);
+  *in_place = 0;
+  for (int hops = 0; cur; hops++) {
+    struct stat st;
+    if (lstat(cur, &st) != 0)
+      break; /* nothing there yet (or the temporary file's creation will say why not) */
+    if (S_ISLNK(st.st_mode)) {
+      if (hops == 40) {
+        free(cur);
+        return dm_error(DM_ERR_IO, "%s: cannot write it: %s", path, strerror(ELOOP));
+      }
+      char *next = link_target(cur, st.st_size);
+      if (!next) {
+        int err = errno;
+        free(cur);
+        return err == ENOMEM ? DM_NOMEM("a file name")
+                             : dm_error(DM_ERR_IO, "%s: cannot read the symlink: %s", path,
+                                        strerror(err));
+      }
+      free(cur);
+      cur = next;
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      free(cur);
+      return dm_error(DM_ERR_IO, "%s: is a directory; give a file name", path);
+    }
+    *in_place = !S_ISREG(st.st_mode);
+    break;
+  }
+  if (!cur)
+    return DM_NOMEM("a file name");
+  *dest = cur;
+  return DM_OK;
+}
+
+/* Opens what a write to `path` goes to: a temporary file beside *dest (path, or the
+ * file its symlinks lead to) in *tmp, or, for a device, FIFO or socket, the thing itself
+ * (*tmp NULL). A FIFO's open waits for its reader, as a shell's redirection does. */
+static dm_status open_dest(const char *path, int *fd, char **dest, char **tmp) {
+  int in_place = 0;
+  *tmp = NULL;
+  DM_TRY(resolve_dest(path, dest, &in_place));
+  if (!in_place) {
+    dm_status s = make_temp(*dest, "file", make_file, fd, tmp);
+    if (s != DM_OK) {
+      free(*dest);
+      *dest = NULL;
+    }
+    return s;
+  }
+  struct stat st;
+  *fd = open(*dest, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  int err = *fd < 0 ? errno : fstat(*fd, &st) != 0 ? errno : 0;
+  if (!err && S_ISREG(st.st_mode))
+    err = EAGAIN; /* replaced by a regular file since lstat: not ours to overwrite */
+  if (!err)
+    return DM_OK;
+  if (*fd >= 0)
+    close(*fd);
+  free(*dest);
+  *dest = NULL;
+  return dm_error(DM_ERR_IO, "%s: cannot open it for writing: %s", path,
+                  err == EAGAIN ? "it changed while being opened" : dm_errno_text(err));
+}
+
+/* The end of every write: for a file replaced, fsync (a crash leaves the old file or
+ * the whole new one, never an empty one), close and rename the temporary file over
+ * `dest` (removed on failure); for one written in place (tmp NULL), close. `path` is
+ * the name the caller gave, for the messages. */
+static dm_status finish(int fd, dm_status s, const char *tmp, const char *dest,
+                        const char *path) {
+  if (s == DM_OK && tmp && fsync(fd) != 0)
     s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, dm_errno_text(errno));
   if (close(fd) != 0 && s == DM_OK)
     s = dm_error(DM_ERR_IO, "%s: write failed: %s", path, dm_errno_text(errno));
-  if (s == DM_OK && rename(tmp, path) != 0)
+  if (s == DM_OK && tmp && rename(tmp, dest) != 0)
     s = dm_error(DM_ERR_IO, "%s: cannot replace it: %s", path, dm_errno_text(errno));
-  if (s != DM_OK)
+  if (s != DM_OK && tmp)
     unlink(tmp);
   return s;
 }
@@ -86,13 +195,21 @@ static dm_status finish(int fd, dm_status s, const char *tmp, const char *path) 
 dm_status dm_write_file_atomic(const char *path, const void *data, size_t len) {
   if (!path || (!data && len))
     return dm_error(DM_ERR_INVALID, "dm_write_file_atomic: missing argument");
-  char *tmp = NULL;
+  char *tmp = NULL, *dest = NULL;
   int fd = -1;
-  DM_TRY(make_temp(path, "file", make_file, &fd, &tmp));
+  DM_TRY(open_dest(path, &fd, &dest, &tmp));
   dm_status s = dm_write_fd_all(fd, data, len, path);
-  s = finish(fd, s, tmp, path);
+  s = finish(fd, s, tmp, dest, path);
   free(tmp);
+  free(dest);
   return s;
+}
+
+static void atomic_free(dm_atomic_file *af) {
+  free(af->tmp);
+  free(af->path);
+  free(af->dest);
+  memset(af, 0, sizeof *af);
 }
 
 dm_status dm_atomic_open(dm_atomic_file *af, const char *path) {
@@ -100,22 +217,15 @@ dm_status dm_atomic_open(dm_atomic_file *af, const char *path) {
   if (!path)
     return dm_error(DM_ERR_INVALID, "dm_atomic_open: no path");
   int fd = -1;
-  DM_TRY(make_temp(path, "file", make_file, &fd, &af->tmp));
+  DM_TRY(open_dest(path, &fd, &af->dest, &af->tmp));
   if (!(af->path = strdup(path)) || !(af->f = fdopen(fd, "w"))) {
     close(fd);
-    unlink(af->tmp);
-    free(af->tmp);
-    free(af->path);
-    memset(af, 0, sizeof *af);
+    if (af->tmp)
+      unlink(af->tmp);
+    atomic_free(af);
     return DM_NOMEM("a file");
   }
   return DM_OK;
-}
-
-static void atomic_free(dm_atomic_file *af) {
-  free(af->tmp);
-  free(af->path);
-  memset(af, 0, sizeof *af);
 }
 
 dm_status dm_atomic_commit(dm_atomic_file *af) {
@@ -134,9 +244,10 @@ dm_status dm_atomic_commit(dm_atomic_file *af) {
   if (fd < 0) {
     if (s == DM_OK)
       s = dm_error(DM_ERR_IO, "%s: write failed: %s", af->path, dm_errno_text(errno));
-    unlink(af->tmp);
+    if (af->tmp)
+      unlink(af->tmp);
   } else {
-    s = finish(fd, s, af->tmp, af->path);
+    s = finish(fd, s, af->tmp, af->dest, af->path);
   }
   atomic_free(af);
   return s;
@@ -145,7 +256,8 @@ dm_status dm_atomic_commit(dm_atomic_file *af) {
 void dm_atomic_abort(dm_atomic_file *af) {
   if (af->f) {
     fclose(af->f);
-    unlink(af->tmp);
+    if (af->tmp)
+      unlink(af->tmp);
   }
   atomic_free(af);
 }
@@ -203,6 +315,27 @@ void dm_atomic_dir_remove(const char *tmp) {
     closedir(d);
   }
   rmdir(tmp);
+}
+
+dm_status dm_open_regular(const char *path, const char *hint, int *fd, struct stat *st) {
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (*fd < 0)
+    return dm_error(errno == ENOENT ? DM_ERR_NOT_FOUND : DM_ERR_IO, "%s: cannot open: %s", path,
+                    strerror(errno));
+  int flags = -1, err = 0;
+  if (fstat(*fd, st) != 0 || (S_ISREG(st->st_mode) && (flags = fcntl(*fd, F_GETFL)) < 0) ||
+      (flags >= 0 && fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0))
+    err = errno;
+  dm_status s = err                       ? dm_error(DM_ERR_IO, "%s: cannot open: %s", path,
+                                                     strerror(err))
+                : !S_ISREG(st->st_mode) ? dm_error(DM_ERR_IO, "%s: is %s; %s", path,
+                                                     dm_file_kind(st->st_mode), hint)
+                                          : DM_OK;
+  if (s != DM_OK) {
+    close(*fd);
+    *fd = -1;
+  }
+  return s;
 }
 
 int dm_fs_full(const char *path) {

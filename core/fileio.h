@@ -1,4 +1,5 @@
-/* fileio.h: files are replaced, never overwritten.
+/* fileio.h: files are replaced, never overwritten; writers own only what they write;
+ * readers read only regular files.
  *
  * Every file the library and the CLI write goes to a temporary file beside its target
  * (same directory, so the same file system), created with O_EXCL under a name unique to
@@ -8,6 +9,12 @@
  * Directories (make-db's LMDBs) are built the same way: in a temporary directory beside
  * the target, renamed into place when complete.
  *
+ * The target is what lstat finds at the path: a symlink is followed to the file it
+ * names, and that file is replaced in its own folder (the link stays a link); a
+ * character or block device, a FIFO or a socket is written in place (a FIFO's reader
+ * gets the data, /dev/full says "disk full"), never replaced by a regular file; a
+ * directory is refused.
+ *
  * Errors say "disk full" when the file system is (ENOSPC) or the quota is (EDQUOT).
  */
 #ifndef DM_FILEIO_H
@@ -15,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "status.h"
 
@@ -34,8 +42,9 @@ DM_HIDDEN dm_status dm_write_file_atomic(const char *path, const void *data, siz
  * ends it, and both accept a zeroed or already-ended struct. */
 typedef struct dm_atomic_file {
   FILE *f;
-  char *path; /* the target */
-  char *tmp;  /* the temporary file */
+  char *path; /* the name the caller gave, for messages */
+  char *dest; /* what is replaced: path, or the file its symlinks lead to */
+  char *tmp;  /* the temporary file; NULL when written in place (a device, a FIFO) */
   int err;    /* a writer that saw a write to f fail may keep its errno here: stdio's
                  error flag outlives the errno, which commit would otherwise not know */
 } dm_atomic_file;
@@ -51,6 +60,18 @@ DM_HIDDEN void dm_atomic_abort(dm_atomic_file *af);
 DM_HIDDEN dm_status dm_atomic_dir_create(const char *path, char **tmp);
 DM_HIDDEN dm_status dm_atomic_dir_commit(const char *tmp, const char *path);
 DM_HIDDEN void dm_atomic_dir_remove(const char *tmp);
+
+/* What a file of mode `m` that is not a regular one is, in words, for a refusal ("a
+ * FIFO (named pipe)", "a directory", ...). */
+DM_HIDDEN const char *dm_file_kind(mode_t m);
+
+/* Opens `path` for reading (*fd, close-on-exec) and fills *st, refusing anything but a
+ * regular file: a FIFO, a directory or a device ("<path>: is a FIFO (named pipe);
+ * <hint>"). The open is non-blocking, so a FIFO without a writer is refused at once
+ * instead of waiting for one forever; *fd is blocking again on return. ENOENT gives
+ * DM_ERR_NOT_FOUND, other failures DM_ERR_IO. */
+DM_HIDDEN dm_status dm_open_regular(const char *path, const char *hint, int *fd,
+                                    struct stat *st);
 
 /* Nonzero when the file system holding `path` has no block left for us: for writers
  * (LMDB) that report a short write on a full disk as EIO. */

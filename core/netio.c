@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Nesting deeper than this is refused: unpack's recursion must not exhaust the stack. */
 #define DM_WIRE_MAX_DEPTH 100
@@ -413,24 +414,23 @@ dm_status dm_read_file(const char *path, uint8_t **out, size_t *len) {
     return dm_error(DM_ERR_INVALID, "dm_read_file: missing argument");
   *out = NULL;
   *len = 0;
-  if (!(f = fopen(path, "rb")))
-    return dm_error(errno == ENOENT ? DM_ERR_NOT_FOUND : DM_ERR_IO, "%s: cannot open: %s", path,
-                    strerror(errno));
-  /* The size from stat is only a first guess (pipes, growing files); the limit is
-   * enforced on what is actually read. */
-  if (fstat(fileno(f), &sb) == 0) {
-    if (S_ISDIR(sb.st_mode)) {
-      st = dm_error(DM_ERR_IO, "%s: is a directory", path);
-      goto cleanup;
-    }
-    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > DM_MAX_FILE_BYTES) {
-      st = dm_error(DM_ERR_LIMIT, "%s: %" PRIu64 " bytes is more than the limit of %zu", path,
-                    (uint64_t)sb.st_size, DM_MAX_FILE_BYTES);
-      goto cleanup;
-    }
-    if (S_ISREG(sb.st_mode))
-      cap = (size_t)sb.st_size + 1;
+  /* a regular file only: a FIFO would block the open (or the read) forever, and a
+   * directory or a device is no net (core/fileio.h) */
+  int fd = -1;
+  DM_TRY(dm_open_regular(path, "a net is read from a regular file", &fd, &sb));
+  if (!(f = fdopen(fd, "rb"))) {
+    int e = errno;
+    close(fd);
+    return dm_error(DM_ERR_IO, "%s: cannot open: %s", path, strerror(e));
   }
+  if ((uint64_t)sb.st_size > DM_MAX_FILE_BYTES) {
+    st = dm_error(DM_ERR_LIMIT, "%s: %" PRIu64 " bytes is more than the limit of %zu", path,
+                  (uint64_t)sb.st_size, DM_MAX_FILE_BYTES);
+    goto cleanup;
+  }
+  /* The size from stat is only a first guess (a growing file); the limit is enforced on
+   * what is actually read. */
+  cap = (size_t)sb.st_size + 1;
   if (cap < 4096)
     cap = 4096;
   if (!(buf = malloc(cap))) {

@@ -365,20 +365,11 @@ dm_status dm_npy_load(const char *path, dm_tensor *t) {
     return dm_error(DM_ERR_INVALID, "dm_npy_load: NULL argument");
   dm_status s = DM_OK;
   char *hdr = NULL;
-  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever,
-   * before the check below could refuse it (it has no size to validate the header by) */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    return dm_error(DM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st = {0};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int is_fifo = S_ISFIFO(st.st_mode), is_dir = S_ISDIR(st.st_mode);
-    close(fd);
-    return dm_error(DM_ERR_IO, "%s: %s; a .npy is read from a regular file (save the array "
-                    "with np.save first)", path,
-                    is_fifo ? "is a FIFO (named pipe)" : is_dir ? "is a directory"
-                                                          : "not a regular file");
-  }
+  /* a regular file only: a FIFO has no size to validate the header by (core/fileio.h) */
+  int fd = -1;
+  struct stat st;
+  DM_TRY(dm_open_regular(path, "a .npy is read from a regular file (save the array with "
+                               "np.save first)", &fd, &st));
   FILE *f = fdopen(fd, "rb");
   if (!f) {
     int e = errno;

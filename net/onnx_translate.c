@@ -293,16 +293,6 @@ static int safe_location(const char *loc) {
   return 1;
 }
 
-/* What a file that is not a regular one is, for the message. */
-static const char *file_kind(mode_t m) {
-  return S_ISDIR(m)    ? "a directory"
-         : S_ISFIFO(m) ? "a FIFO"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-         : S_ISSOCK(m) ? "a socket"
-                       : "not a regular file";
-}
-
 /* Opens external-data file `loc` of the model in `base_dir` for reading: the path as
  * the kernel resolves it (symlinks included) must lie under the model's folder as it
  * resolves, and be a regular file. Opened O_NONBLOCK so that a FIFO swapped in after
@@ -354,7 +344,7 @@ static dm_status open_external(const char *base_dir, const char *loc, int *fd, o
   }
   if (!S_ISREG(st.st_mode)) {
     s = dm_error(DM_ERR_INVALID, "external data '%s' is %s; it must be a regular file",
-                 *resolved, file_kind(st.st_mode));
+                 *resolved, dm_file_kind(st.st_mode));
     goto cleanup;
   }
   *size = st.st_size;

@@ -1,6 +1,7 @@
 /* cli_util.c: messages, option helpers and tensor summaries for the CLI. */
 #include "cli_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -108,8 +109,10 @@ int dm_cli_parse_size(const char *s, size_t *out) {
     return 0;
   int shift = 0;
   if (*end) {
-    const char *u = strchr(units, end[0] & ~0x20); /* either case */
-    if (!end[0] || !u)
+    /* memchr, not strchr: a space (0x20 with the case bit cleared is NUL) would find the
+     * string's end and mean a shift of 70 */
+    const char *u = memchr(units, toupper((unsigned char)end[0]), sizeof units - 1);
+    if (!u)
       return 0;
     shift = 10 * (int)(u - units + 1);
     end++;
@@ -120,7 +123,7 @@ int dm_cli_parse_size(const char *s, size_t *out) {
     if (*end)
       return 0;
   }
-  if (shift && v > (SIZE_MAX >> shift))
+  if (shift >= (int)(8 * sizeof(size_t)) || (shift && v > (SIZE_MAX >> shift)))
     return 0;
   if (v > SIZE_MAX)
     return 0;
@@ -194,6 +197,64 @@ dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path
                       net_path, i, db, strerror(errno), flag);
   }
   return DM_OK;
+}
+
+/* The i-th path of a file option, counting the items of its list; NULL past the end. */
+static const char *file_path(const dm_cli_file *f, size_t i) {
+  if (!f->list)
+    return i == 0 ? f->path : NULL;
+  if (i >= f->list->n)
+    return NULL;
+  const char *item = f->list->items[i], *eq = f->binding ? strchr(item, '=') : NULL;
+  return eq ? eq + 1 : item;
+}
+
+/* The identity of an existing regular file or directory at `path`; 0 for anything
+ * else (absent, a device, a FIFO). */
+static int file_id(const char *path, struct stat *st) {
+  return path && stat(path, st) == 0 && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode));
+}
+
+dm_status dm_cli_check_outputs(const char *cmd, const dm_cli_file *outputs,
+                               const dm_cli_file *inputs) {
+  for (const dm_cli_file *o = outputs; o->flag; o++) {
+    const char *out;
+    struct stat so, si;
+    for (size_t i = 0; (out = file_path(o, i)); i++) {
+      if (!file_id(out, &so))
+        continue;
+      for (const dm_cli_file *in = inputs; in->flag; in++) {
+        const char *inp;
+        for (size_t j = 0; (inp = file_path(in, j)); j++)
+          if (file_id(inp, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return dm_error(DM_ERR_INVALID,
+                            "%s: %s '%s' is the same file as %s '%s', which this command "
+                            "reads: writing it would destroy that input; nothing was written "
+                            "or run (give another output file)",
+                            cmd, o->flag, out, in->flag, inp);
+      }
+    }
+  }
+  return DM_OK;
+}
+
+static int writes_blob(const Caffe2__NetDef *def, const char *blob) {
+  for (size_t i = 0; def && i < def->n_op; i++)
+    for (size_t k = 0; k < def->op[i]->n_output; k++)
+      if (def->op[i]->output[k] && strcmp(def->op[i]->output[k], blob) == 0)
+        return 1;
+  return 0;
+}
+
+dm_status dm_cli_check_blob_written(const char *flag, const char *blob,
+                                    const Caffe2__NetDef *net, const char *net_path,
+                                    const Caffe2__NetDef *test, const char *test_path) {
+  if (writes_blob(net, blob) || writes_blob(test, blob))
+    return DM_OK;
+  return dm_error(DM_ERR_NOT_FOUND, "%s '%s': no op of the training net %s%s%s writes that "
+                  "blob, so there is nothing to report (check the name, or leave %s out)",
+                  flag, blob, net_path, test ? " or of the test net " : "",
+                  test ? test_path : "", flag);
 }
 
 /* One element as text; FP16/BF16 widened to float for printing. */

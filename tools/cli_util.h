@@ -107,6 +107,32 @@ int dm_cli_engine_flag(const char *cmd, const char *arg, const char **out);
 dm_status dm_cli_check_db_inputs(const Caffe2__NetDef *def, const char *net_path,
                                  const char *flag);
 
+/* A file option of a command, for dm_cli_check_outputs: `path` (NULL: not given), or
+ * every item of the repeated option `list` ("NAME=PATH" items when `binding`). */
+typedef struct dm_cli_file {
+  const char *flag; /* "--init", "-o", "OUT" */
+  const char *path;
+  const dm_strlist *list;
+  int binding;
+} dm_cli_file;
+#define DM_CLI_FILE(flag, path) {(flag), (path), NULL, 0}
+#define DM_CLI_LIST(flag, list, binding) {(flag), NULL, (list), (binding)}
+#define DM_CLI_FILES_END {NULL, NULL, NULL, 0}
+/* Refuses, before anything runs, an output that is the same file (st_dev, st_ino, after
+ * symlinks) as one of the inputs, naming both: writing it would destroy what the
+ * command reads. `outputs` and `inputs` end with a zero entry (flag NULL). Only regular
+ * files and directories count (writing to /dev/null, read too, destroys nothing); an
+ * output that does not exist yet is no input. */
+dm_status dm_cli_check_outputs(const char *cmd, const dm_cli_file *outputs,
+                               const dm_cli_file *inputs);
+
+/* Refuses a blob named by `flag` (--accuracy) that no op of `net` (read from
+ * net_path) nor of `test` (may be NULL) writes, naming the nets: a typo would otherwise
+ * report nothing, silently. */
+dm_status dm_cli_check_blob_written(const char *flag, const char *blob,
+                                    const Caffe2__NetDef *net, const char *net_path,
+                                    const Caffe2__NetDef *test, const char *test_path);
+
 /* A malloc'd getopt_long table: the first n_base entries of `base` (n_base < 0: up to its
  * zero entry), then `extra` up to its zero entry, then a zero entry (NULL: no memory).
  * The flag modules (optim, mp, device, dist) append their options to a command's. */

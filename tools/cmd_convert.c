@@ -116,7 +116,10 @@ int dm_cmd_convert(int argc, char **argv) {
     from = DM_FORMAT_BINARY;
   if (out_onnx && to == DM_FORMAT_AUTO)
     to = DM_FORMAT_BINARY;
-  if (convert(in, out, desc, from, to) != DM_OK)
+  const dm_cli_file outs[] = {DM_CLI_FILE("OUT", out), DM_CLI_FILES_END},
+                    ins[] = {DM_CLI_FILE("IN", in), DM_CLI_FILES_END};
+  if (dm_cli_check_outputs("convert", outs, ins) != DM_OK ||
+      convert(in, out, desc, from, to) != DM_OK)
     return dm_cli_fail();
   return DM_EXIT_OK;
 }

@@ -122,6 +122,11 @@ int dm_cmd_export_onnx(int argc, char **argv) {
       rc = dm_cli_usage_error("export-onnx",
                               "--input-shape wants NAME=D0,D1,... (up to 8 dims), got '%s'",
                               specs.items[i]);
+  const dm_cli_file outs[] = {DM_CLI_FILE("-o", out), DM_CLI_FILES_END},
+                    ins[] = {DM_CLI_FILE("--net", net), DM_CLI_FILE("--init", init),
+                             DM_CLI_FILES_END};
+  if (rc < 0 && dm_cli_check_outputs("export-onnx", outs, ins) != DM_OK)
+    rc = dm_cli_fail();
   if (rc < 0) {
     dm_onnx_export_opts o = {shapes, specs.n};
     rc = export_pair(init, net, out, &o);

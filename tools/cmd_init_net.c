@@ -137,8 +137,14 @@ int dm_cmd_init_net(int argc, char **argv) {
   }
   if (!net || !table || !out || !inputs.n || optind != argc)
     rc = dm_cli_usage_error("init-net", "needs --for, --input, --out-channels and -o");
-  else if (make_init(net, &inputs, table, out, fill, (uint32_t)seed) != DM_OK)
-    rc = dm_cli_fail();
+  else {
+    const dm_cli_file outs[] = {DM_CLI_FILE("-o", out), DM_CLI_FILES_END},
+                      ins[] = {DM_CLI_FILE("--for", net), DM_CLI_FILE("--out-channels", table),
+                               DM_CLI_FILES_END};
+    if (dm_cli_check_outputs("init-net", outs, ins) != DM_OK ||
+        make_init(net, &inputs, table, out, fill, (uint32_t)seed) != DM_OK)
+      rc = dm_cli_fail();
+  }
   dm_strlist_free(&inputs);
   return rc;
 }

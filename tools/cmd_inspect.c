@@ -323,8 +323,14 @@ int dm_cmd_inspect(int argc, char **argv) {
     rc = dm_cli_usage_error("inspect", "wants one net file (got %d)", argc - optind);
   else if (table && !inputs.n)
     rc = dm_cli_usage_error("inspect", "--out-channels needs --input shapes");
-  else if (inspect(argv[optind], init, dot, table, &inputs) != DM_OK)
-    rc = dm_cli_fail();
+  else {
+    const dm_cli_file outs[] = {DM_CLI_FILE("--dot", dot), DM_CLI_FILES_END},
+                      ins[] = {DM_CLI_FILE("NET", argv[optind]), DM_CLI_FILE("--init", init),
+                               DM_CLI_FILE("--out-channels", table), DM_CLI_FILES_END};
+    if (dm_cli_check_outputs("inspect", outs, ins) != DM_OK ||
+        inspect(argv[optind], init, dot, table, &inputs) != DM_OK)
+      rc = dm_cli_fail();
+  }
   dm_strlist_free(&inputs);
   return rc;
 }

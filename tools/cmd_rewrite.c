@@ -290,7 +290,11 @@ int dm_cmd_rewrite(int argc, char **argv) {
   j.opts.n_exclude = data.n ? data.n : 2;
   if (rc == DM_EXIT_OK) {
     j.in = argv[optind];
-    if (rewrite(&j) != DM_OK)
+    const dm_cli_file outs[] = {DM_CLI_FILE("-o", j.out), DM_CLI_FILE("--init-out", j.init_out),
+                                DM_CLI_FILES_END},
+                      ins[] = {DM_CLI_FILE("NET", j.in), DM_CLI_LIST("--plugin", &j.plugins, 0),
+                               DM_CLI_FILES_END};
+    if (dm_cli_check_outputs("rewrite", outs, ins) != DM_OK || rewrite(&j) != DM_OK)
       rc = dm_cli_fail();
   }
   dm_strlist_free(&j.losses);

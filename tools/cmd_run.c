@@ -439,8 +439,16 @@ int dm_cmd_run(int argc, char **argv) {
                             argv[optind]);
   else if (!o.net)
     rc = dm_cli_usage_error("run", "--net is required");
-  else if (run(&o) != DM_OK)
-    rc = dm_cli_fail();
+  else {
+    const dm_cli_file outs[] = {DM_CLI_LIST("--output", &o.outputs, 1), DM_CLI_FILES_END},
+                      ins[] = {DM_CLI_FILE("--net", o.net),
+                               DM_CLI_FILE("--init", o.init),
+                               DM_CLI_LIST("--input", &o.inputs, 1),
+                               DM_CLI_LIST("--plugin", &o.plugins, 0),
+                               DM_CLI_FILES_END};
+    if (dm_cli_check_outputs("run", outs, ins) != DM_OK || run(&o) != DM_OK)
+      rc = dm_cli_fail();
+  }
 done:
   dm_strlist_free(&o.inputs);
   dm_strlist_free(&o.outputs);

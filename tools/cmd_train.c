@@ -30,6 +30,7 @@
 typedef struct train_opts {
   const char *net, *test_net, *loss, *accuracy, *csv, *checkpoint, *train_db, *test_db;
   const char *save_net, *save_init; /* --save-net, --save-init: the nets the passes made */
+  int accuracy_given; /* -a: that blob must be in the nets (the default may be absent) */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free, fuse_train;
   int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
@@ -301,6 +302,9 @@ static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__N
                            o->mp.enabled ? (int)o->mp.opts.scaling : -1));
   if (o->test_net)
     DM_TRY(read_net(o->test_net, o->test_db, o->iters > 0 ? "--test-db" : NULL, test));
+  if (o->accuracy_given)
+    DM_TRY(dm_cli_check_blob_written("--accuracy", o->accuracy, *def, o->net, *test,
+                                     o->test_net));
   if (!(*inits = calloc(o->inits.n + 1, sizeof **inits)))
     return DM_NOMEM("the init nets");
   for (size_t i = 0; i < o->inits.n; i++)
@@ -427,12 +431,12 @@ static int warn_overflow(train_state *st, const train_opts *o, long iter, long s
   if (at_min)
     st->warned_at_min = 1;
   if (st->skip_run == 10 || at_min) {
+    char advice[512];
     fprintf(stderr,
             "\ndemitasse train: warning: %ld steps in a row skipped on overflow (iteration %ld, "
-            "loss scale %g%s): the gradients overflow FP16 even at a small scale, so the "
-            "model is not training. Likely a diverging loss (lower --lr), or an op that needs "
-            "FP32 (--fp32-ops TYPE); --explain-overflow names the op.\n",
-            st->skip_run, iter, scale, scale <= o->mp.opts.min_scale ? ", at its minimum" : "");
+            "loss scale %g%s): %s\n",
+            st->skip_run, iter, scale, scale <= o->mp.opts.min_scale ? ", at its minimum" : "",
+            dm_mp_skip_advice(&o->mp.opts, scale, advice, sizeof advice));
   }
   return 1;
 }
@@ -469,37 +473,16 @@ static int replay_divergence(train_state *st, const train_opts *o, long bad, lon
   return found;
 }
 
-/* The outputs checked against each other and the inputs before anything runs
+/* The outputs' folders, kinds and distinctness checked before anything runs
  * (train_paths.h); rank 0 alone writes them. */
 static dm_status check_outputs(const train_opts *o) {
   if (o->dist.rank != 0)
     return DM_OK;
-  size_t n = 0, cap = 4 + o->inits.n;
-  const char **in = calloc(cap, sizeof *in), **flag = calloc(cap, sizeof *flag);
-  char *svg = o->csv ? malloc(strlen(o->csv) + 5) : NULL;
-  dm_status s = !in || !flag || (o->csv && !svg) ? DM_NOMEM("the paths to check") : DM_OK;
-  if (s == DM_OK) {
-    const char *named[4] = {o->net, o->test_net, o->train_db, o->test_db};
-    static const char *const flags[4] = {"--net", "--test-net", "--train-db", "--test-db"};
-    for (int i = 0; i < 4; i++)
-      if (named[i]) {
-        in[n] = named[i];
-        flag[n++] = flags[i];
-      }
-    for (size_t i = 0; i < o->inits.n; i++) {
-      in[n] = o->inits.items[i];
-      flag[n++] = "--init";
-    }
-    if (svg) { /* as train_report.c names the curves: the CSV's extension replaced */
-      strcpy(svg, o->csv);
-      char *dot = strrchr(svg, '.');
-      strcpy(dot && !strchr(dot, '/') ? dot : svg + strlen(svg), ".svg");
-    }
-    dm_train_paths p = {o->checkpoint, o->csv, svg, in, flag, n};
-    s = dm_train_check_paths(&p);
-  }
-  free(in);
-  free(flag);
+  char *svg = o->csv ? dm_report_svg_path(o->csv) : NULL;
+  if (o->csv && !svg)
+    return DM_NOMEM("a path");
+  dm_train_paths p = {o->checkpoint, o->csv, svg};
+  dm_status s = dm_train_check_paths(&p);
   free(svg);
   return s;
 }
@@ -640,6 +623,30 @@ cleanup:
   return s;
 }
 
+/* Refuses an output that is an input (--csv INIT, --save-init NET, --checkpoint on the
+ * training DB, ...) before anything is read or run (tools/cli_util.h). */
+static dm_status check_paths(const train_opts *o) {
+  char *svg = o->csv ? dm_report_svg_path(o->csv) : NULL;
+  if (o->csv && !svg)
+    return DM_NOMEM("a path");
+  const dm_cli_file outs[] = {DM_CLI_FILE("--csv", o->csv),
+                              DM_CLI_FILE("--csv's plot", svg),
+                              DM_CLI_FILE("--save-net", o->save_net),
+                              DM_CLI_FILE("--save-init", o->save_init),
+                              DM_CLI_FILE("--checkpoint", o->checkpoint),
+                              DM_CLI_FILES_END},
+                    ins[] = {DM_CLI_LIST("--init", &o->inits, 0),
+                             DM_CLI_FILE("--net", o->net),
+                             DM_CLI_FILE("--test-net", o->test_net),
+                             DM_CLI_FILE("--train-db", o->train_db),
+                             DM_CLI_FILE("--test-db", o->test_db),
+                             DM_CLI_LIST("--plugin", &o->plugins, 0),
+                             DM_CLI_FILES_END};
+  dm_status s = dm_cli_check_outputs("train", outs, ins);
+  free(svg);
+  return s;
+}
+
 enum { O_TRAIN_DB = 300, O_TEST_DB, O_EXPLAIN, O_NO_FREE, O_SAVE_NET, O_SAVE_INIT, O_FUSE_TRAIN,
        O_LAYOUT };
 
@@ -707,7 +714,7 @@ int dm_cmd_train(int argc, char **argv) {
       break;
     case 'n': o.net = optarg; break;
     case 'l': o.loss = optarg; break;
-    case 'a': o.accuracy = optarg; break;
+    case 'a': o.accuracy = optarg, o.accuracy_given = 1; break;
     case 't': o.test_net = optarg; break;
     case 'c': o.csv = optarg; break;
     case 'k': o.checkpoint = optarg; break;
@@ -751,6 +758,8 @@ int dm_cmd_train(int argc, char **argv) {
     o.test_every = o.iters;
   if (rc == DM_EXIT_OK && o.dist.on && !o.iters)
     rc = dm_cli_usage_error("train", "--data-parallel trains: it needs --iters N > 0");
+  if (rc == DM_EXIT_OK && check_paths(&o) != DM_OK)
+    rc = dm_cli_fail();
   if (rc == DM_EXIT_OK) {
     /* With --data-parallel: MPI first; a rank that fails ends every rank of the job */
     if (dm_dist_cli_start(&o.dist, o.dev.cuda, &o.dev.opts.device_id) != DM_OK ||

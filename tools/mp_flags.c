@@ -105,6 +105,26 @@ void dm_mp_cli_finish(dm_mp_cli *m) {
     m->opts.scaling = DM_LS_NONE;
 }
 
+const char *dm_mp_skip_advice(const dm_mp_opts *o, double scale, char *buf, size_t cap) {
+  static const double fp16_max = 65504;
+  /* a power of two 256 times smaller (a step of 2^8 in the gradients' range), at least 1 */
+  double smaller = fmax(1, exp2(floor(log2(scale / 256))));
+  if (o->scaling == DM_LS_STATIC && scale > fp16_max)
+    snprintf(buf, cap, "the static loss scale %g is too large: past FP16's largest value "
+             "(%g), every scaled gradient overflows and the model is not training. Give a "
+             "smaller one, --init-scale 1024 say, or --loss-scale dynamic (which finds one "
+             "itself).", scale, fp16_max);
+  else if (o->scaling == DM_LS_STATIC)
+    snprintf(buf, cap, "the gradients overflow FP16 at the static loss scale %g, which never "
+             "falls, so the model is not training. Give a smaller --init-scale (%g, say) or "
+             "--loss-scale dynamic; --explain-overflow names the op.", scale, smaller);
+  else
+    snprintf(buf, cap, "the gradients overflow FP16 even at a small scale, so the model is not "
+             "training. Likely a diverging loss (lower --lr), or an op that needs FP32 "
+             "(--fp32-ops TYPE); --explain-overflow names the op.");
+  return buf;
+}
+
 void dm_mp_help(FILE *f) {
   fprintf(f,
           "  --fp16               mixed precision: FP16 compute, FP32 master weights, loss\n"

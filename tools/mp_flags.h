@@ -27,6 +27,12 @@ void dm_mp_cli_finish(dm_mp_cli *m);
 /* Like dm_optim_flag: 1 if `c` was a mixed-precision flag (*rc set). */
 int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc);
 void dm_mp_help(FILE *f);
+/* What train's warning about steps skipped in a row on overflow says after the numbers:
+ * the likely cause and the fix. With dynamic scaling the scale fell and the gradients
+ * still overflow (a diverging loss, an op that needs FP32); a static scale never falls,
+ * so it is named as the cause (one past FP16's largest value, 65504, overflows every
+ * step), with a smaller --init-scale to try. Writes into buf (cap bytes); returns buf. */
+const char *dm_mp_skip_advice(const dm_mp_opts *o, double scale, char *buf, size_t cap);
 /* A malloc'd copy of the zero-terminated table `base` with the mixed-precision options
  * appended. */
 struct option *dm_mp_merge_opts(const struct option *base);

@@ -69,7 +69,10 @@ dm_status dm_train_resume(dm_workspace *ws, const char *path, char *const *blobs
   dm_status s = dm_train_checkpoint_net(ws, path, 0, blobs, n, &load);
   if (s == DM_OK)
     s = dm_net_run(load);
-  if (s != DM_OK)
+  if (s == DM_ERR_NOT_FOUND) /* a folder, or nothing, where the checkpoint should be */
+    dm_error_prefix(s, "--resume: --checkpoint '%s' holds no checkpoint to resume from (train "
+                    "without --resume to start one, or give an earlier run's)", path);
+  else if (s != DM_OK)
     dm_error_prefix(s, "--resume");
   for (size_t i = 0; s == DM_OK && i < n; i++) {
     blob_sig got;

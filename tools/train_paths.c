@@ -114,11 +114,6 @@ dm_status dm_train_check_paths(const dm_train_paths *p) {
       if (outs[b] && same_place(outs[a], outs[b]))
         return dm_error(DM_ERR_INVALID, "%s '%s' and %s '%s' are the same path: each output "
                         "needs its own", flags[a], outs[a], flags[b], outs[b]);
-    for (size_t i = 0; i < p->n_inputs && outs[a]; i++)
-      if (p->inputs[i] && same_place(outs[a], p->inputs[i]))
-        return dm_error(DM_ERR_INVALID, "%s '%s' is the input %s '%s': writing it would "
-                        "destroy what the run reads; give another path", flags[a], outs[a],
-                        p->input_flags[i], p->inputs[i]);
   }
   return DM_OK;
 }

@@ -12,15 +12,13 @@ typedef struct dm_train_paths {
   const char *checkpoint;     /* --checkpoint, or NULL */
   const char *csv;            /* --csv, or NULL */
   const char *svg;            /* the curves beside the CSV, or NULL */
-  const char *const *inputs;  /* every file and DB the run reads (nets, inits, DBs) */
-  const char *const *input_flags; /* the flag that named each ("--init", ...) */
-  size_t n_inputs;
 } dm_train_paths;
 
 /* Each output's folder exists and is writable; the CSV and the curves are not folders (an
  * LMDB is one) nor LMDB files; the checkpoint, where it exists, is an LMDB folder (its
  * data.mdb), never a file or another folder; the outputs are distinct from each other
- * and from every input (the same path, or the same file or folder by device and inode).
+ * (the same path, or the same file or folder by device and inode). That no output is an
+ * input is dm_cli_check_outputs's check (tools/cli_util.h), made for every command.
  * DM_ERR_INVALID or DM_ERR_IO naming the flag, the path and the fix; nothing is
  * written. */
 dm_status dm_train_check_paths(const dm_train_paths *p);

@@ -150,14 +150,20 @@ dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_i
   r->csv_path = strdup(csv_path);
   if (!r->csv_path)
     return DM_NOMEM("a path");
-  size_t len = strlen(csv_path);
-  r->svg_path = malloc(len + 5);
-  if (!r->svg_path)
+  if (!(r->svg_path = dm_report_svg_path(csv_path)))
     return DM_NOMEM("a path");
-  memcpy(r->svg_path, csv_path, len + 1);
-  char *dot = strrchr(r->svg_path, '.');
-  strcpy(dot && !strchr(dot, '/') ? dot : r->svg_path + len, ".svg");
   return DM_OK;
+}
+
+char *dm_report_svg_path(const char *csv_path) {
+  size_t len = strlen(csv_path);
+  char *svg = malloc(len + 5);
+  if (!svg)
+    return NULL;
+  memcpy(svg, csv_path, len + 1);
+  char *dot = strrchr(svg, '.');
+  strcpy(dot && !strchr(dot, '/') ? dot : svg + len, ".svg");
+  return svg;
 }
 
 static void csv_num(FILE *f, double v) {

@@ -34,6 +34,9 @@ typedef struct dm_train_report {
  * last row go), and continued; a missing one is started. The rows kept are the SVG's
  * first points. Every row is flushed as it is added, and a failed write is an error. */
 DM_HIDDEN dm_status dm_report_open(dm_train_report *r, const char *csv_path, long resume_iter);
+/* The SVG's path for csv_path: its extension (or the end) replaced by .svg. malloc'd;
+ * NULL when out of memory. */
+DM_HIDDEN char *dm_report_svg_path(const char *csv_path);
 /* Records a point (call it every iteration: the plot's trailing means are over
  * iterations); with `log_now` (every `log_every` iterations and on test passes), or on a
  * terminal, also a CSV row. Prints the progress line: on a terminal at every call, in

@@ -5,6 +5,8 @@
 # the built binary (DM_DEMO_BIN: no setup, no build) into a scratch folder (DM_DEMO_OUT),
 # for 2 iterations each.
 #
+# A failed run says it failed and names none of those files.
+#
 # usage: demo_test.sh DEMITASSE SOURCE_ROOT
 set -u
 DM=$1
@@ -37,6 +39,13 @@ checks=$((checks + 1))
 cmp -s "$T/fp32.csv" "$T/mnist/fp32/metrics.csv" && cmp -s "$T/fp32.svg" "$T/mnist/fp32/metrics.svg" ||
   fail "the FP16 run changed the FP32 run's files"
 has mnist/fp16/metrics.csv "loss_scale"
+# a failed run (a bad flag for train) says so and names no file it never wrote (issue 23)
+expect 2 demo --bf16 --lr nope && {
+  has err "demo (bf16): training failed (exit 2)"
+  count out "demo (bf16):" 0
+  checks=$((checks + 1))
+  [ ! -e "$T/mnist/bf16/metrics.svg" ] || fail "a failed run left a plot"
+}
 checks=$((checks + 1))
 # the FP16 run logs its loss scale; the FP32 one has none
 awk -F, 'NR > 1 && $7 != "" { found = 1 } END { exit !found }' "$T/mnist/fp16/metrics.csv" ||

@@ -47,7 +47,9 @@ expect 1 "$DM" train --init "$T/fill.pbtxt" --net "$SRC/models/mnist/lenet_train
 }
 
 # bad sizes: usage errors that say what a size is
-for size in abc -1 1.5G 12Q 1MX '' ' 1M' 1M1 99999999999999999999 20000000000000000E; do
+# (trailing white space: '3 ' was a shift by 70, undefined, that meant 192 bytes)
+for size in abc -1 1.5G 12Q 1MX '' ' 1M' 1M1 99999999999999999999 20000000000000000E '3 ' \
+  '1M ' '5	' '2 B'; do
   expect 2 "$DM" run --net "$T/fill.pbtxt" --memory-limit "$size" && {
     has err "--memory-limit wants a size such as 512M, 8G or a number of bytes"
     has err "got '$size'"

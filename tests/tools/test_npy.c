@@ -178,7 +178,7 @@ static void test_malformed_file(void **state) {
 
 static void test_missing_file(void **state) {
   dm_tensor *t = dm_tensor_new(DM_DEFAULT_TENSOR_LIMIT);
-  assert_int_equal(dm_npy_load("/nonexistent/x.npy", t), DM_ERR_IO);
+  assert_int_equal(dm_npy_load("/nonexistent/x.npy", t), DM_ERR_NOT_FOUND);
   assert_non_null(strstr(dm_last_error(), "/nonexistent/x.npy: cannot open"));
   dm_tensor_free(t);
 }

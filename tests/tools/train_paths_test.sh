@@ -35,14 +35,14 @@ bad() {
 bad "checkpoint folder missing" "its folder '$T/nodir'" --checkpoint "$T/nodir/ck"
 bad "csv folder missing" "its folder '$T/nodir'" --csv "$T/nodir/m.csv"
 bad "checkpoint = csv" "same path" --checkpoint "$T/out" --csv "$T/out"
-bad "checkpoint = --train-db" "is the input --train-db" --checkpoint "$T/db"
-bad "checkpoint = --train-db, spelt otherwise" "is the input --train-db" --checkpoint "$T/./db/"
-bad "checkpoint = --init" "is a file, not a checkpoint" --checkpoint "$T/init.pbtxt"
+bad "checkpoint = --train-db" "'$T/db' is the same file as --train-db" --checkpoint "$T/db"
+bad "checkpoint = --train-db, spelt otherwise" "is the same file as --train-db" --checkpoint "$T/./db/"
+bad "checkpoint = --init" "is the same file as --init" --checkpoint "$T/init.pbtxt"
 bad "csv an LMDB" "is a folder (an LMDB" --csv "$T/val"
 bad "checkpoint a regular file" "is a file, not a checkpoint" --checkpoint "$T/afile"
-bad "csv = --init" "is the input --init" --csv "$T/init.pbtxt"
+bad "csv = --init" "is the same file as --init" --csv "$T/init.pbtxt"
 cp "$INIT" "$T/init.svg"
-bad "curves = --init" "curves (.svg) '$T/init.svg' is the input --init" --csv "$T/init.csv" \
+bad "curves = --init" "plot '$T/init.svg' is the same file as --init" --csv "$T/init.csv" \
   --init "$T/init.svg"
 "$DM" train --init "$T/init.pbtxt" --net "$NET" --train-db "$T/db" --iters 2 --threads 1 \
   --checkpoint "$T/ck" --csv "$T/m.csv" >"$T/good.log" 2>&1 || fail "good paths: $(tail -3 "$T/good.log")"
