@@ -655,6 +655,14 @@ static dm_status translate_op(exporter *x, size_t i, op_bufs *b, char **report, 
   oxe *e = &x->e;
   e->why[0] = '\0';
   dm_status r = DM_OK;
+  /* ONNX reads an empty name as an omitted optional input or output: a Caffe2 op's ""
+   * blob (which `run` refuses) must not become one */
+  for (size_t k = 0; k < op->n_input + op->n_output && r == DM_OK; k++) {
+    const char *blob = k < op->n_input ? op->input[k] : op->output[k - op->n_input];
+    if (!blob || !*blob)
+      r = ex_refuse(e, "%s %zu has an empty name", k < op->n_input ? "input" : "output",
+                    k < op->n_input ? k : k - op->n_input);
+  }
   for (size_t k = 0; k < op->n_input; k++) {
     ex_name *n = names_find(&x->names, op->input[k]);
     b->in[k] = n ? n->cur : NULL;

@@ -3,6 +3,7 @@
 # models/example's pair exports, imports back (import-onnx) and runs to the answer the
 # example ships with (its README's probabilities); a net with untranslatable ops fails
 # listing each (index, name, type) and writes nothing, and leaves an older model in place;
+# an op with an empty blob name is refused;
 # usage errors exit 2.
 set -u
 DM=$1
@@ -31,6 +32,14 @@ cmp -s "$T/mlp.onnx" "$T/keep.onnx" || fail "a failed export changed the model f
 expect 1 "$DM" export-onnx --net "$EX/predict_net.pbtxt" -o "$T/noinit.onnx" &&
   has err "W 'fc1_w' is not filled by the init net"
 [ -e "$T/noinit.onnx" ] && fail "a failed export wrote a file"
+# an empty blob name would read as ONNX's "omitted optional output": refused, not written
+printf '%s\n' 'op { type: "Relu" input: "x" output: "" }' \
+  'op { type: "Relu" input: "" output: "y" }' 'external_input: "x"' 'external_output: "y"' \
+  >"$T/empty.pbtxt"
+expect 1 "$DM" export-onnx --net "$T/empty.pbtxt" -o "$T/empty.onnx" &&
+  { has err "op 0 '': Relu: output 0 has an empty name"
+    has err "op 1 '': Relu: input 0 has an empty name"; }
+[ -e "$T/empty.onnx" ] && fail "an export with an empty blob name wrote a file"
 
 # usage errors
 expect 2 "$DM" export-onnx --init "$EX/init_net.pbtxt" -o "$T/x.onnx" && has err "--net NET is required"
