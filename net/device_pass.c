@@ -12,6 +12,7 @@
 #include "memory_pass.h"
 #include "net.h"
 #include "netdef_build.h"
+#include "op_origin.h"
 
 /* A place: LOC_CPU, or the id of a CUDA GPU. */
 #define LOC_CPU (-1)
@@ -277,13 +278,12 @@ static dm_status emit_copy(pass *p, const char *src, const char *dst, int from, 
 
 static dm_status refuse_gpu_to_gpu(size_t i, const Caffe2__OperatorDef *op, const char *what,
                                    const char *name, int loc, int home) {
-  char a[32], b[32];
+  char a[32], b[32], desc[512];
   return dm_error(DM_ERR_UNSUPPORTED,
-                  "op %zu (%s%s%s) on %s %s blob '%s', whose home is %s: there is no copy op "
+                  "%s on %s %s blob '%s', whose home is %s: there is no copy op "
                   "between two GPUs (pin the op to %s or to the CPU)",
-                  i, op->type ? op->type : "", op->name && *op->name ? " " : "",
-                  op->name ? op->name : "", loc_str(loc, a, sizeof a), what, name,
-                  loc_str(home, b, sizeof b), b);
+                  dm_opdef_describe(op, i, desc, sizeof desc), loc_str(loc, a, sizeof a), what,
+                  name, loc_str(home, b, sizeof b), b);
 }
 
 static dm_status replace(char **slot, const char *name) {

@@ -10,6 +10,7 @@
 #include "demitasse_plugin.h"
 #include "memory_pass.h"
 #include "netdef_build.h"
+#include "op_origin.h"
 
 /* One (blob, version) in the forward net's SSA form. */
 typedef struct version_info {
@@ -129,6 +130,8 @@ dm_status dm_grad_emit(dm_grad_ctx *g, const char *type, int n_in, const char *c
     dm_opb_engine(&b, g->op->engine);
   dm_opb_gradient(&b, 1);
   Caffe2__OperatorDef *op = dm_opb_op(&b);
+  if (op) /* errors name it after its forward op as written (op_origin.h) */
+    op->debug_info = dm_origin_of_gradient(g->op);
   DM_TRY(dm_opb_append(&b, g->out));
   g->last = op;
   return DM_OK;
@@ -352,6 +355,7 @@ static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *loss
     else
       reach[id][ps->blobs[id].n - 1] = 1;
   }
+  char what[512];
   for (size_t i = n_ops; i-- > 0 && s == DM_OK;) {
     const Caffe2__OperatorDef *op = net->op[i];
     int hit = 0;
@@ -361,11 +365,11 @@ static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *loss
       continue;
     const dm_op_schema *schema = dm_schema_lookup(op->type ? op->type : "");
     if (!schema)
-      s = dm_error_prefix(dm_unknown_op_error(op->type), "op %zu", i);
+      s = dm_error_prefix(dm_unknown_op_error(op->type), "%s",
+                          dm_opdef_describe(op, i, what, sizeof what));
     else if (!schema->gradient && !schema->no_gradient)
-      s = dm_error(DM_ERR_INVALID,
-                   "op %zu (%s): the loss depends on its output, but it has no gradient", i,
-                   op->type);
+      s = dm_error(DM_ERR_INVALID, "%s: the loss depends on its output, but it has no gradient",
+                   dm_opdef_describe(op, i, what, sizeof what));
     if (s != DM_OK || !schema->gradient)
       continue;
     /* Makers index inputs and outputs as the schema declares them: an op of another
@@ -375,9 +379,9 @@ static dm_status mark_path(pass_state *ps, size_t n_ops, const char *const *loss
     if (ni < schema->min_inputs || (schema->max_inputs >= 0 && ni > schema->max_inputs) ||
         no < schema->min_outputs || (schema->max_outputs >= 0 && no > schema->max_outputs)) {
       s = dm_error(DM_ERR_INVALID,
-                   "op %zu (%s) has %d inputs and %d outputs; its schema allows %d to %d "
+                   "%s has %d inputs and %d outputs; its schema allows %d to %d "
                    "inputs and %d to %d outputs (-1: any number)",
-                   i, op->type, ni, no, schema->min_inputs, schema->max_inputs,
+                   dm_opdef_describe(op, i, what, sizeof what), ni, no, schema->min_inputs, schema->max_inputs,
                    schema->min_outputs, schema->max_outputs);
       continue;
     }
@@ -462,8 +466,9 @@ static dm_status backward_op(pass_state *ps, size_t i) {
   size_t start = ps->net->n_op;
   if (s == DM_OK && any) {
     s = run_maker(op, schema, out_grads, in_names, needed, ps->net, &alias);
+    char what[512];
     if (s != DM_OK)
-      dm_error_prefix(s, "gradient of op %zu (%s)", i, op->type);
+      dm_error_prefix(s, "gradient of %s", dm_opdef_describe(op, i, what, sizeof what));
   }
   /* Record what each input received, and finish versions whose consumers are done. */
   for (size_t j = 0; j < op->n_input && s == DM_OK; j++) {

@@ -13,6 +13,7 @@
 #include "demitasse_plugin.h"
 #include "memory_pass.h"
 #include "netdef_build.h"
+#include "op_origin.h"
 #include "optimizer_pass.h"
 
 typedef enum color { C_NONE = 0, C_F16 = 1, C_F32 = 2 } color;
@@ -457,7 +458,9 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
     const char *type = op->type ? op->type : "";
     const dm_op_schema *schema = dm_schema_lookup(type);
     if (!schema) { /* the message first: `type` lives in op */
-      s = dm_error_prefix(dm_unknown_op_error(type), "op %zu", i);
+      char what[512];
+      s = dm_error_prefix(dm_unknown_op_error(type), "%s",
+                          dm_opdef_describe(op, i, what, sizeof what));
       protobuf_c_message_free_unpacked(&op->base, NULL);
       break;
     }

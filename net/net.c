@@ -9,14 +9,10 @@
 
 #include "core/device.h"
 #include "core/registry.h"
+#include "op_origin.h"
 
 const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap) {
-  const char *type = op->def->type ? op->def->type : "";
-  if (op->def->name && *op->def->name)
-    snprintf(buf, cap, "op %d (%s '%s')", op->index, type, op->def->name);
-  else
-    snprintf(buf, cap, "op %d (%s)", op->index, type);
-  return buf;
+  return dm_opdef_describe(op->def, (size_t)op->index, buf, cap);
 }
 
 static const char *plural(int n, const char *word, char *buf, size_t cap) {

@@ -13,6 +13,7 @@
 #include "net/gradient.h"
 #include "net/memory_pass.h"
 #include "net/netdef_build.h"
+#include "net/op_origin.h"
 
 void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   memset(o, 0, sizeof *o);
@@ -284,10 +285,16 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     return dm_error(DM_ERR_INVALID, "dm_pipeline_run: NULL argument");
   const char **init_blobs = NULL;
   size_t n_init_blobs = 0, cap_init_blobs = 0;
-  dm_status s = DM_OK;
+  /* errors name ops as the user wrote them (op_origin.h) */
+  dm_status s = dm_origin_stamp(net);
+  for (size_t i = 0; s == DM_OK && i < o->n_shared; i++)
+    s = dm_origin_stamp(o->shared[i]);
+  if (s != DM_OK)
+    return s;
 
   /* training fusion, then 1. gradient, 2. optimizer */
-  if (o->fuse_train && (s = fuse_for_training(net, o, &r->train_fusion)) != DM_OK) {
+  if (o->fuse_train && ((s = fuse_for_training(net, o, &r->train_fusion)) != DM_OK ||
+                       (s = dm_origin_mark_added(net, "training fusion")) != DM_OK)) {
     dm_pipeline_result_free(&local);
     return s;
   }
@@ -295,8 +302,10 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
                 (o->gradient == DM_PIPELINE_GRAD_AUTO && !dm_netdef_has_gradient_ops(net));
   if (r->gradient && o->n_losses == 0)
     return dm_error(DM_ERR_INVALID, "the gradient pass needs a loss blob");
-  if (r->gradient)
+  if (r->gradient) {
     DM_TRY(dm_add_gradient_ops(net, o->losses, o->n_losses));
+    DM_TRY(dm_origin_mark_added(net, "gradient"));
+  }
   if (r->gradient && o->optimize) {
     DM_TRY(new_init_add(init_add));
     /* multi_tensor AUTO: one update launch where launches cost (a net placed on CUDA);
@@ -306,6 +315,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       optim.multi_tensor = o->device ? DM_OPTIM_MULTI_ON : DM_OPTIM_MULTI_OFF;
     s = dm_add_optimizer_ops(net, NULL, 0, &optim, *init_add);
     r->optimizer = s == DM_OK;
+    if (s == DM_OK)
+      s = dm_origin_mark_added(net, "optimizer");
   }
 
   /* fusion (inference only) */
@@ -314,6 +325,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
                  "gradient pass");
   if (s == DM_OK && o->fuse && (s = new_init_add(init_add)) == DM_OK) {
     s = dm_fusion_pass(net, &o->fuse_opts, *init_add, &r->fusion);
+    if (s == DM_OK)
+      s = dm_origin_mark_added(net, "fusion");
     if (s == DM_OK && o->report)
       print_fusion_summary(o->report, &r->fusion);
   }
@@ -336,6 +349,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     }
     if (s == DM_OK)
       s = dm_mixed_precision_pass(net, &mp, *init_add, &r->mp);
+    if (s == DM_OK)
+      s = dm_origin_mark_added(net, "mixed-precision");
     if (s == DM_OK && o->report)
       print_mp_summary(o->report, &r->mp);
   }
@@ -351,6 +366,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
   if (s == DM_OK && nhwc && (s = new_init_add(init_add)) == DM_OK &&
       (o->layout == DM_LAYOUT_NHWC || layout_converts(net, o, &lo, *init_add))) {
     s = layout_all(net, o, &lo, *init_add, &r->layout);
+    for (size_t i = 0; s == DM_OK && i <= o->n_shared; i++)
+      s = dm_origin_mark_added(i ? o->shared[i - 1] : net, "layout");
     if (s == DM_OK && o->report)
       print_layout_summary(o->report, &r->layout);
   }
@@ -368,6 +385,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       s = dm_device_place_init_net(o->inits[i], &dev, &r->gpu, o->report);
     if (s == DM_OK && *init_add)
       s = dm_device_place_init_net(*init_add, &dev, &r->gpu, o->report);
+    for (size_t i = 0; s == DM_OK && i <= o->n_shared; i++)
+      s = dm_origin_mark_added(i ? o->shared[i - 1] : net, "device");
   }
 
   /* data parallel: the params as the gradient pass left them (the mixed-precision pass
@@ -384,6 +403,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
       dp.params = (const char *const *)names;
       dp.n_params = n;
       s = dm_data_parallel_pass(net, &dp, &r->dp);
+      if (s == DM_OK)
+        s = dm_origin_mark_added(net, "data-parallel");
     }
     dm_optimizer_free_names(names, n);
     if (s == DM_OK && o->report)
@@ -400,6 +421,8 @@ dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts *o,
     s = plan_memory(net, o, init_blobs, n_init_blobs);
   for (size_t i = 0; s == DM_OK && o->memory && i < o->n_shared; i++)
     s = plan_memory(o->shared[i], o, init_blobs, n_init_blobs);
+  for (size_t i = 0; s == DM_OK && o->memory && i <= o->n_shared; i++)
+    s = dm_origin_mark_added(i ? o->shared[i - 1] : net, "memory");
   free(init_blobs);
   free(params);
   dm_pipeline_result_free(&local);
@@ -414,7 +437,14 @@ dm_status dm_netdef_write_atomic(const Caffe2__NetDef *net, const char *path) {
   uint8_t *bytes = NULL;
   size_t len = 0;
   dm_file_format fmt = dm_format_guess(path, NULL, 0); /* by extension; else binary */
-  dm_status s = dm_message_serialize(&net->base, fmt, &bytes, &len);
+  Caffe2__NetDef *bare = NULL; /* the net without its origin stamps (op_origin.h) */
+  if (dm_origin_any(net)) {
+    DM_TRY(dm_pb_clone(&net->base, (ProtobufCMessage **)&bare));
+    dm_origin_strip(bare);
+  }
+  dm_status s = dm_message_serialize(bare ? &bare->base : &net->base, fmt, &bytes, &len);
+  if (bare)
+    protobuf_c_message_free_unpacked(&bare->base, NULL);
   if (s != DM_OK)
     return dm_error_prefix(s, "%s", path);
   s = dm_write_file_atomic(path, bytes, len); /* core/fileio.c: temp file, fsync, rename */

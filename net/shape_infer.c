@@ -5,6 +5,7 @@
 
 #include "net.h"
 #include "netdef_build.h"
+#include "op_origin.h"
 
 /* Bytes of the op's inputs and outputs, the cost of ops without a cost function. */
 static void default_cost(dm_op_ctx *op, dm_op_cost *c) {
@@ -63,10 +64,8 @@ dm_status dm_infer_net_shapes(dm_workspace *ws, const Caffe2__NetDef *def, const
       char what[256];
       if (net->n_ops > i)
         dm_op_describe(&net->ops[i], what, sizeof what);
-      else if (op->name && *op->name) /* the hook failed before the op was resolved */
-        snprintf(what, sizeof what, "op %zu (%s '%s')", i, op->type ? op->type : "", op->name);
-      else
-        snprintf(what, sizeof what, "op %zu (%s)", i, op->type ? op->type : "");
+      else /* the hook failed before the op was resolved */
+        dm_opdef_describe(op, i, what, sizeof what);
       dm_error_prefix(s, "%s: %s", source, what);
     }
   }

@@ -23,6 +23,7 @@
 #include "core/netio.h"
 #include "net/infer.h"
 #include "net/pipeline.h"
+#include "net/op_origin.h"
 #include "device_flags.h"
 #include "dist_flags.h"
 #include "mp_flags.h"
@@ -172,6 +173,7 @@ static dm_status rewrite(rewrite_job *j) {
   } else {
     s = dm_pipeline_run(net, &p, &init, NULL);
   }
+  dm_origin_strip(net); /* stamps for error messages only (net/op_origin.h) */
   if (s == DM_OK)
     s = write_net(net, j->out);
   if (s == DM_OK && init && j->init_out)

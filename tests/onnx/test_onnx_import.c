@@ -436,7 +436,7 @@ static void test_external_data_files(void **state) {
                    "'link_out' resolves to", "secret.bin", "outside the model's folder", NULL);
   kv.value = "fifo";
   opt_expect_error(dm_onnx_import(&t.m, dir, &init, &pred), DM_ERR_INVALID, "tensor 'b'",
-                   "is a FIFO; it must be a regular file", NULL);
+                   "is a FIFO (named pipe); it must be a regular file", NULL);
   kv.value = "zero"; /* a model in /dev reading /dev/zero */
   opt_expect_error(dm_onnx_import(&t.m, "/dev", &init, &pred), DM_ERR_INVALID, "tensor 'b'",
                    "'/dev/zero' is a character device", NULL);

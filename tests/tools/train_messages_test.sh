@@ -4,7 +4,9 @@
 #   --accuracy naming a blob no op writes (a typo would report nothing, silently);
 #   a --train-db whose data.mdb is empty (once "Bad file descriptor");
 #   --resume from an empty --checkpoint folder (once "No such file or directory");
-#   a static loss scale past FP16's range (once "overflow FP16 even at a small scale").
+#   a static loss scale past FP16's range (once "overflow FP16 even at a small scale");
+#   an error in the rewritten (--fp16) net names the op as written, the rewritten one
+#   beside it (once "op 16 (FC)" for LeNet's op 5).
 #
 # usage: train_messages_test.sh DEMITASSE IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
 set -u
@@ -31,4 +33,7 @@ train --train-db "$T/db" --iters 2 --checkpoint "$T/ck" --resume &&
 train --train-db "$T/db" --iters 30 --fp16 --loss-scale static --init-scale 1e30 &&
   { has err "the static loss scale 1e+30 is too large: past FP16's largest value"
     has err "--loss-scale dynamic"; }
+sed 's/ints: \[500, 800\]/ints: [500, 801]/' "$INIT" >"$T/bad_init.pbtxt"
+expect 1 "$DM" train --init "$T/bad_init.pbtxt" --net "$NET" --threads 1 --train-db "$T/db" \
+  --iters 2 --fp16 && has err "op 5 (FC) as written (op "
 cli_summary
