@@ -19,8 +19,8 @@
 # Without a GPU (or without CUDA in the build) it says so on stderr and exits 77.
 # usage: bench/gpu_resnet50.sh [BUILD_DIR]   (STEPS=20 WARMUP=5 ROUNDS=1
 #        BATCHES="64 128 256"; VARIANTS="resnet50:fp32 resnet50_nhwc:fp16
-#        resnet50_layout:fp16" to choose ours; MODEL=M PRECS="fp32 fp16", the older
-#        form, run model M at those precisions; TORCH=0 for ours only)
+#        resnet50_layout:fp16" to choose ours; or MODEL=M PRECS="fp32 fp16" to run
+#        model M at those precisions; TORCH=0 for ours only)
 set -u
 bd=${1:-build}
 steps=${STEPS:-20} warmup=${WARMUP:-5} batches=${BATCHES:-64 128 256} rounds=${ROUNDS:-1}

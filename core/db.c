@@ -126,7 +126,7 @@ static int prepare_lock_file(const char *path) {
   struct stat st;
   int err = fstat(fd, &st) != 0 ? errno : 0;
   /* posix_fallocate returns its error; a file system without it (EOPNOTSUPP, EINVAL)
-   * gets LMDB's own ftruncate, as before */
+   * gets LMDB's own ftruncate */
   off_t want = st.st_size > 0 ? st.st_size : 64 << 10; /* a file in use keeps its size */
   if (!err && (off_t)st.st_blocks * 512 < want)
     err = posix_fallocate(fd, 0, want);

@@ -1,8 +1,9 @@
 #!/bin/sh
-# readme_train_test.sh: the README stays true. Extracts the second ```c block of
-# README.md's "## Embedding" section (the mixed-precision training program), compiles it
-# against the build's libdemitasse.so with nothing but <demitasse.h>, and runs it on
-# LeNet with the bundled MNIST (an LMDB made by `demitasse make-db`) for ITERS steps.
+# readme_train_test.sh: the docs stay true. Extracts the first ```c block of
+# docs/embedding.md's "## Training" section (the mixed-precision training program, which
+# the README points to), compiles it against the build's libdemitasse.so with nothing
+# but <demitasse.h>, and runs it on LeNet with the bundled MNIST (an LMDB made by
+# `demitasse make-db`) for ITERS steps.
 # Passes when the loss falls clearly: the mean of the last 10 losses is below half the
 # mean of the first 10 (a net that does not train, or trains backwards, stays near
 # ln 10 = 2.3), every line shows the FP16 loss scale (65536 unless a step overflowed) and
@@ -17,22 +18,22 @@ san=""
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-awk '/^## / { in_sec = ($0 == "## Embedding") }
+awk '/^## / { in_sec = ($0 == "## Training") }
      in_sec && /^```c$/ { n++; inb = 1; next }
      inb && /^```$/ { inb = 0; next }
-     inb && n == 2 { print }' "$root/README.md" > "$tmp/train_lenet.c"
-[ -s "$tmp/train_lenet.c" ] || fail "no second \`\`\`c block in README's Embedding section"
+     inb && n == 1 { print }' "$root/docs/embedding.md" > "$tmp/train_lenet.c"
+[ -s "$tmp/train_lenet.c" ] || fail "no \`\`\`c block in docs/embedding.md's Training section"
 grep -q "dm_workspace_create_train_net" "$tmp/train_lenet.c" || fail "the block does not train"
 # $san is a word list (empty or one flag): split on purpose.
 # shellcheck disable=SC2086
 "$cc" -std=c17 -Wall -Wextra -Wpedantic -Werror $san -I "$root/core" "$tmp/train_lenet.c" \
   -L "$build" -Wl,-rpath,"$build" -ldemitasse -o "$tmp/train_lenet" 2> "$tmp/cc.txt" \
-  || { cat "$tmp/cc.txt"; fail "the README example does not compile"; }
+  || { cat "$tmp/cc.txt"; fail "the docs/embedding.md example does not compile"; }
 "$exe" make-db --images "$root/models/mnist/data/t10k-images-idx3-ubyte.gz" \
   --labels "$root/models/mnist/data/t10k-labels-idx1-ubyte.gz" --train 8000 \
   --out-train "$tmp/train_lmdb" --out-val "$tmp/val_lmdb" > /dev/null || fail "make-db"
 "$tmp/train_lenet" "$root/models/mnist" "$tmp/train_lmdb" "$iters" > "$tmp/out.txt" 2>&1 \
-  || { cat "$tmp/out.txt"; fail "the README example failed"; }
+  || { cat "$tmp/out.txt"; fail "the docs/embedding.md example failed"; }
 awk -v n="$iters" '
   $1 == "iter" { i++; loss[i] = $4; if ($6 <= 0) bad = "no loss scale on line " i }
   END {

@@ -133,8 +133,8 @@ else
   fail "rewrite --fp16 (inference)"; cat "$tmp/rw.err"
 fi
 
-# --device cuda is no longer refused with --precision (a machine without a GPU still
-# refuses it, for the GPU's sake).
+# --device cuda combines with --precision (a machine without a GPU refuses it, for the
+# GPU's sake, not for the precision's).
 "$exe" run --net "$tmp/bn_net.pbtxt" --precision fp16 --device cuda > "$tmp/dev.out" 2>&1
 grep -q "not with --device cuda" "$tmp/dev.out" && fail "--precision fp16 --device cuda refused"
 "$exe" run --net "$tmp/bn_net.pbtxt" --precision fp8 > "$tmp/bad.out" 2>&1 && fail "fp8 accepted"

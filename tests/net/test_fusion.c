@@ -510,7 +510,7 @@ static void test_post_not_fused(void **state) {
               "MaxPool(x)>p Relu(p)>p Sum(p,x)>y", "not the output of a Conv, an FC", NULL);
   expect_post(OP1("MaxPool", "x", "p") OP2("Sum", "p", "x", "y"), NULL, 0,
               "MaxPool(x)>p Sum(p,x)>y", "neither operand is a Conv's output", NULL);
-  /* post_ops off: the folds only, as before */
+  /* post_ops off: the folds only */
   Caffe2__NetDef *net = parse(CONV("x", "w", "c") OP1("Relu", "c", "y")), *add = NULL;
   assert_ok(dm_netdef_new("add", &add));
   dm_fusion_summary sum;

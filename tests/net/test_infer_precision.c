@@ -401,7 +401,7 @@ static void test_options(void **state) {
 }
 
 /* An op type with no schema fails the painting with its index and type named (the
- * message was once formatted from the op after it was freed: ASan saw it). */
+ * message must be formatted before the op is freed: under ASan this test checks it). */
 static void test_unknown_op(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse("op { input: 'data' input: 'w' output: 'y' type: 'Conv' }"

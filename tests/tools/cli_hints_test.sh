@@ -61,7 +61,7 @@ expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
 expect 1 "$DM" run --init "$EX/init_net.pbtxt" --net "$EX/predict_net.pbtxt" \
   --input "data=$T/xi64.npy" && has err "blob 'data' is INT64" && has err "x.astype(np.float32)"
 
-# the same --input twice is refused, naming the blob (it used to keep the last)
+# the same --input twice is refused, naming the blob (keeping the last would hide a typo)
 expect 2 "$DM" run --net "$EX/predict_net.pbtxt" --input "data=$EX/input.npy" \
   --input "data=$T/x64.npy" && has err "--input 'data' is given twice"
 expect 1 "$DM" inspect "$SQ" --input data=1,3,227,227 --input data=2,3,227,227 \

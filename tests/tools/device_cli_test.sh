@@ -2,7 +2,7 @@
 # device_cli_test.sh: --device on the command line. `rewrite --device cuda` places a net
 # (it only rewrites, so it works without a GPU) and shows the copies and device_type 1;
 # `run` and `train` with --device cuda stop at once with the reason when no GPU can run
-# (skipped checks, not passes, where one can); --device cpu runs as before; bad values
+# (skipped checks, not passes, where one can); --device cpu runs as without the flag; bad values
 # are usage errors.
 #
 # usage: device_cli_test.sh DEMITASSE SOURCE_ROOT

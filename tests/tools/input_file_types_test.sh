@@ -1,6 +1,6 @@
 #!/bin/sh
 # input_file_types_test.sh: a net or init file must be a regular file (issue 23, item 3).
-# A FIFO with no writer used to block `run --net FIFO` forever in open(); a directory or a
+# A FIFO with no writer would block `run --net FIFO` forever in open(); a directory or a
 # device is no net either. Each must fail at once (exit 1, under a timeout so that a
 # regression fails instead of hanging) saying what the path is.
 #

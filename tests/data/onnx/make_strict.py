@@ -78,16 +78,16 @@ def range_exact():
 
 
 def range_overflow():
-    """Range(INT64_MIN, INT64_MAX, 2^62): limit - start is past int64 (the old fold
-    multiplied 3 * 2^62, a signed overflow)."""
+    """Range(INT64_MIN, INT64_MAX, 2^62): limit - start is past int64 (a fold that
+    multiplies 3 * 2^62 overflows a signed 64-bit integer)."""
     nodes = [helper.make_node("Range", ["s", "l", "d"], ["r"], name="range")]
     return x_plus(nodes, [i64("s", [INT64_MIN], []), i64("l", [INT64_MAX], []),
                           i64("d", [1 << 62], [])], "r", 4)
 
 
 def slice_extreme_steps():
-    """Slice with steps INT64_MAX and INT64_MIN: one element each (the old fold's
-    e - b + s - 1 and -s overflowed)."""
+    """Slice with steps INT64_MAX and INT64_MIN: one element each (a fold that computes
+    e - b + s - 1 or -s overflows)."""
     data = i64("data", list(range(10)))
     nodes = [helper.make_node("Slice", ["data", "b0", "e0", "ax", "smax"], ["a"], name="up"),
              helper.make_node("Slice", ["data", "b1", "e1", "ax", "smin"], ["b"], name="down"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_tiny.py: writes tiny.onnx and tiny_input.npy beside itself, the small ONNX model
-README's CLI section imports and runs (data 1x3x8x8 -> Conv 3x3 pads 1 -> Relu ->
+docs/onnx.md imports and runs (data 1x3x8x8 -> Conv 3x3 pads 1 -> Relu ->
 GlobalAveragePool -> Flatten -> Gemm (transB) -> Softmax -> prob 1x4), with seeded
 random weights. Needs numpy and the onnx package (PyPI); run once, output committed."""
 import os
