@@ -5,7 +5,7 @@
  * the CPU's features at run time (AVX-512 on a Sapphire Rapids). Without it, CBLAS. Why
  * not always CBLAS: Debian's OpenBLAS 0.3.21 picks its kernels from a table of known
  * CPUs and runs its SSE3 "Prescott" kernels on CPUs newer than the table, 10x slower at
- * 2048^3 (bench/README.md). Both libraries are row-major here and see the same checked
+ * 2048^3 (bench/results/2026-12-01-bench-gemm.md). Both libraries are row-major here and see the same checked
  * arguments, so the two builds differ only in rounding order.
  */
 #include "gemm.h"
