@@ -1,6 +1,6 @@
 /* elementwise.cu: the elementwise CUDA kernels behind gpu/elementwise.c, gpu/cast.c and
  * gpu/fill.c: Add, Sub, Mul, Div, Sum, Scale, SumReduceLike, Relu and its gradient, the
- * activations of operators/unary_math.c and their gradients, casts
+ * activations of operators/unary_family.h and their gradients, casts
  * and fills. Entry points in cuda_kernels.h; the launch helpers and conventions shared
  * with the other .cu files are in cuda_common.cuh.
  *
@@ -412,47 +412,20 @@ extern "C" cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, c
                                                       (uint16_t *)dx, {inf16(dtype)}}, n);
 }
 
-/* ---- the activations (operators/unary_math.c's formulas, in FP32) -------------- */
+/* ---- the activations (operators/unary_formulas.h, shared with the CPU kernels) ----- */
 
 namespace {
-/* kind: dm_unary_kind (operators/unary_math.h): 0 Sigmoid, 1 Tanh, 2 LeakyRelu, 3 Clip,
- * 4 HardSigmoid, 5 HardSwish. */
+/* kind is uniform across the grid, so the formulas' switch does not diverge. */
 struct UnaryF {
-  int kind;
-  float alpha, beta, lo, hi;
-  __device__ float operator()(float x) const {
-    switch (kind) {
-    case 0: { /* no overflow of exp for either sign */
-      if (x >= 0.0f)
-        return 1.0f / (1.0f + expf(-x));
-      const float e = expf(x);
-      return e / (1.0f + e);
-    }
-    case 1: return tanhf(x);
-    case 2: return x > 0.0f ? x : alpha * x;
-    case 3: return x < lo ? lo : x > hi ? hi : x;
-    case 4: {
-      if (x != x)
-        return x;
-      const float v = alpha * x + beta;
-      return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
-    }
-    default: return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f);
-    }
-  }
+  dm_unary_kind kind;
+  dm_unary_params p;
+  __device__ float operator()(float x) const { return dm_unary_forward(kind, &p, x); }
 };
 struct UnaryGradF {
-  int kind;
-  float alpha, lo, hi;
-  __device__ float operator()(float y, float dy) const {
-    switch (kind) {
-    case 0: return dy * y * (1.0f - y);
-    case 1: return dy * (1.0f - y * y);
-    case 2: return y > 0.0f ? dy : alpha * dy;
-    case 3: return y > lo && y < hi ? dy : 0.0f;
-    case 4: return y > 0.0f && y < 1.0f ? alpha * dy : 0.0f;
-    default: return y < -3.0f ? 0.0f : y > 3.0f ? dy : dy * (2.0f * y + 3.0f) / 6.0f;
-    }
+  dm_unary_kind kind;
+  dm_unary_params p;
+  __device__ float operator()(float s, float dy) const {
+    return dm_unary_gradient(kind, &p, s, dy);
   }
 };
 /* A float functor on 16-bit patterns: widened, computed, rounded once. */
@@ -490,21 +463,21 @@ cudaError_t map_any(cudaStream_t s, int dtype, const void *const *in, void *y, i
 }
 } // namespace
 
-extern "C" cudaError_t dmk_unary(cudaStream_t s, int dtype, int kind, float alpha, float beta,
-                                 float lo, float hi, const void *x, void *y, int64_t n) {
-  if (kind < 0 || kind > 5)
+extern "C" cudaError_t dmk_unary(cudaStream_t s, int dtype, dm_unary_kind kind,
+                                 dm_unary_params p, const void *x, void *y, int64_t n) {
+  if ((unsigned)kind >= (unsigned)DM_UN_NONE)
     return cudaErrorInvalidValue;
   const void *in[1] = {x};
-  return map_any<1>(s, dtype, in, y, n, UnaryF{kind, alpha, beta, lo, hi});
+  return map_any<1>(s, dtype, in, y, n, UnaryF{kind, p});
 }
 
-extern "C" cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, int kind, float alpha, float lo,
-                                      float hi, const void *sv, const void *dy, void *dx,
-                                      int64_t n) {
-  if (kind < 0 || kind > 5)
+extern "C" cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, dm_unary_kind kind,
+                                      dm_unary_params p, const void *sv, const void *dy,
+                                      void *dx, int64_t n) {
+  if ((unsigned)kind >= (unsigned)DM_UN_NONE)
     return cudaErrorInvalidValue;
   const void *in[2] = {sv, dy};
-  return map_any<2>(s, dtype, in, dx, n, UnaryGradF{kind, alpha, lo, hi});
+  return map_any<2>(s, dtype, in, dx, n, UnaryGradF{kind, p});
 }
 
 /* ---- Cast (operators/cast.c's rules) and fills ---------------------------------- */
