@@ -44,4 +44,10 @@
 typedef enum dm_unary_kind { DM_UNARY_OPS(DM_UN_ENUM_) DM_UN_NONE } dm_unary_kind;
 #undef DM_UN_ENUM_
 
+/* In an expansion: what follows `onnx` where the row's onnx column is PLAIN, else
+ * nothing (the ONNX translators' tables list the PLAIN rows this way). */
+#define DM_UN_IF_PLAIN(onnx, ...) DM_UN_IF_PLAIN_##onnx(__VA_ARGS__)
+#define DM_UN_IF_PLAIN_PLAIN(...) __VA_ARGS__
+#define DM_UN_IF_PLAIN_OWN(...)
+
 #endif
