@@ -13,6 +13,7 @@
  * so results are bit-identical whichever is taken.
  */
 #include "cuda_common.cuh"
+#include "operators/cast_rules.h"
 
 /* ---- Add / Sub / Mul / Div ------------------------------------------------------ */
 
@@ -480,7 +481,7 @@ extern "C" cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, dm_unary_kind k
   return map_any<2>(s, dtype, in, dx, n, UnaryGradF{kind, p});
 }
 
-/* ---- Cast (operators/cast.c's rules) and fills ---------------------------------- */
+/* ---- Cast (operators/cast_rules.h, shared with operators/cast.c) and fills ---- */
 
 namespace {
 __device__ __forceinline__ bool is_floating(int t) {
@@ -498,29 +499,19 @@ __device__ __forceinline__ double load_real(int t, const void *src, int64_t i) {
   }
 }
 
+#define LOAD_INT_(DT, T, U, lo, hi)                                                         \
+  case DMK_##DT: return ((const T *)src)[i];
 __device__ int64_t load_int(int t, const void *src, int64_t i) {
   switch (t) {
-  case DMK_INT32: return ((const int32_t *)src)[i];
+  DM_CAST_NARROW_INTS(LOAD_INT_)
   case DMK_INT64: return ((const int64_t *)src)[i];
   case DMK_BOOL: return ((const uint8_t *)src)[i] != 0;
-  case DMK_UINT8: return ((const uint8_t *)src)[i];
-  case DMK_INT8: return ((const int8_t *)src)[i];
-  case DMK_UINT16: return ((const uint16_t *)src)[i];
-  default: return ((const int16_t *)src)[i]; /* INT16 */
+  default: return 0; /* not numeric: refused on the host */
   }
 }
 
-/* Truncate toward zero, saturate to [lo, hi], NaN -> 0 (lo, hi exact in double). */
-__device__ int64_t real_to_int(double d, int64_t lo, int64_t hi) {
-  if (d != d)
-    return 0;
-  if (d <= (double)lo)
-    return lo;
-  if (d >= (double)hi)
-    return hi;
-  return (int64_t)d;
-}
-
+#define STORE_REAL_(DT, T, U, lo, hi)                                                       \
+  case DMK_##DT: ((T *)dst)[i] = (T)dm_cast_real_to_int(d, lo, hi); break;
 __device__ __forceinline__ void store_real(int t, void *dst, int64_t i, double d) {
   switch (t) {
   case DMK_FLOAT: ((float *)dst)[i] = __double2float_rn(d); break;
@@ -528,47 +519,26 @@ __device__ __forceinline__ void store_real(int t, void *dst, int64_t i, double d
   case DMK_FLOAT16: ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(d)); break;
   case DMK_BFLOAT16: ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(d)); break;
   case DMK_BOOL: ((uint8_t *)dst)[i] = d != 0; break;
-  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)real_to_int(d, INT32_MIN, INT32_MAX); break;
-  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)real_to_int(d, 0, UINT8_MAX); break;
-  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)real_to_int(d, INT8_MIN, INT8_MAX); break;
-  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)real_to_int(d, 0, UINT16_MAX); break;
-  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)real_to_int(d, INT16_MIN, INT16_MAX); break;
-  case DMK_INT64:
-    ((int64_t *)dst)[i] = d != d ? 0 : d >= 0x1p63 ? INT64_MAX : d <= -0x1p63 ? INT64_MIN
-                                                                         : (int64_t)d;
-    break;
+  DM_CAST_NARROW_INTS(STORE_REAL_)
+  case DMK_INT64: ((int64_t *)dst)[i] = dm_cast_real_to_int64(d); break;
   default: break;
   }
 }
 
-/* int64 -> double rounded to odd, so a second rounding to 16 bits is still correct. */
-__device__ double int_to_double_odd(int64_t v) {
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 64 - __clzll((long long)(u | 1));
-  if (bits > 53) {
-    uint64_t mask = ((uint64_t)1 << (bits - 53)) - 1;
-    u = (u & ~mask) | ((u & mask) ? mask + 1 : 0);
-  }
-  double d = __ull2double_rn(u);
-  return v < 0 ? -d : d;
-}
-
+#define STORE_INT_(DT, T, U, lo, hi)                                                        \
+  case DMK_##DT: ((T *)dst)[i] = (T)(U)v; break;
 __device__ void store_int(int t, void *dst, int64_t i, int64_t v) {
   switch (t) {
   case DMK_FLOAT: ((float *)dst)[i] = __ll2float_rn(v); break;
   case DMK_DOUBLE: ((double *)dst)[i] = __ll2double_rn(v); break;
   case DMK_FLOAT16:
-    ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(int_to_double_odd(v)));
+    ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(dm_cast_int_to_double_odd(v)));
     break;
   case DMK_BFLOAT16:
-    ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(int_to_double_odd(v)));
+    ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(dm_cast_int_to_double_odd(v)));
     break;
   case DMK_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
-  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)v; break;
-  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
-  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)(uint8_t)v; break;
-  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
-  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)(uint16_t)v; break;
+  DM_CAST_NARROW_INTS(STORE_INT_)
   case DMK_INT64: ((int64_t *)dst)[i] = v; break;
   default: break;
   }

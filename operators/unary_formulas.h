@@ -14,13 +14,8 @@
 
 #include <math.h>
 
+#include "hostdev.h"
 #include "unary_family.h"
-
-#ifdef __CUDACC__
-#define DM_HOSTDEV __host__ __device__
-#else
-#define DM_HOSTDEV
-#endif
 
 /* LeakyRelu's alpha; HardSigmoid's alpha and beta; Clip's bounds (lo, hi). */
 typedef struct dm_unary_params {
