@@ -37,10 +37,7 @@
   X(HardSwish, NULL, 1, OWN,                                                                \
     "X -> Y = X * max(0, min(1, X / 6 + 1/2)) = X * relu6(X + 3) / 6 (ONNX's "             \
     "HardSwish; not a Caffe2 op); not in place (the gradient reads X).",                   \
-    "X, dY -> dX = dY * (0 below -3, 1 above 3, (2X + 3) / 6 between); dX may be dY.")   \
-  X(Softplus, NULL, 1, PLAIN,                                                               \
-    "X -> Y = log(1 + exp(X)); not in place (the gradient reads X).",                      \
-    "X, dY -> dX = dY * sigmoid(X); dX may be dY.")
+    "X, dY -> dX = dY * (0 below -3, 1 above 3, (2X + 3) / 6 between); dX may be dY.")
 
 /* The kinds, in the table's order; DM_UN_NONE: not one of them. */
 #define DM_UN_ENUM_(Name, ...) DM_UN_##Name,

@@ -51,11 +51,6 @@ static inline DM_HOSTDEV float dm_unary_fwd_HardSwish(float x, const dm_unary_pa
   return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f);
 }
 
-static inline DM_HOSTDEV float dm_unary_fwd_Softplus(float x, const dm_unary_params *p) {
-  (void)p; /* exp of -|x| only: no overflow; NaN passes */
-  return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
-}
-
 /* ---- gradients: S (Y, or X), dY -> dX ----------------------------------------------- */
 
 static inline DM_HOSTDEV float dm_unary_grad_Sigmoid(float y, float dy, const dm_unary_params *p) {
@@ -81,11 +76,6 @@ static inline DM_HOSTDEV float dm_unary_grad_HardSwish(float x, float dy,
                                                         const dm_unary_params *p) {
   (void)p;
   return x < -3.0f ? 0.0f : x > 3.0f ? dy : dy * (2.0f * x + 3.0f) / 6.0f;
-}
-
-static inline DM_HOSTDEV float dm_unary_grad_Softplus(float x, float dy,
-                                                       const dm_unary_params *p) {
-  return dy * dm_unary_fwd_Sigmoid(x, p);
 }
 
 /* ---- by kind ------------------------------------------------------------------------ */
