@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "operators/unary_formulas.h" /* plain C: the activations' kinds and parameters */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,13 +62,14 @@ cudaError_t dmk_sum_reduce_like(cudaStream_t s, int dtype, const void *a, void *
                                 int64_t n, int64_t post);
 /* Relu and its gradient on FLOAT or 16-bit bit patterns (NaN passes, -0 -> +0). */
 cudaError_t dmk_relu(cudaStream_t s, int dtype, const void *x, void *y, int64_t n);
-/* The activations of operators/unary_math.c (kind: dm_unary_kind's number, 0 Sigmoid to 5
- * HardSwish), computed in FP32 from FLOAT, FLOAT16 or BFLOAT16 as the CPU kernels do:
- * y = f(x); dx = f'(s, dy), s being Y (X for HardSwish). y/dx may be x/dy. */
-cudaError_t dmk_unary(cudaStream_t s, int dtype, int kind, float alpha, float beta, float lo,
-                      float hi, const void *x, void *y, int64_t n);
-cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, int kind, float alpha, float lo,
-                           float hi, const void *sv, const void *dy, void *dx, int64_t n);
+/* The activations of operators/unary_family.h (kind: a row's dm_unary_kind; p: its
+ * arguments), computed in FP32 from FLOAT, FLOAT16 or BFLOAT16 by unary_formulas.h, as
+ * the CPU kernels do: y = f(x); dx = f'(s, dy), s being Y (X where the row's reads_x is
+ * 1). y/dx may be x/dy. */
+cudaError_t dmk_unary(cudaStream_t s, int dtype, dm_unary_kind kind, dm_unary_params p,
+                      const void *x, void *y, int64_t n);
+cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, dm_unary_kind kind, dm_unary_params p,
+                           const void *sv, const void *dy, void *dx, int64_t n);
 cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, const void *dy, void *dx,
                           int64_t n);
 /* y = x converted from dtype `from` to `to` with operators/cast.c's rules. y may be x when

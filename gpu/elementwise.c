@@ -1,9 +1,9 @@
 /* elementwise.c: the CUDA kernels (engine "") of the elementwise ops: Add, Sub, Mul, Div
  * (equal shapes and the legacy broadcast; numpy's broadcast is refused at run time), Sum,
- * Scale, SumReduceLike, Relu and ReluGradient, and the activations of unary_math.c
- * (Sigmoid, Tanh, LeakyRelu, Clip, HardSigmoid, HardSwish and their gradients, which
- * read their arguments through operators/unary_math.h as the CPU kernels do). The device
- * code is elementwise.cu.
+ * Scale, SumReduceLike, Relu and ReluGradient, and the activations of
+ * operators/unary_family.h and their gradients (a kernel per row, with the CPU kernels'
+ * init, which resolves the kind and arguments once, and their checks through
+ * operators/unary_math.h). The device code is elementwise.cu.
  *
  * Every run function first runs the op's schema inference (dm_op_run_infer: the CPU
  * kernels' own checks, outputs allocated on the op's GPU), then launches on the calling
@@ -121,34 +121,36 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-/* ---- the activations of operators/unary_math.c ----------------------------------- */
+/* ---- the activations of operators/unary_family.h ----------------------------------- */
 
-_Static_assert(DM_UN_SIGMOID == 0 && DM_UN_HSWISH == 5,
-               "gpu/elementwise.cu numbers the activations as dm_unary_kind");
-
+/* The state is the CPU kernels' (dm_unary_init: the kind and arguments, resolved once). */
 static dm_status unary_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_unary_infer(ctx));
+  const dm_unary_op *u = dm_op_state(ctx);
+  DM_TRY(dm_unary_check(ctx, u));
   const dm_tensor *x = IN(0);
-  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 0);
-  const dm_unary_params p = dm_unary_params_of(ctx, k);
   cudaStream_t s;
   DM_TRY(dm_gpu_op_stream(ctx, &s));
-  DM_CUDA_TRY(dmk_unary(s, x->dtype, (int)k, p.alpha, p.beta, p.lo, p.hi, DATA(x),
-                        MDATA(OUT(0)), x->numel));
+  DM_CUDA_TRY(dmk_unary(s, x->dtype, u->kind, u->p, DATA(x), MDATA(OUT(0)), x->numel));
   return DM_OK;
 }
 
 static dm_status unary_grad_run(dm_op_ctx *ctx) {
-  DM_TRY(dm_unary_grad_infer(ctx));
+  const dm_unary_op *u = dm_op_state(ctx);
+  DM_TRY(dm_unary_check(ctx, u));
   const dm_tensor *sv = IN(0), *dy = IN(1);
-  const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 1);
-  const dm_unary_params p = dm_unary_params_of(ctx, k);
   cudaStream_t s;
   DM_TRY(dm_gpu_op_stream(ctx, &s));
-  DM_CUDA_TRY(dmk_unary_grad(s, sv->dtype, (int)k, p.alpha, p.lo, p.hi, DATA(sv), DATA(dy),
-                             MDATA(OUT(0)), sv->numel));
+  DM_CUDA_TRY(dmk_unary_grad(s, sv->dtype, u->kind, u->p, DATA(sv), DATA(dy), MDATA(OUT(0)),
+                             sv->numel));
   return DM_OK;
 }
+
+#define UNARY_KERNEL_(Name, ...)                                                            \
+  GPU_KERNEL(#Name, "", .init = dm_unary_init, .run = unary_run, .fini = dm_unary_fini,     \
+             GRAPH_SAFE),
+#define UNARY_GRAD_KERNEL_(Name, ...)                                                       \
+  GPU_KERNEL(#Name "Gradient", "", .init = dm_unary_init, .run = unary_grad_run,            \
+             .fini = dm_unary_fini, GRAPH_SAFE),
 
 const dm_kernel_def dm_cuda_elementwise_kernels[] = {
     GPU_KERNEL("Add", "", .run = binary_run, GRAPH_SAFE),
@@ -160,17 +162,6 @@ const dm_kernel_def dm_cuda_elementwise_kernels[] = {
     GPU_KERNEL("SumReduceLike", "", .run = reduce_like_run, GRAPH_SAFE),
     GPU_KERNEL("Relu", "", .run = relu_run, GRAPH_SAFE),
     GPU_KERNEL("ReluGradient", "", .run = relu_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("Sigmoid", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("Tanh", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("LeakyRelu", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("Clip", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("HardSigmoid", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("HardSwish", "", .run = unary_run, GRAPH_SAFE),
-    GPU_KERNEL("SigmoidGradient", "", .run = unary_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("TanhGradient", "", .run = unary_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("LeakyReluGradient", "", .run = unary_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("ClipGradient", "", .run = unary_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("HardSigmoidGradient", "", .run = unary_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("HardSwishGradient", "", .run = unary_grad_run, GRAPH_SAFE),
+    DM_UNARY_OPS(UNARY_KERNEL_) DM_UNARY_OPS(UNARY_GRAD_KERNEL_)
     {0},
 };

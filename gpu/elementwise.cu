@@ -1,6 +1,6 @@
 /* elementwise.cu: the elementwise CUDA kernels behind gpu/elementwise.c, gpu/cast.c and
  * gpu/fill.c: Add, Sub, Mul, Div, Sum, Scale, SumReduceLike, Relu and its gradient, the
- * activations of operators/unary_math.c and their gradients, casts
+ * activations of operators/unary_family.h and their gradients, casts
  * and fills. Entry points in cuda_kernels.h; the launch helpers and conventions shared
  * with the other .cu files are in cuda_common.cuh.
  *
@@ -13,6 +13,7 @@
  * so results are bit-identical whichever is taken.
  */
 #include "cuda_common.cuh"
+#include "operators/cast_rules.h"
 
 /* ---- Add / Sub / Mul / Div ------------------------------------------------------ */
 
@@ -412,47 +413,20 @@ extern "C" cudaError_t dmk_relu_grad(cudaStream_t s, int dtype, const void *y, c
                                                       (uint16_t *)dx, {inf16(dtype)}}, n);
 }
 
-/* ---- the activations (operators/unary_math.c's formulas, in FP32) -------------- */
+/* ---- the activations (operators/unary_formulas.h, shared with the CPU kernels) ----- */
 
 namespace {
-/* kind: dm_unary_kind (operators/unary_math.h): 0 Sigmoid, 1 Tanh, 2 LeakyRelu, 3 Clip,
- * 4 HardSigmoid, 5 HardSwish. */
+/* kind is uniform across the grid, so the formulas' switch does not diverge. */
 struct UnaryF {
-  int kind;
-  float alpha, beta, lo, hi;
-  __device__ float operator()(float x) const {
-    switch (kind) {
-    case 0: { /* no overflow of exp for either sign */
-      if (x >= 0.0f)
-        return 1.0f / (1.0f + expf(-x));
-      const float e = expf(x);
-      return e / (1.0f + e);
-    }
-    case 1: return tanhf(x);
-    case 2: return x > 0.0f ? x : alpha * x;
-    case 3: return x < lo ? lo : x > hi ? hi : x;
-    case 4: {
-      if (x != x)
-        return x;
-      const float v = alpha * x + beta;
-      return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
-    }
-    default: return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f);
-    }
-  }
+  dm_unary_kind kind;
+  dm_unary_params p;
+  __device__ float operator()(float x) const { return dm_unary_forward(kind, &p, x); }
 };
 struct UnaryGradF {
-  int kind;
-  float alpha, lo, hi;
-  __device__ float operator()(float y, float dy) const {
-    switch (kind) {
-    case 0: return dy * y * (1.0f - y);
-    case 1: return dy * (1.0f - y * y);
-    case 2: return y > 0.0f ? dy : alpha * dy;
-    case 3: return y > lo && y < hi ? dy : 0.0f;
-    case 4: return y > 0.0f && y < 1.0f ? alpha * dy : 0.0f;
-    default: return y < -3.0f ? 0.0f : y > 3.0f ? dy : dy * (2.0f * y + 3.0f) / 6.0f;
-    }
+  dm_unary_kind kind;
+  dm_unary_params p;
+  __device__ float operator()(float s, float dy) const {
+    return dm_unary_gradient(kind, &p, s, dy);
   }
 };
 /* A float functor on 16-bit patterns: widened, computed, rounded once. */
@@ -490,24 +464,24 @@ cudaError_t map_any(cudaStream_t s, int dtype, const void *const *in, void *y, i
 }
 } // namespace
 
-extern "C" cudaError_t dmk_unary(cudaStream_t s, int dtype, int kind, float alpha, float beta,
-                                 float lo, float hi, const void *x, void *y, int64_t n) {
-  if (kind < 0 || kind > 5)
+extern "C" cudaError_t dmk_unary(cudaStream_t s, int dtype, dm_unary_kind kind,
+                                 dm_unary_params p, const void *x, void *y, int64_t n) {
+  if ((unsigned)kind >= (unsigned)DM_UN_NONE)
     return cudaErrorInvalidValue;
   const void *in[1] = {x};
-  return map_any<1>(s, dtype, in, y, n, UnaryF{kind, alpha, beta, lo, hi});
+  return map_any<1>(s, dtype, in, y, n, UnaryF{kind, p});
 }
 
-extern "C" cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, int kind, float alpha, float lo,
-                                      float hi, const void *sv, const void *dy, void *dx,
-                                      int64_t n) {
-  if (kind < 0 || kind > 5)
+extern "C" cudaError_t dmk_unary_grad(cudaStream_t s, int dtype, dm_unary_kind kind,
+                                      dm_unary_params p, const void *sv, const void *dy,
+                                      void *dx, int64_t n) {
+  if ((unsigned)kind >= (unsigned)DM_UN_NONE)
     return cudaErrorInvalidValue;
   const void *in[2] = {sv, dy};
-  return map_any<2>(s, dtype, in, dx, n, UnaryGradF{kind, alpha, lo, hi});
+  return map_any<2>(s, dtype, in, dx, n, UnaryGradF{kind, p});
 }
 
-/* ---- Cast (operators/cast.c's rules) and fills ---------------------------------- */
+/* ---- Cast (operators/cast_rules.h, shared with operators/cast.c) and fills ---- */
 
 namespace {
 __device__ __forceinline__ bool is_floating(int t) {
@@ -525,29 +499,19 @@ __device__ __forceinline__ double load_real(int t, const void *src, int64_t i) {
   }
 }
 
+#define LOAD_INT_(DT, T, U, lo, hi)                                                         \
+  case DMK_##DT: return ((const T *)src)[i];
 __device__ int64_t load_int(int t, const void *src, int64_t i) {
   switch (t) {
-  case DMK_INT32: return ((const int32_t *)src)[i];
+  DM_CAST_NARROW_INTS(LOAD_INT_)
   case DMK_INT64: return ((const int64_t *)src)[i];
   case DMK_BOOL: return ((const uint8_t *)src)[i] != 0;
-  case DMK_UINT8: return ((const uint8_t *)src)[i];
-  case DMK_INT8: return ((const int8_t *)src)[i];
-  case DMK_UINT16: return ((const uint16_t *)src)[i];
-  default: return ((const int16_t *)src)[i]; /* INT16 */
+  default: return 0; /* not numeric: refused on the host */
   }
 }
 
-/* Truncate toward zero, saturate to [lo, hi], NaN -> 0 (lo, hi exact in double). */
-__device__ int64_t real_to_int(double d, int64_t lo, int64_t hi) {
-  if (d != d)
-    return 0;
-  if (d <= (double)lo)
-    return lo;
-  if (d >= (double)hi)
-    return hi;
-  return (int64_t)d;
-}
-
+#define STORE_REAL_(DT, T, U, lo, hi)                                                       \
+  case DMK_##DT: ((T *)dst)[i] = (T)dm_cast_real_to_int(d, lo, hi); break;
 __device__ __forceinline__ void store_real(int t, void *dst, int64_t i, double d) {
   switch (t) {
   case DMK_FLOAT: ((float *)dst)[i] = __double2float_rn(d); break;
@@ -555,47 +519,26 @@ __device__ __forceinline__ void store_real(int t, void *dst, int64_t i, double d
   case DMK_FLOAT16: ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(d)); break;
   case DMK_BFLOAT16: ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(d)); break;
   case DMK_BOOL: ((uint8_t *)dst)[i] = d != 0; break;
-  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)real_to_int(d, INT32_MIN, INT32_MAX); break;
-  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)real_to_int(d, 0, UINT8_MAX); break;
-  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)real_to_int(d, INT8_MIN, INT8_MAX); break;
-  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)real_to_int(d, 0, UINT16_MAX); break;
-  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)real_to_int(d, INT16_MIN, INT16_MAX); break;
-  case DMK_INT64:
-    ((int64_t *)dst)[i] = d != d ? 0 : d >= 0x1p63 ? INT64_MAX : d <= -0x1p63 ? INT64_MIN
-                                                                         : (int64_t)d;
-    break;
+  DM_CAST_NARROW_INTS(STORE_REAL_)
+  case DMK_INT64: ((int64_t *)dst)[i] = dm_cast_real_to_int64(d); break;
   default: break;
   }
 }
 
-/* int64 -> double rounded to odd, so a second rounding to 16 bits is still correct. */
-__device__ double int_to_double_odd(int64_t v) {
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 64 - __clzll((long long)(u | 1));
-  if (bits > 53) {
-    uint64_t mask = ((uint64_t)1 << (bits - 53)) - 1;
-    u = (u & ~mask) | ((u & mask) ? mask + 1 : 0);
-  }
-  double d = __ull2double_rn(u);
-  return v < 0 ? -d : d;
-}
-
+#define STORE_INT_(DT, T, U, lo, hi)                                                        \
+  case DMK_##DT: ((T *)dst)[i] = (T)(U)v; break;
 __device__ void store_int(int t, void *dst, int64_t i, int64_t v) {
   switch (t) {
   case DMK_FLOAT: ((float *)dst)[i] = __ll2float_rn(v); break;
   case DMK_DOUBLE: ((double *)dst)[i] = __ll2double_rn(v); break;
   case DMK_FLOAT16:
-    ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(int_to_double_odd(v)));
+    ((uint16_t *)dst)[i] = __half_as_ushort(__double2half(dm_cast_int_to_double_odd(v)));
     break;
   case DMK_BFLOAT16:
-    ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(int_to_double_odd(v)));
+    ((uint16_t *)dst)[i] = __bfloat16_as_ushort(__double2bfloat16(dm_cast_int_to_double_odd(v)));
     break;
   case DMK_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
-  case DMK_INT32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)v; break;
-  case DMK_UINT8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
-  case DMK_INT8: ((int8_t *)dst)[i] = (int8_t)(uint8_t)v; break;
-  case DMK_UINT16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
-  case DMK_INT16: ((int16_t *)dst)[i] = (int16_t)(uint16_t)v; break;
+  DM_CAST_NARROW_INTS(STORE_INT_)
   case DMK_INT64: ((int64_t *)dst)[i] = v; break;
   default: break;
   }

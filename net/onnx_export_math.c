@@ -1,5 +1,6 @@
 /* onnx_export_math.c: ONNX exporters for the activations, n-ary math and reductions
- * (operators/unary_math.c, nary_math.c, reduce.c, log_softmax.c), opset 13 forms.
+ * (operators/unary_math.c, nary_math.c, reduce.c, log_softmax.c), opset 13 forms; the
+ * activations marked PLAIN in operators/unary_family.h from that table.
  *
  * Each maps to the ONNX op of the same meaning; where the opset differs from Caffe2's
  * argument form, the argument becomes what opset 13 wants: Clip's bounds and ReduceSum's
@@ -12,6 +13,7 @@
 
 #include "net/netdef_build.h"
 #include "onnx_emit.h"
+#include "operators/unary_family.h"
 
 /* X -> Y as one node of `type` (in *node, for its attributes). */
 static dm_status unary_op(oxe *e, const ex_op *o, const char *type, Onnx__NodeProto **node) {
@@ -23,8 +25,12 @@ static dm_status unary_op(oxe *e, const ex_op *o, const char *type, Onnx__NodePr
   return e->s;
 }
 
-static dm_status tr_sigmoid(oxe *e, const ex_op *o) { return unary_op(e, o, "Sigmoid", NULL); }
-static dm_status tr_tanh(oxe *e, const ex_op *o) { return unary_op(e, o, "Tanh", NULL); }
+/* The rows of operators/unary_family.h marked PLAIN: the ONNX op of the same name. */
+static dm_status tr_unary_plain(oxe *e, const ex_op *o) {
+  return unary_op(e, o, o->def->type, NULL);
+}
+#define UNARY_ENTRY_(Name, args, reads_x, onnx, ...)                                      \
+  DM_UN_IF_PLAIN(onnx, {#Name, tr_unary_plain}, )
 
 /* The defaults are the Caffe2 ops' (operators/unary_math.c), written out always. */
 static dm_status tr_leaky_relu(oxe *e, const ex_op *o) {
@@ -133,8 +139,7 @@ static dm_status tr_reduce_mean(oxe *e, const ex_op *o) { return reduce(e, o, "R
 static dm_status tr_reduce_max(oxe *e, const ex_op *o) { return reduce(e, o, "ReduceMax", 0); }
 
 const ex_translator ex_ops_math[] = {
-    {"Sigmoid", tr_sigmoid},
-    {"Tanh", tr_tanh},
+    DM_UNARY_OPS(UNARY_ENTRY_)
     {"LeakyRelu", tr_leaky_relu},
     {"HardSigmoid", tr_hard_sigmoid},
     {"HardSwish", tr_hard_swish},

@@ -1,11 +1,13 @@
 /* onnx_ops_math.c: ONNX translators for elementwise math: Add/Sub/Mul/Div and Sum, Max,
- * Min, Mean, Pow (numpy's broadcast), and the activations Relu, Sigmoid, Tanh,
- * LeakyRelu, HardSigmoid, HardSwish, Clip. */
+ * Min, Mean, Pow (numpy's broadcast), and the activations: Relu, the rows of
+ * operators/unary_family.h marked PLAIN (Sigmoid, Tanh) from that table, and LeakyRelu,
+ * HardSigmoid, HardSwish and Clip. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
+#include "operators/unary_family.h"
 #include "onnx_translate.h"
 
 static dm_status tr_relu(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
@@ -175,13 +177,13 @@ static dm_status tr_sum(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
 
 /* ---- activations ------------------------------------------------------------------ */
 
-static dm_status tr_sigmoid(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return ox_plain(c, n, b, "Sigmoid", 1);
+/* The rows of operators/unary_family.h marked PLAIN: ONNX's op is the Caffe2 op of the
+ * same name, X -> Y without attributes. */
+static dm_status tr_unary_plain(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return ox_plain(c, n, b, n->op_type, 1);
 }
-
-static dm_status tr_tanh(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
-  return ox_plain(c, n, b, "Tanh", 1);
-}
+#define UNARY_ENTRY_(Name, args, reads_x, onnx, ...)                                      \
+  DM_UN_IF_PLAIN(onnx, {#Name, tr_unary_plain}, )
 
 static dm_status tr_hardswish(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return ox_plain(c, n, b, "HardSwish", 1);
@@ -245,8 +247,7 @@ const ox_translator ox_ops_math[] = {
     {"Min", tr_min},
     {"Mean", tr_mean},
     {"Pow", tr_pow},
-    {"Sigmoid", tr_sigmoid},
-    {"Tanh", tr_tanh},
+    DM_UNARY_OPS(UNARY_ENTRY_)
     {"LeakyRelu", tr_leaky_relu},
     {"HardSigmoid", tr_hard_sigmoid},
     {"HardSwish", tr_hardswish},

@@ -4,10 +4,10 @@
  * sources (so INT64 values above 2^53 survive), double for floating sources (exact for
  * all of them). Each conversion into the destination then rounds at most once:
  * float -> FLOAT16/BFLOAT16 round to nearest even (dm_double_to_half rounds a double
- * once, not twice through float). Rules where C leaves things undefined:
- * floating -> integer truncates toward zero, saturates at the type's range and maps
- * NaN to 0; integer -> narrower integer wraps (two's complement, as numpy's astype);
- * anything -> BOOL is (x != 0), so NaN is true.
+ * once, not twice through float). Rules where C leaves things undefined, shared with the
+ * CUDA kernel through cast_rules.h: floating -> integer truncates toward zero, saturates
+ * at the type's range and maps NaN to 0; integer -> narrower integer wraps (two's
+ * complement, as numpy's astype); anything -> BOOL is (x != 0), so NaN is true.
  *
  * Gradients: FloatToHalf and HalfToFloat are each other's; Copy's is Copy. Cast's is
  * CastLike(dY, X) -> dX, which casts dY to X's dtype: a gradient maker sees blob names,
@@ -19,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builtin.h"
+#include "cast_rules.h"
 #include "common.h"
 #include "core/half.h"
-#include "builtin.h"
 
 #define BLOCK 1024
 
@@ -106,33 +107,22 @@ static void load_real(dm_dtype t, const void *src, int64_t i0, int64_t n, double
   }
 }
 
+#define LOAD_INT_(DT, T, U, lo, hi)                                                         \
+  case DM_##DT: out[j] = ((const T *)src)[i]; break;
 static void load_int(dm_dtype t, const void *src, int64_t i0, int64_t n, int64_t *out) {
   for (int64_t j = 0; j < n; j++) {
     int64_t i = i0 + j;
     switch (t) {
-    case DM_INT32: out[j] = ((const int32_t *)src)[i]; break;
+    DM_CAST_NARROW_INTS(LOAD_INT_)
     case DM_INT64: out[j] = ((const int64_t *)src)[i]; break;
     case DM_BOOL: out[j] = ((const uint8_t *)src)[i] != 0; break;
-    case DM_UINT8: out[j] = ((const uint8_t *)src)[i]; break;
-    case DM_INT8: out[j] = ((const int8_t *)src)[i]; break;
-    case DM_UINT16: out[j] = ((const uint16_t *)src)[i]; break;
-    default: out[j] = ((const int16_t *)src)[i]; break; /* INT16 */
+    default: out[j] = 0; break; /* not numeric: refused before */
     }
   }
 }
 
-/* Truncate toward zero, saturate to [lo, hi], NaN -> 0. lo and hi are exact in double
- * except INT64's hi (2^63 - 1), handled by comparing with 2^63. */
-static int64_t real_to_int(double d, int64_t lo, int64_t hi) {
-  if (d != d)
-    return 0;
-  if (d <= (double)lo)
-    return lo;
-  if (d >= (double)hi)
-    return hi;
-  return (int64_t)d;
-}
-
+#define STORE_REAL_(DT, T, U, lo, hi)                                                       \
+  case DM_##DT: ((T *)dst)[i] = (T)dm_cast_real_to_int(d, lo, hi); break;
 static void store_real(dm_dtype t, void *dst, int64_t i0, int64_t n, const double *in) {
   for (int64_t j = 0; j < n; j++) {
     int64_t i = i0 + j;
@@ -143,51 +133,27 @@ static void store_real(dm_dtype t, void *dst, int64_t i0, int64_t n, const doubl
     case DM_FLOAT16: ((uint16_t *)dst)[i] = dm_double_to_half(d); break;
     case DM_BFLOAT16: ((uint16_t *)dst)[i] = dm_double_to_bf16(d); break;
     case DM_BOOL: ((uint8_t *)dst)[i] = d != 0; break;
-    case DM_INT32: ((int32_t *)dst)[i] = (int32_t)real_to_int(d, INT32_MIN, INT32_MAX); break;
-    case DM_UINT8: ((uint8_t *)dst)[i] = (uint8_t)real_to_int(d, 0, UINT8_MAX); break;
-    case DM_INT8: ((int8_t *)dst)[i] = (int8_t)real_to_int(d, INT8_MIN, INT8_MAX); break;
-    case DM_UINT16: ((uint16_t *)dst)[i] = (uint16_t)real_to_int(d, 0, UINT16_MAX); break;
-    case DM_INT16: ((int16_t *)dst)[i] = (int16_t)real_to_int(d, INT16_MIN, INT16_MAX); break;
-    case DM_INT64:
-      /* (double)INT64_MAX rounds up to 2^63, so >= catches exactly the out-of-range ones */
-      ((int64_t *)dst)[i] = d != d ? 0 : d >= 0x1p63 ? INT64_MAX : d <= -0x1p63 ? INT64_MIN
-                                                                             : (int64_t)d;
-      break;
+    DM_CAST_NARROW_INTS(STORE_REAL_)
+    case DM_INT64: ((int64_t *)dst)[i] = dm_cast_real_to_int64(d); break;
     default: break;
     }
   }
 }
 
-/* int64 -> double rounded to odd (truncate, then set the last kept bit if anything was
- * dropped): exact below 2^53, and above it still rounds correctly once more to a format
- * with far fewer bits, where (double)v could have rounded onto a midpoint. */
-static double int_to_double_odd(int64_t v) {
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 64 - __builtin_clzll(u | 1);
-  if (bits > 53) {
-    uint64_t mask = ((uint64_t)1 << (bits - 53)) - 1;
-    u = (u & ~mask) | ((u & mask) ? mask + 1 : 0);
-  }
-  double d = (double)u;
-  return v < 0 ? -d : d;
-}
-
+/* Narrowing wraps: the unsigned conversion is defined, the signed one is modular on every
+ * compiler we build with. */
+#define STORE_INT_(DT, T, U, lo, hi)                                                        \
+  case DM_##DT: ((T *)dst)[i] = (T)(U)v; break;
 static void store_int(dm_dtype t, void *dst, int64_t i0, int64_t n, const int64_t *in) {
   for (int64_t j = 0; j < n; j++) {
     int64_t i = i0 + j, v = in[j];
     switch (t) {
     case DM_FLOAT: ((float *)dst)[i] = (float)v; break; /* one rounding from int64 */
     case DM_DOUBLE: ((double *)dst)[i] = (double)v; break;
-    case DM_FLOAT16: ((uint16_t *)dst)[i] = dm_double_to_half(int_to_double_odd(v)); break;
-    case DM_BFLOAT16: ((uint16_t *)dst)[i] = dm_double_to_bf16(int_to_double_odd(v)); break;
+    case DM_FLOAT16: ((uint16_t *)dst)[i] = dm_double_to_half(dm_cast_int_to_double_odd(v)); break;
+    case DM_BFLOAT16: ((uint16_t *)dst)[i] = dm_double_to_bf16(dm_cast_int_to_double_odd(v)); break;
     case DM_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
-    /* narrowing wraps: the unsigned conversion is defined, the signed one is modular on
-     * every compiler we build with */
-    case DM_INT32: ((int32_t *)dst)[i] = (int32_t)(uint32_t)v; break;
-    case DM_UINT8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
-    case DM_INT8: ((int8_t *)dst)[i] = (int8_t)(uint8_t)v; break;
-    case DM_UINT16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
-    case DM_INT16: ((int16_t *)dst)[i] = (int16_t)(uint16_t)v; break;
+    DM_CAST_NARROW_INTS(STORE_INT_)
     case DM_INT64: ((int64_t *)dst)[i] = v; break;
     default: break;
     }

@@ -18,6 +18,7 @@ Exits 77 (skipped) when the onnx package or numpy cannot be imported; 1 when a c
 the importer accepted fails to run or differs.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -30,15 +31,25 @@ except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
 
-# The op types net/onnx_import.c translates (its table).
-TRANSLATED = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu",
-              "Identity", "Dropout", "Add", "Sub", "Mul", "Div", "Flatten", "Concat", "Gemm",
-              "BatchNormalization", "Softmax", "Reshape", "Sum", "Transpose", "LRN", "Cast",
-              "Split", "Constant", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid",
-              "HardSwish", "Pow", "Max", "Min", "Mean", "LogSoftmax", "ReduceSum",
-              "ReduceMean", "ReduceMax", "Shape", "Gather", "Squeeze", "Unsqueeze", "Slice",
-              "ConstantOfShape"}
-TRANSLATED |= {"ConvTranspose", "Resize", "Upsample", "Pad"}  # net/onnx_ops_spatial.c
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def translated_ops():
+    """The op types the importer translates, read from its tables rather than copied:
+    the {"Type", tr_...} entries of net/onnx_import.c and net/onnx_ops_*.c, and the rows
+    of operators/unary_family.h marked PLAIN (translated from that table)."""
+    ops = set()
+    net = os.path.join(ROOT, "net")
+    for f in sorted(os.listdir(net)):
+        if f == "onnx_import.c" or (f.startswith("onnx_ops_") and f.endswith(".c")):
+            with open(os.path.join(net, f)) as fh:
+                ops |= set(re.findall(r'\{"(\w+)", tr_\w+\}', fh.read()))
+    with open(os.path.join(ROOT, "operators", "unary_family.h")) as fh:
+        ops |= set(re.findall(r"X\((\w+), \w+, [01], PLAIN", fh.read()))
+    return ops
+
+
+TRANSLATED = translated_ops()
 
 
 # Accepted cases that fail with a clear error instead of an answer, and why. Anything
