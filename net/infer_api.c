@@ -35,7 +35,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.optim.n_exclude = o->inputs ? o->n_inputs : 0;
   p.mixed_precision = o->precision != DM_FLOAT;
   p.mp.target = o->precision == DM_BFLOAT16 ? DM_BFLOAT16 : DM_FLOAT16;
-  p.mp.scaling = DM_LS_NONE; /* no gradients to scale */
+  p.mp.scaling = DM_LOSS_SCALE_NONE; /* no gradients to scale */
   p.mp.inference = 1;
   p.mp.params = o->params;
   p.mp.n_params = o->params ? o->n_params : 0;

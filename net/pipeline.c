@@ -127,8 +127,8 @@ dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_op
   p->optim = o->optim;
   /* multi_tensor AUTO: one update launch where launches cost (a net placed on CUDA);
    * CPU nets keep their per-parameter ops unless asked. */
-  if (p->optim.multi_tensor == DM_OPTIM_MULTI_AUTO)
-    p->optim.multi_tensor = o->device ? DM_OPTIM_MULTI_ON : DM_OPTIM_MULTI_OFF;
+  if (p->optim.multi_tensor == DM_SWITCH_AUTO)
+    p->optim.multi_tensor = o->device ? DM_SWITCH_ON : DM_SWITCH_OFF;
   /* 4. fusion */
   p->fuse = o->fuse != 0;
   p->fuse_opts = o->fuse_opts;
@@ -138,6 +138,7 @@ dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_op
   /* 5. mixed precision */
   p->mixed_precision = o->mixed_precision != 0;
   p->mp = o->mp;
+  p->mp.scaling = dm_mp_loss_scaling(o->mp.scaling, o->mp.target);
   p->mp.exclude = fed;
   p->mp.n_exclude = n_fed;
   /* 6. layout: AUTO is NHWC for a painted training net placed on a GPU, if it converts */

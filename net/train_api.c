@@ -115,14 +115,11 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->n_losses = o->n_losses;
   p->optimize = 1;
   dm_optimizer_opts *opt = &p->optim;
-  switch (o->optimizer) {
-  case DM_OPTIMIZER_SGD: opt->kind = DM_OPTIM_SGD; break;
-  case DM_OPTIMIZER_MOMENTUM: opt->kind = DM_OPTIM_MOMENTUM; break;
-  case DM_OPTIMIZER_ADAM: opt->kind = DM_OPTIM_ADAM; break;
-  default:
+  if (o->optimizer != DM_OPTIMIZER_SGD && o->optimizer != DM_OPTIMIZER_MOMENTUM &&
+      o->optimizer != DM_OPTIMIZER_ADAM)
     return dm_error(DM_ERR_INVALID, "dm_train_options.optimizer: unknown value %d",
                     (int)o->optimizer);
-  }
+  opt->kind = o->optimizer;
   opt->lr = o->lr;
   opt->momentum = o->momentum;
   opt->nesterov = o->nesterov;
@@ -146,18 +143,11 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
                     (int)o->precision);
   p->mixed_precision = o->precision != DM_PRECISION_FP32;
   p->mp.target = o->precision == DM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
-  switch (o->loss_scale) {
-  case DM_LOSS_SCALE_AUTO:
-    /* BF16 has FP32's exponent range: gradients do not underflow (as `train --bf16`) */
-    p->mp.scaling = o->precision == DM_PRECISION_BF16 ? DM_LS_NONE : DM_LS_DYNAMIC;
-    break;
-  case DM_LOSS_SCALE_NONE: p->mp.scaling = DM_LS_NONE; break;
-  case DM_LOSS_SCALE_STATIC: p->mp.scaling = DM_LS_STATIC; break;
-  case DM_LOSS_SCALE_DYNAMIC: p->mp.scaling = DM_LS_DYNAMIC; break;
-  default:
+  if (o->loss_scale < DM_LOSS_SCALE_AUTO || o->loss_scale > DM_LOSS_SCALE_DYNAMIC)
     return dm_error(DM_ERR_INVALID, "dm_train_options.loss_scale: unknown value %d",
                     (int)o->loss_scale);
-  }
+  /* AUTO: the plan decides (BF16 has FP32's exponent range: none; FP16: dynamic) */
+  p->mp.scaling = o->loss_scale;
   if (!(o->init_scale > 0 && o->init_scale <= FLT_MAX) || o->growth_interval < 1)
     return dm_error(DM_ERR_INVALID, "dm_train_options: init_scale must be finite and > 0 "
                                     "(a float), and growth_interval >= 1");
@@ -186,14 +176,11 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->dp.num_shards = dm_dist_size();
   p->dp.shard_id = dm_dist_rank();
   p->fuse_train = o->fuse_train != 0;
-  switch (o->multi_tensor) {
-  case DM_SWITCH_AUTO: p->optim.multi_tensor = DM_OPTIM_MULTI_AUTO; break;
-  case DM_SWITCH_OFF: p->optim.multi_tensor = DM_OPTIM_MULTI_OFF; break;
-  case DM_SWITCH_ON: p->optim.multi_tensor = DM_OPTIM_MULTI_ON; break;
-  default:
+  if (o->multi_tensor != DM_SWITCH_AUTO && o->multi_tensor != DM_SWITCH_OFF &&
+      o->multi_tensor != DM_SWITCH_ON)
     return dm_error(DM_ERR_INVALID, "dm_train_options.multi_tensor: unknown value %d",
                     (int)o->multi_tensor);
-  }
+  p->optim.multi_tensor = o->multi_tensor;
   switch (o->layout) {
   case DM_TRAIN_LAYOUT_AUTO: p->layout = DM_LAYOUT_AUTO; break;
   case DM_TRAIN_LAYOUT_NCHW: p->layout = DM_LAYOUT_AS_WRITTEN; break;

@@ -684,7 +684,7 @@ int dm_cmd_train(int argc, char **argv) {
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
   dm_dist_cli_init(&o.dist);
-  o.opt.kind = DM_OPTIM_MOMENTUM;
+  o.opt.kind = DM_OPTIMIZER_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
   o.opt.n_exclude = 2;

@@ -1,7 +1,8 @@
 /* test_pipeline_plan.c: dm_pipeline_plan_build (net/pipeline.h) on its own: which
- * stages run, every AUTO decided (multi_tensor, layout, pad_channels, gradient), the
- * shared lists set from the options' one copy, the refusals made before any pass runs;
- * and the stage table's order (the numbering of pipeline.h and ARCHITECTURE.md). */
+ * stages run, every AUTO decided (multi_tensor, layout, pad_channels, gradient, loss
+ * scaling), the shared lists set from the options' one copy, the refusals made before
+ * any pass runs; and the stage table's order (the numbering of pipeline.h and
+ * ARCHITECTURE.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static void test_defaults_cpu(void **state) {
   assert_true(p.gradient && p.optimize);
   assert_false(p.fuse_train || p.fuse || p.mixed_precision || p.device || p.data_parallel ||
                p.memory);
-  assert_int_equal(p.optim.multi_tensor, DM_OPTIM_MULTI_OFF); /* AUTO on the CPU */
+  assert_int_equal(p.optim.multi_tensor, DM_SWITCH_OFF); /* AUTO on the CPU */
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_OFF);
   assert_int_equal(p.layout_opts.pad_channels, 0);
   /* one list of fed blobs for every pass */
@@ -64,7 +65,7 @@ static void test_auto_on_gpu(void **state) {
   o.device = 1;
   dm_pipeline_plan p;
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
-  assert_int_equal(p.optim.multi_tensor, DM_OPTIM_MULTI_ON);
+  assert_int_equal(p.optim.multi_tensor, DM_SWITCH_ON);
   assert_int_equal(p.layout_opts.pad_channels, 8);
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_OFF); /* not painted: as written */
   dm_pipeline_plan_free(&p);
@@ -73,17 +74,39 @@ static void test_auto_on_gpu(void **state) {
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_TRIAL);
   dm_pipeline_plan_free(&p);
   o.layout = DM_LAYOUT_AS_WRITTEN;
-  o.optim.multi_tensor = DM_OPTIM_MULTI_OFF;
+  o.optim.multi_tensor = DM_SWITCH_OFF;
   o.layout_opts.pad_channels = 4;
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_OFF);
-  assert_int_equal(p.optim.multi_tensor, DM_OPTIM_MULTI_OFF);
+  assert_int_equal(p.optim.multi_tensor, DM_SWITCH_OFF);
   assert_int_equal(p.layout_opts.pad_channels, 4);
   dm_pipeline_plan_free(&p);
   o.layout = DM_LAYOUT_NHWC;
   o.device = 0;
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_NHWC);
+  dm_pipeline_plan_free(&p);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
+static void test_loss_scale_auto(void **state) {
+  (void)state;
+  Caffe2__NetDef *net = parse(forward);
+  dm_pipeline_opts o;
+  training(&o);
+  o.mixed_precision = 1;
+  o.mp.scaling = DM_LOSS_SCALE_AUTO;
+  dm_pipeline_plan p;
+  assert_ok(dm_pipeline_plan_build(net, &o, &p)); /* FP16: dynamic */
+  assert_int_equal(p.mp.scaling, DM_LOSS_SCALE_DYNAMIC);
+  dm_pipeline_plan_free(&p);
+  o.mp.target = DM_BFLOAT16; /* FP32's range: none */
+  assert_ok(dm_pipeline_plan_build(net, &o, &p));
+  assert_int_equal(p.mp.scaling, DM_LOSS_SCALE_NONE);
+  dm_pipeline_plan_free(&p);
+  o.mp.scaling = DM_LOSS_SCALE_STATIC; /* asked for: kept */
+  assert_ok(dm_pipeline_plan_build(net, &o, &p));
+  assert_int_equal(p.mp.scaling, DM_LOSS_SCALE_STATIC);
   dm_pipeline_plan_free(&p);
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }
@@ -176,6 +199,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults_cpu),      cmocka_unit_test(test_auto_on_gpu),
       cmocka_unit_test(test_gradient_auto),     cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_loss_scale_auto),
       cmocka_unit_test(test_fuse_train_no_result), cmocka_unit_test(test_stage_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
