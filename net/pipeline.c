@@ -18,7 +18,7 @@ void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   dm_optimizer_opts_init(&o->optim);
   dm_mp_opts_init(&o->mp);
   dm_device_opts_init(&o->dev);
-  o->layout = DM_LAYOUT_AUTO;
+  o->layout = DM_TRAIN_LAYOUT_AUTO;
   o->layout_opts.pad_channels = DM_LAYOUT_PAD_AUTO;
 }
 
@@ -142,8 +142,8 @@ dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_op
   p->mp.exclude = fed;
   p->mp.n_exclude = n_fed;
   /* 6. layout: AUTO is NHWC for a painted training net placed on a GPU, if it converts */
-  p->layout = o->layout == DM_LAYOUT_NHWC ? DM_PLAN_LAYOUT_NHWC
-              : o->layout == DM_LAYOUT_AUTO && o->device && o->mixed_precision && p->gradient
+  p->layout = o->layout == DM_TRAIN_LAYOUT_NHWC ? DM_PLAN_LAYOUT_NHWC
+              : o->layout == DM_TRAIN_LAYOUT_AUTO && o->device && o->mixed_precision && p->gradient
                   ? DM_PLAN_LAYOUT_TRIAL
                   : DM_PLAN_LAYOUT_OFF;
   p->layout_opts = o->layout_opts;

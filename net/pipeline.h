@@ -85,10 +85,11 @@ typedef struct dm_pipeline_opts {
   /* 5. mixed precision (mp.exclude is set from optim.exclude) */
   int mixed_precision;
   dm_mp_opts mp;
-  /* 6. layout: DM_LAYOUT_NHWC runs the layout pass, AUTO (the default) as layout_pass.h
+  /* 6. layout: DM_TRAIN_LAYOUT_NHWC runs the layout pass, AUTO (the default) as
+   * layout_pass.h
    * says (layout_opts.fed is set from optim.exclude; layout_opts.keep: blobs the caller
    * fetches, transposed back; layout_opts.pad_channels AUTO: 8 with `device`, else 0) */
-  dm_layout layout;
+  dm_train_layout layout;
   dm_layout_opts layout_opts;
   /* 7. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from
    * optim.exclude). Needs no GPU: it only rewrites. */

@@ -181,14 +181,10 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
     return dm_error(DM_ERR_INVALID, "dm_train_options.multi_tensor: unknown value %d",
                     (int)o->multi_tensor);
   p->optim.multi_tensor = o->multi_tensor;
-  switch (o->layout) {
-  case DM_TRAIN_LAYOUT_AUTO: p->layout = DM_LAYOUT_AUTO; break;
-  case DM_TRAIN_LAYOUT_NCHW: p->layout = DM_LAYOUT_AS_WRITTEN; break;
-  case DM_TRAIN_LAYOUT_NHWC: p->layout = DM_LAYOUT_NHWC; break;
-  default:
+  if (o->layout < DM_TRAIN_LAYOUT_AUTO || o->layout > DM_TRAIN_LAYOUT_NHWC)
     return dm_error(DM_ERR_INVALID, "dm_train_options.layout: unknown value %d",
                     (int)o->layout);
-  }
+  p->layout = o->layout;
   return DM_OK;
 }
 

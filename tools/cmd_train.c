@@ -33,7 +33,7 @@ typedef struct train_opts {
   int accuracy_given; /* -a: that blob must be in the nets (the default may be absent) */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free, fuse_train;
-  int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
+  dm_train_layout layout; /* --layout; AUTO: not given (the pipeline's default) */
   int pad_channels; /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
@@ -269,8 +269,7 @@ static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pip
   p->optim = o->opt;
   p->mixed_precision = o->mp.enabled;
   p->mp = o->mp.opts;
-  if (o->layout >= 0) /* else the pipeline's default: NHWC with a GPU and FP16/BF16 */
-    p->layout = (dm_layout)o->layout;
+  p->layout = o->layout; /* AUTO: NHWC with a GPU and FP16/BF16 */
   p->layout_opts.pad_channels = o->pad_channels;
   p->device = o->dev.cuda;
   p->dev = o->dev.opts;
@@ -679,7 +678,7 @@ int dm_cmd_train(int argc, char **argv) {
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100,
-                  .layout = -1, .pad_channels = DM_LAYOUT_PAD_AUTO};
+                  .layout = DM_TRAIN_LAYOUT_AUTO, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);

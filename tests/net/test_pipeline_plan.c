@@ -73,7 +73,7 @@ static void test_auto_on_gpu(void **state) {
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_TRIAL);
   dm_pipeline_plan_free(&p);
-  o.layout = DM_LAYOUT_AS_WRITTEN;
+  o.layout = DM_TRAIN_LAYOUT_NCHW;
   o.optim.multi_tensor = DM_SWITCH_OFF;
   o.layout_opts.pad_channels = 4;
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
@@ -81,7 +81,7 @@ static void test_auto_on_gpu(void **state) {
   assert_int_equal(p.optim.multi_tensor, DM_SWITCH_OFF);
   assert_int_equal(p.layout_opts.pad_channels, 4);
   dm_pipeline_plan_free(&p);
-  o.layout = DM_LAYOUT_NHWC;
+  o.layout = DM_TRAIN_LAYOUT_NHWC;
   o.device = 0;
   assert_ok(dm_pipeline_plan_build(net, &o, &p));
   assert_int_equal(p.layout, DM_PLAN_LAYOUT_NHWC);
