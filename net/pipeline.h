@@ -223,6 +223,12 @@ typedef struct dm_pipeline_stage {
 } dm_pipeline_stage;
 DM_HIDDEN extern const dm_pipeline_stage dm_pipeline_stages[];
 
+/* The pipeline's options from the public dm_train_options (demitasse.h; complete, as
+ * dm_train_options_init leaves them), borrowing their lists; what they cannot say (the
+ * nets around, the report, pad_channels) the caller adds. The one translator: the C
+ * API's training calls and `demitasse train` both call it, and it refuses what the
+ * options get wrong, naming the field. (net/train_api.c) */
+DM_HIDDEN dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p);
 /* Rewrites `net` (and the shared and init nets) in place: the plan, then the stages. `*init_add` gets a new init
  * addition when the optimizer or mixed-precision pass ran (NULL otherwise); the caller
  * frees it. `r` (may be NULL) says what ran; free it with dm_pipeline_result_free (also

@@ -99,8 +99,9 @@ dm_status dm_api_parse_device(const char *what, const char *dev, int *cuda, int 
   return DM_OK;
 }
 
-/* The pipeline's options from the public ones (borrowing their lists). */
-static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
+/* The pipeline's options from the public ones (borrowing their lists): the one
+ * translator, for the C API and `demitasse train` (net/pipeline.h). */
+dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   dm_pipeline_opts_init(p);
   if (o->n_losses == 0 || !o->losses)
     return dm_error(DM_ERR_INVALID, "dm_train_options: no loss blob");
@@ -263,7 +264,7 @@ static dm_status create_train_net_entered(dm_workspace *ws, const char *net_path
   dm_train_options o;
   dm_pipeline_opts p;
   DM_TRY(take_options(opts, &o));
-  DM_TRY(pipeline_opts(&o, &p));
+  DM_TRY(dm_pipeline_opts_from_train(&o, &p));
   dm_workspace_mark mark = dm_workspace_get_mark(ws);
   if (p.device) { /* before anything else: no GPU, no training */
     dm_status s = dm_device_check(DM_CUDA, p.dev.device_id);
@@ -328,7 +329,7 @@ dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *opt
   dm_pipeline_opts p;
   DM_TRY(dm_init()); /* the passes read the op schemas */
   DM_TRY(take_options(opts, &o));
-  DM_TRY(pipeline_opts(&o, &p));
+  DM_TRY(dm_pipeline_opts_from_train(&o, &p));
   Caffe2__NetDef *net = NULL, *init_add = NULL;
   dm_status s = read_net(net_path, &o, &net);
   if (s == DM_OK)

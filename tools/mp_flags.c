@@ -2,6 +2,7 @@
  * --fp32-ops and --fp16-ops. */
 #include "mp_flags.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +71,9 @@ int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
     break;
   case O_INIT_SCALE:
     m->opts.init_scale = strtod(arg, &end);
-    if (!*arg || *end || !(m->opts.init_scale > 0) || !isfinite(m->opts.init_scale))
-      *rc = dm_cli_usage_error(cmd, "--init-scale wants a positive number, got '%s'", arg);
+    if (!*arg || *end || !(m->opts.init_scale > 0) || !(m->opts.init_scale <= FLT_MAX))
+      *rc = dm_cli_usage_error(cmd, "--init-scale wants a positive number no larger than "
+                                    "FLT_MAX (3.4e38: the scale is a float), got '%s'", arg);
     break;
   case O_GROWTH:
     if (!dm_cli_parse_long(arg, 1, 1L << 40, &m->opts.growth_interval))

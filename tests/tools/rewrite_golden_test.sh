@@ -9,15 +9,7 @@
 # usage: rewrite_golden_test.sh DEMITASSE SOURCE_ROOT [CAPTURE_DIR]
 #   with CAPTURE_DIR: writes every output there and the sums to CAPTURE_DIR/sums
 #   (to refresh the fixture: cp CAPTURE_DIR/sums tests/tools/rewrite_golden.sha256).
-set -u
-exe=$1
-root=$2
-capture=${3:-}
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-out=${capture:-$work/out}
-mkdir -p "$out"
+. "$(dirname "$0")/golden_lib.sh"
 
 lenet=$root/models/mnist/lenet_train.pbtxt
 squeeze=$root/models/squeezenet/squeezenet_train.pbtxt
@@ -78,8 +70,6 @@ err-free-infer|$pred|--fp16 --free
 err-init-out|$lenet|$g --init-out INIT
 "
 
-: > "$out/sums"
-n=0
 printf '%s\n' "$cases" | while IFS='|' read -r name model flags; do
   [ -n "$name" ] || continue
   d=$out/$name
@@ -96,21 +86,8 @@ printf '%s\n' "$cases" | while IFS='|' read -r name model flags; do
   # shellcheck disable=SC2086
   "$exe" rewrite $f "$model" -o "$d/net.pbtxt" 2> "$d/stderr.raw"
   echo $? > "$d/rc"
-  sed -e "s#$d/##g" -e "s#$root/##g" "$d/stderr.raw" > "$d/stderr"
-  rm -f "$d/stderr.raw"
-  for k in net.pbtxt init.pbtxt stderr rc; do
-    if [ -f "$d/$k" ]; then
-      (cd "$out" && sha256sum "$name/$k") >> "$out/sums"
-    fi
-  done
+  golden_strip "$d" stderr
+  golden_sum "$name" net.pbtxt init.pbtxt stderr rc
 done
 
-if [ -n "$capture" ]; then
-  echo "captured $(grep -c /rc "$out/sums") option sets into $capture"
-  exit 0
-fi
-if ! diff -u "$here/rewrite_golden.sha256" "$out/sums"; then
-  echo "rewrite output changed from the golden sums (re-run with a CAPTURE_DIR to diff)" >&2
-  exit 1
-fi
-echo "rewrite: $(grep -c /rc "$out/sums") option sets byte-identical"
+golden_finish rewrite rewrite_golden.sha256
