@@ -52,13 +52,13 @@ dm_status bench_build_train_net(const bench_model *m, const char *dir, dm_dtype 
   const char *loss = "loss";
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, bench_fed_blobs, BENCH_N_FED_BLOBS);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.kind = DM_OPTIMIZER_MOMENTUM;
   /* the pipeline's AUTO would see no device stage here */
-  p.optim.multi_tensor = for_gpu ? DM_OPTIM_MULTI_ON : DM_OPTIM_MULTI_AUTO;
+  p.optim.multi_tensor = for_gpu ? DM_SWITCH_ON : DM_SWITCH_AUTO;
   p.mixed_precision = half != 0;
   p.mp.target = half ? half : DM_FLOAT16;
   /* BF16 has FP32's exponent range: no loss scaling (as `train --bf16`) */
-  p.mp.scaling = half == DM_BFLOAT16 ? DM_LS_NONE : DM_LS_DYNAMIC;
+  p.mp.scaling = half == DM_BFLOAT16 ? DM_LOSS_SCALE_NONE : DM_LOSS_SCALE_DYNAMIC;
   Caffe2__NetDef *add = NULL;
   dm_status s = dm_pipeline_run(def, &p, &add, NULL);
   size_t moved = 0;

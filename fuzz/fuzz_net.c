@@ -249,7 +249,7 @@ static dm_status train_passes(uint8_t mode, Caffe2__NetDef *net, Caffe2__NetDef 
   dm_pipeline_opts_init_training(&o, &loss, 1, NULL, 0);
   o.mixed_precision = (mode >> 2) & 1;
   o.mp.target = (mode >> 3) & 1 ? DM_BFLOAT16 : DM_FLOAT16;
-  o.mp.scaling = (mode >> 4) & 1 ? DM_LS_NONE : DM_LS_DYNAMIC;
+  o.mp.scaling = (mode >> 4) & 1 ? DM_LOSS_SCALE_NONE : DM_LOSS_SCALE_DYNAMIC;
   o.memory = (mode >> 5) & 1;
   dm_pipeline_result r = {0};
   dm_status s = dm_pipeline_run(net, &o, init_add, &r);

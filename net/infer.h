@@ -43,7 +43,7 @@ typedef struct dm_infer_prep {
                                    addition; `fetch` is never fused away */
   int post_ops;                 /* with fuse: the post-op fusions too (Conv + Sum + Relu,
                                    FC + Relu: CPU kernels only, so not with `device`) */
-  int layout;                   /* dm_layout: DM_LAYOUT_NHWC runs the layout pass (the
+  dm_train_layout layout;       /* NHWC runs the layout pass (the
                                    weights' re-layouts in the addition; `fetch` is
                                    transposed back) */
   int pad_channels;             /* with layout NHWC: dm_layout_opts.pad_channels (init:

@@ -19,6 +19,7 @@ void dm_infer_prep_init(dm_infer_prep *o) {
   memset(o, 0, sizeof *o);
   o->precision = DM_FLOAT;
   dm_device_opts_init(&o->dev);
+  o->layout = DM_TRAIN_LAYOUT_NCHW;
   o->pad_channels = DM_LAYOUT_PAD_AUTO;
 }
 
@@ -35,7 +36,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.optim.n_exclude = o->inputs ? o->n_inputs : 0;
   p.mixed_precision = o->precision != DM_FLOAT;
   p.mp.target = o->precision == DM_BFLOAT16 ? DM_BFLOAT16 : DM_FLOAT16;
-  p.mp.scaling = DM_LS_NONE; /* no gradients to scale */
+  p.mp.scaling = DM_LOSS_SCALE_NONE; /* no gradients to scale */
   p.mp.inference = 1;
   p.mp.params = o->params;
   p.mp.n_params = o->params ? o->n_params : 0;
@@ -50,7 +51,7 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   p.fuse_opts.params = o->params;
   p.fuse_opts.n_params = o->params ? o->n_params : 0;
   p.fuse_opts.post_ops = o->post_ops;
-  p.layout = (dm_layout)o->layout;
+  p.layout = o->layout;
   p.layout_opts.keep = o->fetch;
   p.layout_opts.n_keep = o->fetch ? o->n_fetch : 0;
   p.layout_opts.pad_channels = o->pad_channels;

@@ -58,14 +58,10 @@
 
 #define DM_LAYOUT_MARK "layout"
 
-typedef enum dm_layout {
-  DM_LAYOUT_AS_WRITTEN = 0, /* no layout pass */
-  DM_LAYOUT_NHWC = 1,
-  DM_LAYOUT_AUTO = 2        /* the pipeline's default: NHWC for a training net that is
-                               both painted (mixed precision) and placed on a GPU, when
-                               the pass can convert it and the nets sharing its weights;
-                               otherwise as written, the reason in the report */
-} dm_layout;
+/* Whether the pipeline runs the pass is demitasse.h's dm_train_layout: NHWC runs it,
+ * NCHW leaves the net as written, AUTO (the default) is NHWC for a training net that is
+ * both painted (mixed precision) and placed on a GPU, when the pass can convert it and
+ * the nets sharing its weights; otherwise as written, the reason in the report. */
 
 typedef struct dm_layout_opts {
   const char *const *fed;  /* blobs fed from the host (data, label): never weights */

@@ -346,7 +346,7 @@ static dm_status unscale_and_check(pass *p, char **params, size_t n_params) {
   dm_opb_output(&b, DM_MP_SCALE_BLOB);
   dm_opb_output(&b, DM_MP_GOOD_BLOB);
   dm_opb_output(&b, DM_MP_SKIPPED_BLOB);
-  dm_opb_arg_int(&b, "dynamic", o->scaling == DM_LS_DYNAMIC);
+  dm_opb_arg_int(&b, "dynamic", o->scaling == DM_LOSS_SCALE_DYNAMIC);
   dm_opb_arg_int(&b, "growth_interval", o->growth_interval);
   dm_opb_arg_float(&b, "growth_factor", (float)o->growth_factor);
   dm_opb_arg_float(&b, "backoff_factor", (float)o->backoff_factor);
@@ -363,7 +363,7 @@ cleanup:
  * schema says the op takes one. */
 static dm_status rewrite_update(pass *p, const dm_op_schema *schema, Caffe2__OperatorDef *op) {
   dm_status s = rewrite_op(p, schema, op, C_F32); /* emits op; still ours to amend below */
-  if (s == DM_OK && p->o->scaling != DM_LS_NONE && schema->skip_input)
+  if (s == DM_OK && p->o->scaling != DM_LOSS_SCALE_NONE && schema->skip_input)
     s = dm_opdef_add_input(op, DM_MP_FOUND_INF_BLOB);
   return s;
 }
@@ -388,7 +388,7 @@ static dm_status add_fill(Caffe2__NetDef *init, const char *blob, const char *dt
 void dm_mp_opts_init(dm_mp_opts *o) {
   memset(o, 0, sizeof *o);
   o->target = DM_FLOAT16;
-  o->scaling = DM_LS_DYNAMIC;
+  o->scaling = DM_LOSS_SCALE_DYNAMIC;
   o->init_scale = 65536;
   o->growth_interval = 2000;
   o->growth_factor = 2;
@@ -450,7 +450,7 @@ static dm_status run_pass(pass *p, Caffe2__NetDef *net, char **params, size_t n_
   net->op = NULL;
   net->n_op = 0;
   dm_status s = dm_netdef_new(NULL, &p->out);
-  int scaled = !p->o->inference && p->o->scaling != DM_LS_NONE, unscaled = 0;
+  int scaled = !p->o->inference && p->o->scaling != DM_LOSS_SCALE_NONE, unscaled = 0;
   for (size_t i = 0; i < n && s == DM_OK; i++) {
     Caffe2__OperatorDef *op = ops[i];
     p->op_index = i;
@@ -596,9 +596,18 @@ static dm_status fetched_outputs(pass *p, const Caffe2__NetDef *net, const dm_mp
   return DM_OK;
 }
 
-dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
+dm_loss_scale_mode dm_mp_loss_scaling(dm_loss_scale_mode mode, dm_dtype target) {
+  if (mode != DM_LOSS_SCALE_AUTO)
+    return mode;
+  return target == DM_BFLOAT16 ? DM_LOSS_SCALE_NONE : DM_LOSS_SCALE_DYNAMIC;
+}
+
+dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *given,
                                   Caffe2__NetDef *init_add, dm_mp_summary *summary) {
   memset(summary, 0, sizeof *summary);
+  dm_mp_opts decided = *given; /* loss scaling AUTO decided, as the pipeline's plan does */
+  decided.scaling = dm_mp_loss_scaling(given->scaling, given->target);
+  const dm_mp_opts *o = &decided;
   DM_TRY(dm_init()); /* the pass reads the op schemas */
   if (dm_netdef_find_arg(net, "mixed_precision")) {
     summary->already = 1;
@@ -608,7 +617,7 @@ dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
   if (o->target != DM_FLOAT16 && o->target != DM_BFLOAT16)
     return dm_error(DM_ERR_INVALID, "the reduced precision must be FLOAT16 or BFLOAT16, not %s",
                     dm_dtype_name(o->target));
-  if (!o->inference && o->scaling != DM_LS_NONE &&
+  if (!o->inference && o->scaling != DM_LOSS_SCALE_NONE &&
       !(o->init_scale > 0 && o->init_scale <= FLT_MAX && o->min_scale > 0 &&
         o->min_scale <= o->max_scale && o->max_scale <= FLT_MAX && o->backoff_factor > 0 &&
         o->backoff_factor < 1 && o->growth_factor > 1 && o->growth_interval >= 1))

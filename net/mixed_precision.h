@@ -54,14 +54,16 @@
 #define DM_MP_SKIPPED_BLOB "loss_scale_skipped"
 #define DM_MP_FOUND_INF_BLOB "found_inf"
 
-typedef enum dm_loss_scaling { DM_LS_NONE = 0, DM_LS_STATIC = 1, DM_LS_DYNAMIC = 2 } dm_loss_scaling;
+/* `scaling` is demitasse.h's dm_loss_scale_mode; AUTO (dynamic for FP16, none for BF16,
+ * whose range needs none) is decided by the pipeline's plan, and by the pass alone the
+ * same way (dm_mp_loss_scaling). */
 
 typedef struct dm_mp_opts {
   /* The reduced precision: DM_FLOAT16 (default; loss scaling recommended) or DM_BFLOAT16
    * (FP32's exponent range: no loss scaling needed). Casts are FloatToHalf/HalfToFloat
    * for FP16 (Caffe2's names) and Cast(to) for BF16; copies are named X_fp16 / X_bf16. */
   dm_dtype target;
-  dm_loss_scaling scaling;
+  dm_loss_scale_mode scaling;
   double init_scale;        /* default 65536 */
   long growth_interval;     /* default 2000 */
   double growth_factor;     /* default 2 */
@@ -99,6 +101,8 @@ DM_HIDDEN void dm_mp_opts_init(dm_mp_opts *o);
  * `init_add`. */
 DM_HIDDEN dm_status dm_mixed_precision_pass(Caffe2__NetDef *net, const dm_mp_opts *o,
                                             Caffe2__NetDef *init_add, dm_mp_summary *summary);
+/* Loss scaling `mode` with AUTO decided for `target`: DYNAMIC for FP16, NONE for BF16. */
+DM_HIDDEN dm_loss_scale_mode dm_mp_loss_scaling(dm_loss_scale_mode mode, dm_dtype target);
 DM_HIDDEN void dm_mp_summary_free(dm_mp_summary *s);
 
 #endif

@@ -13,20 +13,20 @@
 
 void dm_optimizer_opts_init(dm_optimizer_opts *o) {
   memset(o, 0, sizeof *o);
-  o->kind = DM_OPTIM_SGD;
+  o->kind = DM_OPTIMIZER_SGD;
   o->lr = 0.01;
   o->momentum = 0.9;
   o->beta1 = 0.9;
   o->beta2 = 0.999;
   o->epsilon = 1e-5;
-  o->multi_tensor = DM_OPTIM_MULTI_AUTO;
+  o->multi_tensor = DM_SWITCH_AUTO;
 }
 
-dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out) {
+dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer *out) {
   static const char *const names[] = {"sgd", "momentum", "adam"};
   for (int k = 0; k < 3; k++)
     if (strcmp(name, names[k]) == 0) {
-      *out = (dm_optimizer_kind)k;
+      *out = (dm_optimizer)k;
       return DM_OK;
     }
   return dm_error(DM_ERR_INVALID, "unknown optimizer '%s' (sgd, momentum, adam)", name);
@@ -145,7 +145,7 @@ static dm_status learning_rate_op(Caffe2__NetDef *net, const dm_optimizer_opts *
   dm_opb_output(&b, DM_OPTIM_LR_BLOB);
   /* Caffe2's optimizer.py: WeightedSum and Adam add lr * step (so base_lr < 0),
    * MomentumSGDUpdate subtracts it (base_lr > 0). */
-  double base = o->kind == DM_OPTIM_MOMENTUM ? o->lr : -o->lr;
+  double base = o->kind == DM_OPTIMIZER_MOMENTUM ? o->lr : -o->lr;
   dm_opb_arg_float(&b, "base_lr", (float)base);
   dm_opb_arg_string(&b, "policy", o->policy ? o->policy : "fixed");
   if (p->kind == DM_LR_STEP)
@@ -212,11 +212,11 @@ static void adam_args(dm_opb *b, const dm_optimizer_opts *o) {
 /* The state's fills of p (its moments, zero, p's shape). */
 static dm_status state_fills(Caffe2__NetDef *init, const char *p, const dm_optimizer_opts *o) {
   char m[512];
-  if (o->kind == DM_OPTIM_MOMENTUM) {
+  if (o->kind == DM_OPTIMIZER_MOMENTUM) {
     DM_TRY(suffixed(m, sizeof m, p, "_momentum"));
     return fill(init, m, p, 1, 0);
   }
-  if (o->kind == DM_OPTIM_ADAM) {
+  if (o->kind == DM_OPTIMIZER_ADAM) {
     DM_TRY(suffixed(m, sizeof m, p, "_first_moment"));
     DM_TRY(fill(init, m, p, 1, 0));
     DM_TRY(suffixed(m, sizeof m, p, "_second_moment"));
@@ -233,11 +233,11 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
   DM_TRY(state_fills(init, p, o));
   dm_opb b;
   switch (o->kind) {
-  case DM_OPTIM_SGD: {
+  case DM_OPTIMIZER_SGD: {
     const char *in[4] = {p, DM_OPTIM_ONE_BLOB, g, DM_OPTIM_LR_BLOB}, *out[1] = {p};
     return plain_op(net, "WeightedSum", in, 4, out, 1);
   }
-  case DM_OPTIM_MOMENTUM: {
+  case DM_OPTIMIZER_MOMENTUM: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_momentum"));
     const char *in[4] = {g, m1, DM_OPTIM_LR_BLOB, p}, *out[3] = {g, m1, p};
     dm_opb_start(&b, "MomentumSGDUpdate");
@@ -246,7 +246,7 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
     momentum_args(&b, o);
     return dm_opb_append(&b, net);
   }
-  case DM_OPTIM_ADAM: {
+  case DM_OPTIMIZER_ADAM: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_first_moment"));
     DM_TRY(suffixed(m2, sizeof m2, p, "_second_moment"));
     const char *in[6] = {p, m1, m2, g, DM_OPTIM_LR_BLOB, DM_OPTIM_ITER_BLOB};
@@ -319,11 +319,11 @@ static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
   free(decayed);
   if (s != DM_OK)
     return s;
-  if (o->kind == DM_OPTIM_SGD) /* p = 1 * p + lr * g */
+  if (o->kind == DM_OPTIMIZER_SGD) /* p = 1 * p + lr * g */
     return multi_wsum_op(net, params, np, "", DM_OPTIM_ONE_BLOB, "_grad", DM_OPTIM_LR_BLOB);
   char **in = NULL, **out = NULL;
   size_t n_in = 0, n_out = 0;
-  const int adam = o->kind == DM_OPTIM_ADAM;
+  const int adam = o->kind == DM_OPTIMIZER_ADAM;
   const char *m1 = adam ? "_first_moment" : "_momentum";
   if (adam) { /* p, m1, m2, g lists, lr, iter -> p, m1, m2 lists */
     s = push_suffixed(&in, &n_in, params, np, "");
@@ -375,9 +375,9 @@ static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
   if (!(isfinite(o->weight_decay) && o->weight_decay >= 0))
     return dm_error(DM_ERR_INVALID, "weight decay must be finite and >= 0 (it is %g)",
                     o->weight_decay);
-  if (o->kind == DM_OPTIM_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
+  if (o->kind == DM_OPTIMIZER_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
     return dm_error(DM_ERR_INVALID, "momentum must be in [0, 1) (it is %g)", o->momentum);
-  if (o->kind == DM_OPTIM_ADAM &&
+  if (o->kind == DM_OPTIMIZER_ADAM &&
       !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->epsilon > 0 &&
         isfinite(o->epsilon)))
     return dm_error(DM_ERR_INVALID, "Adam needs beta1, beta2 in [0, 1) and epsilon > 0");
@@ -441,7 +441,7 @@ static dm_status check_names(const Caffe2__NetDef *net, const char *const *param
 
 dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, size_t n_params,
                                const dm_optimizer_opts *o, Caffe2__NetDef *init_add) {
-  if ((unsigned)o->kind > DM_OPTIM_ADAM)
+  if ((unsigned)o->kind > DM_OPTIMIZER_ADAM)
     return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
   DM_TRY(dm_memory_refuse_planned(net, "optimizer"));
   dm_lr_policy policy;
@@ -460,7 +460,7 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
   /* State, created once by the init-net addition. */
   if (s == DM_OK)
     s = fill(init_add, DM_OPTIM_ITER_BLOB, NULL, 10, 0);
-  int need_one = o->kind == DM_OPTIM_SGD || o->weight_decay > 0;
+  int need_one = o->kind == DM_OPTIMIZER_SGD || o->weight_decay > 0;
   if (s == DM_OK && need_one)
     s = fill(init_add, DM_OPTIM_ONE_BLOB, NULL, 1, 1);
   if (s == DM_OK && o->weight_decay > 0)
@@ -471,7 +471,7 @@ dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, s
     s = plain_op(net, "Iter", io, 1, io, 1);
   if (s == DM_OK)
     s = learning_rate_op(net, o, &policy);
-  if (o->multi_tensor == DM_OPTIM_MULTI_ON) {
+  if (o->multi_tensor == DM_SWITCH_ON) {
     if (s == DM_OK)
       s = multi_update_ops(net, init_add, params, n_params, o);
   } else {

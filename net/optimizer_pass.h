@@ -57,22 +57,12 @@
 #define DM_OPTIM_ONE_BLOB "optimizer_one"
 #define DM_OPTIM_WD_BLOB "optimizer_weight_decay"
 
-typedef enum dm_optimizer_kind {
-  DM_OPTIM_SGD = 0,      /* WeightedSum */
-  DM_OPTIM_MOMENTUM = 1, /* MomentumSGDUpdate */
-  DM_OPTIM_ADAM = 2      /* Adam */
-} dm_optimizer_kind;
-
-/* multi_tensor: emit the multi-tensor update op (above) or one op per parameter. */
-typedef enum dm_optim_multi_tensor {
-  DM_OPTIM_MULTI_AUTO = -1, /* the pipeline: on when it places the net on CUDA, else off;
-                               dm_add_optimizer_ops alone: off */
-  DM_OPTIM_MULTI_OFF = 0,
-  DM_OPTIM_MULTI_ON = 1
-} dm_optim_multi_tensor;
-
+/* The optimizer is demitasse.h's dm_optimizer (DM_OPTIMIZER_SGD: WeightedSum, MOMENTUM:
+ * MomentumSGDUpdate, ADAM: Adam); multi_tensor its dm_switch: ON emits the multi-tensor
+ * update op (above), OFF and AUTO one op per parameter (AUTO is decided by the
+ * pipeline's plan: ON when it places the net on CUDA). */
 typedef struct dm_optimizer_opts {
-  dm_optimizer_kind kind;
+  dm_optimizer kind;
   double lr;           /* > 0, the step size; the pass signs base_lr (see above) */
   double momentum;     /* MOMENTUM: mu in [0, 1) */
   int nesterov;        /* MOMENTUM */
@@ -86,7 +76,7 @@ typedef struct dm_optimizer_opts {
   int64_t max_iter;    /* poly */
   int64_t warmup_iter; /* 0: no warmup */
   double warmup_start; /* warmup multiplier at iteration 0 */
-  dm_optim_multi_tensor multi_tensor; /* MOMENTUM, ADAM: one update op for all params */
+  dm_switch multi_tensor; /* ON: one update op for all params (AUTO: as OFF) */
   /* Inputs of the forward net that are not parameters (data, labels), for
    * dm_find_trainable_params when no params are passed. Borrowed. */
   const char *const *exclude;
@@ -97,7 +87,7 @@ typedef struct dm_optimizer_opts {
  * no weight decay, policy fixed, no warmup, nothing excluded; multi_tensor AUTO. */
 DM_HIDDEN void dm_optimizer_opts_init(dm_optimizer_opts *o);
 /* "sgd", "momentum", "adam". */
-DM_HIDDEN dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer_kind *out);
+DM_HIDDEN dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer *out);
 
 /* The trainable parameters of a net after the gradient pass: every input of the forward
  * part (its external_input, and blobs a non-gradient op reads before any forward op

@@ -3,34 +3,40 @@
  *
  * `demitasse train`, `demitasse rewrite`, the C API (dm_workspace_create_train_net,
  * dm_rewrite_train_net) and the tests all build training nets here, so the same options
- * give the same net byte for byte whichever way it is asked for. dm_pipeline_run
- * applies, in this order:
+ * give the same net byte for byte whichever way it is asked for.
  *
- *      training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
- *                        + Relu made the fused ops whose gradients the next pass emits
- *   1. gradient          dm_add_gradient_ops for `losses`
- *   2. optimizer         dm_add_optimizer_ops; its state fills go to the init addition;
- *                        optim.multi_tensor AUTO is ON when `device` is set, else OFF
- *      fusion           dm_fusion_pass (inference only: refused after the gradient pass);
- *                        the folds (FoldBN) go to the init addition, before the casts
- *                        the mixed-precision pass appends, which then cast the folded
- *                        weights (they join mp.params when that list is given)
- *   3. mixed precision   dm_mixed_precision_pass; loss-scale state to the init addition
- *      layout            dm_layout_pass (NHWC), on the training net then the `shared`
- *                        nets (the same weights renamed the same way): after the casts,
- *                        before placement, so the device pass sees the layout the
- *                        engines run; the weights' re-layouts go to the init addition
- *   4. device            dm_device_pass on the training net, then on the `shared` nets
- *                        (test nets reading the same weights), then dm_device_place_init
- *                        on the caller's `inits` and the init addition, for the GPU state
- *                        all of them read
- *      data parallel        dm_data_parallel_pass on the placed training net: Allreduce of
- *                        the weight gradients between the backward ops and the updates,
- *                        on the devices they run on
- *   5. memory            dm_memory_pass on the training net and the `shared` nets, last
+ * dm_pipeline_run is a plan and a table of stages. dm_pipeline_plan_build turns the
+ * options into a dm_pipeline_plan: which stages run (gradient AUTO against the net,
+ * the optimizer only after the gradient), every AUTO decided (multi_tensor, layout,
+ * pad_channels) and the lists each pass reads set from the options' one copy (the fed
+ * blobs, the keep list). Then each stage of dm_pipeline_stages whose `enabled` says so
+ * runs, in this order, and prints its own summary to `report`:
  *
- * Each pass is the one declared in its own header, called with the options below; the
- * pipeline adds nothing of its own to the nets. The passes' summaries go to `report`.
+ *   1. training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
+ *                       + Relu made the fused ops whose gradients the next pass emits
+ *   2. gradient         dm_add_gradient_ops for `losses`
+ *   3. optimizer        dm_add_optimizer_ops; its state fills go to the init addition
+ *   4. fusion           dm_fusion_pass (inference only: refused with the gradient pass);
+ *                       the folds (FoldBN) go to the init addition, before the casts
+ *                       the mixed-precision pass appends, which then cast the folded
+ *                       weights (they join mp.params when that list is given)
+ *   5. mixed precision  dm_mixed_precision_pass; loss-scale state to the init addition
+ *   6. layout           dm_layout_pass (NHWC), on the training net then the `shared`
+ *                       nets (the same weights renamed the same way): after the casts,
+ *                       before placement, so the device pass sees the layout the
+ *                       engines run; the weights' re-layouts go to the init addition
+ *   7. device           dm_device_pass on the training net, then on the `shared` nets
+ *                       (test nets reading the same weights), then dm_device_place_init
+ *                       on the caller's `inits` and the init addition, for the GPU state
+ *                       all of them read
+ *   8. data parallel    dm_data_parallel_pass on the placed training net: Allreduce of
+ *                       the weight gradients between the backward ops and the updates,
+ *                       on the devices they run on
+ *   9. memory           dm_memory_pass on the training net and the `shared` nets, last
+ *
+ * Each pass is the one declared in its own header, called with the plan's options; the
+ * pipeline adds nothing of its own to the nets. What a stage hands to a later one (the
+ * folded weights to 5, the renamed weights to 8) goes through dm_pipeline_result.
  */
 #ifndef DM_NET_PIPELINE_H
 #define DM_NET_PIPELINE_H
@@ -59,39 +65,41 @@ typedef enum dm_pipeline_gradient {
 } dm_pipeline_gradient;
 
 typedef struct dm_pipeline_opts {
-  /* training fusion, before the gradient pass (net/train_fusion.h); its keep list is
+  /* 1. training fusion, before the gradient pass (net/train_fusion.h); its keep list is
    * `losses` and `keep`, its fed list optim.exclude. Off by default: meant for GPUs. */
   int fuse_train;
-  /* 1. gradient */
+  /* 2. gradient */
   dm_pipeline_gradient gradient;
   const char *const *losses; /* the loss blobs (borrowed) */
   size_t n_losses;
-  /* 2. optimizer: runs when the gradient pass ran and `optimize` is set. optim.exclude
+  /* 3. optimizer: runs when the gradient pass runs and `optimize` is set. optim.exclude
    * (the net inputs that are not parameters: data, labels) is also the mixed-precision
-   * pass's exclude list and the device pass's host blobs. */
+   * pass's exclude list, the layout pass's fed list and the device pass's host blobs.
+   * optim.multi_tensor AUTO is ON when `device` is set, else OFF. */
   int optimize;
   dm_optimizer_opts optim;
-  /* fusion (inference): fold test-mode SpatialBN into the Conv before it; fuse.keep
+  /* 4. fusion (inference): fold test-mode SpatialBN into the Conv before it; fuse.keep
    * are the blobs the caller fetches (never fused away). */
   int fuse;
   dm_fusion_opts fuse_opts;
-  /* 3. mixed precision (mp.exclude is set from optim.exclude) */
+  /* 5. mixed precision (mp.exclude is set from optim.exclude) */
   int mixed_precision;
   dm_mp_opts mp;
-  /* layout: DM_LAYOUT_NHWC runs the layout pass, AUTO (the default) as layout_pass.h
+  /* 6. layout: DM_TRAIN_LAYOUT_NHWC runs the layout pass, AUTO (the default) as
+   * layout_pass.h
    * says (layout_opts.fed is set from optim.exclude; layout_opts.keep: blobs the caller
-   * fetches, transposed back) */
-  dm_layout layout;
+   * fetches, transposed back; layout_opts.pad_channels AUTO: 8 with `device`, else 0) */
+  dm_train_layout layout;
   dm_layout_opts layout_opts;
-  /* 4. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from
+  /* 7. device: place the nets on CUDA:dev.device_id (dev.host_blobs is set from
    * optim.exclude). Needs no GPU: it only rewrites. */
   int device;
   dm_device_opts dev;
-  /* data parallel (after device): Allreduce of the weight gradients over the ranks;
+  /* 8. data parallel (after device): Allreduce of the weight gradients over the ranks;
    * dp.params is found here (the trainable params, as the optimizer pass finds them). */
   int data_parallel;
   dm_dp_opts dp;
-  /* 5. memory: Free after last use. Kept, besides what the pass always keeps (state read
+  /* 9. memory: Free after last use. Kept, besides what the pass always keeps (state read
    * before written, the nets' external inputs and outputs): the losses, `keep`, with
    * keep_init_blobs every blob an op of the init nets (the caller's `inits` and the
    * addition) reads or writes (what instantiating and running them creates in a
@@ -116,6 +124,57 @@ typedef struct dm_pipeline_opts {
   /* Where the passes' summaries go (mixed precision, device, memory); NULL: nowhere. */
   FILE *report;
 } dm_pipeline_opts;
+
+/* The layout stage as decided. */
+typedef enum dm_plan_layout {
+  DM_PLAN_LAYOUT_OFF = 0,  /* no layout pass */
+  DM_PLAN_LAYOUT_NHWC = 1, /* the pass, asked for: a net it cannot convert is an error */
+  DM_PLAN_LAYOUT_TRIAL = 2 /* layout AUTO for a painted training net on a GPU: the pass
+                              tried on copies of the nets first; when it cannot convert
+                              them all they stay as written (the reason in the report) */
+} dm_plan_layout;
+
+/* What dm_pipeline_run will do, decided from the options and the net before any pass
+ * runs: each stage's switch, and each pass's options with every AUTO decided and the
+ * shared lists set. The lists are the options' (borrowed), but for `keep` (owned). */
+typedef struct dm_pipeline_plan {
+  int fuse_train;                   /* 1. */
+  dm_train_fusion_opts train_fusion; /*   keep: `keep` below; fed: optim.exclude */
+  int gradient;                     /* 2. ON, or AUTO on a net without gradient ops */
+  const char *const *losses;
+  size_t n_losses;
+  int optimize;                     /* 3. with the gradient pass only */
+  dm_optimizer_opts optim;          /*   multi_tensor ON or OFF (AUTO: ON with device) */
+  int fuse;                         /* 4. */
+  dm_fusion_opts fuse_opts;
+  int mixed_precision;              /* 5. */
+  dm_mp_opts mp;                    /*   exclude: optim.exclude */
+  dm_plan_layout layout;            /* 6. */
+  dm_layout_opts layout_opts;       /*   fed: optim.exclude; pad_channels decided */
+  int device;                       /* 7. */
+  dm_device_opts dev;               /*   host_blobs: optim.exclude */
+  int data_parallel;                /* 8. */
+  dm_dp_opts dp;                    /*   params: found by the stage */
+  int memory;                       /* 9. */
+  const char **keep;                /* the losses, then the options' `keep` (owned array,
+                                       borrowed names): kept by 1. and 9. */
+  size_t n_keep;
+  int keep_init_blobs;
+  int keep_reused_outputs;
+  Caffe2__NetDef **shared; /* the nets around (borrowed), as in the options */
+  size_t n_shared;
+  Caffe2__NetDef **inits;
+  size_t n_inits;
+  FILE *report;
+} dm_pipeline_plan;
+
+/* The plan for `net` (only read: gradient AUTO looks for gradient ops) and `o`; refuses
+ * what no stage can do (the gradient pass without a loss, the fusion pass with the
+ * gradient pass) before anything runs. Free it with dm_pipeline_plan_free (also after a
+ * failure). */
+DM_HIDDEN dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_opts *o,
+                                           dm_pipeline_plan *plan);
+DM_HIDDEN void dm_pipeline_plan_free(dm_pipeline_plan *plan);
 
 /* The GPU state of placed nets: the blobs (read before written) homed on a GPU, which
  * the init nets must put there. Owned names (malloc'd). */
@@ -145,7 +204,32 @@ DM_HIDDEN void dm_pipeline_opts_init(dm_pipeline_opts *o);
 DM_HIDDEN void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *losses,
                                               size_t n_losses, const char *const *exclude,
                                               size_t n_exclude);
-/* Rewrites `net` (and the shared and init nets) in place. `*init_add` gets a new init
+/* What a stage works on: the nets, its plan, the init addition (made by the first stage
+ * that adds to it) and the result, where it leaves its summary. */
+typedef struct dm_pipeline_ctx {
+  Caffe2__NetDef *net;
+  const dm_pipeline_plan *plan;
+  Caffe2__NetDef **init_add;
+  dm_pipeline_result *r;
+} dm_pipeline_ctx;
+
+/* A stage: its pass run when `enabled` says so for the plan; `run` prints the pass's
+ * summary to plan->report. dm_pipeline_stages lists them in their order, ending in a
+ * zero entry (net/pipeline_stages.c). */
+typedef struct dm_pipeline_stage {
+  const char *name;
+  int (*enabled)(const dm_pipeline_plan *plan);
+  dm_status (*run)(dm_pipeline_ctx *c);
+} dm_pipeline_stage;
+DM_HIDDEN extern const dm_pipeline_stage dm_pipeline_stages[];
+
+/* The pipeline's options from the public dm_train_options (demitasse.h; complete, as
+ * dm_train_options_init leaves them), borrowing their lists; what they cannot say (the
+ * nets around, the report, pad_channels) the caller adds. The one translator: the C
+ * API's training calls and `demitasse train` both call it, and it refuses what the
+ * options get wrong, naming the field. (net/train_api.c) */
+DM_HIDDEN dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p);
+/* Rewrites `net` (and the shared and init nets) in place: the plan, then the stages. `*init_add` gets a new init
  * addition when the optimizer or mixed-precision pass ran (NULL otherwise); the caller
  * frees it. `r` (may be NULL) says what ran; free it with dm_pipeline_result_free (also
  * after a failure). On failure the nets may hold part of the passes. */
@@ -153,7 +237,7 @@ DM_HIDDEN dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts 
                                     Caffe2__NetDef **init_add, dm_pipeline_result *r);
 DM_HIDDEN void dm_pipeline_result_free(dm_pipeline_result *r);
 
-/* The placement driver (the pipeline's step 4, and `demitasse run --device`):
+/* The placement driver (the pipeline's stage 7, and `demitasse run --device`):
  * the device pass on one net (o->host_blobs: what the caller feeds from the host), its
  * summary on `log` (NULL: none); the GPU state it reports is added to *gpu (may be NULL),
  * once per name. */

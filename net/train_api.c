@@ -99,8 +99,9 @@ dm_status dm_api_parse_device(const char *what, const char *dev, int *cuda, int 
   return DM_OK;
 }
 
-/* The pipeline's options from the public ones (borrowing their lists). */
-static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
+/* The pipeline's options from the public ones (borrowing their lists): the one
+ * translator, for the C API and `demitasse train` (net/pipeline.h). */
+dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   dm_pipeline_opts_init(p);
   if (o->n_losses == 0 || !o->losses)
     return dm_error(DM_ERR_INVALID, "dm_train_options: no loss blob");
@@ -115,14 +116,11 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->n_losses = o->n_losses;
   p->optimize = 1;
   dm_optimizer_opts *opt = &p->optim;
-  switch (o->optimizer) {
-  case DM_OPTIMIZER_SGD: opt->kind = DM_OPTIM_SGD; break;
-  case DM_OPTIMIZER_MOMENTUM: opt->kind = DM_OPTIM_MOMENTUM; break;
-  case DM_OPTIMIZER_ADAM: opt->kind = DM_OPTIM_ADAM; break;
-  default:
+  if (o->optimizer != DM_OPTIMIZER_SGD && o->optimizer != DM_OPTIMIZER_MOMENTUM &&
+      o->optimizer != DM_OPTIMIZER_ADAM)
     return dm_error(DM_ERR_INVALID, "dm_train_options.optimizer: unknown value %d",
                     (int)o->optimizer);
-  }
+  opt->kind = o->optimizer;
   opt->lr = o->lr;
   opt->momentum = o->momentum;
   opt->nesterov = o->nesterov;
@@ -146,18 +144,11 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
                     (int)o->precision);
   p->mixed_precision = o->precision != DM_PRECISION_FP32;
   p->mp.target = o->precision == DM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
-  switch (o->loss_scale) {
-  case DM_LOSS_SCALE_AUTO:
-    /* BF16 has FP32's exponent range: gradients do not underflow (as `train --bf16`) */
-    p->mp.scaling = o->precision == DM_PRECISION_BF16 ? DM_LS_NONE : DM_LS_DYNAMIC;
-    break;
-  case DM_LOSS_SCALE_NONE: p->mp.scaling = DM_LS_NONE; break;
-  case DM_LOSS_SCALE_STATIC: p->mp.scaling = DM_LS_STATIC; break;
-  case DM_LOSS_SCALE_DYNAMIC: p->mp.scaling = DM_LS_DYNAMIC; break;
-  default:
+  if (o->loss_scale < DM_LOSS_SCALE_AUTO || o->loss_scale > DM_LOSS_SCALE_DYNAMIC)
     return dm_error(DM_ERR_INVALID, "dm_train_options.loss_scale: unknown value %d",
                     (int)o->loss_scale);
-  }
+  /* AUTO: the plan decides (BF16 has FP32's exponent range: none; FP16: dynamic) */
+  p->mp.scaling = o->loss_scale;
   if (!(o->init_scale > 0 && o->init_scale <= FLT_MAX) || o->growth_interval < 1)
     return dm_error(DM_ERR_INVALID, "dm_train_options: init_scale must be finite and > 0 "
                                     "(a float), and growth_interval >= 1");
@@ -186,22 +177,15 @@ static dm_status pipeline_opts(const dm_train_options *o, dm_pipeline_opts *p) {
   p->dp.num_shards = dm_dist_size();
   p->dp.shard_id = dm_dist_rank();
   p->fuse_train = o->fuse_train != 0;
-  switch (o->multi_tensor) {
-  case DM_SWITCH_AUTO: p->optim.multi_tensor = DM_OPTIM_MULTI_AUTO; break;
-  case DM_SWITCH_OFF: p->optim.multi_tensor = DM_OPTIM_MULTI_OFF; break;
-  case DM_SWITCH_ON: p->optim.multi_tensor = DM_OPTIM_MULTI_ON; break;
-  default:
+  if (o->multi_tensor != DM_SWITCH_AUTO && o->multi_tensor != DM_SWITCH_OFF &&
+      o->multi_tensor != DM_SWITCH_ON)
     return dm_error(DM_ERR_INVALID, "dm_train_options.multi_tensor: unknown value %d",
                     (int)o->multi_tensor);
-  }
-  switch (o->layout) {
-  case DM_TRAIN_LAYOUT_AUTO: p->layout = DM_LAYOUT_AUTO; break;
-  case DM_TRAIN_LAYOUT_NCHW: p->layout = DM_LAYOUT_AS_WRITTEN; break;
-  case DM_TRAIN_LAYOUT_NHWC: p->layout = DM_LAYOUT_NHWC; break;
-  default:
+  p->optim.multi_tensor = o->multi_tensor;
+  if (o->layout < DM_TRAIN_LAYOUT_AUTO || o->layout > DM_TRAIN_LAYOUT_NHWC)
     return dm_error(DM_ERR_INVALID, "dm_train_options.layout: unknown value %d",
                     (int)o->layout);
-  }
+  p->layout = o->layout;
   return DM_OK;
 }
 
@@ -280,7 +264,7 @@ static dm_status create_train_net_entered(dm_workspace *ws, const char *net_path
   dm_train_options o;
   dm_pipeline_opts p;
   DM_TRY(take_options(opts, &o));
-  DM_TRY(pipeline_opts(&o, &p));
+  DM_TRY(dm_pipeline_opts_from_train(&o, &p));
   dm_workspace_mark mark = dm_workspace_get_mark(ws);
   if (p.device) { /* before anything else: no GPU, no training */
     dm_status s = dm_device_check(DM_CUDA, p.dev.device_id);
@@ -345,7 +329,7 @@ dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *opt
   dm_pipeline_opts p;
   DM_TRY(dm_init()); /* the passes read the op schemas */
   DM_TRY(take_options(opts, &o));
-  DM_TRY(pipeline_opts(&o, &p));
+  DM_TRY(dm_pipeline_opts_from_train(&o, &p));
   Caffe2__NetDef *net = NULL, *init_add = NULL;
   dm_status s = read_net(net_path, &o, &net);
   if (s == DM_OK)

@@ -146,10 +146,10 @@ int dm_cli_threads_flag(const char *cmd, const char *arg) {
   return dm_set_num_threads((int)n) == DM_OK ? DM_EXIT_OK : dm_cli_fail();
 }
 
-int dm_cli_layout_flag(const char *cmd, const char *arg, int *out) {
+int dm_cli_layout_flag(const char *cmd, const char *arg, dm_train_layout *out) {
   if (strcmp(arg, "nhwc") != 0 && strcmp(arg, "nchw") != 0)
     return dm_cli_usage_error(cmd, "--layout is nchw or nhwc (got '%s')", arg);
-  *out = arg[1] == 'h' ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  *out = arg[1] == 'h' ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
   return DM_EXIT_OK;
 }
 

@@ -78,9 +78,9 @@ int dm_cli_memory_limit_flag(const char *cmd, const char *arg, size_t *out);
   "                      " pad "    oneDNN alike (default: the cores this process may\n"  \
   "                      " pad "    run on; `demitasse info` prints the count)\n"
 int dm_cli_threads_flag(const char *cmd, const char *arg);
-/* --layout nchw|nhwc (`run`, `train`, `rewrite`): *out a dm_layout (net/layout_pass.h),
+/* --layout nchw|nhwc (`run`, `train`, `rewrite`): *out a dm_train_layout (demitasse.h),
  * or a usage error. */
-int dm_cli_layout_flag(const char *cmd, const char *arg, int *out);
+int dm_cli_layout_flag(const char *cmd, const char *arg, dm_train_layout *out);
 /* --pad-channels N (`run`, `train`, `rewrite`): with the layout pass, image channels
  * feeding Convs zero-padded to a multiple of N (0: off; default 8 on a GPU, else off).
  * *out is dm_layout_opts.pad_channels, or a usage error. */

@@ -111,7 +111,7 @@ static dm_status write_net(const Caffe2__NetDef *net, const char *path) {
 typedef struct rewrite_job {
   const char *in, *out, *init_out;
   int grad, optimize, free_memory, fuse, fuse_train;
-  int layout; /* -1: not given (the pipeline's default); else a dm_layout */
+  dm_train_layout layout; /* --layout; AUTO: not given (the pipeline's default) */
   int pad_channels; /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
   dm_strlist losses, keep, plugins;
   dm_optimizer_opts opts;
@@ -145,8 +145,7 @@ static dm_status rewrite(rewrite_job *j) {
   /* as train and the C API: buffers a kernel hands out again every run (the DB input's
    * batches, the double-buffered uploads) are not freed, so the printed net is theirs */
   p.keep_reused_outputs = 1;
-  if (j->layout >= 0) /* else the pipeline's default (AUTO), as train's */
-    p.layout = (dm_layout)j->layout;
+  p.layout = j->layout; /* AUTO: the pipeline's default, as train's */
   p.layout_opts.pad_channels = j->pad_channels;
   p.fuse_train = j->fuse_train;
   p.keep = j->keep.items;
@@ -167,7 +166,7 @@ static dm_status rewrite(rewrite_job *j) {
     ip.dev = j->dev.opts;
     ip.report = stderr;
     ip.free_masters = 1; /* as run does */
-    ip.layout = j->layout > 0 ? j->layout : DM_LAYOUT_AS_WRITTEN;
+    ip.layout = j->layout == DM_TRAIN_LAYOUT_NHWC ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
     ip.pad_channels = j->pad_channels;
     s = dm_infer_pipeline(net, &ip, &init, NULL);
   } else {
@@ -205,7 +204,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
   free(dev_opts);
   if (!opts)
     return dm_cli_failf("out of memory");
-  rewrite_job j = {.layout = -1, .pad_channels = DM_LAYOUT_PAD_AUTO};
+  rewrite_job j = {.layout = DM_TRAIN_LAYOUT_AUTO, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_strlist data = {0};
   dm_optimizer_opts_init(&j.opts);
   dm_mp_cli_init(&j.mp);
@@ -266,7 +265,7 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--fuse is for inference nets; it cannot be used with "
                                        "--grad");
   if (rc == DM_EXIT_OK && !j.grad && !j.dev.cuda && !j.mp.enabled && !j.fuse &&
-      !j.fuse_train && j.layout <= 0)
+      !j.fuse_train && j.layout != DM_TRAIN_LAYOUT_NHWC)
     rc = dm_cli_usage_error("rewrite", "no pass asked for: use --grad or --device cuda "
                                        "(--grad --loss LOSS, then --optimizer, --fp16, --free; "
                                        "or --fp16 / --bf16 / --fuse / --layout nhwc alone for an "
@@ -283,7 +282,8 @@ int dm_cmd_rewrite(int argc, char **argv) {
     rc = dm_cli_usage_error("rewrite", "--grad needs --loss LOSS (the blob to differentiate)");
   if (rc == DM_EXIT_OK && j.keep.n && !j.free_memory && !j.fuse)
     rc = dm_cli_usage_error("rewrite", "--keep needs --free or --fuse");
-  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse && j.layout <= 0)
+  if (rc == DM_EXIT_OK && j.init_out && !j.optimize && !j.mp.enabled && !j.fuse &&
+      j.layout != DM_TRAIN_LAYOUT_NHWC)
     rc = dm_cli_usage_error("rewrite", "--init-out needs --optimizer, --fp16, --fuse or "
                                        "--layout");
   dm_mp_cli_finish(&j.mp);

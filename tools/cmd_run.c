@@ -79,7 +79,7 @@ typedef struct run_opts {
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
   int no_fuse;         /* --no-fuse: BN not folded into Conv */
-  int layout;          /* --layout nhwc: DM_LAYOUT_NHWC */
+  dm_train_layout layout; /* --layout nhwc: DM_TRAIN_LAYOUT_NHWC (AUTO: as written) */
   int pad_channels;    /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
 } run_opts;
 

@@ -33,7 +33,7 @@ typedef struct train_opts {
   int accuracy_given; /* -a: that blob must be in the nets (the default may be absent) */
   long iters, test_every, test_iters, checkpoint_every, log_every;
   int resume, optimize, explain_overflow, no_free, fuse_train;
-  int layout; /* --layout: -1 not given (the pipeline's DM_LAYOUT_AUTO), or a dm_layout */
+  dm_train_layout layout; /* --layout; AUTO: not given (the pipeline's default) */
   int pad_channels; /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
   size_t memory_limit; /* --memory-limit; 0: none */
   const char *engine;  /* --engine; NULL: the default */
@@ -260,30 +260,61 @@ static dm_status rerun_inits(train_state *st) {
  * every DB input's outputs: freed, each step would allocate its batch afresh (77 MB at
  * ResNet-50's batch 128), and with --device cuda a buffer used once is never
  * page-locked for DMA uploads (core/tensor.c). */
-static void pipeline_opts(const train_opts *o, const char *const keep[2], dm_pipeline_opts *p) {
-  dm_pipeline_opts_init(p);
-  p->gradient = DM_PIPELINE_GRAD_AUTO;
-  p->losses = &o->loss;
-  p->n_losses = 1;
-  p->optimize = 1;
-  p->optim = o->opt;
-  p->mixed_precision = o->mp.enabled;
-  p->mp = o->mp.opts;
-  if (o->layout >= 0) /* else the pipeline's default: NHWC with a GPU and FP16/BF16 */
-    p->layout = (dm_layout)o->layout;
-  p->layout_opts.pad_channels = o->pad_channels;
-  p->device = o->dev.cuda;
-  p->dev = o->dev.opts;
-  p->memory = !o->no_free;
-  p->fuse_train = o->fuse_train;
-  p->keep = keep;
-  p->n_keep = 2;
-  p->keep_init_blobs = 1;
-  p->keep_reused_outputs = 1;
+static dm_status pipeline_opts(const train_opts *o, const char *const keep[2],
+                               dm_pipeline_opts *p) {
+  /* the flags as the C API's options, then the C API's translator */
+  dm_train_options t;
+  DM_TRY(dm_train_options_init(&t));
+  const dm_optimizer_opts *opt = &o->opt;
+  const dm_mp_opts *mp = &o->mp.opts;
+  const dm_device_opts *dev = &o->dev.opts;
+  char device[32];
+  snprintf(device, sizeof device, "cuda:%d", dev->device_id);
+  t.losses = &o->loss;
+  t.n_losses = 1;
+  t.data_blobs = opt->exclude;
+  t.n_data_blobs = opt->n_exclude;
+  t.optimizer = opt->kind;
+  t.lr = opt->lr;
+  t.momentum = opt->momentum;
+  t.nesterov = opt->nesterov;
+  t.beta1 = opt->beta1;
+  t.beta2 = opt->beta2;
+  t.epsilon = opt->epsilon;
+  t.weight_decay = opt->weight_decay;
+  t.decay_all = opt->decay_all;
+  t.lr_policy = opt->policy;
+  t.stepsize = opt->stepsize;
+  t.gamma = opt->gamma;
+  t.power = opt->power;
+  t.max_iter = opt->max_iter;
+  t.warmup_iter = opt->warmup_iter;
+  t.warmup_start = opt->warmup_start;
+  t.multi_tensor = opt->multi_tensor;
+  t.precision = !o->mp.enabled ? DM_PRECISION_FP32
+                : mp->target == DM_BFLOAT16 ? DM_PRECISION_BF16 : DM_PRECISION_FP16;
+  t.loss_scale = mp->scaling;
+  t.init_scale = mp->init_scale;
+  t.growth_interval = mp->growth_interval;
+  t.fp32_ops = mp->force_fp32;
+  t.n_fp32_ops = mp->n_force_fp32;
+  t.fp16_ops = mp->force_fp16;
+  t.n_fp16_ops = mp->n_force_fp16;
+  t.device = o->dev.cuda ? device : NULL;
+  t.cpu_ops = dev->force_cpu;
+  t.n_cpu_ops = dev->n_force_cpu;
+  t.memory = !o->no_free;
+  t.keep = keep;
+  t.n_keep = 2;
+  t.data_parallel = o->dist.on;
+  t.dp_bucket_bytes = o->dist.bucket_bytes;
+  t.dp_fp32 = o->dist.fp32;
+  t.fuse_train = o->fuse_train;
+  t.layout = o->layout;
+  DM_TRY(dm_pipeline_opts_from_train(&t, p));
+  p->layout_opts.pad_channels = o->pad_channels; /* no C API field */
   p->report = stdout;
-  p->data_parallel = o->dist.on;
-  if (o->dist.on) /* on a GPU each group's collective overlaps the rest of the backward */
-    dm_dist_cli_pass_opts(&o->dist, o->dev.cuda, &p->dp);
+  return DM_OK;
 }
 
 static void free_nets(Caffe2__NetDef **nets, size_t n) {
@@ -311,7 +342,7 @@ static dm_status build_nets(const train_opts *o, Caffe2__NetDef **def, Caffe2__N
     DM_TRY(dm_netdef_read(o->inits.items[i], &(*inits)[i]));
   const char *const keep[2] = {o->accuracy, "data"};
   dm_pipeline_opts p;
-  pipeline_opts(o, keep, &p);
+  DM_TRY(pipeline_opts(o, keep, &p));
   p.shared = test;
   p.n_shared = *test ? 1 : 0;
   p.inits = *inits;
@@ -679,12 +710,12 @@ int dm_cmd_train(int argc, char **argv) {
   if (!opts)
     return dm_cli_failf("out of memory");
   train_opts o = {.loss = "loss", .accuracy = "accuracy", .test_iters = 1, .log_every = 100,
-                  .layout = -1, .pad_channels = DM_LAYOUT_PAD_AUTO};
+                  .layout = DM_TRAIN_LAYOUT_AUTO, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_optimizer_opts_init(&o.opt);
   dm_mp_cli_init(&o.mp);
   dm_device_cli_init(&o.dev);
   dm_dist_cli_init(&o.dist);
-  o.opt.kind = DM_OPTIM_MOMENTUM;
+  o.opt.kind = DM_OPTIMIZER_MOMENTUM;
   static const char *const data_blobs[] = {"data", "label"};
   o.opt.exclude = data_blobs;
   o.opt.n_exclude = 2;

@@ -2,6 +2,7 @@
  * --fp32-ops and --fp16-ops. */
 #include "mp_flags.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ struct option *dm_mp_merge_opts(const struct option *base) {
 void dm_mp_cli_init(dm_mp_cli *m) {
   memset(m, 0, sizeof *m);
   dm_mp_opts_init(&m->opts);
+  m->opts.scaling = DM_LOSS_SCALE_AUTO; /* until --loss-scale: by the precision */
 }
 
 void dm_mp_cli_free(dm_mp_cli *m) {
@@ -58,20 +60,20 @@ int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
     m->opts.target = c == O_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
     break;
   case O_SCALING:
-    m->scaling_given = 1;
     if (strcmp(arg, "dynamic") == 0)
-      m->opts.scaling = DM_LS_DYNAMIC;
+      m->opts.scaling = DM_LOSS_SCALE_DYNAMIC;
     else if (strcmp(arg, "static") == 0)
-      m->opts.scaling = DM_LS_STATIC;
+      m->opts.scaling = DM_LOSS_SCALE_STATIC;
     else if (strcmp(arg, "none") == 0)
-      m->opts.scaling = DM_LS_NONE;
+      m->opts.scaling = DM_LOSS_SCALE_NONE;
     else
       *rc = dm_cli_usage_error(cmd, "--loss-scale wants dynamic, static or none, got '%s'", arg);
     break;
   case O_INIT_SCALE:
     m->opts.init_scale = strtod(arg, &end);
-    if (!*arg || *end || !(m->opts.init_scale > 0) || !isfinite(m->opts.init_scale))
-      *rc = dm_cli_usage_error(cmd, "--init-scale wants a positive number, got '%s'", arg);
+    if (!*arg || *end || !(m->opts.init_scale > 0) || !(m->opts.init_scale <= FLT_MAX))
+      *rc = dm_cli_usage_error(cmd, "--init-scale wants a positive number no larger than "
+                                    "FLT_MAX (3.4e38: the scale is a float), got '%s'", arg);
     break;
   case O_GROWTH:
     if (!dm_cli_parse_long(arg, 1, 1L << 40, &m->opts.growth_interval))
@@ -99,22 +101,21 @@ int dm_mp_flag(const char *cmd, int c, const char *arg, dm_mp_cli *m, int *rc) {
 }
 
 void dm_mp_cli_finish(dm_mp_cli *m) {
-  /* BF16 has FP32's exponent range: gradients do not underflow, so no scaling unless
-   * asked for. */
-  if (m->opts.target == DM_BFLOAT16 && !m->scaling_given)
-    m->opts.scaling = DM_LS_NONE;
+  /* AUTO as the pipeline decides it: BF16 has FP32's exponent range, so gradients do
+   * not underflow and need no scaling unless asked for; FP16 scales dynamically. */
+  m->opts.scaling = dm_mp_loss_scaling(m->opts.scaling, m->opts.target);
 }
 
 const char *dm_mp_skip_advice(const dm_mp_opts *o, double scale, char *buf, size_t cap) {
   static const double fp16_max = 65504;
   /* a power of two 256 times smaller (a step of 2^8 in the gradients' range), at least 1 */
   double smaller = fmax(1, exp2(floor(log2(scale / 256))));
-  if (o->scaling == DM_LS_STATIC && scale > fp16_max)
+  if (o->scaling == DM_LOSS_SCALE_STATIC && scale > fp16_max)
     snprintf(buf, cap, "the static loss scale %g is too large: past FP16's largest value "
              "(%g), every scaled gradient overflows and the model is not training. Give a "
              "smaller one, --init-scale 1024 say, or --loss-scale dynamic (which finds one "
              "itself).", scale, fp16_max);
-  else if (o->scaling == DM_LS_STATIC)
+  else if (o->scaling == DM_LOSS_SCALE_STATIC)
     snprintf(buf, cap, "the gradients overflow FP16 at the static loss scale %g, which never "
              "falls, so the model is not training. Give a smaller --init-scale (%g, say) or "
              "--loss-scale dynamic; --explain-overflow names the op.", scale, smaller);

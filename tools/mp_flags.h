@@ -13,7 +13,6 @@
 
 typedef struct dm_mp_cli {
   int enabled;          /* --fp16 or --bf16 */
-  int scaling_given;    /* --loss-scale was given (else BF16 defaults to none) */
   dm_mp_opts opts;
   char *fp32_buf, *fp16_buf; /* strdup'd lists, split in place */
   const char *fp32[DM_MP_MAX_LIST], *fp16[DM_MP_MAX_LIST];

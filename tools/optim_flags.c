@@ -85,8 +85,8 @@ int dm_optim_flag(const char *cmd, int c, const char *arg, dm_optimizer_opts *o,
   case O_MAXIT: o->max_iter = n; break;
   case O_WU_IT: o->warmup_iter = n; break;
   case O_WU_START: o->warmup_start = v; break;
-  case O_MULTI: o->multi_tensor = DM_OPTIM_MULTI_ON; break;
-  case O_NO_MULTI: o->multi_tensor = DM_OPTIM_MULTI_OFF; break;
+  case O_MULTI: o->multi_tensor = DM_SWITCH_ON; break;
+  case O_NO_MULTI: o->multi_tensor = DM_SWITCH_OFF; break;
   }
   return 1;
 }

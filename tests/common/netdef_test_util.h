@@ -75,7 +75,7 @@ static inline size_t drop_ops(Caffe2__NetDef *net, const char *type) {
 static inline void model_step_opts(dm_pipeline_opts *p, const char *const *loss, int fp16) {
   static const char *const fed[] = {"data", "label"};
   dm_pipeline_opts_init_training(p, loss, 1, fed, 2);
-  p->optim.kind = DM_OPTIM_MOMENTUM;
+  p->optim.kind = DM_OPTIMIZER_MOMENTUM;
   p->optim.lr = 0.05;
   p->mixed_precision = fp16;
   p->mp.init_scale = 128;

@@ -146,10 +146,10 @@ static int64_t train(int fuse_train, int device, double *losses) {
   static const char *const data_blobs[] = {"data", "label"};
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.kind = DM_OPTIMIZER_MOMENTUM;
   p.fuse_train = fuse_train;
   p.mixed_precision = 1;
-  p.mp.scaling = DM_LS_DYNAMIC;
+  p.mp.scaling = DM_LOSS_SCALE_DYNAMIC;
   p.device = device;
   p.inits = &init;
   p.n_inits = 1;

@@ -354,7 +354,7 @@ static void step(const model *m, int layout, int fp16, int sabotage, int perturb
   const char *loss = "loss";
   dm_pipeline_opts p;
   model_step_opts(&p, &loss, fp16);
-  p.layout = layout ? DM_LAYOUT_NHWC : DM_LAYOUT_AS_WRITTEN;
+  p.layout = layout ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
   p.layout_opts.pad_channels = pad;
   p.fuse_train = fuse;
   Caffe2__NetDef *net = forward_def(m->train), *add = NULL;

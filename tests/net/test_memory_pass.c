@@ -208,9 +208,9 @@ static void trainer_init(trainer *t, int fp16, int plan) {
    * state read from the workspace (the unplanned net is kept for the liveness oracle) */
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.kind = DM_OPTIMIZER_MOMENTUM;
   p.mixed_precision = fp16;
-  p.mp.scaling = DM_LS_DYNAMIC;
+  p.mp.scaling = DM_LOSS_SCALE_DYNAMIC;
   assert_ok(dm_pipeline_run(def, &p, &add, NULL));
   dm_net *init_net = NULL;
   assert_ok(dm_workspace_create_net(t->ws, add, "init_add", &init_net));

@@ -45,8 +45,8 @@ typedef struct trainer {
  * then (if fp16) the mixed-precision pass; no device or memory pass. */
 static dm_dtype target = DM_FLOAT16; /* the reduced precision the tests ask for */
 
-static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer_kind kind, double lr,
-                    int fp16, dm_loss_scaling scaling, Caffe2__NetDef **init_add,
+static void rewrite(Caffe2__NetDef *def, const char *loss, dm_optimizer kind, double lr,
+                    int fp16, dm_loss_scale_mode scaling, Caffe2__NetDef **init_add,
                     dm_mp_summary *sum) {
   static const char *const data[] = {"x", "label"};
   dm_pipeline_opts p;
@@ -77,8 +77,8 @@ static void feed_batch(dm_workspace *ws, float magnitude) {
   assert_ok(dm_workspace_feed(ws, "label", DM_INT32, 1, &ld, label));
 }
 
-static void trainer_open(trainer *t, const char *extra, const char *loss, dm_optimizer_kind kind,
-                         double lr, int fp16, dm_loss_scaling scaling) {
+static void trainer_open(trainer *t, const char *extra, const char *loss, dm_optimizer kind,
+                         double lr, int fp16, dm_loss_scale_mode scaling) {
   char text[1024];
   snprintf(text, sizeof text, fc_net, extra[0] ? "loss0" : "loss", extra);
   Caffe2__NetDef *def = parse(text), *init_add = NULL;
@@ -129,7 +129,7 @@ static void *snapshot(trainer *t, const char *name, size_t *n) {
 static void test_dtypes_casts_and_runs(void **state) {
   (void)state;
   trainer t;
-  trainer_open(&t, "", "loss", DM_OPTIM_MOMENTUM, 0.1, 1, DM_LS_DYNAMIC);
+  trainer_open(&t, "", "loss", DM_OPTIMIZER_MOMENTUM, 0.1, 1, DM_LOSS_SCALE_DYNAMIC);
   /* FC forward and backward in FP16, the loss and its gradient in FP32. */
   assert_int_equal(t.sum.ops_fp16, 2);     /* FC, FCGradient */
   assert_int_equal(t.sum.ops_fp32, 2);     /* SoftmaxWithLoss and its gradient */
@@ -172,7 +172,7 @@ static void test_deterministic_and_idempotent(void **state) {
   size_t len[2];
   for (int k = 0; k < 2; k++) {
     trainer t;
-    trainer_open(&t, "", "loss", DM_OPTIM_ADAM, 0.01, 1, DM_LS_DYNAMIC);
+    trainer_open(&t, "", "loss", DM_OPTIMIZER_ADAM, 0.01, 1, DM_LOSS_SCALE_DYNAMIC);
     assert_ok(dm_message_serialize(&t.def->base, DM_FORMAT_BINARY, &bytes[k], &len[k]));
     if (k == 1) { /* the pass on its own output changes nothing */
       Caffe2__NetDef *again = NULL, *init_add = NULL;
@@ -209,7 +209,7 @@ static void test_deterministic_and_idempotent(void **state) {
 static void run_tiny_loss(int scaling, double *first, double *last, int *w_changed) {
   trainer t;
   trainer_open(&t, "op { input: 'loss0' output: 'loss' type: 'Scale' arg { name: 'scale' f: 1e-8 } }",
-               "loss", DM_OPTIM_SGD, 3e7, 1, scaling ? DM_LS_DYNAMIC : DM_LS_NONE);
+               "loss", DM_OPTIMIZER_SGD, 3e7, 1, scaling ? DM_LOSS_SCALE_DYNAMIC : DM_LOSS_SCALE_NONE);
   size_t n;
   void *w0 = snapshot(&t, "W", &n);
   for (int i = 0; i < 30; i++) {
@@ -238,7 +238,7 @@ static void test_underflow_needs_loss_scaling(void **state) {
 static void test_injected_overflow_skips_the_step(void **state) {
   (void)state;
   trainer t;
-  trainer_open(&t, "", "loss", DM_OPTIM_MOMENTUM, 0.1, 1, DM_LS_DYNAMIC);
+  trainer_open(&t, "", "loss", DM_OPTIMIZER_MOMENTUM, 0.1, 1, DM_LOSS_SCALE_DYNAMIC);
   for (int i = 0; i < 3; i++)
     assert_ok(dm_net_run(t.step));
   static const char *const kept[] = {"W", "b", "W_momentum", "b_momentum", DM_OPTIM_ITER_BLOB};
@@ -274,7 +274,7 @@ static void test_bf16(void **state) {
   (void)state;
   target = DM_BFLOAT16;
   trainer t;
-  trainer_open(&t, "", "loss", DM_OPTIM_MOMENTUM, 0.1, 1, DM_LS_NONE);
+  trainer_open(&t, "", "loss", DM_OPTIMIZER_MOMENTUM, 0.1, 1, DM_LOSS_SCALE_NONE);
   target = DM_FLOAT16;
   assert_true(t.sum.bf16);
   assert_int_equal(t.sum.ops_fp16, 2); /* FC, FCGradient */

@@ -49,8 +49,8 @@ static Caffe2__NetDef *lenet(int fed) {
 }
 
 typedef struct build {
-  dm_optimizer_kind kind;
-  dm_optim_multi_tensor multi;
+  dm_optimizer kind;
+  dm_switch multi;
   int device, fp16, weight_decay, fed;
 } build;
 
@@ -64,7 +64,7 @@ static Caffe2__NetDef *train(const build *b, Caffe2__NetDef **init_add) {
   o.optim.lr = 0.05;
   if (b->weight_decay)
     o.optim.weight_decay = 1e-3;
-  if (b->multi != DM_OPTIM_MULTI_AUTO)
+  if (b->multi != DM_SWITCH_AUTO)
     o.optim.multi_tensor = b->multi;
   o.device = b->device;
   o.mixed_precision = b->fp16;
@@ -108,10 +108,10 @@ static void test_emitted(void **state) {
   static const char *const single[2] = {"MomentumSGDUpdate", "Adam"};
   static const char *const multi[2] = {"MultiMomentumSGDUpdate", "MultiAdam"};
   for (int a = 0; a < 2; a++) {
-    dm_optimizer_kind kind = a ? DM_OPTIM_ADAM : DM_OPTIM_MOMENTUM;
+    dm_optimizer kind = a ? DM_OPTIMIZER_ADAM : DM_OPTIMIZER_MOMENTUM;
     Caffe2__NetDef *init = NULL, *net;
     /* ON: one multi op with 3 outputs per param, in the pass's order. */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_ON, .weight_decay = 1}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_ON, .weight_decay = 1}, &init);
     assert_int_equal(count(net, multi[a]), 1);
     assert_int_equal(count(net, single[a]), 0);
     assert_int_equal(count(net, "MultiWeightedSum"), 1); /* the weight decay */
@@ -127,14 +127,14 @@ static void test_emitted(void **state) {
     }
     free_nets(net, init);
     /* OFF: one op per parameter. */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_OFF}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_OFF}, &init);
     assert_int_equal(count(net, single[a]), NP);
     assert_int_equal(count(net, multi[a]), 0);
     size_t n_off, n_auto;
     uint8_t *off = packed(net, &n_off);
     free_nets(net, init);
     /* AUTO on the CPU: byte for byte OFF's net. */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_AUTO}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_AUTO}, &init);
     uint8_t *aut = packed(net, &n_auto);
     assert_int_equal(n_off, n_auto);
     assert_memory_equal(off, aut, n_off);
@@ -142,7 +142,7 @@ static void test_emitted(void **state) {
     free(aut);
     free_nets(net, init);
     /* AUTO on CUDA: the multi op (placed; the device pass needs no GPU). */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_AUTO, .device = 1}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_AUTO, .device = 1}, &init);
     assert_int_equal(count(net, multi[a]), 1);
     assert_int_equal(count(net, single[a]), 0);
 #if DM_HAVE_CUDA /* placed where its CUDA kernel is built */
@@ -152,11 +152,11 @@ static void test_emitted(void **state) {
 #endif
     free_nets(net, init);
     /* OFF on CUDA: per parameter. */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_OFF, .device = 1}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_OFF, .device = 1}, &init);
     assert_int_equal(count(net, single[a]), NP);
     free_nets(net, init);
     /* Loss scaling: found_inf is the multi op's last (skip) input. */
-    net = train(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_ON, .fp16 = 1}, &init);
+    net = train(&(build){.kind = kind, .multi = DM_SWITCH_ON, .fp16 = 1}, &init);
     op = find_op(net, multi[a]);
     assert_non_null(op);
     assert_int_equal(op->n_input, (a ? 4 * NP + 2 : 3 * NP + 1) + 1);
@@ -166,11 +166,11 @@ static void test_emitted(void **state) {
   /* Plain SGD: one MultiWeightedSum (p = p + lr g); with weight decay one more before it
    * for the 4 weights (g = g + wd p); no WeightedSum left. */
   Caffe2__NetDef *init = NULL;
-  Caffe2__NetDef *net = train(&(build){.kind = DM_OPTIM_SGD, .multi = DM_OPTIM_MULTI_ON}, &init);
+  Caffe2__NetDef *net = train(&(build){.kind = DM_OPTIMIZER_SGD, .multi = DM_SWITCH_ON}, &init);
   assert_int_equal(count(net, "MultiWeightedSum"), 1);
   assert_int_equal(count(net, "WeightedSum"), 0);
   free_nets(net, init);
-  net = train(&(build){.kind = DM_OPTIM_SGD, .multi = DM_OPTIM_MULTI_ON, .weight_decay = 1},
+  net = train(&(build){.kind = DM_OPTIMIZER_SGD, .multi = DM_SWITCH_ON, .weight_decay = 1},
               &init);
   assert_int_equal(count(net, "MultiWeightedSum"), 2);
   assert_int_equal(count(net, "WeightedSum"), 0);
@@ -235,13 +235,13 @@ static void test_training(void **state) {
   }
   static const char *const suffixes[3][2] = {
       {"_momentum", NULL}, {"_first_moment", "_second_moment"}, {NULL, NULL}};
-  static const dm_optimizer_kind kinds[3] = {DM_OPTIM_MOMENTUM, DM_OPTIM_ADAM, DM_OPTIM_SGD};
+  static const dm_optimizer kinds[3] = {DM_OPTIMIZER_MOMENTUM, DM_OPTIMIZER_ADAM, DM_OPTIMIZER_SGD};
   for (int a = 0; a < 3; a++) {
-    dm_optimizer_kind kind = kinds[a];
-    dm_workspace *per = trained(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_OFF,
+    dm_optimizer kind = kinds[a];
+    dm_workspace *per = trained(&(build){.kind = kind, .multi = DM_SWITCH_OFF,
                                          .weight_decay = 1, .fed = 1},
                                 pixels, labels);
-    dm_workspace *one = trained(&(build){.kind = kind, .multi = DM_OPTIM_MULTI_ON,
+    dm_workspace *one = trained(&(build){.kind = kind, .multi = DM_SWITCH_ON,
                                          .weight_decay = 1, .fed = 1},
                                 pixels, labels);
     /* The weights moved (the comparison is not of untouched init values). */

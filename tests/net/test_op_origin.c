@@ -67,7 +67,7 @@ static void test_names_as_written(void **state) {
            g);
   expect_describe(def, g, want);
   size_t cast = find(def, "FloatToHalf");
-  snprintf(want, sizeof want, "op %zu (FloatToHalf, added by the mixed-precision pass)", cast);
+  snprintf(want, sizeof want, "op %zu (FloatToHalf, added by the mixed precision pass)", cast);
   expect_describe(def, cast, want);
   size_t fill = find(def, "ConstantFill");
   snprintf(want, sizeof want, "op %zu (ConstantFill, added by the gradient pass)", fill);

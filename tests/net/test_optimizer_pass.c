@@ -197,7 +197,7 @@ static void test_round_trip(void **state) {
   (void)state;
   dm_optimizer_opts o;
   dm_optimizer_opts_init(&o);
-  o.kind = DM_OPTIM_ADAM;
+  o.kind = DM_OPTIMIZER_ADAM;
   o.weight_decay = 1e-4;
   o.exclude = data_inputs;
   o.n_exclude = 2;

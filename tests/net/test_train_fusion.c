@@ -553,10 +553,10 @@ static void trainer_init(trainer *t, int fuse_train, int fp16) {
   static const char *const data_blobs[] = {"data", "label"};
   dm_pipeline_opts p;
   dm_pipeline_opts_init_training(&p, &loss, 1, data_blobs, 2);
-  p.optim.kind = DM_OPTIM_MOMENTUM;
+  p.optim.kind = DM_OPTIMIZER_MOMENTUM;
   p.fuse_train = fuse_train;
   p.mixed_precision = fp16;
-  p.mp.scaling = DM_LS_DYNAMIC;
+  p.mp.scaling = DM_LOSS_SCALE_DYNAMIC;
   dm_pipeline_result r;
   assert_ok(dm_pipeline_run(def, &p, &add, &r));
   if (fuse_train) {
