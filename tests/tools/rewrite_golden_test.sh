@@ -4,7 +4,8 @@
 # data parallel, device) on the models in models/, every output (the net, the init-net
 # addition, the summaries on stderr, the exit status) compared byte for byte with the
 # sums in rewrite_golden.sha256, captured from the code before the pipeline's refactor
-# (issue 24): a pass's net or summary that changes fails here.
+# (issue 24): a pass's net or summary that changes fails here. A build without CUDA
+# compares with rewrite_golden_nocuda.sha256 (golden_lib.sh).
 #
 # usage: rewrite_golden_test.sh DEMITASSE SOURCE_ROOT [CAPTURE_DIR]
 #   with CAPTURE_DIR: writes every output there and the sums to CAPTURE_DIR/sums
