@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "net/api.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/net.h"
 
 /* The nets: "%s" takes the FP16 variant's HalfToFloat before the loss, then its input. */

@@ -4,7 +4,7 @@
  *
  * The training net is built exactly as bench/memory.c builds it (bench/train_net.c:
  * gradient pass on 'loss', momentum optimizer pass, for fp16 the mixed-precision pass),
- * then placed on CUDA:0 by the device pass (net/device_pass.h) with 'data' and 'label'
+ * then placed on CUDA:0 by the device pass (net/passes/device_pass.h) with 'data' and 'label'
  * homed on the host, as `demitasse train --device cuda` does; the init nets are placed
  * with dm_device_place_init. Synthetic data is fed once (the first copy of each step moves it
  * to the GPU). A CopyGPUToCPU of the loss ends each step: the copy returns only once the
@@ -12,7 +12,7 @@
  * loss.item() does in bench/gpu_resnet50_torch.py.
  *
  * resnet50_layout is the NCHW-written resnet50 made NHWC by the layout pass
- * (net/layout_pass.h) after the mixed-precision pass, as `demitasse train --device cuda
+ * (net/passes/layout_pass.h) after the mixed-precision pass, as `demitasse train --device cuda
  * --fp16` does by default: the weights' re-layouts run first in the init addition, and
  * conv1's 3 input channels are zero-padded to DM_BENCH_PAD (default 8; 0: off).
  *
@@ -32,8 +32,8 @@
 
 #include "net/api.h"
 #include "core/device.h"
-#include "net/device_pass.h"
-#include "net/layout_pass.h"
+#include "net/passes/device_pass.h"
+#include "net/passes/layout_pass.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
 #include "train_net.h"
@@ -81,7 +81,7 @@ static dm_status run_once(dm_workspace *ws, Caffe2__NetDef *def, const char *nam
   return dm_net_run(net);
 }
 
-/* The layout pass on the training net, as the pipeline runs it (net/pipeline.c): data and
+/* The layout pass on the training net, as the pipeline runs it (net/passes/pipeline.c): data and
  * label fed, the re-layouts at the front of the init addition; its summary on stderr. */
 static dm_status make_nhwc(Caffe2__NetDef *train, Caffe2__NetDef *init_add) {
   const char *pad = getenv("DM_BENCH_PAD");

@@ -2,7 +2,7 @@
  * precision, for LeNet (models/mnist) or ResNet-50 (models/resnet50).
  *
  * Two figures per precision:
- *   - peak: the training net after the memory pass (net/memory_pass.c: a Free op after
+ *   - peak: the training net after the memory pass (net/passes/memory_pass.c: a Free op after
  *     each step-local blob's last use), as `demitasse train` runs it; the most tensor
  *     storage allocated at once during the step, above what existed before it (the
  *     parameters and optimizer state), read from the allocator's own counter
@@ -33,10 +33,10 @@
 
 #include "net/api.h"
 #include "core/workspace.h"
-#include "net/memory_pass.h"
-#include "net/mixed_precision.h"
+#include "net/passes/memory_pass.h"
+#include "net/passes/mixed_precision_pass.h"
 #include "net/netdef_build.h"
-#include "net/optimizer_pass.h"
+#include "net/passes/optimizer_pass.h"
 #include "train_net.h"
 
 enum { K_ACT, K_GRAD, K_OTHER, N_KINDS };

@@ -97,7 +97,7 @@ typedef enum dm_op_role {
 } dm_op_role;
 
 /* An in-place pair: output `out` may share the blob of input `in`. End lists with {-1,-1}. */
-/* How an op meets 4-D data the layout pass (net/layout_pass.h) holds NHWC. The schema's
+/* How an op meets 4-D data the layout pass (net/passes/layout_pass.h) holds NHWC. The schema's
  * layout_inputs/layout_outputs masks name the slots that hold such data (bit 63: that
  * slot and every later one). */
 typedef enum dm_layout_rule {

@@ -1,13 +1,13 @@
 /* fuzz_onnx.c: the ONNX importer on arbitrary bytes. The input is parsed as an ONNX
  * ModelProto (proto/onnx.proto) and, when it parses, translated into a Caffe2 pair
- * (net/onnx_import.h), with external data looked up in a folder that does not exist, so
+ * (net/onnx/import.h), with external data looked up in a folder that does not exist, so
  * nothing outside the input is read. A clean error status is fine; a crash, leak,
  * sanitizer report or timeout is a bug. Seeds: fuzz/corpus/onnx (tests/data/onnx). */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "core/netio.h"
-#include "net/onnx_import.h"
+#include "net/onnx/import.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,9 +2,9 @@
  * dm_workspace_create_infer_net, so the CLI and the C API paint and place an inference
  * net the same way.
  *
- * It is the one pipeline (net/pipeline.h) with the gradient and optimizer passes off: the
+ * It is the one pipeline (net/passes/pipeline.h) with the gradient and optimizer passes off: the
  * fusion pass when asked (BN folded into Conv, the folds in the init addition), the
- * mixed-precision pass in its inference mode (net/mixed_precision.h: painted by precision
+ * mixed-precision pass in its inference mode (net/passes/mixed_precision_pass.h: painted by precision
  * class, the weights cast once in the init addition, the fetched outputs FP32), then the
  * device pass for the net, the caller's init nets and the addition. */
 #ifndef DM_NET_INFER_H
@@ -14,8 +14,8 @@
 #include <stdio.h>
 
 #include "core/status.h"
-#include "net/device_pass.h"
-#include "net/pipeline.h"
+#include "net/passes/device_pass.h"
+#include "net/passes/pipeline.h"
 #include "proto/caffe2.pb-c.h"
 
 /* The name of the init-net addition that folds (FoldBN) and casts the weights. */
@@ -37,8 +37,8 @@ typedef struct dm_infer_prep {
   size_t n_inits;
   FILE *report;                 /* the passes' summaries (NULL: none) */
   int free_masters;             /* the addition then Frees the FP32 weights the net no
-                                   longer reads (net/mixed_precision.h) */
-  int fuse;                     /* the fusion pass first (net/fusion.h): test-mode
+                                   longer reads (net/passes/mixed_precision_pass.h) */
+  int fuse;                     /* the fusion pass first (net/passes/fusion_pass.h): test-mode
                                    SpatialBN folded into its Conv, the folds in the
                                    addition; `fetch` is never fused away */
   int post_ops;                 /* with fuse: the post-op fusions too (Conv + Sum + Relu,

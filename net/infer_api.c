@@ -12,7 +12,7 @@
 #include "core/workspace.h"
 #include "net/infer.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "net/sized_options.h"
 
 void dm_infer_prep_init(dm_infer_prep *o) {

@@ -1,6 +1,6 @@
 /* train_api.c: the public training calls of demitasse.h (dm_train_options_init,
  * dm_workspace_create_train_net, dm_rewrite_train_net): the options turned into the
- * pipeline's (net/pipeline.h), so the C API builds exactly the nets `demitasse train`
+ * pipeline's (net/passes/pipeline.h), so the C API builds exactly the nets `demitasse train`
  * and `rewrite` build from the same options. */
 #include <float.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "core/workspace.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "net/sized_options.h"
 
 static const char *const default_losses[] = {"loss"};
@@ -100,7 +100,7 @@ dm_status dm_api_parse_device(const char *what, const char *dev, int *cuda, int 
 }
 
 /* The pipeline's options from the public ones (borrowing their lists): the one
- * translator, for the C API and `demitasse train` (net/pipeline.h). */
+ * translator, for the C API and `demitasse train` (net/passes/pipeline.h). */
 dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   dm_pipeline_opts_init(p);
   if (o->n_losses == 0 || !o->losses)

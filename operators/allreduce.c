@@ -3,7 +3,7 @@
  *
  * Allreduce(X0, X1, ...) -> (X0, X1, ...), strictly in place, as Caffe2's Allreduce:
  * every rank of the job ends with the sum of all ranks' X_i (with `average`, the mean).
- * The data-parallel pass (net/data_parallel.c) puts one after the backward ops for the
+ * The data-parallel pass (net/passes/data_parallel_pass.c) puts one after the backward ops for the
  * weight gradients. Arguments:
  *   average       1: the mean: each rank's values divided by the number of ranks
  *                 before the sum, as NCCL's average (default 0)

@@ -4,12 +4,12 @@
  *
  * They exist for the GPU: cuDNN runs each as one kernel (its batch-norm Ex functions with
  * CUDNN_BATCHNORM_OPS_BN_ACTIVATION / _BN_ADD_ACTIVATION, gpu/bn_cudnn.c), which saves a
- * pass over the activation per op it takes in; net/train_fusion.c makes them from
+ * pass over the activation per op it takes in; net/passes/train_fusion_pass.c makes them from
  * SpatialBN (+ Sum/Add) + Relu before the gradient pass. The CPU kernels here are the
  * reference: they run SpatialBN's own loops (batchnorm.h), the Sum/Add kernels' rule for
  * the addition (FP32 math, one rounding) and Relu's loops (activation.h), so they compute
  * the same bits as the unfused sequence. Training mode only (is_test=0): an inference net
- * folds BN into its Conv instead (net/fusion.c).
+ * folds BN into its Conv instead (net/passes/fusion_pass.c).
  *
  * The gradients read the forward's Y (Relu's output) to mask dY, as ReluGradient does
  * (and the BN's bias, which only cuDNN's fused backward reads):

@@ -1,5 +1,5 @@
 /* conv_fusion.c: ConvFusion and FCFusion, the fused inference ops the fusion pass
- * (net/fusion.c) makes of Conv + Relu, Conv + Sum (+ Relu) and FC + Relu. CPU reference
+ * (net/passes/fusion_pass.c) makes of Conv + Relu, Conv + Sum (+ Relu) and FC + Relu. CPU reference
  * kernels only: Conv's and FC's own (operators/conv.c, fc.c) with the epilogue in the
  * same pass, FP32, FP16 and BF16.
  *
@@ -14,7 +14,7 @@
  *   shortcut). Every Conv argument (kernel, pads, strides, dilations, group, order ...)
  *   means what it means for Conv.
  *   FCFusion fusion_type 1: X, W, b -> Y = relu(FC(X, W, b)), FC's axis and axis_w.
- * The training fusion pass (net/train_fusion.c) makes fusion_type 1 of Conv + Relu and
+ * The training fusion pass (net/passes/train_fusion_pass.c) makes fusion_type 1 of Conv + Relu and
  * FC + Relu in a training net, so types 1 have gradients, each one fused op:
  *   ConvReluGradient: X, W, dY, Y -> dW, [db], [dX] (ConvGradient's outputs and no_bias /
  *                     no_gradient_to_input) = ConvGradient(X, W, ReluGradient(Y, dY))

@@ -1,7 +1,7 @@
 /* device_copy.c: the schemas of CopyCPUToGPU and CopyGPUToCPU (Caffe2's names).
  *
  * X -> Y with the same dtype and shape, Y on the other side. The device pass
- * (net/device_pass.c) inserts them where a blob crosses between a CPU op and a GPU op;
+ * (net/passes/device_pass.c) inserts them where a blob crosses between a CPU op and a GPU op;
  * like Caffe2, both run as GPU ops (their device_option is the GPU's), so their kernels
  * live in gpu/device_copy.c and are cross_device: the executor lets one input be on the host.
  * The schemas exist in every build, so a placed net prints, loads and infers shapes on a

@@ -9,7 +9,7 @@
  *   b_folded[o]  = (b[o] - mean[o]) * k[o] + bias[o]        (b = 0 when absent)
  *
  * so Conv(X, W_folded, b_folded) = SpatialBN(Conv(X, W, b)) in test mode. The inference
- * fusion pass (net/fusion.c) emits it into the init-net addition, so the fold runs once,
+ * fusion pass (net/passes/fusion_pass.c) emits it into the init-net addition, so the fold runs once,
  * after the weights are loaded, and stays an ordinary op a user can read in
  * `rewrite --fuse --init-out`. Computed in double and rounded once to FP32, as the
  * SpatialBN kernel computes its inv_std, so the fold adds one rounding per weight.

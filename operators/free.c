@@ -3,7 +3,7 @@
  * Free(X0, X1, ...) -> (X0, X1, ...), strictly in place: output i is input i. After it
  * each blob is empty (no storage, no dtype), exactly as if it had never been written, so
  * an op that reads it later fails with "has no data" instead of reading stale memory.
- * The memory pass (net/memory_pass.c) inserts it after each step-local blob's last use;
+ * The memory pass (net/passes/memory_pass.c) inserts it after each step-local blob's last use;
  * the next run writes the blob afresh before anything reads it. Device-agnostic: it
  * only releases the tensor's storage reference (an alias such as a Reshape view keeps
  * the shared storage alive until it is freed too).

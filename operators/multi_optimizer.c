@@ -2,7 +2,7 @@
  * MultiWeightedSum (layout in multi_optimizer.h): one op updates every parameter of a
  * step, so that a GPU runs one kernel launch for the lot (Apex's multi_tensor_apply)
  * where the single ops launch one per parameter (161 for ResNet-50). The optimizer pass
- * emits them when asked (optimizer_pass.h, multi_tensor).
+ * emits them when asked (net/passes/optimizer_pass.h, multi_tensor).
  *
  * Semantics: exactly n MomentumSGDUpdate, Adam or two-pair WeightedSum ops, one per
  * tensor, with the same arguments, lr, iter, weights and skip: the CPU kernel calls the

@@ -1,5 +1,5 @@
 /* unary_family.h: the one table of the elementwise activations (operators/unary_math.c,
- * gpu/elementwise.c/.cu, net/onnx_ops_math.c, net/onnx_export_math.c). Every list of
+ * gpu/elementwise.c/.cu, net/onnx/import_math.c, net/onnx/export_math.c). Every list of
  * them (the kind enum, the type names, the schemas, the CPU and CUDA kernel tables, the
  * kernels' switches and the ONNX translators of the plain ones) is an expansion of
  * DM_UNARY_OPS, so an op is one row here plus its two formulas in unary_formulas.h

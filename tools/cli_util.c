@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "core/half.h"
-#include "net/layout_pass.h"
+#include "net/passes/layout_pass.h"
 #include "net/netdef_build.h"
 
 int dm_cli_fail(void) {

@@ -13,7 +13,7 @@
 #include "cli_util.h"
 #include "core/fileio.h"
 #include "core/netio.h"
-#include "net/onnx_import.h"
+#include "net/onnx/import.h"
 #include "proto/caffe2.pb-c.h"
 
 static const struct {

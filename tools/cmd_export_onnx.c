@@ -1,5 +1,5 @@
 /* cmd_export_onnx.c: `demitasse export-onnx --init INIT --net NET -o MODEL.onnx`, a
- * Caffe2 inference pair as an ONNX model through net/onnx_export.h.
+ * Caffe2 inference pair as an ONNX model through net/onnx/export.h.
  *
  * Nothing is written unless the whole net translates: ops without an ONNX translation
  * are all listed in one error. The model file is replaced atomically.
@@ -11,7 +11,7 @@
 
 #include "cli_util.h"
 #include "net/api.h"
-#include "net/onnx_export.h"
+#include "net/onnx/export.h"
 
 static void help(FILE *f) {
   fprintf(f,

@@ -1,5 +1,5 @@
 /* cmd_import_onnx.c: `demitasse import-onnx MODEL.onnx -o DIR`, an ONNX model as a
- * Caffe2 pair (DIR/init_net.pb, DIR/predict_net.pb) through net/onnx_import.h.
+ * Caffe2 pair (DIR/init_net.pb, DIR/predict_net.pb) through net/onnx/import.h.
  *
  * Nothing is written unless the whole model translates: an unsupported model fails with
  * every node it cannot translate listed. Both files are replaced atomically.
@@ -13,8 +13,8 @@
 
 #include "cli_util.h"
 #include "core/fileio.h"
-#include "net/onnx_import.h"
-#include "net/pipeline.h"
+#include "net/onnx/import.h"
+#include "net/passes/pipeline.h"
 
 static void help(FILE *f) {
   fprintf(f,

@@ -13,7 +13,7 @@
 #include "cli_util.h"
 #include "core/fileio.h"
 #include "net/api.h"
-#include "net/onnx_import.h"
+#include "net/onnx/import.h"
 #include "inspect_shapes.h"
 
 static void help(FILE *f) {

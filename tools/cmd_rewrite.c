@@ -6,10 +6,10 @@
  * passes added.
  * The optimizer's state fills (momenta, the iteration counter) go to a second net,
  * --init-out, to run after the user's init net. The passes run through the one pipeline
- * (net/pipeline.h) that `train` and the C API use, so the same options print the net
+ * (net/passes/pipeline.h) that `train` and the C API use, so the same options print the net
  * they run. Without --grad, --fp16/--bf16 paint an inference net instead, as `run
  * --precision` does (net/infer.h): the net printed is the one `run` runs, and --init-out
- * gets the weights' casts. --layout nhwc makes an NCHW net NHWC (net/layout_pass.h):
+ * gets the weights' casts. --layout nhwc makes an NCHW net NHWC (net/passes/layout_pass.h):
  * --init-out gets the weights' re-layouts.
  */
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include "core/fileio.h"
 #include "core/netio.h"
 #include "net/infer.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "net/op_origin.h"
 #include "device_flags.h"
 #include "dist_flags.h"
@@ -120,7 +120,7 @@ typedef struct rewrite_job {
   dm_dist_cli dist; /* --data-parallel: the Allreduce ops as one rank's net has them */
 } rewrite_job;
 
-/* The pipeline (net/pipeline.h) with the passes asked for; summaries on stderr. */
+/* The pipeline (net/passes/pipeline.h) with the passes asked for; summaries on stderr. */
 static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_init()); /* the passes read the op schemas */
   for (size_t i = 0; i < j->plugins.n; i++)

@@ -13,14 +13,14 @@
 #include "cli_util.h"
 #include "net/api.h"
 #include "net/infer.h"
-#include "net/layout_pass.h"
+#include "net/passes/layout_pass.h"
 #include "core/npy.h"
 #include "core/tensor.h"
 #include "device_flags.h"
 #include "run_inputs.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
-#include "net/onnx_import.h"
+#include "net/onnx/import.h"
 
 static void help(FILE *f) {
   fprintf(f,
@@ -191,7 +191,7 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
 }
 
 /* The net, and for an ONNX model (.onnx) its init net too: the model is imported
- * (net/onnx_import.h) and holds its own weights. */
+ * (net/onnx/import.h) and holds its own weights. */
 static dm_status read_net(const run_opts *o, Caffe2__NetDef **def, Caffe2__NetDef **init) {
   if (!dm_onnx_is_model_path(o->net))
     return dm_netdef_read(o->net, def);

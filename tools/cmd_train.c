@@ -2,7 +2,7 @@
  * forward net with its loss) run for N iterations, a test net every K, a progress line,
  * a metrics CSV with an SVG of the curves beside it, and checkpoints (Save/Load ops,
  * written atomically) to resume from. The nets are built by the pipeline
- * (net/pipeline.h), as `rewrite` and the C API build them: the gradient and optimizer
+ * (net/passes/pipeline.h), as `rewrite` and the C API build them: the gradient and optimizer
  * passes unless the net already has gradient ops, mixed precision, with --device cuda
  * the device pass on the training and test nets and the init nets for the GPU state,
  * and the memory pass last. --save-net/--save-init write what it made.
@@ -16,11 +16,11 @@
 #include "cli_util.h"
 #include "net/api.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "core/tensor.h"
 #include "device_flags.h"
 #include "mp_flags.h"
-#include "net/mixed_precision.h"
+#include "net/passes/mixed_precision_pass.h"
 #include "optim_flags.h"
 #include "train_checkpoint.h"
 #include "train_report.h"
@@ -251,7 +251,7 @@ static dm_status rerun_inits(train_state *st) {
   return DM_OK;
 }
 
-/* The pipeline's options for this command (net/pipeline.h): gradient and optimizer
+/* The pipeline's options for this command (net/passes/pipeline.h): gradient and optimizer
  * unless the net has gradient ops already, mixed precision, device (the test net, which
  * shares the weights, placed too, and the init nets for the GPU state of both), and the
  * memory pass last on both nets. It keeps the state (every blob the init nets create,

@@ -1,6 +1,6 @@
 /* device_flags.c: parsing of --device and --cpu-ops, and the early GPU check. (The
  * placement driver, which runs the device pass on the nets a command runs, is
- * net/pipeline.c's dm_device_place_net.) */
+ * net/passes/pipeline.c's dm_device_place_net.) */
 #include "device_flags.h"
 
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /* device_flags.h: --device cpu|cuda|cuda:N and --cpu-ops, shared by `run`, `train` and
- * `rewrite`. The device pass on the nets a command runs is net/pipeline.h's. */
+ * `rewrite`. The device pass on the nets a command runs is net/passes/pipeline.h's. */
 #ifndef DM_TOOLS_DEVICE_FLAGS_H
 #define DM_TOOLS_DEVICE_FLAGS_H
 
 #include <getopt.h>
 #include <stdio.h>
 
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 
 #define DM_DEVICE_FLAG_BASE 1200
 #define DM_DEVICE_MAX_LIST 64

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "core/status.h"
-#include "net/data_parallel.h"
+#include "net/passes/data_parallel_pass.h"
 #include "proto/caffe2.pb-c.h"
 
 #define DM_DIST_FLAG_BASE 1400 /* (1300s: cli_util.h's flags) */

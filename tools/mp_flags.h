@@ -6,7 +6,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "net/mixed_precision.h"
+#include "net/passes/mixed_precision_pass.h"
 
 #define DM_MP_FLAG_BASE 1100
 #define DM_MP_MAX_LIST 64

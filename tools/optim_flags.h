@@ -5,7 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "net/optimizer_pass.h"
+#include "net/passes/optimizer_pass.h"
 
 /* getopt_long values of the flags (>= DM_OPTIM_FLAG_BASE; callers use smaller ones). */
 #define DM_OPTIM_FLAG_BASE 1000

@@ -12,7 +12,7 @@
 
 #include "net/api.h"
 #include "core/netio.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/netdef_build.h"
 
 #define GC_H 1e-2

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "core/netio.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "proto/caffe2.pb-c.h"
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# pipeline_identity_test.sh: one pipeline (net/pipeline.h) builds every training net, so
+# pipeline_identity_test.sh: one pipeline (net/passes/pipeline.h) builds every training net, so
 # for the same options `demitasse rewrite`, `demitasse train --save-net/--save-init
 # --iters 0` and the C API's dm_rewrite_train_net (tests/embed/rewrite_api.c) write
 # byte-identical training nets and init additions (cmp). Cases: LeNet FP32 SGD; FP16

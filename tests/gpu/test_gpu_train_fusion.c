@@ -27,7 +27,7 @@
 #include "core/workspace.h"
 #include "net/api.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

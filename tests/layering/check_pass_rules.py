@@ -21,58 +21,66 @@ import re
 import sys
 import tempfile
 
-# Ops the passes emit (net/gradient.c, optimizer_pass.c, mixed_precision.c,
-# device_pass.c, memory_pass.c).
+# Ops the passes emit (net/passes/gradient_pass.c, net/passes/optimizer_pass.c, net/passes/mixed_precision_pass.c,
+# net/passes/device_pass.c, net/passes/memory_pass.c).
 EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast",
            "FloatToHalf", "HalfToFloat", "Mul", "UnscaleAndCheck", "UpdateLossScale",
            "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "Iter"}
 # Ops a pass matches by type because the rule is about that op by design, per file: a
 # fusion is a rewrite of one pattern of ops (Conv then a test-mode SpatialBN folded into
 # it; Conv + Sum/Add, Conv (+ Sum) + Relu and FC + Relu made the ConvFusion and FCFusion
-# it emits, net/fusion.c), which no schema field can say for a pair; the arguments it
+# it emits, net/passes/fusion_pass.c), which no schema field can say for a pair; the arguments it
 # needs (is_test, order, epsilon, broadcast, fusion_type) it reads from the ops. Nowhere
 # else may these be named.
-MATCHED = {"fusion.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC", "ConvFusion",
+MATCHED = {"net/passes/fusion_pass.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC", "ConvFusion",
                         "FCFusion"},
            # training-mode SpatialBN (+ Sum/Add) + Relu made SpatialBNRelu and
            # SpatialBNAddRelu, Conv + Relu and FC + Relu made ConvFusion and FCFusion
-           # (net/train_fusion.c)
-           "train_fusion.c": {"SpatialBN", "Relu", "Sum", "Add", "Conv", "FC", "ConvFusion",
+           # (net/passes/train_fusion_pass.c)
+           "net/passes/train_fusion_pass.c": {"SpatialBN", "Relu", "Sum", "Add", "Conv", "FC", "ConvFusion",
                               "FCFusion"}}
 # An UpperCamel literal with a lower-case letter: an op type, not a dtype name ("INT64").
-# is_type(op, "T") is net/fusion.c's comparison helper.
+# is_type(op, "T") is net/passes/fusion_pass.c's comparison helper.
 COMPARE_RE = re.compile(r'\b(?:strn?cmp|strcasecmp|is_type)\s*\([^;]*?"([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)"')
 
 
 def check(root):
     problems, files = [], 0
-    net = os.path.join(root, "net")
-    for name in sorted(os.listdir(net)) if os.path.isdir(net) else []:
-        if not name.endswith((".c", ".h")):
-            continue
-        files += 1
-        with open(os.path.join(net, name), encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, 1):
-                for m in COMPARE_RE.finditer(line):
-                    if m.group(1) not in EMITTED and m.group(1) not in MATCHED.get(name, ()):
-                        problems.append(f"net/{name}:{lineno}: the pass recognises op type "
-                                        f"'{m.group(1)}' by name; put the rule in its schema "
-                                        f"or its kernels' supports()")
+    for dirpath, dirs, names in sorted(os.walk(os.path.join(root, "net"))):
+        dirs.sort()
+        for base in sorted(names):
+            if base.endswith((".c", ".h")):
+                files += 1
+                problems += check_file(root, os.path.join(dirpath, base))
     return problems, files
+
+
+def check_file(root, path):
+    problems = []
+    name = os.path.relpath(path, root).replace(os.sep, "/")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            for m in COMPARE_RE.finditer(line):
+                if m.group(1) not in EMITTED and m.group(1) not in MATCHED.get(name, ()):
+                    problems.append(f"{name}:{lineno}: the pass recognises op type "
+                                    f"'{m.group(1)}' by name; put the rule in its schema "
+                                    f"or its kernels' supports()")
+    return problems
 
 
 def self_test():
     with tempfile.TemporaryDirectory() as d:
-        os.mkdir(os.path.join(d, "net"))
+        os.makedirs(os.path.join(d, "net", "passes"))
         with open(os.path.join(d, "net", "p.c"), "w") as f:
             f.write('int a(const char *t) { return strcmp(t, "CopyCPUToGPU") == 0; }\n'
                     'int b(const char *t) { return strcmp(t, "SpatialBN") == 0; }\n')
-        with open(os.path.join(d, "net", "fusion.c"), "w") as f:  # matched there only
+        with open(os.path.join(d, "net", "passes", "fusion_pass.c"), "w") as f:  # matched there only
             f.write('int c(const char *t) { return strcmp(t, "SpatialBN") == 0; }\n'
                     'int d(const char *t) { return is_type(t, "Softmax"); }\n')
         problems, files = check(d)
-        ok = (files == 2 and len(problems) == 2 and problems[0].startswith("net/fusion.c:2:")
-              and problems[1].startswith("net/p.c:2:"))
+        problems.sort()
+        ok = (files == 2 and len(problems) == 2 and problems[0].startswith("net/p.c:2:")
+              and problems[1].startswith("net/passes/fusion_pass.c:2:"))
         print("self-test:", "ok" if ok else f"FAILED ({files} files, {problems})")
         return 0 if ok else 1
 

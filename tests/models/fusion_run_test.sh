@@ -1,5 +1,5 @@
 #!/bin/sh
-# fusion_run_test.sh: the inference fusion pass through the CLI (net/fusion.h): `run`
+# fusion_run_test.sh: the inference fusion pass through the CLI (net/passes/fusion_pass.h): `run`
 # folds each test-mode SpatialBN into its Conv unless --no-fuse, and the outputs agree
 # with the unfused net's within FP32's tolerance, on a small Conv -> SpatialBN -> Relu ->
 # FC -> Softmax net and on ResNet-50 (the inference net models/resnet50/make_infer.py

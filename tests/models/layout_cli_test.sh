@@ -1,5 +1,5 @@
 #!/bin/sh
-# layout_cli_test.sh: the layout pass from the command line (net/layout_pass.h):
+# layout_cli_test.sh: the layout pass from the command line (net/passes/layout_pass.h):
 #   - `rewrite --layout nhwc` on LeNet's training net prints one Transpose (axes 0 2 3 1)
 #     after the DB input's data, the label untouched, order NHWC on every Conv and pool
 #     and their gradients; --init-out holds the filters' Transposes and the FC weight's

@@ -1,4 +1,4 @@
-/* test_fusion.c: the inference fusion pass (net/fusion.h), test-mode SpatialBN folded
+/* test_fusion.c: the inference fusion pass (net/passes/fusion_pass.h), test-mode SpatialBN folded
  * into the Conv before it, with the fold a FoldBN op in the init addition:
  *   - the exact op lists of the fused net and of the addition (BN gone, the Conv reads
  *     the folded weights and a bias, also when it had none; the epsilon carried over);
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "net/fusion.h"
+#include "net/passes/fusion_pass.h"
 #include "net/infer.h"
 #include "net/netdef_build.h"
 #include "netdef_test_util.h"

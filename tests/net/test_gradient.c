@@ -9,7 +9,7 @@
 #include "core/netio.h"
 #include "core/registry.h"
 #include "core/workspace.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/net.h"
 #include "netdef_test_util.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-/* test_layout.c: the layout pass (net/layout_pass.h), an NCHW net made NHWC.
+/* test_layout.c: the layout pass (net/passes/layout_pass.h), an NCHW net made NHWC.
  *
  *   - FCWeightToNHWC against index loops written here (the NCHW column c*S + s of every
  *     row moved to s*C + c), with the channels summed over two filters (a Concat's), and
@@ -54,7 +54,7 @@
 #include "core/half.h"
 #include "net/api.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

@@ -43,7 +43,7 @@
 #include <stdlib.h>
 
 #include "net/api.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/netdef_build.h"
 #include "test_util.h"
 #include "netdef_test_util.h"

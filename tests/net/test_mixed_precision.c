@@ -16,9 +16,9 @@
 
 #include "net/api.h"
 #include "core/netio.h"
-#include "net/mixed_precision.h"
+#include "net/passes/mixed_precision_pass.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 
@@ -41,7 +41,7 @@ typedef struct trainer {
   dm_mp_summary sum;
 } trainer;
 
-/* The training net as `train` builds it (net/pipeline.h): gradient pass, optimizer pass,
+/* The training net as `train` builds it (net/passes/pipeline.h): gradient pass, optimizer pass,
  * then (if fp16) the mixed-precision pass; no device or memory pass. */
 static dm_dtype target = DM_FLOAT16; /* the reduced precision the tests ask for */
 

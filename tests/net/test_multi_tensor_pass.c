@@ -1,5 +1,5 @@
 /* test_multi_tensor_pass.c: the optimizer pass's multi_tensor option through the pipeline
- * (net/pipeline.h) on LeNet (models/mnist: argv[1] the init net, argv[2] the train net).
+ * (net/passes/pipeline.h) on LeNet (models/mnist: argv[1] the init net, argv[2] the train net).
  *
  *  - What the pass emits: ON gives one MultiMomentumSGDUpdate / MultiAdam over all 8
  *    parameters and no per-parameter update; OFF gives 8 per-parameter ops; AUTO is OFF
@@ -22,7 +22,7 @@
 #include "dm_config.h"
 
 #include "net/api.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "test_util.h"
 
 enum { B = 4, SIDE = 28, STEPS = 4, NP = 8 };

@@ -14,7 +14,7 @@
 #include "core/netio.h"
 #include "net/netdef_build.h"
 #include "net/op_origin.h"
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

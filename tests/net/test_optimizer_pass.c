@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 
 #include "core/netio.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/netdef_build.h"
-#include "net/optimizer_pass.h"
+#include "net/passes/optimizer_pass.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

@@ -1,12 +1,12 @@
-/* test_pipeline_plan.c: dm_pipeline_plan_build (net/pipeline.h) on its own: which
+/* test_pipeline_plan.c: dm_pipeline_plan_build (net/passes/pipeline.h) on its own: which
  * stages run, every AUTO decided (multi_tensor, layout, pad_channels, gradient, loss
  * scaling), the shared lists set from the options' one copy, the refusals made before
- * any pass runs; and the stage table's order (the numbering of pipeline.h and
+ * any pass runs; and the stage table's order (the numbering of net/passes/pipeline.h and
  * ARCHITECTURE.md). */
 #include <stdio.h>
 #include <string.h>
 
-#include "net/pipeline.h"
+#include "net/passes/pipeline.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-/* test_train_fusion.c: the training fusion pass (net/train_fusion.h) and the fused ops it
+/* test_train_fusion.c: the training fusion pass (net/passes/train_fusion_pass.h) and the fused ops it
  * makes:
  *   - the exact op lists it makes: SpatialBN + Relu (in place, as Caffe2's ResNet writes
  *     it) -> SpatialBNRelu; SpatialBN + Sum/Add + Relu -> SpatialBNAddRelu with Z last,
@@ -38,10 +38,10 @@
 
 #include "core/half.h"
 #include "net/api.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "net/netdef_build.h"
-#include "net/pipeline.h"
-#include "net/train_fusion.h"
+#include "net/passes/pipeline.h"
+#include "net/passes/train_fusion_pass.h"
 #include "netdef_test_util.h"
 #include "test_util.h"
 

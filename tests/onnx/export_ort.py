@@ -221,7 +221,7 @@ def opsnet(exe, work):
     return compare("opsnet", exe, d, ip, np_, {"data": x}, ["out1", "out2", "out3", "mp2", "ap2", "dil"])
 
 
-# The activations, n-ary math and reductions (net/onnx_export_math.c): each with the
+# The activations, n-ary math and reductions (net/onnx/export_math.c): each with the
 # arguments that change its ONNX form (Clip's bounds and ReduceSum's axes as inputs, Pow's
 # exponent as a scalar, HardSwish expanded, LogSoftmax over two trailing dims), and the
 # pools' ceil_mode and count_include_pad (4x5 by stride 2: partial last windows).

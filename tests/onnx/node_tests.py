@@ -11,7 +11,7 @@ one of the KNOWN cases below. Cases of other op types are counted, not run. A ca
 refused because an index list (Slice's starts, Squeeze's axes) is a graph input is run
 again with those inputs made initializers, and must then pass or be refused. A case
 whose ops are all ones the importer folds is also run with every input an initializer,
-so that the importer evaluates it (net/onnx_fold.c) against ONNX's expected outputs.
+so that the importer evaluates it (net/onnx/fold.c) against ONNX's expected outputs.
 
 Usage: node_tests.py DEMITASSE WORKDIR [-v]
 Exits 77 (skipped) when the onnx package or numpy cannot be imported; 1 when a case
@@ -36,13 +36,13 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 def translated_ops():
     """The op types the importer translates, read from its tables rather than copied:
-    the {"Type", tr_...} entries of net/onnx_import.c and net/onnx_ops_*.c, and the rows
+    the {"Type", tr_...} entries of net/onnx/import*.c, and the rows
     of operators/unary_family.h marked PLAIN (translated from that table)."""
     ops = set()
-    net = os.path.join(ROOT, "net")
-    for f in sorted(os.listdir(net)):
-        if f == "onnx_import.c" or (f.startswith("onnx_ops_") and f.endswith(".c")):
-            with open(os.path.join(net, f)) as fh:
+    onnx = os.path.join(ROOT, "net", "onnx")
+    for f in sorted(os.listdir(onnx)):
+        if f.startswith("import") and f.endswith(".c"):
+            with open(os.path.join(onnx, f)) as fh:
                 ops |= set(re.findall(r'\{"(\w+)", tr_\w+\}', fh.read()))
     with open(os.path.join(ROOT, "operators", "unary_family.h")) as fh:
         ops |= set(re.findall(r"X\((\w+), \w+, [01], PLAIN", fh.read()))
@@ -134,7 +134,7 @@ def run_case(exe, work, case, verbose):
     return "pass", ""
 
 
-# The op types the importer folds when their inputs are constants (net/onnx_fold.c).
+# The op types the importer folds when their inputs are constants (net/onnx/fold.c).
 FOLDED = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast",
           "Identity", "Add", "Sub", "Mul", "Div", "Reshape", "ConstantOfShape", "Range",
           "Expand"}

@@ -1,4 +1,4 @@
-/* test_onnx_export.c: the ONNX exporter (net/onnx_export.h) on small Caffe2 pairs.
+/* test_onnx_export.c: the ONNX exporter (net/onnx/export.h) on small Caffe2 pairs.
  *
  * What each translation must write (Conv's and the pools' attributes field by field,
  * the initializers' bytes and types, names kept and in-place blobs single-assigned, the
@@ -22,8 +22,8 @@
 #include "netdef_test_util.h"
 #include "net/api.h"
 #include "net/netdef_build.h"
-#include "net/onnx_export.h"
-#include "net/onnx_import.h"
+#include "net/onnx/export.h"
+#include "net/onnx/import.h"
 
 /* The weights of the conv net below: W 2x1x3x3, b 2, fc_w 3x4, fc_b 3, one INT64 and
  * one INT32 constant, and a fill the net never reads. */

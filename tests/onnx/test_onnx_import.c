@@ -1,4 +1,4 @@
-/* test_onnx_import.c: the ONNX importer (net/onnx_import.h) on small models built here.
+/* test_onnx_import.c: the ONNX importer (net/onnx/import.h) on small models built here.
  *
  * What a translation must produce (argument values, fills, external names), and what
  * must fail with a clear error: a truncated file, a missing initializer, nodes out of
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "net/netdef_build.h"
-#include "net/onnx_import.h"
+#include "net/onnx/import.h"
 #include "op_test_util.h"
 
 #define MAXN 8
@@ -696,7 +696,7 @@ static void attr_str(tmodel *t, Onnx__NodeProto *n, char *name, char *v) {
   a->s.len = strlen(v);
 }
 
-/* net/onnx_ops_spatial.c: Pad, Resize and ConvTranspose onto PadImage, ResizeNearest and
+/* net/onnx/import_spatial.c: Pad, Resize and ConvTranspose onto PadImage, ResizeNearest and
  * ConvTranspose with their arguments; then the refusals, all listed. */
 static void test_spatial(void **state) {
   (void)state;

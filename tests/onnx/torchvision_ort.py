@@ -69,7 +69,7 @@ class OpsNet(torch.nn.Module):
 
 
 class SpatialNet(torch.nn.Module):
-    """The spatial translations (net/onnx_ops_spatial.c) as PyTorch exports them:
+    """The spatial translations (net/onnx/import_spatial.c) as PyTorch exports them:
     AveragePool with ceil_mode and count_include_pad, a dilated MaxPool, a grouped
     ConvTranspose with output_padding, Resize nearest (asymmetric, floor) and bilinear
     (pytorch_half_pixel; align_corners). Not F.pad: PyTorch computes its pads with

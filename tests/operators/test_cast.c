@@ -19,7 +19,7 @@
 #include "core/half.h"
 #include "core/netio.h"
 #include "grad_check.h"
-#include "net/gradient.h"
+#include "net/passes/gradient_pass.h"
 #include "op_test_util.h"
 
 static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
