@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
     return 1;
   Caffe2__NetDef *def = (Caffe2__NetDef *)m;
   const char *loss = "loss";
-  if (check(dm_add_gradient_ops(def, &loss, 1)))
+  if (check(dm_gradient_pass(def, &(dm_gradient_opts){&loss, 1})))
     return 1;
   dm_net *pre_net = NULL, *step = NULL;
   if (fp16 && (check(dm_workspace_create_net_bytes(ws, pre, strlen(pre), 1, &pre_net)) ||

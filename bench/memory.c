@@ -118,7 +118,7 @@ static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_pe
   keep[n++] = "accuracy";
   keep[n++] = "data";
   dm_memory_summary sum;
-  dm_status s = dm_memory_pass(def, keep, n, &sum);
+  dm_status s = dm_memory_pass(def, &(dm_memory_opts){keep, n}, &sum);
   free(keep);
   return s;
 }

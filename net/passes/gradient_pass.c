@@ -502,7 +502,9 @@ static dm_status backward_op(pass_state *ps, size_t i) {
   return s;
 }
 
-dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses, size_t n_losses) {
+dm_status dm_gradient_pass(Caffe2__NetDef *net, const dm_gradient_opts *o) {
+  const char *const *losses = o->losses;
+  size_t n_losses = o->n_losses;
   DM_TRY(dm_init()); /* the pass reads the op schemas */
   DM_TRY(dm_memory_refuse_planned(net, "gradient"));
   for (size_t i = 0; i < net->n_op; i++)

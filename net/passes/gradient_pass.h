@@ -12,9 +12,13 @@
 #include "proto/caffe2.pb-c.h"
 #include "core/status.h"
 
-/* Appends the backward pass for `losses` to `net` (modified in place). */
-DM_HIDDEN dm_status dm_add_gradient_ops(Caffe2__NetDef *net, const char *const *losses,
-                                        size_t n_losses);
+typedef struct dm_gradient_opts {
+  const char *const *losses; /* the blobs whose gradient is seeded with 1. Borrowed. */
+  size_t n_losses;
+} dm_gradient_opts;
+
+/* Appends the backward pass for o->losses to `net` (modified in place). */
+DM_HIDDEN dm_status dm_gradient_pass(Caffe2__NetDef *net, const dm_gradient_opts *o);
 /* Builds the gradient ops of the single op `op` given the names of its outputs'
  * gradients (NULL where none) into `out` (appended); used by gradient checks. */
 DM_HIDDEN dm_status dm_op_gradient_ops(const Caffe2__OperatorDef *op,

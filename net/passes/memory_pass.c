@@ -122,8 +122,10 @@ dm_status dm_memory_refuse_planned(const Caffe2__NetDef *net, const char *pass) 
                   pass);
 }
 
-dm_status dm_memory_pass(Caffe2__NetDef *net, const char *const *keep, size_t n_keep,
+dm_status dm_memory_pass(Caffe2__NetDef *net, const dm_memory_opts *o,
                          dm_memory_summary *summary) {
+  const char *const *keep = o ? o->keep : NULL;
+  size_t n_keep = o ? o->n_keep : 0;
   memset(summary, 0, sizeof *summary);
   if (dm_memory_planned(net)) {
     summary->already = 1;

@@ -38,8 +38,13 @@ typedef struct dm_memory_summary {
   int already;        /* the net was already planned: nothing done */
 } dm_memory_summary;
 
-/* Rewrites `net` in place. `keep` (n_keep names, may be NULL) are never freed. */
-DM_HIDDEN dm_status dm_memory_pass(Caffe2__NetDef *net, const char *const *keep, size_t n_keep,
+typedef struct dm_memory_opts {
+  const char *const *keep; /* never freed (n_keep names, may be NULL). Borrowed. */
+  size_t n_keep;
+} dm_memory_opts;
+
+/* Rewrites `net` in place (o NULL: nothing kept beyond the rules above). */
+DM_HIDDEN dm_status dm_memory_pass(Caffe2__NetDef *net, const dm_memory_opts *o,
                                    dm_memory_summary *summary);
 /* Nonzero if the memory pass has run on `net`. */
 DM_HIDDEN int dm_memory_planned(const Caffe2__NetDef *net);

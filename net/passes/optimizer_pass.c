@@ -439,8 +439,10 @@ static dm_status check_names(const Caffe2__NetDef *net, const char *const *param
   return DM_OK;
 }
 
-dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params, size_t n_params,
-                               const dm_optimizer_opts *o, Caffe2__NetDef *init_add) {
+dm_status dm_optimizer_pass(Caffe2__NetDef *net, const dm_optimizer_opts *o,
+                            Caffe2__NetDef *init_add) {
+  const char *const *params = o->params;
+  size_t n_params = o->n_params;
   if ((unsigned)o->kind > DM_OPTIMIZER_ADAM)
     return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
   DM_TRY(dm_memory_refuse_planned(net, "optimizer"));

@@ -81,6 +81,9 @@ typedef struct dm_optimizer_opts {
    * dm_find_trainable_params when no params are passed. Borrowed. */
   const char *const *exclude;
   size_t n_exclude;
+  /* The parameters to update (NULL: the trainable ones, found as above). Borrowed. */
+  const char *const *params;
+  size_t n_params;
 } dm_optimizer_opts;
 
 /* Caffe2's defaults: SGD, lr 0.01, momentum 0.9, beta1 0.9, beta2 0.999, epsilon 1e-5,
@@ -97,12 +100,12 @@ DM_HIDDEN dm_status dm_find_trainable_params(const Caffe2__NetDef *net, const ch
                                              size_t n_exclude, char ***out, size_t *n_out);
 DM_HIDDEN void dm_optimizer_free_names(char **names, size_t n);
 
-/* Appends the update ops for `params` (NULL: dm_find_trainable_params with o->exclude)
- * to `net`, and their state's fills to `init_add` (both modified in place). Fails with
- * DM_ERR_INVALID on bad options or a param without <p>_grad, DM_ERR_EXISTS if a name the
- * pass creates is already a blob of `net`. On failure the nets may hold part of it. */
-DM_HIDDEN dm_status dm_add_optimizer_ops(Caffe2__NetDef *net, const char *const *params,
-                                         size_t n_params, const dm_optimizer_opts *o,
-                                         Caffe2__NetDef *init_add);
+/* Appends the update ops for o->params (NULL: dm_find_trainable_params with
+ * o->exclude) to `net`, and their state's fills to `init_add` (both modified in place).
+ * Fails with DM_ERR_INVALID on bad options or a param without <p>_grad, DM_ERR_EXISTS if
+ * a name the pass creates is already a blob of `net`. On failure the nets may hold part
+ * of it. */
+DM_HIDDEN dm_status dm_optimizer_pass(Caffe2__NetDef *net, const dm_optimizer_opts *o,
+                                      Caffe2__NetDef *init_add);
 
 #endif

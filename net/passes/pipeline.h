@@ -14,8 +14,8 @@
  *
  *   1. training fusion  dm_train_fusion_pass (with fuse_train): SpatialBN (+ Sum/Add)
  *                       + Relu made the fused ops whose gradients the next pass emits
- *   2. gradient         dm_add_gradient_ops for `losses`
- *   3. optimizer        dm_add_optimizer_ops; its state fills go to the init addition
+ *   2. gradient         dm_gradient_pass for `losses`
+ *   3. optimizer        dm_optimizer_pass; its state fills go to the init addition
  *   4. fusion           dm_fusion_pass (inference only: refused with the gradient pass);
  *                       the folds (FoldBN) go to the init addition, before the casts
  *                       the mixed-precision pass appends, which then cast the folded

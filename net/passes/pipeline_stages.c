@@ -40,7 +40,7 @@ static dm_status run_fuse_train(dm_pipeline_ctx *c) {
 static int gradient_on(const dm_pipeline_plan *p) { return p->gradient; }
 
 static dm_status run_gradient(dm_pipeline_ctx *c) {
-  return dm_add_gradient_ops(c->net, c->plan->losses, c->plan->n_losses);
+  return dm_gradient_pass(c->net, &(dm_gradient_opts){c->plan->losses, c->plan->n_losses});
 }
 
 /* 3. optimizer ------------------------------------------------------------------ */
@@ -49,7 +49,7 @@ static int optimizer_on(const dm_pipeline_plan *p) { return p->optimize; }
 
 static dm_status run_optimizer(dm_pipeline_ctx *c) {
   DM_TRY(new_init_add(c->init_add));
-  DM_TRY(dm_add_optimizer_ops(c->net, NULL, 0, &c->plan->optim, *c->init_add));
+  DM_TRY(dm_optimizer_pass(c->net, &c->plan->optim, *c->init_add));
   c->r->optimizer = 1;
   return DM_OK;
 }
@@ -290,7 +290,7 @@ static dm_status plan_memory(Caffe2__NetDef *net, const dm_pipeline_plan *p,
   }
   dm_memory_summary sum;
   if (s == DM_OK)
-    s = dm_memory_pass(net, keep, n, &sum);
+    s = dm_memory_pass(net, &(dm_memory_opts){keep, n}, &sum);
   if (s == DM_OK && p->report && sum.already)
     fprintf(p->report, "memory pass: the net already frees its blobs; unchanged\n");
   else if (s == DM_OK && p->report)

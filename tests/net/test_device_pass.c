@@ -262,7 +262,7 @@ static void test_refusals(void **unused) {
   (void)unused;
   Caffe2__NetDef *net = parse(main_net);
   dm_memory_summary ms;
-  assert_ok(dm_memory_pass(net, NULL, 0, &ms));
+  assert_ok(dm_memory_pass(net, NULL, &ms));
   char *before = print(net);
   dm_device_opts o;
   dm_device_opts_init(&o);

@@ -108,7 +108,7 @@ static void test_structure(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse(chain);
   const char *loss = "z";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char buf[1024];
   describe(net, 4, buf, sizeof buf);
   assert_string_equal(buf, "ConstantFill(z)->z_autogen_grad; GScale(z_autogen_grad)->z_grad; "
@@ -123,7 +123,7 @@ static void test_values(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse(chain);
   const char *loss = "z";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   dm_workspace *ws = NULL;
   assert_ok(dm_workspace_create(&ws));
   dm_net *n = NULL;
@@ -143,7 +143,7 @@ static void test_autosplit_names(void **state) {
                               "op { input: 'x' output: 'b' type: 'GScale' }"
                               "op { input: 'a' input: 'b' output: 'l' type: 'GAdd' }");
   const char *loss = "l";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char buf[1024];
   describe(net, 3, buf, sizeof buf);
   assert_string_equal(buf, "ConstantFill(l)->l_autogen_grad; "
@@ -159,7 +159,7 @@ static void test_stop_gradient(void **state) {
                               "op { input: 'a' output: 'b' type: 'GStop' }"
                               "op { input: 'b' input: 'w' output: 'l' type: 'GAdd' }");
   const char *loss = "l";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char buf[1024];
   describe(net, 3, buf, sizeof buf);
   /* w gets l's gradient (alias, no op); nothing flows past GStop to x. */
@@ -171,23 +171,23 @@ static void test_forbidden_and_missing_loss(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse("op { input: 'x' output: 'a' type: 'GAcc' }");
   const char *loss = "a";
-  assert_status_msg(dm_add_gradient_ops(net, &loss, 1), DM_ERR_INVALID, "op 0 (GAcc)",
+  assert_status_msg(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}), DM_ERR_INVALID, "op 0 (GAcc)",
                     "has no gradient");
   /* A net that has its backward pass is refused (running the pass twice is a mistake). */
   Caffe2__NetDef *fwd = parse("op { input: 'x' output: 'a' type: 'GScale' }");
   const char *a = "a";
-  assert_ok(dm_add_gradient_ops(fwd, &a, 1));
-  assert_status_msg(dm_add_gradient_ops(fwd, &a, 1), DM_ERR_INVALID, "already a gradient op");
+  assert_ok(dm_gradient_pass(fwd, &(dm_gradient_opts){&a, 1}));
+  assert_status_msg(dm_gradient_pass(fwd, &(dm_gradient_opts){&a, 1}), DM_ERR_INVALID, "already a gradient op");
   protobuf_c_message_free_unpacked(&fwd->base, NULL);
   const char *nope = "nope";
-  assert_status_msg(dm_add_gradient_ops(net, &nope, 1), DM_ERR_NOT_FOUND, "'nope'");
+  assert_status_msg(dm_gradient_pass(net, &(dm_gradient_opts){&nope, 1}), DM_ERR_NOT_FOUND, "'nope'");
   protobuf_c_message_free_unpacked(&net->base, NULL);
   /* An op of another arity than its schema's never reaches its maker: Sub's, with the
    * gradient reaching only a third output, passed a NULL name to strdup (fuzz_net). */
   Caffe2__NetDef *odd = parse("op { input: 'x' input: 'y' input: 'z' output: 'l' output: 'm' "
                               "output: 'n' type: 'Sub' }");
   const char *n = "n";
-  assert_status_msg(dm_add_gradient_ops(odd, &n, 1), DM_ERR_INVALID, "op 0 (Sub) has 3 inputs",
+  assert_status_msg(dm_gradient_pass(odd, &(dm_gradient_opts){&n, 1}), DM_ERR_INVALID, "op 0 (Sub) has 3 inputs",
                     "allows 2 to 2 inputs");
   protobuf_c_message_free_unpacked(&odd->base, NULL);
 }

@@ -3,7 +3,7 @@
  *
  * The net is models/mnist/lenet_train.pbtxt (its path is argv[2], the init net's argv[1])
  * with the data input op removed: `data` (4, 1, 28, 28) is fed with deterministic
- * pseudo-random pixels in [0, 1) and `label` (4) with fixed classes. dm_add_gradient_ops
+ * pseudo-random pixels in [0, 1) and `label` (4) with fixed classes. dm_gradient_pass
  * on `loss` gives the training net without optimizer; it runs once and, for ~10 entries
  * spread over every parameter, <p>_grad is compared with the central difference
  * (L(p + h) - L(p - h)) / 2h where L is the FP32 loss of the forward net re-run with
@@ -113,7 +113,7 @@ static void test_lenet_gradient(void **state) {
   /* The gradient pass must run though `data` and `label` get no gradient from anyone. */
   Caffe2__NetDef *train = forward_def();
   const char *loss = "loss";
-  assert_ok(dm_add_gradient_ops(train, &loss, 1));
+  assert_ok(dm_gradient_pass(train, &(dm_gradient_opts){&loss, 1}));
   dm_net *fwd = NULL, *full = NULL;
   assert_ok(dm_workspace_create_net(ws, forward_def(), "lenet_forward", &fwd));
   assert_ok(dm_workspace_create_net(ws, train, "lenet_gradient", &full));

@@ -47,7 +47,7 @@ static void test_structure(void **unused) {
   Caffe2__NetDef *net = parse(small_net);
   const char *keep[] = {"kept"};
   dm_memory_summary sum;
-  assert_ok(dm_memory_pass(net, keep, 1, &sum));
+  assert_ok(dm_memory_pass(net, &(dm_memory_opts){keep, 1}, &sum));
   char got[1024];
   summarize(net, got, sizeof got);
   assert_string_equal(got, "Iter(it) ConstantFill() Relu(a) Free(a) Relu(b) Add(b,c) Free(b,c) "
@@ -67,11 +67,11 @@ static void test_idempotent_and_deterministic(void **unused) {
   (void)unused;
   Caffe2__NetDef *a = parse(small_net), *b = parse(small_net);
   dm_memory_summary sum;
-  assert_ok(dm_memory_pass(a, NULL, 0, &sum));
-  assert_ok(dm_memory_pass(b, NULL, 0, &sum));
+  assert_ok(dm_memory_pass(a, NULL, &sum));
+  assert_ok(dm_memory_pass(b, NULL, &sum));
   char *ta = print(a), *tb = print(b);
   assert_string_equal(ta, tb);
-  assert_ok(dm_memory_pass(a, NULL, 0, &sum));
+  assert_ok(dm_memory_pass(a, NULL, &sum));
   assert_int_equal(sum.already, 1);
   char *again = print(a);
   assert_string_equal(again, ta);
@@ -87,13 +87,13 @@ static void test_refusals(void **unused) {
   (void)unused;
   Caffe2__NetDef *net = parse(small_net);
   dm_memory_summary sum;
-  assert_ok(dm_memory_pass(net, NULL, 0, &sum));
+  assert_ok(dm_memory_pass(net, NULL, &sum));
   const char *loss = "out";
-  assert_status_msg(dm_add_gradient_ops(net, &loss, 1), DM_ERR_INVALID, "memory pass",
+  assert_status_msg(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}), DM_ERR_INVALID, "memory pass",
                     "run the gradient pass before");
   dm_optimizer_opts o;
   dm_optimizer_opts_init(&o);
-  assert_status_msg(dm_add_optimizer_ops(net, NULL, 0, &o, NULL), DM_ERR_INVALID,
+  assert_status_msg(dm_optimizer_pass(net, &o, NULL), DM_ERR_INVALID,
                     "run the optimizer pass before");
   dm_mp_opts mp;
   dm_mp_opts_init(&mp);
@@ -106,7 +106,7 @@ static void test_refusals(void **unused) {
   /* a nested net hides blob uses: refused, and the net is left as it was */
   Caffe2__NetDef *ctl = parse("op { type: \"Relu\" input: \"x\" output: \"y\" "
                               "arg { name: \"then_net\" n { name: \"inner\" } } }\n");
-  assert_status_msg(dm_memory_pass(ctl, NULL, 0, &sum), DM_ERR_UNSUPPORTED, "op 0 (Relu)",
+  assert_status_msg(dm_memory_pass(ctl, NULL, &sum), DM_ERR_UNSUPPORTED, "op 0 (Relu)",
                     "then_net", "nested net");
   assert_int_equal(ctl->n_op, 1);
   assert_false(dm_memory_planned(ctl));
@@ -228,7 +228,7 @@ static void trainer_init(trainer *t, int fp16, int plan) {
       keep[i] = t->state[i];
     keep[t->n_state] = "loss";
     dm_memory_summary sum;
-    assert_ok(dm_memory_pass(def, keep, t->n_state + 1, &sum));
+    assert_ok(dm_memory_pass(def, &(dm_memory_opts){keep, t->n_state + 1}, &sum));
     assert_true(sum.blobs_freed > 10);
     free(keep);
   }

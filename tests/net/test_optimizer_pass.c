@@ -38,9 +38,9 @@ static const char *const data_inputs[] = {"data", "label"};
 static Caffe2__NetDef *train_net(const dm_optimizer_opts *o, Caffe2__NetDef **init) {
   Caffe2__NetDef *net = parse(forward_text);
   const char *loss = "loss";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   assert_ok(dm_netdef_new("init_additions", init));
-  assert_ok(dm_add_optimizer_ops(net, NULL, 0, o, *init));
+  assert_ok(dm_optimizer_pass(net, o, *init));
   return net;
 }
 
@@ -72,7 +72,7 @@ static void test_find_params(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse(forward_text);
   const char *loss = "loss";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char **names = NULL;
   size_t n = 0;
   assert_ok(dm_find_trainable_params(net, data_inputs, 2, &names, &n));
@@ -230,16 +230,20 @@ static void test_errors(void **state) {
   Caffe2__NetDef *init = NULL, *net = parse(forward_text);
   assert_ok(dm_netdef_new("init", &init));
   /* No gradient pass yet: nothing to train. */
-  assert_status_msg(dm_add_optimizer_ops(net, NULL, 0, &o, init), DM_ERR_INVALID,
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID,
                     "no trainable parameters");
   const char *p = "fc_w";
-  assert_status_msg(dm_add_optimizer_ops(net, &p, 1, &o, init), DM_ERR_INVALID, "'fc_w_grad'");
+  o.params = &p;
+  o.n_params = 1;
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID, "'fc_w_grad'");
   o.lr = -1;
-  assert_status_msg(dm_add_optimizer_ops(net, &p, 1, &o, init), DM_ERR_INVALID, "learning rate");
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID, "learning rate");
   o.lr = 0.1;
   o.policy = "step";
-  assert_status_msg(dm_add_optimizer_ops(net, &p, 1, &o, init), DM_ERR_INVALID, "'stepsize'");
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID, "'stepsize'");
   o.policy = NULL;
+  o.params = NULL; /* found again from here on */
+  o.n_params = 0;
   assert_status_msg(dm_optimizer_kind_from_name("rmsprop", &o.kind), DM_ERR_INVALID, "'rmsprop'");
   protobuf_c_message_free_unpacked(&net->base, NULL);
   /* A name the pass creates is taken. */
@@ -247,8 +251,8 @@ static void test_errors(void **state) {
               "op { type: \"SoftmaxWithLoss\" input: \"lr\" input: \"label\" output: \"softmax\" "
               "output: \"loss\" }\n");
   const char *loss = "loss";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
-  assert_status_msg(dm_add_optimizer_ops(net, NULL, 0, &o, init), DM_ERR_EXISTS, "'lr'");
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_EXISTS, "'lr'");
   protobuf_c_message_free_unpacked(&net->base, NULL);
   protobuf_c_message_free_unpacked(&init->base, NULL);
 }

@@ -124,7 +124,7 @@ static void test_fused_nets(void **state) {
   dm_train_fusion_summary_free(&sum);
   /* The gradient pass then emits the fused backward ops. */
   const char *loss = "y";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char got[4096];
   op_list(net, 0, got, sizeof got);
   if (!strstr(got, "SpatialBNReluGradient(x,bn1_s,y_autogen_grad,bn1_sm,bn1_siv,y,bn1_b,t1_reserve_1)"))
@@ -266,7 +266,7 @@ static void test_conv_fc_relu(void **state) {
   dm_train_fusion_summary_free(&sum);
   /* The gradient pass emits one fused backward op each, reading the fused op's Y. */
   const char *loss = "f";
-  assert_ok(dm_add_gradient_ops(net, &loss, 1));
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
   char got[8192];
   op_list(net, OPL_OUTPUTS, got, sizeof got);
   static const char *const want[] = {
@@ -311,7 +311,7 @@ static void test_conv_fc_relu(void **state) {
              "output: \"y\" arg { name: \"fusion_type\" i: %d } }\n", type);
     net = parse(buf);
     loss = "y";
-    assert_status_msg(dm_add_gradient_ops(net, &loss, 1), DM_ERR_UNSUPPORTED,
+    assert_status_msg(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}), DM_ERR_UNSUPPORTED,
                       "ConvFusion has a gradient for fusion_type 1");
     protobuf_c_message_free_unpacked(&net->base, NULL);
   }

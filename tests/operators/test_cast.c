@@ -225,7 +225,7 @@ static void test_cast_like_and_gradients(void **state) {
   assert_int_equal(dm_text_parse(text, strlen(text), "t", &caffe2__net_def__descriptor, &m), DM_OK);
   Caffe2__NetDef *net = (Caffe2__NetDef *)m;
   const char *loss = "loss";
-  assert_int_equal(dm_add_gradient_ops(net, &loss, 1), DM_OK);
+  assert_int_equal(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}), DM_OK);
   /* each maker's ops, in whatever order the pass walks them */
   const char *want[] = {"CastLike", "Copy", "FloatToHalf", "HalfToFloat"};
   const size_t count[] = {2, 1, 1, 1};
