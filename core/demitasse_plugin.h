@@ -156,7 +156,8 @@ typedef struct dm_op_schema {
 
   /* Appended in ABI 3.1 (zero in a schema built against an older header, which keeps the
    * old behaviour). What the net passes need to know of the op, so that they hold no
-   * per-op rules of their own. Slot masks: bit i is input or output i (slots 0..63).
+   * per-op rules of their own. Slot masks: bit i is input or output i, bit 63
+   * slot 63 and every later one (core/slot_mask.h reads them).
    * The block starts with a 64-bit field so that it begins past the 3.0 struct's tail
    * padding, which an older plugin leaves uninitialised; every later block must too. */
   /* Float slots that stay FP32 whatever precision the op runs in (batch norm's scale,

@@ -8,6 +8,7 @@
 #include <uthash.h>
 
 #include "core/registry.h"
+#include "core/slot_mask.h"
 #include "demitasse.h"
 #include "net/passes/memory_pass.h"
 #include "net/net.h"
@@ -71,8 +72,8 @@ static dm_status cuda_verdict(dm_workspace *ws, size_t i, const Caffe2__Operator
   const char *type = op->type ? op->type : "";
   const dm_op_schema *schema = dm_schema_lookup(type);
   why[0] = '\0';
-  for (size_t k = 0; schema && k < op->n_input && k < 64; k++)
-    if ((schema->host_inputs >> k) & 1) {
+  for (size_t k = 0; schema && k < op->n_input; k++)
+    if (dm_slot_in(schema->host_inputs, k)) {
       snprintf(why, cap, "its input %zu ('%s') is read on the host (on a GPU, a sync per run)",
                k, op->input[k]);
       return DM_OK;

@@ -10,6 +10,7 @@
 #include <uthash.h>
 
 #include "core/registry.h"
+#include "core/slot_mask.h"
 #include "demitasse_plugin.h"
 #include "net/passes/memory_pass.h"
 #include "net/netdef_build.h"
@@ -46,21 +47,17 @@ typedef struct pass {
   size_t op_index;
 } pass;
 
-/* Slot rules come from the op's schema (fp32_*, nonfloat_* masks): bit i is slot i, and
- * slots past 63 have no rule. */
-static int slot_bit(uint64_t mask, size_t slot) { return slot < 64 && ((mask >> slot) & 1); }
-
 /* Input slots that never decide a follow op's precision: FP32-by-design or not float. */
 static int fixed_input(const dm_op_schema *schema, size_t slot) {
-  return slot_bit(schema->fp32_inputs | schema->nonfloat_inputs, slot);
+  return dm_slot_in(schema->fp32_inputs | schema->nonfloat_inputs, slot);
 }
 
 /* The precision a slot of an op painted `c` holds: nonfloat slots none (never cast),
  * FP32 slots FP32 whenever the op computes in floats, every other slot the op's. */
 static color slot_color(uint64_t fp32_mask, uint64_t nonfloat_mask, size_t slot, color c) {
-  if (slot_bit(nonfloat_mask, slot))
+  if (dm_slot_in(nonfloat_mask, slot))
     return C_NONE;
-  if (slot_bit(fp32_mask, slot))
+  if (dm_slot_in(fp32_mask, slot))
     return c == C_NONE ? C_NONE : C_F32;
   return c;
 }

@@ -7,6 +7,7 @@
 
 #include "net/passes/pipeline.h"
 
+#include "core/slot_mask.h"
 #include "net/passes/gradient_pass.h"
 #include "net/passes/memory_pass.h"
 #include "net/netdef_build.h"
@@ -243,7 +244,7 @@ static int memory_on(const dm_pipeline_plan *p) { return p->memory; }
 /* Whether output k of `op` is one its kernel reuses from run to run (the schema says). */
 static int reused_output(const Caffe2__OperatorDef *op, size_t k) {
   const dm_op_schema *schema = op->type ? dm_schema_lookup(op->type) : NULL;
-  return schema && k < 64 && (schema->reused_outputs >> k & 1u);
+  return schema && dm_slot_in(schema->reused_outputs, k);
 }
 
 /* Appends a borrowed name to the growable list (*v, *n, *cap). */
