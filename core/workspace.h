@@ -79,7 +79,7 @@ DM_HIDDEN void dm_workspace_leave(const dm_workspace *ws);
 /* Returns `s` after leaving `ws` (for `return dm_workspace_leave_with(ws, call(...));`). */
 DM_HIDDEN dm_status dm_workspace_leave_with(const dm_workspace *ws, dm_status s);
 
-/* The workspace of the op a kernel is running (implemented by net/op_ctx.c), for
+/* The workspace of the op a kernel is running (core/op_ctx.c), for
  * kernels that create blobs by name (Load). */
 DM_HIDDEN dm_workspace *dm_op_workspace(dm_op_ctx *ctx);
 
