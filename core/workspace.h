@@ -69,6 +69,10 @@ DM_HIDDEN void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
  * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
 DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));
+/* The first object `ws` owns that was adopted with `destroy`, or NULL: the destructor
+ * names the kind, so a kernel can keep one object per workspace (the NCCL communicator
+ * of gpu/allreduce_nccl.c) without a process-wide static, freed with the workspace. */
+DM_HIDDEN void *dm_workspace_find_owned(const dm_workspace *ws, void (*destroy)(void *obj));
 /* Enters a public call `fn` on `ws`: DM_OK when no other thread is inside a public call
  * on it (the calling thread may be, as when one public call makes another), else
  * DM_ERR_BUSY with a message naming `fn`, at once: it never waits. Each DM_OK is paired

@@ -182,11 +182,11 @@ static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211u; }
 
 /* What the ops' work depends on besides their arguments: each blob's storage, whether
  * another blob shares it (an op writing a shared blob detaches it first: other work),
- * dtype and shape; and the device's private memory (the epoch moves when a backend
- * replaces a workspace or buffer of its own that recorded work may point into). */
+ * dtype and shape; and the device context's private memory (its epoch moves when the
+ * context replaces a workspace or buffer of its own that recorded work may point into). */
 static uint64_t signature(const dm_graph_plan *p) {
   uint64_t h = 1469598103934665603u;
-  h = mix(h, (uint64_t)dm_device_private_epoch());
+  h = mix(h, (uint64_t)dm_device_private_epoch(p->dev, p->device_id));
   for (size_t k = 0; k < p->n_blobs; k++) {
     const dm_tensor *t = p->blobs[k]->tensor;
     h = mix(h, (uint64_t)(uintptr_t)(t->storage ? t->storage->data : NULL));
