@@ -15,11 +15,15 @@ long dm_device_host_syncs(void) { return host_syncs; }
 
 void dm_device_note_host_sync(void) { host_syncs++; }
 
-static atomic_ulong private_epoch;
+/* Per thread, like the contexts whose memory it stands for: a thread's nets run on its
+ * own contexts, so another thread's reallocation cannot move under its graphs. */
+static _Thread_local unsigned long thread_epoch;
 
-void dm_device_note_private_realloc(void) { atomic_fetch_add(&private_epoch, 1); }
+void dm_device_note_private_realloc(void) { thread_epoch++; }
 
-unsigned long dm_device_private_epoch(void) { return atomic_load(&private_epoch); }
+unsigned long dm_device_private_epoch(const dm_device_ops *dev, int id) {
+  return thread_epoch + (dev && dev->private_epoch ? dev->private_epoch(id) : 0);
+}
 
 void dm_device_register(dm_device_type type, const dm_device_ops *ops) {
   if ((unsigned)type < 2)

@@ -66,6 +66,11 @@ typedef struct dm_device_ops {
   dm_status (*capture_end)(int id, void **graph, long *nodes);
   dm_status (*graph_launch)(int id, void *graph);
   void (*graph_free)(int id, void *graph);
+  /* Optional: how often the calling thread's context on device `id` has replaced memory
+   * of its own that recorded graphs may point into (a scratch it grew, a buffer it
+   * reallocated). The epoch is the context's, so one net growing its context's scratch
+   * retires only the graphs recorded on that context (dm_device_private_epoch). */
+  unsigned long (*private_epoch)(int id);
 } dm_device_ops;
 
 /* Host synchronisations with devices made by this thread so far: device-to-host copies
@@ -73,12 +78,17 @@ typedef struct dm_device_ops {
  * them where it makes them). A steady training step on a GPU should make none. */
 DM_HIDDEN long dm_device_host_syncs(void);
 DM_HIDDEN void dm_device_note_host_sync(void);
-/* A backend that replaces memory of its own which recorded device graphs may point
- * into (a workspace it grows, a constant buffer it reallocates) says so; the executor
- * mixes the count into its graphs' signatures, so no graph recorded before is replayed
- * (net/graph_exec.c). Process-wide. */
+/* The epoch the executor mixes into the signature of a graph recorded on (dev, id)
+ * (net/graph_exec.c): the backend's context epoch (private_epoch above) plus the calling
+ * thread's count of dm_device_note_private_realloc. A graph recorded before the epoch
+ * moved is not replayed, since it may point into the replaced memory. */
+DM_HIDDEN unsigned long dm_device_private_epoch(const dm_device_ops *dev, int id);
+/* For a kernel that replaces memory of its own (op state a graph may point into) without
+ * its backend's context at hand: moves the calling thread's epoch, which retires the
+ * graphs this thread's nets recorded, and no other thread's. A kernel with the context
+ * says so to it instead (gpu/context.h, dm_gpu_note_private_realloc), which retires
+ * fewer graphs. */
 DM_HIDDEN void dm_device_note_private_realloc(void);
-DM_HIDDEN unsigned long dm_device_private_epoch(void);
 
 /* Registers the backend of `type` (DM_CUDA); the table must outlive the process. */
 DM_HIDDEN void dm_device_register(dm_device_type type, const dm_device_ops *ops);

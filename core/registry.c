@@ -248,14 +248,6 @@ static dm_status add_schema(const dm_op_schema *schema, size_t size) {
   return dm_registry_add_all(&copy, 1, NULL, 0);
 }
 
-dm_status dm_register_schema(const dm_op_schema *schema) {
-  /* Called by a plugin from its entry function: it joins that plugin's pending
-   * registrations, committed (or dropped) with them. */
-  if (dm_plugin_entry_running())
-    return dm_plugin_pend_schema(schema);
-  return add_schema(schema, schema ? schema->struct_size : 0);
-}
-
 static dm_status add_kernel(const dm_kernel_def *k, size_t size) {
   if (!k || !k->type || !k->run)
     return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
@@ -264,9 +256,74 @@ static dm_status add_kernel(const dm_kernel_def *k, size_t size) {
   return dm_registry_add_all(NULL, 0, &copy, 1);
 }
 
+/* One plugin's registrations, pending until dm_registry_commit (registry.h). The
+ * pending lists hold copies made when the plugin registers, so its structs need not
+ * outlive the call. Only touched by the thread that holds txn_lock, between begin and
+ * commit or abort. */
+#define MAX_PENDING 256
+
+static pthread_mutex_t txn_lock = PTHREAD_MUTEX_INITIALIZER;
+static dm_op_schema pending_schemas[MAX_PENDING];
+static dm_kernel_def pending_kernels[MAX_PENDING];
+static size_t n_pending_schemas, n_pending_kernels;
+/* Set in the thread that opened the transaction: its dm_register_schema/kernel calls
+ * (the plugin's own, or through the host's callbacks) are pended. */
+static _Thread_local int txn_open_here;
+
+void dm_registry_begin(void) {
+  pthread_mutex_lock(&txn_lock);
+  n_pending_schemas = n_pending_kernels = 0;
+  txn_open_here = 1;
+}
+
+static void txn_end(void) {
+  n_pending_schemas = n_pending_kernels = 0;
+  txn_open_here = 0;
+  pthread_mutex_unlock(&txn_lock);
+}
+
+void dm_registry_abort(void) { txn_end(); }
+
+dm_status dm_registry_commit(void) {
+  dm_status s = dm_registry_add_all(pending_schemas, n_pending_schemas, pending_kernels,
+                                    n_pending_kernels);
+  txn_end();
+  return s;
+}
+
+/* Copied, then checked as the commit will check it, so a plugin learns at once (and the
+ * commit cannot fail on a check the pending list passed). */
+static dm_status pend_schema(const dm_op_schema *s) {
+  if (!s || !s->type || !*s->type)
+    return dm_error(DM_ERR_INVALID, "register_schema: a schema needs a type name");
+  if (n_pending_schemas == MAX_PENDING)
+    return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d schemas", MAX_PENDING);
+  DM_TRY(dm_schema_copy_abi(s, &pending_schemas[n_pending_schemas]));
+  DM_TRY(dm_schema_check(&pending_schemas[n_pending_schemas]));
+  n_pending_schemas++;
+  return DM_OK;
+}
+
+static dm_status pend_kernel(const dm_kernel_def *k) {
+  if (!k || !k->type || !k->run)
+    return dm_error(DM_ERR_INVALID, "register_kernel: a kernel needs a type and a run function");
+  if (n_pending_kernels == MAX_PENDING)
+    return dm_error(DM_ERR_LIMIT, "a plugin may register at most %d kernels", MAX_PENDING);
+  DM_TRY(dm_kernel_copy_abi(k, &pending_kernels[n_pending_kernels]));
+  DM_TRY(dm_kernel_check(&pending_kernels[n_pending_kernels]));
+  n_pending_kernels++;
+  return DM_OK;
+}
+
+dm_status dm_register_schema(const dm_op_schema *schema) {
+  if (txn_open_here)
+    return pend_schema(schema);
+  return add_schema(schema, schema ? schema->struct_size : 0);
+}
+
 dm_status dm_register_kernel(const dm_kernel_def *k) {
-  if (dm_plugin_entry_running())
-    return dm_plugin_pend_kernel(k);
+  if (txn_open_here)
+    return pend_kernel(k);
   return add_kernel(k, k ? k->struct_size : 0);
 }
 

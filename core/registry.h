@@ -60,12 +60,16 @@ DM_HIDDEN dm_status dm_kernel_check(const dm_kernel_def *kernel);
  * batch, under one write lock, before the first is added. */
 DM_HIDDEN dm_status dm_registry_add_all(const dm_op_schema *schemas, size_t n_schemas,
                                         const dm_kernel_def *kernels, size_t n_kernels);
-/* Whether this thread is running a plugin's entry function (core/plugin.c); while it is,
- * dm_register_schema and dm_register_kernel called by the plugin directly add to that
- * plugin's pending list, as the host's callbacks do. */
-DM_HIDDEN int dm_plugin_entry_running(void);
-DM_HIDDEN dm_status dm_plugin_pend_schema(const dm_op_schema *schema);
-DM_HIDDEN dm_status dm_plugin_pend_kernel(const dm_kernel_def *kernel);
+/* A plugin's registrations as one transaction: after dm_registry_begin, this thread's
+ * dm_register_schema and dm_register_kernel calls (a plugin's own, or through the host's
+ * callbacks) are copied and checked into a pending list instead of being added;
+ * dm_registry_commit adds the list all or nothing (dm_registry_add_all) and
+ * dm_registry_abort drops it. Either ends the transaction. One at a time in the process:
+ * begin waits for another thread's to end. Nothing registered in a refused plugin stays,
+ * so no entry can point into a library that is closed again (core/plugin.c). */
+DM_HIDDEN void dm_registry_begin(void);
+DM_HIDDEN dm_status dm_registry_commit(void);
+DM_HIDDEN void dm_registry_abort(void);
 /* Loads a plugin into the registry, which already holds the built-ins (core/plugin.c;
  * the public dm_plugin_load in net/api.c calls dm_init, then this). */
 DM_HIDDEN dm_status dm_plugin_load_registered(const char *path);

@@ -187,6 +187,13 @@ dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *
   return DM_OK;
 }
 
+void *dm_workspace_find_owned(const dm_workspace *ws, void (*destroy)(void *obj)) {
+  for (size_t i = 0; i < ws->n_owned; i++)
+    if (ws->owned[i].destroy == destroy)
+      return ws->owned[i].obj;
+  return NULL;
+}
+
 int dm_workspace_has_blob(const dm_workspace *ws, const char *name) {
   if (!ws || !name) {
     dm_error(DM_ERR_INVALID, "dm_workspace_has_blob: NULL %s", ws ? "name" : "ws");

@@ -69,6 +69,10 @@ DM_HIDDEN void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
  * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
 DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));
+/* The first object `ws` owns that was adopted with `destroy`, or NULL: the destructor
+ * names the kind, so a kernel can keep one object per workspace (the NCCL communicator
+ * of gpu/allreduce_nccl.c) without a process-wide static, freed with the workspace. */
+DM_HIDDEN void *dm_workspace_find_owned(const dm_workspace *ws, void (*destroy)(void *obj));
 /* Enters a public call `fn` on `ws`: DM_OK when no other thread is inside a public call
  * on it (the calling thread may be, as when one public call makes another), else
  * DM_ERR_BUSY with a message naming `fn`, at once: it never waits. Each DM_OK is paired
@@ -79,7 +83,7 @@ DM_HIDDEN void dm_workspace_leave(const dm_workspace *ws);
 /* Returns `s` after leaving `ws` (for `return dm_workspace_leave_with(ws, call(...));`). */
 DM_HIDDEN dm_status dm_workspace_leave_with(const dm_workspace *ws, dm_status s);
 
-/* The workspace of the op a kernel is running (implemented by net/op_ctx.c), for
+/* The workspace of the op a kernel is running (core/op_ctx.c), for
  * kernels that create blobs by name (Load). */
 DM_HIDDEN dm_workspace *dm_op_workspace(dm_op_ctx *ctx);
 

@@ -2,9 +2,9 @@
  * NCCL, where the build has both NCCL and MPI: registered for the plain CUDA kernel and
  * engine "NCCL".
  *
- * One communicator per process (each rank drives one GPU), made on the first run: rank
- * 0's ncclGetUniqueId broadcast over MPI (operators/mpi/mpi_common.h), then
- * ncclCommInitRank on the op's GPU. Every blob is reduced in place on the op's stream,
+ * One communicator per workspace (each rank drives one GPU), made by its first Allreduce
+ * and destroyed with it: rank 0's ncclGetUniqueId broadcast over MPI
+ * (operators/mpi/mpi_common.h), then ncclCommInitRank on the op's GPU. Every blob is reduced in place on the op's stream,
  * all of them in one NCCL group (NCCL packs them into its own buffers: bucket_bytes has
  * nothing to add here); `average` is ncclAvg. NCCL sums in the blobs' own dtype (FP16
  * gradients in FP16, the seed recipe); a wire_dtype other than that is refused (the CPU
@@ -20,42 +20,77 @@
 
 #if DM_HAVE_NCCL && DM_HAVE_MPI
 #include <nccl.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/workspace.h"
 #include "operators/mpi/mpi_common.h"
-
-static ncclComm_t comm;
-static int comm_device = -1;
 
 static dm_status nccl_failed(dm_op_ctx *ctx, ncclResult_t r, const char *call) {
   return dm_op_error(ctx, DM_ERR_DEVICE, "NCCL: %s failed on rank %d: %s", call, dm_mpi_rank(),
                      ncclGetErrorString(r));
 }
 
-/* The process's communicator, on GPU `device` (every Allreduce of the process on it). */
+/* A workspace's communicator: made by its first Allreduce, owned by the workspace (no
+ * process-wide static, so two workspaces never race to make one, and it goes with the
+ * workspace that used it). A workspace runs one public call at a time, so its first
+ * Allreduce makes it alone. */
+typedef struct nccl_comm {
+  ncclComm_t comm;
+  int device;
+} nccl_comm;
+
+static void comm_destroy(void *p) {
+  nccl_comm *c = p;
+  if (c->comm) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    ncclCommFinalize(c->comm); /* waits for the reductions still queued */
+#endif
+    ncclCommDestroy(c->comm);
+  }
+  free(c);
+}
+
+static dm_status comm_create(dm_op_ctx *ctx, int device, nccl_comm *c) {
+  if (!dm_mpi_ready())
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "MPI is not initialised: NCCL's ranks find each other through it "
+                       "(`train --data-parallel`, or dm_dist_init)");
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  ncclResult_t r = dm_mpi_rank() == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+  if (r != ncclSuccess)
+    return nccl_failed(ctx, r, "ncclGetUniqueId");
+  DM_TRY(dm_mpi_bcast(&id, sizeof id, 0, "NCCL's unique id"));
+  DM_CUDA_TRY(cudaSetDevice(device));
+  if ((r = ncclCommInitRank(&c->comm, dm_mpi_size(), id, dm_mpi_rank())) != ncclSuccess)
+    return nccl_failed(ctx, r, "ncclCommInitRank");
+  c->device = device;
+  return DM_OK;
+}
+
+/* The op's workspace's communicator, on GPU `device` (every Allreduce of the workspace
+ * on it), made on first use. */
 static dm_status get_comm(dm_op_ctx *ctx, int device, ncclComm_t *out) {
-  if (comm && device != comm_device)
+  dm_workspace *ws = dm_op_workspace(ctx);
+  nccl_comm *c = dm_workspace_find_owned(ws, comm_destroy);
+  if (c && device != c->device)
     return dm_op_error(ctx, DM_ERR_INVALID,
                        "NCCL: this rank's communicator is on GPU %d, the op on GPU %d: one "
                        "GPU per rank",
-                       comm_device, device);
-  if (!comm) {
-    if (!dm_mpi_ready())
-      return dm_op_error(ctx, DM_ERR_INVALID,
-                         "MPI is not initialised: NCCL's ranks find each other through it "
-                         "(`train --data-parallel`, or dm_dist_init)");
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    ncclResult_t r = dm_mpi_rank() == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
-    if (r != ncclSuccess)
-      return nccl_failed(ctx, r, "ncclGetUniqueId");
-    DM_TRY(dm_mpi_bcast(&id, sizeof id, 0, "NCCL's unique id"));
-    DM_CUDA_TRY(cudaSetDevice(device));
-    if ((r = ncclCommInitRank(&comm, dm_mpi_size(), id, dm_mpi_rank())) != ncclSuccess)
-      return nccl_failed(ctx, r, "ncclCommInitRank");
-    comm_device = device;
+                       c->device, device);
+  if (!c) {
+    if (!(c = calloc(1, sizeof *c)))
+      return DM_NOMEM("an NCCL communicator");
+    dm_status s = comm_create(ctx, device, c);
+    if (s == DM_OK)
+      s = dm_workspace_adopt(ws, c, comm_destroy);
+    if (s != DM_OK) {
+      comm_destroy(c);
+      return s;
+    }
   }
-  *out = comm;
+  *out = c->comm;
   return DM_OK;
 }
 

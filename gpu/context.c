@@ -141,6 +141,18 @@ dm_status dm_gpu_context_get(int device, dm_gpu_context **out) {
   return DM_OK;
 }
 
+void dm_gpu_note_private_realloc(dm_gpu_context *c) { c->private_epoch++; }
+
+unsigned long dm_gpu_private_epoch(int device) {
+  if (device < 0 || device >= DM_MAX_GPUS)
+    return 0;
+  pthread_once(&key_once, make_key);
+  if (!key_ok)
+    return 0;
+  const context_set *set = pthread_getspecific(set_key);
+  return set && set->dev[device] ? set->dev[device]->private_epoch : 0;
+}
+
 dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out) {
   if (!c->copy_stream)
     DM_CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
@@ -159,7 +171,7 @@ dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out) {
       return dm_error(DM_ERR_DEVICE, "the GPU scratch must grow to %zu bytes while a graph is "
                                      "being recorded",
                       n);
-    dm_device_note_private_realloc();
+    dm_gpu_note_private_realloc(c);
     /* stream-ordered: the old buffer is released after the work queued before it */
     if (c->scratch)
       DM_CUDA_TRY(cudaFreeAsync(c->scratch, c->stream));

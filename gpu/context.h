@@ -54,6 +54,9 @@ typedef struct dm_gpu_context {
    * (NULL: `stream`). */
   cudaStream_t copy_stream;
   cudaStream_t upload_stream;
+  /* Bumped when the context replaces memory of its own that recorded graphs may point
+   * into (the scratch): the backend's private_epoch (core/device.h). */
+  unsigned long private_epoch;
 } dm_gpu_context;
 
 /* The calling thread's context for `device`, created on first use. DM_ERR_UNSUPPORTED
@@ -63,6 +66,13 @@ DM_HIDDEN dm_status dm_gpu_context_get(int device, dm_gpu_context **out);
 /* Device scratch of at least n bytes, valid until the next call on this context (kernels
  * use it within one run). */
 DM_HIDDEN dm_status dm_gpu_scratch(dm_gpu_context *c, size_t n, void **out);
+
+/* Says that c replaced memory of its own that graphs recorded on it may point into:
+ * those graphs are not replayed again (net/graph_exec.h). */
+DM_HIDDEN void dm_gpu_note_private_realloc(dm_gpu_context *c);
+/* The calling thread's context epoch for `device` (0 while it has no context there): the
+ * CUDA backend's private_epoch hook (memory.c). */
+DM_HIDDEN unsigned long dm_gpu_private_epoch(int device);
 
 /* The context's copy stream, created on first use. */
 DM_HIDDEN dm_status dm_gpu_copy_stream(dm_gpu_context *c, cudaStream_t *out);

@@ -260,4 +260,5 @@ const dm_device_ops dm_cuda_device_ops = {
     .capture_end = dm_cuda_capture_end,
     .graph_launch = dm_cuda_graph_launch,
     .graph_free = dm_cuda_graph_free,
+    .private_epoch = dm_gpu_private_epoch,
 };

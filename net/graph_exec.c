@@ -9,7 +9,6 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
-#include "net.h"
 
 /* A blob as the recording left it: what a replay must leave on the host's side. */
 typedef struct end_state {
@@ -39,7 +38,7 @@ typedef struct graph_entry {
 } graph_entry;
 
 struct dm_graph_plan {
-  dm_net *net;
+  dm_graph_host host;
   size_t first, end; /* ops [first, end) */
   const dm_device_ops *dev;
   int device_id;
@@ -76,13 +75,13 @@ static int cmp_ptr(const void *a, const void *b) {
 static dm_status collect_blobs(dm_graph_plan *p) {
   size_t n = 0;
   for (size_t i = p->first; i < p->end; i++)
-    n += (size_t)(p->net->ops[i].n_in + p->net->ops[i].n_out);
+    n += (size_t)(p->host.ops[i].n_in + p->host.ops[i].n_out);
   p->blobs = calloc(n ? n : 1, sizeof *p->blobs);
   p->before = calloc(n ? n : 1, sizeof *p->before);
   if (!p->blobs || !p->before)
     return DM_NOMEM("a graph plan's blob list");
   for (size_t i = p->first; i < p->end; i++) {
-    const dm_op_ctx *op = &p->net->ops[i];
+    const dm_op_ctx *op = &p->host.ops[i];
     for (int k = 0; k < op->n_in; k++)
       p->blobs[p->n_blobs++] = op->in[k];
     for (int k = 0; k < op->n_out; k++)
@@ -97,7 +96,7 @@ static dm_status collect_blobs(dm_graph_plan *p) {
   if (!(p->written = calloc(u ? u : 1, 1)))
     return DM_NOMEM("a graph plan's blob list");
   for (size_t i = p->first; i < p->end; i++) {
-    const dm_op_ctx *op = &p->net->ops[i];
+    const dm_op_ctx *op = &p->host.ops[i];
     for (int o = 0; o < op->n_out; o++) {
       dm_blob **at = bsearch(&op->out[o], p->blobs, u, sizeof *p->blobs, cmp_ptr);
       if (at)
@@ -113,16 +112,19 @@ static void entry_free(dm_graph_plan *p, graph_entry *e) {
   *e = (graph_entry){0};
 }
 
-dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t cap) {
+dm_status dm_graph_plan_make(const dm_graph_host *host, dm_graph_plan **out, char *why,
+                             size_t cap) {
   *out = NULL;
+  const dm_op_ctx *ops = host->ops;
+  const size_t n_ops = host->n_ops;
   size_t best = 0, best_len = 0;
-  for (size_t i = 0; i < net->n_ops;) {
-    if (!capturable(&net->ops[i])) {
+  for (size_t i = 0; i < n_ops;) {
+    if (!capturable(&ops[i])) {
       i++;
       continue;
     }
     size_t j = i + 1;
-    while (j < net->n_ops && capturable(&net->ops[j]) && same_device(&net->ops[i], &net->ops[j]))
+    while (j < n_ops && capturable(&ops[j]) && same_device(&ops[i], &ops[j]))
       j++;
     if (j - i > best_len) {
       best = i;
@@ -135,7 +137,7 @@ dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t
                                       : "no run of graph-safe device ops");
     return DM_OK;
   }
-  const dm_device_ops *dev = dm_device_ops_for(net->ops[best].device);
+  const dm_device_ops *dev = dm_device_ops_for(ops[best].device);
   if (!dev || !dev->capture_begin || !dev->capture_end || !dev->graph_launch ||
       !dev->graph_free) {
     snprintf(why, cap, "the %s backend has no graphs", dev ? dev->name : "device");
@@ -144,11 +146,11 @@ dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t
   dm_graph_plan *p = calloc(1, sizeof *p);
   if (!p)
     return DM_NOMEM("a graph plan");
-  p->net = net;
+  p->host = *host;
   p->first = best;
   p->end = best + best_len;
   p->dev = dev;
-  p->device_id = net->ops[best].device_id;
+  p->device_id = ops[best].device_id;
   dm_status s = collect_blobs(p);
   if (s != DM_OK) {
     dm_graph_plan_free(p);
@@ -180,11 +182,11 @@ static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211u; }
 
 /* What the ops' work depends on besides their arguments: each blob's storage, whether
  * another blob shares it (an op writing a shared blob detaches it first: other work),
- * dtype and shape; and the device's private memory (the epoch moves when a backend
- * replaces a workspace or buffer of its own that recorded work may point into). */
+ * dtype and shape; and the device context's private memory (its epoch moves when the
+ * context replaces a workspace or buffer of its own that recorded work may point into). */
 static uint64_t signature(const dm_graph_plan *p) {
   uint64_t h = 1469598103934665603u;
-  h = mix(h, (uint64_t)dm_device_private_epoch());
+  h = mix(h, (uint64_t)dm_device_private_epoch(p->dev, p->device_id));
   for (size_t k = 0; k < p->n_blobs; k++) {
     const dm_tensor *t = p->blobs[k]->tensor;
     h = mix(h, (uint64_t)(uintptr_t)(t->storage ? t->storage->data : NULL));
@@ -205,7 +207,7 @@ static void turn_off(dm_graph_plan *p, const char *fmt, const char *detail) {
 /* Ops one by one, as without graphs. */
 static dm_status run_eager(dm_graph_plan *p, dm_run_counts *c, size_t *failed) {
   for (size_t i = p->first; i < p->end; i++) {
-    dm_status s = dm_net_run_op(p->net, i);
+    dm_status s = p->host.run_op(p->host.self, i);
     if (s != DM_OK) {
       *failed = i;
       return s;
@@ -300,10 +302,10 @@ static void drop_recorded_storage(dm_graph_plan *p) {
  * recording, the run goes op by op and graphs stay off. */
 static dm_status capture(dm_graph_plan *p, uint64_t sig, dm_run_counts *c, size_t *failed) {
   for (size_t i = p->first; i < p->end; i++)
-    if (!capturable(&p->net->ops[i])) { /* a kernel re-chosen for new dtypes */
+    if (!capturable(&p->host.ops[i])) { /* a kernel re-chosen for new dtypes */
       char what[256];
       turn_off(p, "%s has no graph-safe kernel now",
-               dm_op_describe(&p->net->ops[i], what, sizeof what));
+               p->host.describe(p->host.self, i, what, sizeof what));
       return run_eager(p, c, failed);
     }
   for (size_t k = 0; k < p->n_blobs; k++) {
@@ -317,10 +319,10 @@ static dm_status capture(dm_graph_plan *p, uint64_t sig, dm_run_counts *c, size_
   }
   char msg[512] = "";
   for (size_t i = p->first; i < p->end && s == DM_OK; i++) {
-    s = dm_net_run_op(p->net, i);
+    s = p->host.run_op(p->host.self, i);
     if (s != DM_OK) {
       char what[256];
-      snprintf(msg, sizeof msg, "%s: %s", dm_op_describe(&p->net->ops[i], what, sizeof what),
+      snprintf(msg, sizeof msg, "%s: %s", p->host.describe(p->host.self, i, what, sizeof what),
                dm_last_error());
     }
   }

@@ -1,5 +1,9 @@
 /* graph_exec.h: device graphs for the executor (internal; net/net.c calls it).
  *
+ * The recorder sees the executor only through what it is handed (dm_graph_host): the
+ * instantiated ops, and how to run and name one of them. It calls nothing of net/, so
+ * calls between the executor and the recorder go one way (net.c -> graph_exec.c).
+ *
  * A training step on a GPU is hundreds of small kernels, and the host's cost of
  * launching them one by one (and of each op's host-side bookkeeping) is a large share of
  * a step at batch 64. A device graph (CUDA graph) records a run of those launches once
@@ -36,18 +40,30 @@
  *
  * Besides the blobs, the signature holds whether each blob's storage is shared (an op
  * writing a shared blob copies it first: other work) and the backends' private-memory
- * epoch (core/device.h): a workspace a backend grows or a buffer of its own it
- * reallocates retires every graph recorded before, which may point into the old one.
+ * epoch of the plan's device context (core/device.h): a workspace that context grows or
+ * a buffer of its own it reallocates retires the graphs recorded on it before, which may
+ * point into the old one; other threads' and devices' graphs are not touched.
  */
 #ifndef DM_NET_GRAPH_EXEC_H
 #define DM_NET_GRAPH_EXEC_H
 
 #include <stddef.h>
 
+#include "core/op_ctx_impl.h"
 #include "core/status.h"
 
-typedef struct dm_net dm_net;
 typedef struct dm_graph_plan dm_graph_plan;
+
+/* What the executor hands the recorder: its ops (ops[0..n_ops), not moved while the
+ * plan lives), and callbacks on `self` that run op i exactly as the executor does
+ * (checks, layouts, versions) and write "op 3 (Conv 'conv1')" for messages. */
+typedef struct dm_graph_host {
+  void *self;
+  dm_op_ctx *ops;
+  size_t n_ops;
+  dm_status (*run_op)(void *self, size_t i);
+  const char *(*describe)(void *self, size_t i, char *buf, size_t cap);
+} dm_graph_host;
 
 #define DM_GRAPH_WARMUP 2
 #define DM_GRAPH_CACHE 4
@@ -63,9 +79,10 @@ typedef struct dm_run_counts {
   long host_syncs;      /* host waits for a device (core/device.h) */
 } dm_run_counts;
 
-/* The plan for `net`, made from its instantiated ops (NULL in *out when nothing can be
+/* The plan for the host's ops (the host is copied; NULL in *out when nothing can be
  * captured: no device op, no backend with graphs; *why then says so). */
-DM_HIDDEN dm_status dm_graph_plan_make(dm_net *net, dm_graph_plan **out, char *why, size_t cap);
+DM_HIDDEN dm_status dm_graph_plan_make(const dm_graph_host *host, dm_graph_plan **out,
+                                       char *why, size_t cap);
 DM_HIDDEN void dm_graph_plan_free(dm_graph_plan *plan);
 /* The captured run's first op and one past its last. */
 DM_HIDDEN void dm_graph_plan_range(const dm_graph_plan *plan, size_t *first, size_t *end);

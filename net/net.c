@@ -168,6 +168,7 @@ static dm_status resolve_blobs(dm_op_ctx *op, dm_workspace *ws) {
 static dm_status bind_op(dm_op_ctx *op, dm_workspace *ws, const Caffe2__OperatorDef *d,
                          const Caffe2__DeviceOption *net_dev) {
   op->def = d;
+  op->ws = ws;
   if (!d->type || !*d->type)
     return dm_error(DM_ERR_INVALID, "the op has no type");
   op->schema = dm_schema_lookup(d->type);
@@ -556,7 +557,12 @@ void dm_net_print_profile(const dm_net *net, FILE *f) {
   free(t);
 }
 
-dm_status dm_net_run_op(dm_net *net, size_t i) { return run_op(&net->ops[i]); }
+/* The recorder's view of the net (graph_exec.h): it runs and names ops through these. */
+static dm_status host_run_op(void *self, size_t i) { return run_op(&((dm_net *)self)->ops[i]); }
+
+static const char *host_describe(void *self, size_t i, char *buf, size_t cap) {
+  return dm_op_describe(&((dm_net *)self)->ops[i], buf, cap);
+}
 
 void dm_net_set_graphs(dm_net *net, int on) {
   net->graphs_off = !on;
@@ -604,7 +610,8 @@ static dm_status graph_for_run(dm_net *net, dm_graph_plan **out) {
   if (net->graphs_off || net->op_seconds || net->check_finite)
     return DM_OK;
   if (!net->graph_planned) {
-    DM_TRY(dm_graph_plan_make(net, &net->graph, net->graph_why, sizeof net->graph_why));
+    const dm_graph_host host = {net, net->ops, net->n_ops, host_run_op, host_describe};
+    DM_TRY(dm_graph_plan_make(&host, &net->graph, net->graph_why, sizeof net->graph_why));
     net->graph_planned = 1;
   }
   *out = net->graph;

@@ -9,37 +9,10 @@
 
 #include <stdio.h>
 
+#include "core/op_ctx_impl.h"
 #include "core/workspace.h"
 #include "graph_exec.h"
 #include "proto/caffe2.pb-c.h"
-
-/* An argument of an op, with NUL-terminated copies of its string values. */
-typedef struct dm_arg {
-  const Caffe2__Argument *pb;
-  char *s;     /* copy of pb->s, or NULL */
-  char **strs; /* copies of pb->strings */
-} dm_arg;
-
-struct dm_op_ctx {
-  dm_net *net;
-  int index;
-  const Caffe2__OperatorDef *def;
-  const dm_op_schema *schema;
-  const dm_kernel_def *kernel;
-  dm_device_type device;
-  int device_id;
-  dm_blob **in, **out;
-  int n_in, n_out;
-  dm_arg *args;
-  size_t n_args;
-  void *state;
-  int has_seed;
-  uint32_t seed;
-  int shape_only; /* set while inferring shapes */
-  int keeps_layouts; /* the kernel reads and writes blocked layouts (core/tensor.h) */
-  uint64_t dtypes_seen; /* the input dtypes the kernel's supports hook last accepted */
-  int reference_only;   /* an engine's run refused the op: the plain kernel runs it */
-};
 
 struct dm_net {
   dm_workspace *ws;
@@ -95,8 +68,6 @@ DM_HIDDEN void dm_net_run_counts(const dm_net *net, dm_run_counts *out);
 /* One line on the net's device graph: what is captured and replayed, or why nothing is
  * (graphs off, no graph-safe run of device ops, a capture that failed). */
 DM_HIDDEN void dm_net_graph_status(const dm_net *net, char *buf, size_t cap);
-/* Runs op i as the executor does (checks, layouts, versions); for graph_exec.c. */
-DM_HIDDEN dm_status dm_net_run_op(dm_net *net, size_t i);
 /* After a run with checking on: the first op whose output held inf/nan (and which
  * output), or 0 if none did. */
 DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, int *output);
@@ -110,10 +81,6 @@ DM_HIDDEN int dm_net_first_nonfinite(const dm_net *net, const dm_op_ctx **op, in
 DM_HIDDEN dm_status dm_op_probe_kernel(dm_workspace *ws, const Caffe2__OperatorDef *def,
                                        dm_device_type device, int device_id,
                                        const dm_kernel_def **out);
-/* Why the last kernel lookup's supports hook refused (dm_op_refuse), or "" (this
- * thread's; cleared at the start of every lookup). */
-DM_HIDDEN const char *dm_op_last_refusal(void);
-DM_HIDDEN void dm_op_clear_refusal(void);
 /* "op 3 (Conv 'conv1')" into buf. */
 DM_HIDDEN const char *dm_op_describe(const dm_op_ctx *op, char *buf, size_t cap);
 

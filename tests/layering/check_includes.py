@@ -17,6 +17,9 @@ header). A quoted name that resolves nowhere is an error too, so a renamed heade
 hide an edge. An edge listed in KNOWN_EDGES (being removed in another branch) is printed
 as a note; one listed there that no longer occurs is an error.
 
+Files that include each other, directly or around a longer loop, are an error too
+(include guards make such a loop compile, but neither file can then be read alone).
+
 Usage: check_includes.py [--root DIR]
 Prints "file:line: upward include of X (layer A includes layer B)" for each upward edge
 and exits 1 if there was any; prints how many files and includes it read, and exits 1
@@ -33,6 +36,9 @@ import os
 import re
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_calls import cycles  # noqa: E402  (the same strongly-connected search)
 
 LAYERS = {"proto": 0, "core": 1, "operators": 2, "gpu": 2, "net": 3, "tools": 4}
 # Same rank, but one may not include the other: (includer, included).
@@ -86,7 +92,9 @@ def check(root, known=frozenset()):
     n_files = n_includes = 0
     problems, notes = [], []
     seen_known = set()
+    graph, files_seen = {}, []
     for rel in source_files(root):
+        files_seen.append(rel)
         n_files += 1
         src_layer = layer_of(rel)
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
@@ -102,6 +110,8 @@ def check(root, known=frozenset()):
                         problems.append(f'{rel}:{lineno}: cannot resolve include "{name}"')
                     continue  # <system header>
                 n_includes += 1
+                if target != rel:
+                    graph.setdefault((rel, target), lineno)
                 dst_layer = GENERATED.get(target) or layer_of(target)
                 if dst_layer is None:
                     problems.append(f"{rel}:{lineno}: include of {target}, outside the layers")
@@ -115,6 +125,11 @@ def check(root, known=frozenset()):
                         continue
                     problems.append(f"{rel}:{lineno}: upward include of {target} "
                                     f"(layer {src_layer} includes layer {dst_layer})")
+    for comp in cycles(files_seen, graph):
+        inside = set(comp)
+        where = [f"{a}:{graph[(a, b)]} includes {b}" for a, b in sorted(graph)
+                 if a in inside and b in inside]
+        problems.append(f"include cycle between {', '.join(comp)}: " + "; ".join(where))
     for rel, target in sorted(set(known) - seen_known):
         problems.append(f"{rel}: no longer includes {target} upward: remove it from "
                         "KNOWN_EDGES in tests/layering/check_includes.py")
@@ -160,14 +175,17 @@ def self_test():
             failures.append(f"clean tree: expected (10 files, 13 includes, no errors), got "
                             f"({n_files}, {n_includes}, {problems})")
         cases = [
-            ("core/tensor.h", '#include "net/net.h"\n',
-             "core/tensor.h:3: upward include of net/net.h (layer core includes layer net)"),
+            ("core/demitasse.h", '#include "net/net.h"\n',
+             "core/demitasse.h:1: upward include of net/net.h (layer core includes layer net)"),
             ("operators/op.c", '#include "gpu/k.cuh"\n',
              "operators/op.c:4: upward include of gpu/k.cuh "
              "(layer operators includes layer gpu)"),
             ("net/net.c", '#include "tools/x.h"\n', 'net/net.c:3: cannot resolve include "tools/x.h"'),
             ("gpu/k.cuh", '#include "../net/net.h"\n',
              "gpu/k.cuh:1: upward include of net/net.h (layer gpu includes layer net)"),
+            ("core/tensor.h", '#include "a.h"\n',
+             "include cycle between core/a.h, core/tensor.h: core/a.h:1 includes "
+             "core/tensor.h; core/tensor.h:3 includes core/a.h"),
         ]
         for rel, line, expected in cases:
             path = os.path.join(root, rel)
@@ -205,7 +223,8 @@ def self_test():
         print("self-test FAILED: " + f)
     if not failures:
         print("self-test passed: a clean tree passes (10 files, 13 includes), each planted "
-              "upward or unresolvable include is reported at its file:line, known edges are "
+              "upward or unresolvable include, and a planted include cycle, is reported at its "
+              "file:line, known edges are "
               "notes until they go stale, an empty tree fails")
     return 1 if failures else 0
 

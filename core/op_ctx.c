@@ -1,12 +1,13 @@
-/* op_ctx.c: what a kernel sees of its op: blobs, arguments, seed, errors. */
+/* op_ctx.c: what a kernel sees of its op: blobs, arguments, seed, errors (the struct:
+ * op_ctx_impl.h, filled by the executor in net/net.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/device.h"
-#include "net.h"
+#include "device.h"
+#include "op_ctx.h"
+#include "op_ctx_impl.h"
 #include "op_message.h"
-#include "operators/common.h"
 
 int dm_op_num_inputs(const dm_op_ctx *ctx) { return ctx->n_in; }
 int dm_op_num_outputs(const dm_op_ctx *ctx) { return ctx->n_out; }
@@ -126,7 +127,7 @@ dm_device_type dm_op_device(const dm_op_ctx *ctx) { return ctx->device; }
 
 int dm_op_device_id(const dm_op_ctx *ctx) { return ctx->device_id; }
 
-dm_workspace *dm_op_workspace(dm_op_ctx *ctx) { return ctx->net->ws; }
+dm_workspace *dm_op_workspace(dm_op_ctx *ctx) { return ctx->ws; }
 
 dm_status dm_op_run_infer(dm_op_ctx *ctx) {
   if (!ctx->schema->infer)

@@ -1,8 +1,9 @@
 /* op_message.h: kernel error messages that name the op's blobs (see op_message.c). */
-#ifndef DM_NET_OP_MESSAGE_H
-#define DM_NET_OP_MESSAGE_H
+#ifndef DM_CORE_OP_MESSAGE_H
+#define DM_CORE_OP_MESSAGE_H
 
-#include "net.h"
+#include "op_ctx_impl.h"
+#include "status.h"
 
 /* Writes msg to out (cap bytes, always terminated) followed by the blob of each of the
  * op's slots it mentions ("... (W is blob 'conv2_w')"), the slots read from the schema's
