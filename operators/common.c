@@ -34,6 +34,20 @@ int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b) {
   return a == b || (a->storage && a->storage == b->storage);
 }
 
+dm_status dm_op_check_grad_alias(dm_op_ctx *ctx, int dx, int dy, uint32_t inputs,
+                                 const char *const *names) {
+  const dm_tensor *t = dm_op_output(ctx, dx);
+  for (int i = 0; i < dm_op_num_inputs(ctx) && i < 32; i++) {
+    if (!(inputs >> i & 1u) || dm_op_input(ctx, i) != t)
+      continue;
+    if (dy >= 0)
+      return dm_op_error(ctx, DM_ERR_INVALID, "dX may be %s's blob, not %s's", names[dy],
+                         names[i]);
+    return dm_op_error(ctx, DM_ERR_INVALID, "dX may not be %s's blob", names[i]);
+  }
+  return DM_OK;
+}
+
 int dm_is_float_or_half(dm_dtype t) { return t == DM_FLOAT || t == DM_FLOAT16; }
 
 void dm_widen(dm_dtype t, const uint16_t *src, float *dst, size_t n) {

@@ -14,6 +14,14 @@ DM_HIDDEN int64_t dm_dims_product(const dm_tensor *t, int lo, int hi);
 /* Nonzero when a and b share storage (so writing one changes the other). */
 DM_HIDDEN int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b);
 
+/* A gradient kernel's in-place rule, its words shared by every family: output dx (dX) is
+ * none of the inputs in mask `inputs` (input i: bit i, i < 32), which the kernel reads
+ * again after writing dX. names[i] names input i. dy >= 0: dX may be input dy's blob
+ * (each element read before the same element of dX is written), and the error says so:
+ * DM_ERR_INVALID "dX may be dY's blob, not Y's"; dy < 0: "dX may not be Y's blob". */
+DM_HIDDEN dm_status dm_op_check_grad_alias(dm_op_ctx *ctx, int dx, int dy, uint32_t inputs,
+                                           const char *const *names);
+
 /* FLOAT or FLOAT16: the dtypes of the float kernels (FP16 in, FP32 compute, FP16 out). */
 DM_HIDDEN int dm_is_float_or_half(dm_dtype t);
 /* FLOAT16 or BFLOAT16: the 16-bit floats stored as uint16_t patterns, which the reduced-
