@@ -1,11 +1,15 @@
 /* common.c: helpers shared by the CPU operator files. */
 #include "common.h"
+#include "dm_config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
+#if DM_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 dm_status dm_op_canonical_axis(dm_op_ctx *ctx, const char *what, int64_t axis, int ndim,
                                int end_ok, int *out) {
@@ -164,5 +168,42 @@ dm_status dm_scratch_get(dm_scratch *s, size_t bytes, void **out) {
     s->cap = cap;
   }
   *out = s->p;
+  return DM_OK;
+}
+
+/* Threads for n rows: OpenMP's count, no more than the rows. */
+static int rows_threads(int64_t n, int parallel) {
+#if DM_HAVE_OPENMP
+  int t = parallel ? omp_get_max_threads() : 1;
+  return n < t ? (n > 0 ? (int)n : 1) : t;
+#else
+  (void)n, (void)parallel;
+  return 1;
+#endif
+}
+
+dm_status dm_parallel_rows(dm_op_ctx *ctx, int64_t n, int parallel, size_t scratch_bytes,
+                           const char *what, dm_row_fn fn, void *arg) {
+  const int nt = rows_threads(n, parallel);
+  /* each thread's slice on its own cache lines */
+  const size_t per = (scratch_bytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+  char *buf = NULL;
+  if (per && n > 0) {
+    if (per > SIZE_MAX / (size_t)nt || !(buf = aligned_alloc(DM_ALIGN, per * (size_t)nt)))
+      return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for %s (%zu bytes a thread)", what,
+                         scratch_bytes);
+  }
+#if DM_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+  for (int64_t i = 0; i < n; i++) {
+#if DM_HAVE_OPENMP
+    char *mine = buf ? buf + (size_t)omp_get_thread_num() * per : NULL;
+#else
+    char *mine = buf;
+#endif
+    fn(arg, mine, i);
+  }
+  free(buf);
   return DM_OK;
 }

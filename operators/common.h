@@ -112,6 +112,17 @@ DM_HIDDEN dm_status dm_constant_fill_bits(dm_op_ctx *ctx, dm_dtype t, const char
  * out = the 4 words for counter ctr under key. */
 DM_HIDDEN void dm_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* One row of a dm_parallel_rows loop: row i, with the calling thread's scratch. */
+typedef void (*dm_row_fn)(void *arg, void *scratch, int64_t i);
+/* fn(arg, scratch, i) for every i in [0, n): on OpenMP threads when `parallel` is nonzero
+ * (static schedule, at most one thread a row), else in order on this thread; each thread
+ * gets its own scratch_bytes (64-byte aligned, contents undefined). The scratch of every
+ * thread is had before any row runs, so a failure does nothing and says so
+ * (DM_ERR_NOMEM "out of memory for <what>"), and no thread has a failure to report. */
+DM_HIDDEN dm_status dm_parallel_rows(dm_op_ctx *ctx, int64_t n, int parallel,
+                                     size_t scratch_bytes, const char *what, dm_row_fn fn,
+                                     void *arg);
+
 /* A kernel's scratch memory, kept between runs in its state so that a training step does
  * not allocate (and page-fault in) fresh buffers every time. Grows, never shrinks. */
 typedef struct dm_scratch {
