@@ -92,8 +92,7 @@ static dm_status relu_grad_infer(dm_op_ctx *ctx) {
   if (!dm_tensor_same_shape(y, dy))
     return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s but dY is %s", dm_shape_str(y, a, sizeof a),
                        dm_shape_str(dy, b, sizeof b));
-  if (dm_op_output(ctx, 0) == y)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not Y's");
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, 1, 1u << 0, (const char *const[]){"Y", "dY"}));
   return dm_op_set_output(ctx, 0, y->dtype, y->ndim, y->dims);
 }
 

@@ -114,6 +114,8 @@ dm_status dm_bn_grad_infer(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s %s but X is %s %s; they must match",
                        dm_dtype_name(dy->dtype), dm_shape_str(dy, ds, sizeof ds),
                        dm_dtype_name(x->dtype), dm_shape_str(x, xs, sizeof xs));
+  /* dm_bn_backward reads X again after writing dX; dY block by block before */
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, 2, 1u << 0, (const char *const[]){"X", "scale", "dY"}));
   DM_TRY(dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims));
   DM_TRY(dm_op_set_output(ctx, 1, DM_FLOAT, 1, &g.C));
   return dm_op_set_output(ctx, 2, DM_FLOAT, 1, &g.C);
@@ -352,7 +354,7 @@ dm_status dm_bn_backward(dm_op_ctx *ctx, const void *pdy) {
   const float *s_mean = dm_tensor_data(dm_op_input(ctx, 3)); /* (C) */
   const float *s_inv = dm_tensor_data(dm_op_input(ctx, 4));  /* (C) inv_std, or var */
   const void *px = dm_tensor_data(x); /* dY (pdy): layout as X */
-  /* dX is not X (no schema allows that pair). It may be dY's buffer (the fused gradients
+  /* dX is not X (dm_bn_grad_infer checks). It may be dY's buffer (the fused gradients
    * of bn_fusion.c mask dY into dX first): each channel's first pass only reads, and the
    * second loads a block of dY before it stores the same block of dX. */
   void *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));

@@ -1,11 +1,15 @@
 /* common.c: helpers shared by the CPU operator files. */
 #include "common.h"
+#include "dm_config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
+#if DM_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 dm_status dm_op_canonical_axis(dm_op_ctx *ctx, const char *what, int64_t axis, int ndim,
                                int end_ok, int *out) {
@@ -32,6 +36,20 @@ int64_t dm_dims_product(const dm_tensor *t, int lo, int hi) {
 
 int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b) {
   return a == b || (a->storage && a->storage == b->storage);
+}
+
+dm_status dm_op_check_grad_alias(dm_op_ctx *ctx, int dx, int dy, uint32_t inputs,
+                                 const char *const *names) {
+  const dm_tensor *t = dm_op_output(ctx, dx);
+  for (int i = 0; i < dm_op_num_inputs(ctx) && i < 32; i++) {
+    if (!(inputs >> i & 1u) || dm_op_input(ctx, i) != t)
+      continue;
+    if (dy >= 0)
+      return dm_op_error(ctx, DM_ERR_INVALID, "dX may be %s's blob, not %s's", names[dy],
+                         names[i]);
+    return dm_op_error(ctx, DM_ERR_INVALID, "dX may not be %s's blob", names[i]);
+  }
+  return DM_OK;
 }
 
 int dm_is_float_or_half(dm_dtype t) { return t == DM_FLOAT || t == DM_FLOAT16; }
@@ -150,5 +168,42 @@ dm_status dm_scratch_get(dm_scratch *s, size_t bytes, void **out) {
     s->cap = cap;
   }
   *out = s->p;
+  return DM_OK;
+}
+
+/* Threads for n rows: OpenMP's count, no more than the rows. */
+static int rows_threads(int64_t n, int parallel) {
+#if DM_HAVE_OPENMP
+  int t = parallel ? omp_get_max_threads() : 1;
+  return n < t ? (n > 0 ? (int)n : 1) : t;
+#else
+  (void)n, (void)parallel;
+  return 1;
+#endif
+}
+
+dm_status dm_parallel_rows(dm_op_ctx *ctx, int64_t n, int parallel, size_t scratch_bytes,
+                           const char *what, dm_row_fn fn, void *arg) {
+  const int nt = rows_threads(n, parallel);
+  /* each thread's slice on its own cache lines */
+  const size_t per = (scratch_bytes + DM_ALIGN - 1) / DM_ALIGN * DM_ALIGN;
+  char *buf = NULL;
+  if (per && n > 0) {
+    if (per > SIZE_MAX / (size_t)nt || !(buf = aligned_alloc(DM_ALIGN, per * (size_t)nt)))
+      return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for %s (%zu bytes a thread)", what,
+                         scratch_bytes);
+  }
+#if DM_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+  for (int64_t i = 0; i < n; i++) {
+#if DM_HAVE_OPENMP
+    char *mine = buf ? buf + (size_t)omp_get_thread_num() * per : NULL;
+#else
+    char *mine = buf;
+#endif
+    fn(arg, mine, i);
+  }
+  free(buf);
   return DM_OK;
 }

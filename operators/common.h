@@ -14,6 +14,14 @@ DM_HIDDEN int64_t dm_dims_product(const dm_tensor *t, int lo, int hi);
 /* Nonzero when a and b share storage (so writing one changes the other). */
 DM_HIDDEN int dm_tensors_alias(const dm_tensor *a, const dm_tensor *b);
 
+/* A gradient kernel's in-place rule, its words shared by every family: output dx (dX) is
+ * none of the inputs in mask `inputs` (input i: bit i, i < 32), which the kernel reads
+ * again after writing dX. names[i] names input i. dy >= 0: dX may be input dy's blob
+ * (each element read before the same element of dX is written), and the error says so:
+ * DM_ERR_INVALID "dX may be dY's blob, not Y's"; dy < 0: "dX may not be Y's blob". */
+DM_HIDDEN dm_status dm_op_check_grad_alias(dm_op_ctx *ctx, int dx, int dy, uint32_t inputs,
+                                           const char *const *names);
+
 /* FLOAT or FLOAT16: the dtypes of the float kernels (FP16 in, FP32 compute, FP16 out). */
 DM_HIDDEN int dm_is_float_or_half(dm_dtype t);
 /* FLOAT16 or BFLOAT16: the 16-bit floats stored as uint16_t patterns, which the reduced-
@@ -103,6 +111,17 @@ DM_HIDDEN dm_status dm_constant_fill_bits(dm_op_ctx *ctx, dm_dtype t, const char
 /* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of random_fill.c:
  * out = the 4 words for counter ctr under key. */
 DM_HIDDEN void dm_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* One row of a dm_parallel_rows loop: row i, with the calling thread's scratch. */
+typedef void (*dm_row_fn)(void *arg, void *scratch, int64_t i);
+/* fn(arg, scratch, i) for every i in [0, n): on OpenMP threads when `parallel` is nonzero
+ * (static schedule, at most one thread a row), else in order on this thread; each thread
+ * gets its own scratch_bytes (64-byte aligned, contents undefined). The scratch of every
+ * thread is had before any row runs, so a failure does nothing and says so
+ * (DM_ERR_NOMEM "out of memory for <what>"), and no thread has a failure to report. */
+DM_HIDDEN dm_status dm_parallel_rows(dm_op_ctx *ctx, int64_t n, int parallel,
+                                     size_t scratch_bytes, const char *what, dm_row_fn fn,
+                                     void *arg);
 
 /* A kernel's scratch memory, kept between runs in its state so that a training step does
  * not allocate (and page-fault in) fresh buffers every time. Grows, never shrinks. */

@@ -54,13 +54,13 @@ typedef struct conv_plan {
   dm_im2col_shape cs;
 } conv_plan;
 
-/* Checks W against X and the arguments, and fills the plan. */
-static dm_status plan_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_plan *p) {
-  DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
-  DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
+/* The plan for a checked geometry (dm_conv_check_forward's or _backward's): the BLAS
+ * limits, and the im2col shape. */
+static dm_status plan_make(dm_op_ctx *ctx, const dm_conv_shape *s, conv_plan *p) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  p->a = s->a, p->g = s->g, p->M = s->M, p->Cg = s->Cg, p->Mg = s->Mg;
   const dm_conv_geom *g = &p->g;
   char xs[96], ws[96];
-  DM_TRY(dm_conv_check_filter(ctx, &p->a, g, x, w, &p->M, &p->Cg, &p->Mg));
   p->K = p->Cg * g->kernel[0] * g->kernel[1];
   p->HWin = g->H * g->W;
   /* The BLAS takes int sizes and leading dimensions. */
@@ -89,43 +89,13 @@ static void unalias(dm_op_ctx *ctx, int out) {
 
 /* Conv: X, W, [b] -> Y; with the epilogue's S (ConvFusion) also S, of Y's shape. */
 static dm_status conv_prepare(dm_op_ctx *ctx, const dm_conv_epilogue *e, conv_plan *p) {
-  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
-  const dm_tensor *b = e->has_bias ? dm_op_input(ctx, 2) : NULL;
-  const dm_tensor *sv = e->sum >= 0 ? dm_op_input(ctx, e->sum) : NULL;
-  dm_tensor *y = dm_op_output(ctx, 0);
-  DM_TRY(dm_conv_check_dtypes(ctx, x, w, b));
-  DM_TRY(plan_make(ctx, x, w, p));
-  char bs[96], ws[96];
-  if (b && (b->ndim != 1 || b->dims[0] != p->M))
-    return dm_op_error(ctx, DM_ERR_SHAPE, "b is %s, but W is %s: b must hold M = %lld values",
-                       dm_shape_str(b, bs, sizeof bs), dm_shape_str(w, ws, sizeof ws),
-                       (long long)p->M);
-  int64_t dims[4];
-  dm_conv_out_dims(&p->a, &p->g, p->M, dims);
-  if (sv) {
-    if (sv->dtype != x->dtype || sv->ndim != 4 || memcmp(sv->dims, dims, sizeof dims) != 0)
-      return dm_op_error(ctx, DM_ERR_SHAPE,
-                         "S is %s %s, but the convolution gives %s %lldx%lldx%lldx%lld: S "
-                         "must have Y's shape and dtype",
-                         dm_dtype_name(sv->dtype), dm_shape_str(sv, bs, sizeof bs),
-                         dm_dtype_name(x->dtype), (long long)dims[0], (long long)dims[1],
-                         (long long)dims[2], (long long)dims[3]);
-    /* Y may be S itself (read before written, element by element); no other input. */
-    for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-      if (i != e->sum && dm_op_input(ctx, i) == y)
-        return dm_op_error(ctx, DM_ERR_INVALID,
-                           "Y is input %d too; only S (input %d) may be Y's blob", i, e->sum);
-    if (y != sv)
-      unalias(ctx, 0);
-    else
-      for (int i = 0; i < dm_op_num_inputs(ctx); i++)
-        if (i != e->sum && dm_tensors_alias(y, dm_op_input(ctx, i)))
-          return dm_op_error(ctx, DM_ERR_INVALID,
-                             "Y is S's blob and shares storage with input %d", i);
-  } else {
+  dm_conv_shape s;
+  DM_TRY(dm_conv_check_forward(ctx, e, &s));
+  DM_TRY(plan_make(ctx, &s, p));
+  /* Y may be S itself (read before written, element by element), checked above */
+  if (e->sum < 0 || dm_op_output(ctx, 0) != dm_op_input(ctx, e->sum))
     unalias(ctx, 0);
-  }
-  return dm_op_set_output(ctx, 0, x->dtype, 4, dims);
+  return dm_op_set_output(ctx, 0, dm_op_input(ctx, 0)->dtype, 4, s.ydims);
 }
 
 dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
@@ -142,28 +112,10 @@ static dm_status conv_infer(dm_op_ctx *ctx) {
  * bias (no_bias = 0) dW, db, [dX]; without, dW, [dX]. */
 static dm_status conv_grad_prepare(dm_op_ctx *ctx, conv_plan *p, int *has_db, int *has_dx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  if (!dm_is_float_or_reduced(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
-                       "BFLOAT16",
-                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
-  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
-  if (no_bias && n_out == 3)
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "no_bias is set, so the outputs are dW and dX; got 3 outputs");
-  if (!no_bias && n_out == 1)
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "without no_bias the outputs are dW, db and optionally dX; got 1 output");
-  *has_db = !no_bias;
-  *has_dx = n_out == (no_bias ? 2 : 3);
-  DM_TRY(plan_make(ctx, x, w, p));
-  int64_t dims[4];
-  dm_conv_out_dims(&p->a, &p->g, p->M, dims);
-  char ds[96];
-  if (dy->ndim != 4 || memcmp(dy->dims, dims, sizeof dims) != 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s, but Conv's Y is %lldx%lldx%lldx%lld",
-                       dm_shape_str(dy, ds, sizeof ds), (long long)dims[0], (long long)dims[1],
-                       (long long)dims[2], (long long)dims[3]);
+  dm_conv_shape s;
+  DM_TRY(dm_conv_check_backward(ctx, &s, has_db, has_dx));
+  DM_TRY(plan_make(ctx, &s, p));
+  int n_out = dm_op_num_outputs(ctx);
   for (int o = 0; o < n_out; o++)
     unalias(ctx, o);
   DM_TRY(dm_op_set_output(ctx, 0, w->dtype, 4, w->dims));

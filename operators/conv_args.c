@@ -313,9 +313,11 @@ void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t chan
   }
 }
 
-dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a, const dm_conv_geom *g,
-                               const dm_tensor *x, const dm_tensor *w, int64_t *M, int64_t *Cg,
-                               int64_t *Mg) {
+/* W against X and the arguments (4-D, groups dividing both channel counts, C/group and the
+ * kernel size in the order's places); sets M and the channels per group in and out. */
+static dm_status check_filter(dm_op_ctx *ctx, const dm_conv_args *a, const dm_conv_geom *g,
+                              const dm_tensor *x, const dm_tensor *w, int64_t *M, int64_t *Cg,
+                              int64_t *Mg) {
   const char *order = a->nhwc ? "NHWC" : "NCHW";
   char xs[96], ws[96];
   if (w->ndim != 4)
@@ -359,5 +361,93 @@ dm_status dm_conv_check_dtypes(dm_op_ctx *ctx, const dm_tensor *x, const dm_tens
                        "W with a b of the same dtype or FLOAT",
                        b ? ", b" : "", dm_dtype_name(x->dtype), dm_dtype_name(w->dtype),
                        b ? ", " : "", b ? dm_dtype_name(b->dtype) : "");
+  return DM_OK;
+}
+
+int dm_conv_epilogue_of(int64_t t, int n, dm_conv_epilogue *e) {
+  if (t == DM_CONV_FUSE_NONE && n <= 3)
+    *e = (dm_conv_epilogue){n == 3, -1, 0};
+  else if (t == DM_CONV_FUSE_RELU && n <= 3)
+    *e = (dm_conv_epilogue){n == 3, -1, 1};
+  else if ((t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU) && n >= 3)
+    *e = (dm_conv_epilogue){n == 4, n - 1, t == DM_CONV_FUSE_SUM_RELU};
+  else
+    return 0;
+  return 1;
+}
+
+/* The arguments, X's geometry, W against them, and Y's dims. */
+static dm_status conv_shape(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w,
+                            dm_conv_shape *s) {
+  DM_TRY(dm_conv_args_parse(ctx, 0, &s->a));
+  DM_TRY(dm_conv_geometry(ctx, &s->a, x, 0, &s->g));
+  DM_TRY(check_filter(ctx, &s->a, &s->g, x, w, &s->M, &s->Cg, &s->Mg));
+  dm_conv_out_dims(&s->a, &s->g, s->M, s->ydims);
+  return DM_OK;
+}
+
+/* S has Y's shape and dtype; Y is no input but S, and when it is S no other input shares
+ * its storage (the sum reads S element by element before writing Y there). */
+static dm_status check_sum(dm_op_ctx *ctx, const dm_conv_epilogue *e, const dm_conv_shape *s) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *sv = dm_op_input(ctx, e->sum);
+  const dm_tensor *y = dm_op_output(ctx, 0);
+  const int64_t *d = s->ydims;
+  char ss[96];
+  if (sv->dtype != x->dtype || sv->ndim != 4 || memcmp(sv->dims, d, sizeof s->ydims) != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE,
+                       "S is %s %s, but the convolution gives %s %lldx%lldx%lldx%lld: S "
+                       "must have Y's shape and dtype",
+                       dm_dtype_name(sv->dtype), dm_shape_str(sv, ss, sizeof ss),
+                       dm_dtype_name(x->dtype), (long long)d[0], (long long)d[1],
+                       (long long)d[2], (long long)d[3]);
+  for (int i = 0; i < dm_op_num_inputs(ctx); i++) {
+    if (i == e->sum)
+      continue;
+    if (dm_op_input(ctx, i) == y)
+      return dm_op_error(ctx, DM_ERR_INVALID,
+                         "Y is input %d too; only S (input %d) may be Y's blob", i, e->sum);
+    if (y == sv && dm_tensors_alias(y, dm_op_input(ctx, i)))
+      return dm_op_error(ctx, DM_ERR_INVALID, "Y is S's blob and shares storage with input %d",
+                         i);
+  }
+  return DM_OK;
+}
+
+dm_status dm_conv_check_forward(dm_op_ctx *ctx, const dm_conv_epilogue *e, dm_conv_shape *s) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1);
+  const dm_tensor *b = e->has_bias ? dm_op_input(ctx, 2) : NULL;
+  DM_TRY(dm_conv_check_dtypes(ctx, x, w, b));
+  DM_TRY(conv_shape(ctx, x, w, s));
+  char bs[96], ws[96];
+  if (b && (b->ndim != 1 || b->dims[0] != s->M))
+    return dm_op_error(ctx, DM_ERR_SHAPE, "b is %s, but W is %s: b must hold M = %lld values",
+                       dm_shape_str(b, bs, sizeof bs), dm_shape_str(w, ws, sizeof ws),
+                       (long long)s->M);
+  return e->sum >= 0 ? check_sum(ctx, e, s) : DM_OK;
+}
+
+dm_status dm_conv_check_backward(dm_op_ctx *ctx, dm_conv_shape *s, int *has_db, int *has_dx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *w = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  if (!dm_is_float_or_reduced(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
+                       "BFLOAT16",
+                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
+  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
+  if (no_bias && n_out == 3)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "no_bias is set, so the outputs are dW and dX; got 3 outputs");
+  if (!no_bias && n_out == 1)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "without no_bias the outputs are dW, db and optionally dX; got 1 output");
+  *has_db = !no_bias;
+  *has_dx = n_out == (no_bias ? 2 : 3);
+  DM_TRY(conv_shape(ctx, x, w, s));
+  const int64_t *d = s->ydims;
+  char ds[96];
+  if (dy->ndim != 4 || memcmp(dy->dims, d, sizeof s->ydims) != 0)
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s, but Conv's Y is %lldx%lldx%lldx%lld",
+                       dm_shape_str(dy, ds, sizeof ds), (long long)d[0], (long long)d[1],
+                       (long long)d[2], (long long)d[3]);
   return DM_OK;
 }

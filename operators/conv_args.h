@@ -115,6 +115,38 @@ typedef struct dm_conv_epilogue {
   int relu;     /* then Y = max(Y, 0), NaN passed through as Relu does */
 } dm_conv_epilogue;
 
+/* ConvFusion's fusion_type (Caffe2's IDEEP numbering, see operators/conv_fusion.c); 0 is
+ * Conv itself. */
+enum { DM_CONV_FUSE_NONE = 0, DM_CONV_FUSE_RELU = 1, DM_CONV_FUSE_SUM = 2,
+       DM_CONV_FUSE_SUM_RELU = 3 };
+
+/* The epilogue that fusion_type t (DM_CONV_FUSE_NONE: Conv) with n inputs asks for:
+ * relu: X, W, [b]; sum forms: X, W, [b], S (S last). 0 for a pair ConvFusion does not
+ * take (nothing reported: conv_fusion.c words the error, engines refuse the op). */
+DM_HIDDEN int dm_conv_epilogue_of(int64_t t, int n, dm_conv_epilogue *e);
+
+/* A convolution's checked geometry: its arguments, X's geometry, W's channels, Y's dims
+ * (N, M, outH, outW in the order's places). */
+typedef struct dm_conv_shape {
+  dm_conv_args a;
+  dm_conv_geom g;
+  int64_t M, Cg, Mg;  /* output channels; channels per group in and out */
+  int64_t ydims[4];
+} dm_conv_shape;
+
+/* Conv's and ConvFusion's checks, free of side effects (nothing resized, nothing
+ * written): the dtypes, the arguments, W against X, b (M values), S (Y's shape and
+ * dtype) and the blobs Y may be (S only; when Y is S no other input shares its storage).
+ * The reference kernel (conv.c, conv_fusion.c) and the oneDNN engine's (dnnl/conv.c)
+ * both call it, so they report the same errors in the same words. */
+DM_HIDDEN dm_status dm_conv_check_forward(dm_op_ctx *ctx, const dm_conv_epilogue *e,
+                                          dm_conv_shape *s);
+/* ConvGradient's (X, W, dY -> dW, [db], [dX]), likewise shared: the dtypes, no_bias
+ * against the output count (*has_db, *has_dx: which outputs there are), the geometry and
+ * dY against Conv's Y. */
+DM_HIDDEN dm_status dm_conv_check_backward(dm_op_ctx *ctx, dm_conv_shape *s, int *has_db,
+                                           int *has_dx);
+
 /* Checks the inputs (b and S included) and sets Y's shape and dtype. */
 DM_HIDDEN dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e);
 /* Computes Y; the kernel's state is dm_conv_init's. */
@@ -141,15 +173,6 @@ extern DM_HIDDEN size_t dm_conv_chunk_bytes;
 /* Output dims (N, C, outH, outW) in a's order into dims[4]. */
 DM_HIDDEN void dm_conv_out_dims(const dm_conv_args *a, const dm_conv_geom *g, int64_t channels,
                                 int64_t dims[4]);
-
-/* The reference Conv's checks of W against X and the arguments (4-D, groups dividing
- * both channel counts, C/group and the kernel size in the order's place), in its
- * words; sets M (output channels) and the channels per group in (Cg) and out (Mg).
- * Shared by the reference kernel and the oneDNN engine's. */
-DM_HIDDEN dm_status dm_conv_check_filter(dm_op_ctx *ctx, const dm_conv_args *a,
-                                         const dm_conv_geom *g, const dm_tensor *x,
-                                         const dm_tensor *w, int64_t *M, int64_t *Cg,
-                                         int64_t *Mg);
 
 /* The input rows (d = 0) or columns (d = 1) under output position o of a pooling window,
  * clipped to the input's `in` (padding is not part of it): from *lo below *hi in steps

@@ -35,29 +35,22 @@
 #include "conv_args.h"
 #include "fc.h"
 
-enum { FUSION_CONV_RELU = 1, FUSION_CONV_SUM = 2, FUSION_CONV_SUM_RELU = 3 };
-
 /* ---- ConvFusion ------------------------------------------------------------------ */
 
-/* The epilogue fusion_type and the input count ask for. */
+/* The epilogue fusion_type and the input count ask for (dm_conv_epilogue_of), or the
+ * error that names what does not go together. */
 static dm_status conv_fusion_epilogue(dm_op_ctx *ctx, dm_conv_epilogue *e) {
   int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
   int n = dm_op_num_inputs(ctx);
-  if (t == FUSION_CONV_RELU) {
-    if (n > 3)
-      return dm_op_error(ctx, DM_ERR_INVALID,
-                         "fusion_type 1 (conv + relu) takes X, W, [b]; got %d inputs", n);
-    *e = (dm_conv_epilogue){n == 3, -1, 1};
+  if (t != DM_CONV_FUSE_NONE && dm_conv_epilogue_of(t, n, e))
     return DM_OK;
-  }
-  if (t == FUSION_CONV_SUM || t == FUSION_CONV_SUM_RELU) {
-    if (n < 3)
-      return dm_op_error(ctx, DM_ERR_INVALID,
-                         "fusion_type %lld (conv + sum) takes X, W, [b], S; got %d inputs",
-                         (long long)t, n);
-    *e = (dm_conv_epilogue){n == 4, n - 1, t == FUSION_CONV_SUM_RELU};
-    return DM_OK;
-  }
+  if (t == DM_CONV_FUSE_RELU)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "fusion_type 1 (conv + relu) takes X, W, [b]; got %d inputs", n);
+  if (t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU)
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "fusion_type %lld (conv + sum) takes X, W, [b], S; got %d inputs",
+                       (long long)t, n);
   return dm_op_error(ctx, DM_ERR_INVALID,
                      "fusion_type is %lld; ConvFusion takes 1 (conv + relu), 2 (conv + sum) "
                      "or 3 (conv + sum + relu)", (long long)t);
@@ -86,14 +79,14 @@ static void conv_fusion_cost(dm_op_ctx *ctx, dm_op_cost *c) {
   dm_conv_cost(ctx, c);
   int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
   double y = (double)dm_op_output(ctx, 0)->numel;
-  c->flops += y * ((t == FUSION_CONV_SUM || t == FUSION_CONV_SUM_RELU) +
-                   (t == FUSION_CONV_RELU || t == FUSION_CONV_SUM_RELU));
+  c->flops += y * ((t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU) +
+                   (t == DM_CONV_FUSE_RELU || t == DM_CONV_FUSE_SUM_RELU));
 }
 
 /* Only conv + relu: a sum's gradient would be a second output the pass never needs. */
 static dm_status conv_fusion_gradient(dm_grad_ctx *g) {
   int64_t t = dm_grad_arg_int(g, "fusion_type", 0);
-  if (t != FUSION_CONV_RELU || dm_grad_num_inputs(g) > 3)
+  if (t != DM_CONV_FUSE_RELU || dm_grad_num_inputs(g) > 3)
     return dm_error(DM_ERR_UNSUPPORTED, "ConvFusion has a gradient for fusion_type 1 (conv + "
                     "relu, X, W, [b]) only, not fusion_type %lld with %d inputs", (long long)t,
                     dm_grad_num_inputs(g));
@@ -134,7 +127,7 @@ static const dm_op_schema conv_fusion_schema = {
 
 static dm_status fc_fusion_check(dm_op_ctx *ctx) {
   int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
-  if (t != FUSION_CONV_RELU)
+  if (t != DM_CONV_FUSE_RELU)
     return dm_op_error(ctx, DM_ERR_INVALID,
                        "fusion_type is %lld; FCFusion takes 1 (FC + relu)", (long long)t);
   return DM_OK;
@@ -176,7 +169,7 @@ static void fc_fusion_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 
 static dm_status fc_fusion_gradient(dm_grad_ctx *g) {
   int64_t t = dm_grad_arg_int(g, "fusion_type", 0);
-  if (t != FUSION_CONV_RELU)
+  if (t != DM_CONV_FUSE_RELU)
     return dm_error(DM_ERR_UNSUPPORTED, "FCFusion has a gradient for fusion_type 1 (FC + "
                     "relu) only, not fusion_type %lld", (long long)t);
   return dm_fc_gradient_emit(g, "FCReluGradient", 1);
@@ -210,8 +203,8 @@ enum { GRAD_DY = 2, GRAD_Y = 3 };
 
 /* The forward's Y (input 3) has dY's dtype and shape, and fusion_type is 1. */
 static dm_status relu_grad_check(dm_op_ctx *ctx) {
-  int64_t t = dm_op_arg_int(ctx, "fusion_type", FUSION_CONV_RELU);
-  if (t != FUSION_CONV_RELU)
+  int64_t t = dm_op_arg_int(ctx, "fusion_type", DM_CONV_FUSE_RELU);
+  if (t != DM_CONV_FUSE_RELU)
     return dm_op_error(ctx, DM_ERR_INVALID, "fusion_type is %lld; %s is the gradient of "
                        "fusion_type 1 (relu)", (long long)t, dm_op_type(ctx));
   const dm_tensor *dy = dm_op_input(ctx, GRAD_DY), *y = dm_op_input(ctx, GRAD_Y);

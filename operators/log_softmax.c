@@ -48,8 +48,7 @@ static dm_status lsm_grad_infer(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s %s but dY is %s %s; they must match",
                        dm_dtype_name(y->dtype), dm_shape_str(y, ys, sizeof ys),
                        dm_dtype_name(dy->dtype), dm_shape_str(dy, ds, sizeof ds));
-  if (dm_op_output(ctx, 0) == y)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not Y's");
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, 1, 1u << 0, (const char *const[]){"Y", "dY"}));
   return dm_op_set_output(ctx, 0, y->dtype, y->ndim, y->dims);
 }
 

@@ -201,6 +201,63 @@ static void lrn_scale(const lrn_params *p, const float *x, int64_t cs, int64_t C
   }
 }
 
+/* What one position's row needs: the geometry, the parameters, the FP32 inputs (X; for
+ * the gradient also Y, dY and maybe the forward's scale) and the outputs (Y or dX, FLOAT or
+ * FLOAT16, and the forward's FP32 scale). */
+typedef struct lrn_rows {
+  const lrn_geom *g;
+  const lrn_params *p;
+  const float *x, *y, *dy, *scale;
+  void *out;
+  float *scale_out;
+  int fp16;
+} lrn_rows;
+
+/* LRN at position q; s: the thread's C doubles. */
+static void lrn_row(void *arg, void *scratch, int64_t q) {
+  const lrn_rows *r = arg;
+  const int64_t C = r->g->C;
+  double *s = scratch;
+  int64_t base, cs;
+  lrn_pos(r->g, q, &base, &cs);
+  lrn_scale(r->p, r->x + base, cs, C, s);
+  for (int64_t c = 0; c < C; c++) {
+    int64_t i = base + c * cs;
+    put(r->out, r->fp16, i, r->x[i] * pow(s[c], -r->p->beta));
+    if (r->scale_out)
+      r->scale_out[i] = (float)s[c];
+  }
+}
+
+/* LRNGradient at position q; s: the thread's 2 C doubles (scale, dy y / scale). */
+static void lrn_grad_row(void *arg, void *scratch, int64_t q) {
+  const lrn_rows *r = arg;
+  const lrn_params *p = r->p;
+  const int64_t C = r->g->C;
+  double *s = scratch, *d = s + C;
+  int64_t base, cs;
+  lrn_pos(r->g, q, &base, &cs);
+  if (r->scale)
+    for (int64_t c = 0; c < C; c++)
+      s[c] = r->scale[base + c * cs];
+  else
+    lrn_scale(p, r->x + base, cs, C, s);
+  for (int64_t c = 0; c < C; c++)
+    d[c] = (double)r->dy[base + c * cs] * r->y[base + c * cs] / s[c];
+  /* j is in W(c) exactly when c is in [j - size + 1 + pre, j + pre]. */
+  for (int64_t j = 0; j < C; j++) {
+    int64_t lo = j - p->size + 1 + p->pre, hi = j + p->pre;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi >= C ? C - 1 : hi;
+    double acc = 0;
+    for (int64_t c = lo; c <= hi; c++)
+      acc += d[c];
+    int64_t i = base + j * cs;
+    put(r->out, r->fp16, i,
+        r->dy[i] * pow(s[j], -p->beta) - 2 * p->alpha_n * p->beta * r->x[i] * acc);
+  }
+}
+
 static dm_status lrn_run(dm_op_ctx *ctx) {
   DM_TRY(lrn_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
@@ -215,41 +272,12 @@ static dm_status lrn_run(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening the FP16 X");
   void *py = dm_tensor_mutable_data(dm_op_output(ctx, 0));
   float *ps = dm_op_num_outputs(ctx) > 1 ? dm_tensor_mutable_data(dm_op_output(ctx, 1)) : NULL;
-  int64_t P = g.N * g.HW;
-  int failed = 0;
-#if DM_HAVE_OPENMP
-#pragma omp parallel if (x->numel > (1 << 14))
-#endif
-  {
-    double *s = malloc((size_t)(g.C ? g.C : 1) * sizeof *s); /* one position's scale */
-    if (!s) {
-#if DM_HAVE_OPENMP
-#pragma omp atomic write
-#endif
-      failed = 1;
-    }
-#if DM_HAVE_OPENMP
-#pragma omp for
-#endif
-    for (int64_t q = 0; q < P; q++) {
-      if (!s)
-        continue;
-      int64_t base, cs;
-      lrn_pos(&g, q, &base, &cs);
-      lrn_scale(&p, px + base, cs, g.C, s);
-      for (int64_t c = 0; c < g.C; c++) {
-        int64_t i = base + c * cs;
-        put(py, fp16, i, px[i] * pow(s[c], -p.beta));
-        if (ps)
-          ps[i] = (float)s[c];
-      }
-    }
-    free(s);
-  }
+  const lrn_rows r = {&g, &p, px, NULL, NULL, NULL, py, ps, fp16};
+  dm_status st = dm_parallel_rows(ctx, g.N * g.HW, x->numel > (1 << 14),
+                                  (size_t)(g.C ? g.C : 1) * sizeof(double), "the channels",
+                                  lrn_row, (void *)&r);
   free(owned);
-  if (failed)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for %lld channels", (long long)g.C);
-  return DM_OK;
+  return st;
 }
 
 static dm_status lrn_grad_run(dm_op_ctx *ctx) {
@@ -269,53 +297,12 @@ static dm_status lrn_grad_run(dm_op_ctx *ctx) {
     return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening FP16 inputs");
   }
   void *pdx = dm_tensor_mutable_data(dm_op_output(ctx, 0));
-  int64_t P = g.N * g.HW;
-  int failed = 0;
-#if DM_HAVE_OPENMP
-#pragma omp parallel if (x->numel > (1 << 14))
-#endif
-  {
-    double *s = malloc(2 * (size_t)(g.C ? g.C : 1) * sizeof *s); /* scale, dy y / scale */
-    if (!s) {
-#if DM_HAVE_OPENMP
-#pragma omp atomic write
-#endif
-      failed = 1;
-    }
-#if DM_HAVE_OPENMP
-#pragma omp for
-#endif
-    for (int64_t q = 0; q < P; q++) {
-      if (!s)
-        continue;
-      double *r = s + g.C;
-      int64_t base, cs;
-      lrn_pos(&g, q, &base, &cs);
-      if (pscale)
-        for (int64_t c = 0; c < g.C; c++)
-          s[c] = pscale[base + c * cs];
-      else
-        lrn_scale(&p, px + base, cs, g.C, s);
-      for (int64_t c = 0; c < g.C; c++)
-        r[c] = (double)pdy[base + c * cs] * py[base + c * cs] / s[c];
-      /* j is in W(c) exactly when c is in [j - size + 1 + pre, j + pre]. */
-      for (int64_t j = 0; j < g.C; j++) {
-        int64_t lo = j - p.size + 1 + p.pre, hi = j + p.pre;
-        lo = lo < 0 ? 0 : lo;
-        hi = hi >= g.C ? g.C - 1 : hi;
-        double acc = 0;
-        for (int64_t c = lo; c <= hi; c++)
-          acc += r[c];
-        int64_t i = base + j * cs;
-        put(pdx, fp16, i, pdy[i] * pow(s[j], -p.beta) - 2 * p.alpha_n * p.beta * px[i] * acc);
-      }
-    }
-    free(s);
-  }
+  const lrn_rows r = {&g, &p, px, py, pdy, pscale, pdx, NULL, fp16};
+  dm_status st = dm_parallel_rows(ctx, g.N * g.HW, x->numel > (1 << 14),
+                                  2 * (size_t)(g.C ? g.C : 1) * sizeof(double), "the channels",
+                                  lrn_grad_row, (void *)&r);
   free(ox), free(oy), free(ody);
-  if (failed)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for %lld channels", (long long)g.C);
-  return DM_OK;
+  return st;
 }
 
 static const dm_op_schema *const schemas[] = {&lrn_schema, &lrn_grad_schema, NULL};

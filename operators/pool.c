@@ -15,9 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if DM_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #include "builtin.h"
 #include "common.h"
@@ -177,22 +174,46 @@ static void pool_grad_image(const pool_plan *p, int is_max, const float *x, cons
   }
 }
 
-static int thread_count(int64_t N) {
-#if DM_HAVE_OPENMP
-  int t = omp_get_max_threads();
-  return N < t ? (N > 0 ? (int)N : 1) : t;
-#else
-  (void)N;
-  return 1;
-#endif
+/* The images of one pool's run: X (and for the gradient Y, dY), the output (Y or dX). */
+typedef struct pool_images {
+  const pool_plan *p;
+  int is_max;
+  dm_dtype t;
+  const void *x, *y, *dy;
+  void *out;
+} pool_images;
+
+/* Image n of a pool; FP16 and BF16 through FP32 copies in the thread's scratch. */
+static void pool_one(void *arg, void *scratch, int64_t n) {
+  const pool_images *r = arg;
+  const int64_t xs = r->p->xs, ys = r->p->ys;
+  if (!dm_is_reduced_float(r->t)) {
+    pool_image(r->p, r->is_max, (const float *)r->x + n * xs, (float *)r->out + n * ys);
+    return;
+  }
+  float *xf = scratch, *yf = xf + xs;
+  dm_widen(r->t, (const uint16_t *)r->x + n * xs, xf, (size_t)xs);
+  pool_image(r->p, r->is_max, xf, yf);
+  dm_narrow(r->t, yf, (uint16_t *)r->out + n * ys, (size_t)ys);
 }
 
-static int thread_id(void) {
-#if DM_HAVE_OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
+/* Image n of a pool's gradient, likewise. */
+static void pool_grad_one(void *arg, void *scratch, int64_t n) {
+  const pool_images *r = arg;
+  const int64_t xs = r->p->xs, ys = r->p->ys;
+  if (!dm_is_reduced_float(r->t)) {
+    pool_grad_image(r->p, r->is_max, (const float *)r->x + n * xs, (const float *)r->y + n * ys,
+                    (const float *)r->dy + n * ys, (float *)r->out + n * xs);
+    return;
+  }
+  float *xf = scratch, *yf = xf + xs, *dyf = yf + ys, *dxf = dyf + ys;
+  if (r->is_max) { /* AveragePool's gradient reads neither X nor Y */
+    dm_widen(r->t, (const uint16_t *)r->x + n * xs, xf, (size_t)xs);
+    dm_widen(r->t, (const uint16_t *)r->y + n * ys, yf, (size_t)ys);
+  }
+  dm_widen(r->t, (const uint16_t *)r->dy + n * ys, dyf, (size_t)ys);
+  pool_grad_image(r->p, r->is_max, xf, yf, dyf, dxf);
+  dm_narrow(r->t, dxf, (uint16_t *)r->out + n * xs, (size_t)xs);
 }
 
 static dm_status pool_run(dm_op_ctx *ctx) {
@@ -200,30 +221,11 @@ static dm_status pool_run(dm_op_ctx *ctx) {
   DM_TRY(pool_prepare(ctx, &p));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *y = dm_op_output(ctx, 0);
-  const int is_max = is_max_pool(ctx), fp16 = dm_is_reduced_float(x->dtype);
-  const int64_t N = p.g.N, xs = p.xs, ys = p.ys;
-  int nt = thread_count(N);
-  size_t per = fp16 ? (size_t)(xs + ys) : 0;
-  float *buf = fp16 ? malloc((size_t)nt * per * sizeof *buf) : NULL;
-  if (fp16 && !buf)
-    return DM_NOMEM("FP32 pooling buffers");
-  const void *px = dm_tensor_data(x);
-  void *py = dm_tensor_mutable_data(y);
-#if DM_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-  for (int64_t n = 0; n < N; n++) {
-    if (!fp16) {
-      pool_image(&p, is_max, (const float *)px + n * xs, (float *)py + n * ys);
-    } else {
-      float *xf = buf + (size_t)thread_id() * per, *yf = xf + xs;
-      dm_widen(x->dtype, (const uint16_t *)px + n * xs, xf, (size_t)xs);
-      pool_image(&p, is_max, xf, yf);
-      dm_narrow(x->dtype, yf, (uint16_t *)py + n * ys, (size_t)ys);
-    }
-  }
-  free(buf);
-  return DM_OK;
+  const int fp16 = dm_is_reduced_float(x->dtype);
+  const pool_images r = {&p, is_max_pool(ctx), x->dtype, dm_tensor_data(x), NULL, NULL,
+                         dm_tensor_mutable_data(y)};
+  size_t per = fp16 ? (size_t)(p.xs + p.ys) * sizeof(float) : 0;
+  return dm_parallel_rows(ctx, p.g.N, 1, per, "FP32 pooling buffers", pool_one, (void *)&r);
 }
 
 static dm_status pool_grad_run(dm_op_ctx *ctx) {
@@ -231,35 +233,12 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
   DM_TRY(pool_grad_prepare(ctx, &p));
   const dm_tensor *x = dm_op_input(ctx, 0), *y = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_tensor *dx = dm_op_output(ctx, 0);
-  const int is_max = is_max_pool(ctx), fp16 = dm_is_reduced_float(x->dtype);
-  const int64_t N = p.g.N, xs = p.xs, ys = p.ys;
-  int nt = thread_count(N);
-  size_t per = fp16 ? (size_t)(2 * xs + 2 * ys) : 0;
-  float *buf = fp16 ? malloc((size_t)nt * per * sizeof *buf) : NULL;
-  if (fp16 && !buf)
-    return DM_NOMEM("FP32 pooling gradient buffers");
-  const void *px = dm_tensor_data(x), *pyv = dm_tensor_data(y), *pdy = dm_tensor_data(dy);
-  void *pdx = dm_tensor_mutable_data(dx);
-#if DM_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-  for (int64_t n = 0; n < N; n++) {
-    if (!fp16) {
-      pool_grad_image(&p, is_max, (const float *)px + n * xs, (const float *)pyv + n * ys,
-                      (const float *)pdy + n * ys, (float *)pdx + n * xs);
-    } else {
-      float *xf = buf + (size_t)thread_id() * per, *yf = xf + xs, *dyf = yf + ys, *dxf = dyf + ys;
-      if (is_max) { /* AveragePool's gradient reads neither X nor Y */
-        dm_widen(x->dtype, (const uint16_t *)px + n * xs, xf, (size_t)xs);
-        dm_widen(x->dtype, (const uint16_t *)pyv + n * ys, yf, (size_t)ys);
-      }
-      dm_widen(x->dtype, (const uint16_t *)pdy + n * ys, dyf, (size_t)ys);
-      pool_grad_image(&p, is_max, xf, yf, dyf, dxf);
-      dm_narrow(x->dtype, dxf, (uint16_t *)pdx + n * xs, (size_t)xs);
-    }
-  }
-  free(buf);
-  return DM_OK;
+  const int fp16 = dm_is_reduced_float(x->dtype);
+  const pool_images r = {&p, is_max_pool(ctx), x->dtype, dm_tensor_data(x), dm_tensor_data(y),
+                         dm_tensor_data(dy), dm_tensor_mutable_data(dx)};
+  size_t per = fp16 ? (size_t)(2 * p.xs + 2 * p.ys) * sizeof(float) : 0;
+  return dm_parallel_rows(ctx, p.g.N, 1, per, "FP32 pooling gradient buffers", pool_grad_one,
+                          (void *)&r);
 }
 
 /* Schemas ------------------------------------------------------------------------ */

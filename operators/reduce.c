@@ -144,9 +144,8 @@ static dm_status grad_infer(dm_op_ctx *ctx) {
   if (dy->numel != n || y->numel != n)
     return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s and Y is %s, but X reduces to %lld elements",
                        dm_shape_str(dy, a, sizeof a), dm_shape_str(y, b, sizeof b), (long long)n);
-  dm_tensor *dx = dm_op_output(ctx, 0);
-  if (dx == dy || dx == y)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX may not be dY's or Y's blob");
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, -1, 1u << 0 | 1u << 2,
+                                (const char *const[]){"dY", "X", "Y"}));
   return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
 }
 

@@ -138,6 +138,33 @@ static void softmax_grad_row(const float *y, const float *dy, float *dx, int64_t
     dx[j] = y[j] * (dy[j] - fdot);
 }
 
+/* FP16 rows (N, D): X (or Y), dY for the gradient, and the output. */
+typedef struct half_rows {
+  const uint16_t *a, *dy;
+  uint16_t *out;
+  int64_t D;
+} half_rows;
+
+/* Row i of an FP16 Softmax, in FP32 in the thread's scratch row. */
+static void softmax_half_row(void *arg, void *scratch, int64_t i) {
+  const half_rows *r = arg;
+  float *row = scratch;
+  dm_half_to_float_array(r->a + i * r->D, row, (size_t)r->D);
+  softmax_row(row, r->D);
+  dm_float_to_half_array(row, r->out + i * r->D, (size_t)r->D);
+}
+
+/* Row i of an FP16 SoftmaxGradient: Y and dY widened into the scratch (dX may be dY). */
+static void softmax_grad_half_row(void *arg, void *scratch, int64_t i) {
+  const half_rows *r = arg;
+  float *row = scratch;
+  const int64_t D = r->D;
+  dm_half_to_float_array(r->a + i * D, row, (size_t)D);
+  dm_half_to_float_array(r->dy + i * D, row + D, (size_t)D);
+  softmax_grad_row(row, row + D, row + D, D);
+  dm_float_to_half_array(row + D, r->out + i * D, (size_t)D);
+}
+
 static dm_status softmax_run(dm_op_ctx *ctx) {
   DM_TRY(softmax_infer(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
@@ -161,35 +188,9 @@ static dm_status softmax_run(dm_op_ctx *ctx) {
     }
     return DM_OK;
   }
-  const uint16_t *px = dm_tensor_data(x); /* (N, D) FP16 */
-  uint16_t *py = dm_tensor_mutable_data(y);
-  int failed = 0;
-#if DM_HAVE_OPENMP
-#pragma omp parallel if (N * D > (1 << 15))
-#endif
-  {
-    float *row = malloc((size_t)D * sizeof *row); /* one FP32 row per thread */
-    if (!row) {
-#if DM_HAVE_OPENMP
-#pragma omp atomic write
-#endif
-      failed = 1;
-    }
-#if DM_HAVE_OPENMP
-#pragma omp for
-#endif
-    for (int64_t i = 0; i < N; i++) {
-      if (!row)
-        continue;
-      dm_half_to_float_array(px + i * D, row, (size_t)D);
-      softmax_row(row, D);
-      dm_float_to_half_array(row, py + i * D, (size_t)D);
-    }
-    free(row);
-  }
-  if (failed)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for an FP32 row of %lld", (long long)D);
-  return DM_OK;
+  const half_rows r = {dm_tensor_data(x), NULL, dm_tensor_mutable_data(y), D};
+  return dm_parallel_rows(ctx, N, N * D > (1 << 15), (size_t)D * sizeof(float),
+                          "an FP32 row", softmax_half_row, (void *)&r);
 }
 
 static dm_status softmax_grad_run(dm_op_ctx *ctx) {
@@ -210,36 +211,9 @@ static dm_status softmax_grad_run(dm_op_ctx *ctx) {
       softmax_grad_row(py + i * D, pdy + i * D, pdx + i * D, D);
     return DM_OK;
   }
-  const uint16_t *py = dm_tensor_data(y), *pdy = dm_tensor_data(dy); /* (N, D) FP16 */
-  uint16_t *pdx = dm_tensor_mutable_data(dx);
-  int failed = 0;
-#if DM_HAVE_OPENMP
-#pragma omp parallel if (N * D > (1 << 15))
-#endif
-  {
-    float *row = malloc(2 * (size_t)D * sizeof *row); /* y and dy widened, per thread */
-    if (!row) {
-#if DM_HAVE_OPENMP
-#pragma omp atomic write
-#endif
-      failed = 1;
-    }
-#if DM_HAVE_OPENMP
-#pragma omp for
-#endif
-    for (int64_t i = 0; i < N; i++) {
-      if (!row)
-        continue;
-      dm_half_to_float_array(py + i * D, row, (size_t)D);
-      dm_half_to_float_array(pdy + i * D, row + D, (size_t)D);
-      softmax_grad_row(row, row + D, row + D, D);
-      dm_float_to_half_array(row + D, pdx + i * D, (size_t)D);
-    }
-    free(row);
-  }
-  if (failed)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for FP32 rows of %lld", (long long)D);
-  return DM_OK;
+  const half_rows r = {dm_tensor_data(y), dm_tensor_data(dy), dm_tensor_mutable_data(dx), D};
+  return dm_parallel_rows(ctx, N, N * D > (1 << 15), 2 * (size_t)D * sizeof(float),
+                          "FP32 rows", softmax_grad_half_row, (void *)&r);
 }
 
 static const dm_op_schema *const schemas[] = {&softmax_schema, &softmax_grad_schema, NULL};

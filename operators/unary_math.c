@@ -115,8 +115,7 @@ static dm_status gradient_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_
   if (!dm_tensor_same_shape(s, dy))
     return dm_op_error(ctx, DM_ERR_SHAPE, "%s is %s but dY is %s", slot,
                        dm_shape_str(s, a, sizeof a), dm_shape_str(dy, b, sizeof b));
-  if (dm_op_output(ctx, 0) == s)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not %s's", slot);
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, 1, 1u << 0, (const char *const[]){slot, "dY"}));
   if (k == DM_UN_LeakyRelu && p->alpha < 0)
     return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
                        "alpha %g is negative: Y's sign then no longer tells X's (Caffe2's "

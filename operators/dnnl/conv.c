@@ -40,10 +40,7 @@
 #include "operators/conv_args.h"
 #include "dnnl_common.h"
 #include "kernels.h"
-
-/* ConvFusion's fusion_type (Caffe2's IDEEP numbering, see operators/conv_fusion.c); 0 is
- * Conv itself. */
-enum { FUSE_NONE = 0, FUSE_RELU = 1, FUSE_SUM = 2, FUSE_SUM_RELU = 3 };
+#include "settings.h"
 
 /* ---- shared checks ---------------------------------------------------------------- */
 
@@ -54,21 +51,8 @@ static dm_status scratch(dm_dnnl_buf *b, size_t n, void **out) {
   return DM_OK;
 }
 
-/* The geometry of one convolution, checked as the reference checks it. */
-typedef struct conv_geo {
-  dm_conv_args a;
-  dm_conv_geom g;
-  int64_t M, Cg, Mg;
-  int64_t ydims[4]; /* N, M, outH, outW */
-} conv_geo;
-
-static dm_status geo_make(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *w, conv_geo *p) {
-  DM_TRY(dm_conv_args_parse(ctx, 0, &p->a));
-  DM_TRY(dm_conv_geometry(ctx, &p->a, x, 0, &p->g));
-  DM_TRY(dm_conv_check_filter(ctx, &p->a, &p->g, x, w, &p->M, &p->Cg, &p->Mg));
-  dm_conv_out_dims(&p->a, &p->g, p->M, p->ydims);
-  return DM_OK;
-}
+/* The geometry of one convolution, checked by the reference's checks (conv_args.h). */
+typedef dm_conv_shape conv_geo;
 
 /* oneDNN's convolution descriptors for p: strides, dilations (oneDNN counts 0 for
  * none), paddings; X, W, Y descriptions in format "any" (W 5-D when grouped). */
@@ -190,14 +174,14 @@ typedef struct fwd_state {
  * at 14x14x256, even at 7x7x512; the bottleneck block at batch 8, 56x56x64, training:
  * forward 2.8 ms against 5.6, backward weights 3.1 against 6.3, backward data 2.9
  * against 5.9. The transforms reorder the sums (exact in real arithmetic; within the
- * direct kernel's FP32 bound in the tests). DEMITASSE_NO_WINOGRAD (set, any value) keeps
- * every convolution direct. */
+ * direct kernel's FP32 bound in the tests). DEMITASSE_NO_WINOGRAD (set, any value, read at
+ * init: settings.h) keeps every convolution direct. */
 static int wants_winograd(const conv_geo *p, dm_dtype dtype, int inference) {
   return dtype == DM_FLOAT && p->g.kernel[0] == 3 && p->g.kernel[1] == 3 &&
          p->g.stride[0] == 1 && p->g.stride[1] == 1 && p->g.dilation[0] == 1 &&
          p->g.dilation[1] == 1 && p->a.group == 1 &&
          p->g.outH * p->g.outW >= (inference ? 14 * 14 : 28 * 28) &&
-         !getenv("DEMITASSE_NO_WINOGRAD");
+         !dm_dnnl_settings_get()->no_winograd;
 }
 
 static int is_inference_op(const dm_op_ctx *ctx) {
@@ -230,22 +214,17 @@ static void fwd_fini(void *state) {
   free(s);
 }
 
-/* The fusion of a ConvFusion op with n inputs (FUSE_NONE for Conv), or -1 for a form the
- * reference rejects (it reports it). */
-static int fusion_of(const dm_op_ctx *ctx) {
-  if (strcmp(dm_op_type(ctx), "ConvFusion") != 0)
-    return FUSE_NONE;
-  int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
-  int n = dm_op_num_inputs(ctx);
-  if (t == FUSE_RELU)
-    return n <= 3 ? FUSE_RELU : -1;
-  if (t == FUSE_SUM || t == FUSE_SUM_RELU)
-    return n >= 3 ? (int)t : -1;
-  return -1;
+/* The epilogue of this Conv or ConvFusion (conv_args.h); 0 for a form the reference
+ * rejects (it reports it). */
+static int epilogue_of(const dm_op_ctx *ctx, dm_conv_epilogue *e) {
+  int fusion = strcmp(dm_op_type(ctx), "ConvFusion") == 0;
+  int64_t t = fusion ? dm_op_arg_int(ctx, "fusion_type", 0) : DM_CONV_FUSE_NONE;
+  return (!fusion || t != DM_CONV_FUSE_NONE) && dm_conv_epilogue_of(t, dm_op_num_inputs(ctx), e);
 }
 
 static int fwd_supports(const dm_op_ctx *ctx) {
-  if (fusion_of(ctx) < 0)
+  dm_conv_epilogue e;
+  if (!epilogue_of(ctx, &e))
     return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
     if (!dm_dnnl_dtype_ok(ctx, i, DM_DNNL_KIND(DM_DNNL_CONV)))
@@ -255,44 +234,18 @@ static int fwd_supports(const dm_op_ctx *ctx) {
 
 static dm_status fwd_run(dm_op_ctx *ctx) {
   fwd_state *s = dm_op_state(ctx);
-  const int fusion = fusion_of(ctx);
-  if (fusion < 0)
+  dm_conv_epilogue e;
+  if (!epilogue_of(ctx, &e))
     return dm_op_error(ctx, DM_ERR_INVALID, "ConvFusion: a fusion_type and input count it "
                                             "does not take (the engine refused it)");
-  const int has_sum = fusion == FUSE_SUM || fusion == FUSE_SUM_RELU;
-  const int relu = fusion == FUSE_RELU || fusion == FUSE_SUM_RELU;
-  const int n_in = dm_op_num_inputs(ctx), i_sum = has_sum ? n_in - 1 : -1;
-  const int has_b = n_in - has_sum > 2;
+  const int fused = e.relu || e.sum >= 0;
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
-  const dm_tensor *b = has_b ? dm_op_input(ctx, 2) : NULL;
-  const dm_tensor *sv = has_sum ? dm_op_input(ctx, i_sum) : NULL;
+  const dm_tensor *b = e.has_bias ? dm_op_input(ctx, 2) : NULL;
+  const dm_tensor *sv = e.sum >= 0 ? dm_op_input(ctx, e.sum) : NULL;
   dm_tensor *y = dm_op_output(ctx, 0);
-  DM_TRY(dm_conv_check_dtypes(ctx, x, w, b));
   conv_geo p;
-  DM_TRY(geo_make(ctx, x, w, &p));
-  char bs[96], ws[96];
-  if (b && (b->ndim != 1 || b->dims[0] != p.M))
-    return dm_op_error(ctx, DM_ERR_SHAPE, "b is %s, but W is %s: b must hold M = %lld values",
-                       dm_shape_str(b, bs, sizeof bs), dm_shape_str(w, ws, sizeof ws),
-                       (long long)p.M);
-  if (sv && (sv->dtype != x->dtype || sv->ndim != 4 ||
-             memcmp(sv->dims, p.ydims, sizeof p.ydims) != 0))
-    return dm_op_error(ctx, DM_ERR_SHAPE,
-                       "S is %s %s, but the convolution gives %s %lldx%lldx%lldx%lld: S "
-                       "must have Y's shape and dtype",
-                       dm_dtype_name(sv->dtype), dm_shape_str(sv, bs, sizeof bs),
-                       dm_dtype_name(x->dtype), (long long)p.ydims[0], (long long)p.ydims[1],
-                       (long long)p.ydims[2], (long long)p.ydims[3]);
-  /* Y may be S itself (the sum reads Y's buffer); no other input. */
-  for (int i = 0; i < n_in; i++)
-    if (i != i_sum && dm_op_input(ctx, i) == y)
-      return dm_op_error(ctx, DM_ERR_INVALID, "Y is input %d too; only S (input %d) may be Y's blob",
-                         i, i_sum);
-  if (sv && y == sv)
-    for (int i = 0; i < n_in; i++)
-      if (i != i_sum && dm_tensors_alias(y, dm_op_input(ctx, i)))
-        return dm_op_error(ctx, DM_ERR_INVALID, "Y is S's blob and shares storage with input %d", i);
+  DM_TRY(dm_conv_check_forward(ctx, &e, &p)); /* Y may be S: the sum reads Y's buffer */
   if (p.g.N == 0) /* (dm_conv_geometry refuses C = 0 and empty images) */
     return dm_op_set_output(ctx, 0, x->dtype, 4, p.ydims);
 
@@ -320,13 +273,13 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dm_status st = DM_OK;
-    if (fusion != FUSE_NONE) {
+    if (fused) {
       st = dm_dnnl_status(dnnl_primitive_attr_create(&attr), "creating attributes");
       if (st == DM_OK)
         st = dm_dnnl_status(dnnl_post_ops_create(&po), "creating post-ops");
-      if (st == DM_OK && has_sum)
+      if (st == DM_OK && sv)
         st = dm_dnnl_status(dnnl_post_ops_append_sum(po, 1.0f), "adding the sum post-op");
-      if (st == DM_OK && relu)
+      if (st == DM_OK && e.relu)
         st = dm_dnnl_status(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
                             "adding the relu post-op");
       if (st == DM_OK)
@@ -476,25 +429,12 @@ static dm_status grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
   const dm_tensor *dy = dm_op_input(ctx, 2);
-  if (x->dtype != DM_FLOAT && x->dtype != DM_BFLOAT16)
+  int has_db, has_dx, n_out = dm_op_num_outputs(ctx);
+  conv_geo p;
+  DM_TRY(dm_conv_check_backward(ctx, &p, &has_db, &has_dx));
+  if (x->dtype == DM_FLOAT16) /* (supports refuses it; the reference runs it) */
     return dm_op_error(ctx, DM_ERR_TYPE, "the oneDNN engine runs FLOAT and BFLOAT16, not %s",
                        dm_dtype_name(x->dtype));
-  if (w->dtype != x->dtype || dy->dtype != x->dtype)
-    return dm_op_error(ctx, DM_ERR_TYPE,
-                       "X, W, dY are %s, %s, %s; expected all FLOAT, all FLOAT16 or all "
-                       "BFLOAT16",
-                       dm_dtype_name(x->dtype), dm_dtype_name(w->dtype), dm_dtype_name(dy->dtype));
-  int no_bias = dm_op_arg_int(ctx, "no_bias", 0) != 0, n_out = dm_op_num_outputs(ctx);
-  if ((no_bias && n_out == 3) || (!no_bias && n_out == 1))
-    return dm_op_error(ctx, DM_ERR_INVALID, "no_bias and the output count disagree");
-  const int has_db = !no_bias, has_dx = n_out == (no_bias ? 2 : 3);
-  conv_geo p;
-  DM_TRY(geo_make(ctx, x, w, &p));
-  char ds[96];
-  if (dy->ndim != 4 || memcmp(dy->dims, p.ydims, sizeof p.ydims) != 0)
-    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s, but Conv's Y is %lldx%lldx%lldx%lld",
-                       dm_shape_str(dy, ds, sizeof ds), (long long)p.ydims[0],
-                       (long long)p.ydims[1], (long long)p.ydims[2], (long long)p.ydims[3]);
   for (int o = 0; o < n_out; o++)
     for (int i = 0; i < 3; i++)
       if (dm_op_output(ctx, o) == dm_op_input(ctx, i))

@@ -63,14 +63,7 @@ static dm_status relu_grad_run(dm_op_ctx *ctx) {
   grad_state *s = dm_op_state(ctx);
   const dm_tensor *y = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 1);
   dm_tensor *dx = dm_op_output(ctx, 0);
-  if (!dm_tensor_same_shape(y, dy) || y->dtype != dy->dtype) {
-    char a[64], b[64];
-    return dm_op_error(ctx, DM_ERR_SHAPE, "Y is %s %s but dY is %s %s", dm_dtype_name(y->dtype),
-                       dm_shape_str(y, a, sizeof a), dm_dtype_name(dy->dtype),
-                       dm_shape_str(dy, b, sizeof b));
-  }
-  if (dx == y)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX may be dY's blob, not Y's");
+  DM_TRY(dm_op_check_shapes(ctx)); /* the reference's checks: dtypes, shapes, dX not Y */
   dnnl_memory_desc_t md;
   DM_TRY(dm_dnnl_md_of(y, &md));
   /* dY in Y's layout: a copy when it comes in another. dX (which may be dY's blob) is

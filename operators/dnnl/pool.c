@@ -375,9 +375,7 @@ static dm_status pool_grad_run(dm_op_ctx *ctx) {
   DM_TRY(dm_dnnl_check_shapes(ctx));
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *dx = dm_op_output(ctx, 0);
-  for (int i = 0; i < 3; i++)
-    if (dx == dm_op_input(ctx, i))
-      return dm_op_error(ctx, DM_ERR_INVALID, "dX may not be an input's blob");
+  DM_TRY(dm_op_check_grad_alias(ctx, 0, -1, 0x7u, (const char *const[]){"X", "Y", "dY"}));
   for (int i = 0; i < 3; i++)
     if (dm_tensors_alias(dx, dm_op_input(ctx, i)))
       dm_tensor_reset(dx);

@@ -1,7 +1,9 @@
 /* register.c: registers the oneDNN engine's kernels (engine "DNNL", see dnnl_common.h),
- * one table per family, when oneDNN can run on this CPU. */
+ * one table per family, when oneDNN can run on this CPU; reads the engine's settings
+ * (settings.h) then, at init. */
 #include "dnnl_common.h"
 #include "kernels.h"
+#include "settings.h"
 
 static const struct {
   const char *family;
@@ -23,7 +25,8 @@ dm_status dm_register_dnnl_ops(void) {
   /* No engine (a CPU oneDNN does not run on): the reference kernels serve every op. */
   if (!dm_dnnl_engine())
     return DM_OK;
-  dm_dnnl_probe(); /* what it can build here, asked once (caps.c) */
+  dm_dnnl_probe();         /* what it can build here, asked once (caps.c) */
+  dm_dnnl_settings_load(); /* the environment, read here and not in a kernel */
   for (int t = 0; tables[t].family; t++) {
     dm_status s = dm_register_kernel_table(tables[t].kernels);
     if (s != DM_OK)
