@@ -119,6 +119,14 @@ typedef struct dm_inplace_pair {
   int in, out;
 } dm_inplace_pair;
 
+/* One output of a gradient op: the gradient of the forward op's input `input` (-1 ends
+ * the list). With `unless` set, an op whose integer argument of that name is nonzero
+ * has no such output, and the later ones move down one (ConvGradient's no_bias: no db). */
+typedef struct dm_grad_slot {
+  int input;
+  const char *unless;
+} dm_grad_slot;
+
 typedef struct dm_op_ctx dm_op_ctx;
 typedef struct dm_grad_ctx dm_grad_ctx;
 
@@ -183,6 +191,15 @@ typedef struct dm_op_schema {
    * is refused when it reads data held NHWC). */
   uint64_t layout_inputs, layout_outputs;
   dm_layout_rule layout;
+
+  /* Appended in ABI 3.4. How values flow through the op, for a pass that follows them
+   * (the layout pass pads channels only where zeros stay zeros), so that it names no op.
+   * Nonzero: output 0 holds input 0's values, copied or cast element by element, 0
+   * staying 0 (Cast, FloatToHalf, HalfToFloat, StopGradient). */
+  uint64_t value_copy;
+  /* A gradient op's outputs, in order: the forward op's input each is the gradient of
+   * (ConvGradient: dW, db, dX of Conv's W, b, X). NULL: not said. */
+  const dm_grad_slot *grad_slots;
 } dm_op_schema;
 
 /* A kernel. `run` is called every time the net runs; `init` (optional) once at

@@ -45,13 +45,15 @@ static const dm_op_schema float_to_half_schema = {
     .max_outputs = 1, .precision = DM_PREC_NONE,
     .doc = "X (FLOAT) -> Y (FLOAT16), round to nearest even.", .infer = float_to_half_infer,
     .cost = cast_cost, .gradient = float_to_half_gradient,
-    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1,
+    .value_copy = 1};
 
 static const dm_op_schema half_to_float_schema = {
     .type = "HalfToFloat", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .precision = DM_PREC_NONE, .doc = "X (FLOAT16) -> Y (FLOAT), exact.",
     .infer = half_to_float_infer, .cost = cast_cost, .gradient = half_to_float_gradient,
-    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1,
+    .value_copy = 1};
 
 static const dm_arg_spec cast_args[] = {
     {"to", DM_ARG_ANY, 1, "target DataType: its number (FLOAT = 1, ...) or name (\"FLOAT16\")"},
@@ -63,7 +65,8 @@ static const dm_op_schema cast_schema = {
     .args = cast_args, .precision = DM_PREC_NONE,
     .doc = "X -> Y converted to `to` (any numeric dtype incl. FLOAT16, BFLOAT16, BOOL).",
     .infer = cast_infer, .cost = cast_cost, .gradient = cast_gradient,
-    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};
+    .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1,
+    .value_copy = 1};
 
 static const dm_op_schema cast_like_schema = {
     .type = "CastLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,

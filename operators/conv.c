@@ -494,6 +494,9 @@ static const dm_op_schema conv_schema = {
     .layout = DM_LAYOUT_FILTER, .layout_inputs = 0x3, .layout_outputs = 0x1, /* X, W -> Y */
 };
 
+/* Conv's X, W, b -> ConvGradient's dW, [db], [dX] (also ConvReluGradient's). */
+const dm_grad_slot dm_conv_grad_slots[] = {{1, NULL}, {2, "no_bias"}, {0, NULL}, {-1, NULL}};
+
 static const dm_op_schema conv_grad_schema = {
     .type = "ConvGradient",
     .min_inputs = 3,
@@ -507,6 +510,7 @@ static const dm_op_schema conv_grad_schema = {
     .cost = dm_conv_grad_cost,
     /* X, W, dY -> dW, dX (db, 1-D, may take slot 1: a slot of dX without no_bias) */
     .layout = DM_LAYOUT_FILTER, .layout_inputs = 0x7, .layout_outputs = 0x7,
+    .grad_slots = dm_conv_grad_slots,
 };
 
 static const dm_op_schema *const schemas[] = {&conv_schema, &conv_grad_schema, NULL};

@@ -160,6 +160,8 @@ DM_HIDDEN dm_status dm_conv_backward_run(dm_op_ctx *ctx, const void *dy_data);
 /* Caffe2's GetConvGradient emitting `type` (X, W, dY, and with with_y the forward's Y, ->
  * dW, [db], [dX]): ConvGradient's maker and ConvFusion's (ConvReluGradient). */
 DM_HIDDEN dm_status dm_conv_gradient_emit(dm_grad_ctx *g, const char *type, int with_y);
+/* ConvGradient's outputs as gradients of Conv's inputs (its schema's grad_slots). */
+DM_HIDDEN extern const dm_grad_slot dm_conv_grad_slots[];
 /* Kernel init (arguments checked at instantiation, scratch kept between runs; fini is
  * dm_scratch_fini) and the cost (2 * numel(Y) * C/group*kH*kW FLOPs). */
 DM_HIDDEN dm_status dm_conv_init(dm_op_ctx *ctx, void **state);

@@ -281,6 +281,7 @@ static const dm_op_schema conv_relu_grad_schema = {
     .cost = conv_relu_grad_cost,
     /* X, W, dY, Y -> dW, dX (db, 1-D, may take slot 1), as ConvGradient */
     .layout = DM_LAYOUT_FILTER, .layout_inputs = 0xf, .layout_outputs = 0x7,
+    .grad_slots = dm_conv_grad_slots,
 };
 
 static const dm_op_schema fc_relu_grad_schema = {

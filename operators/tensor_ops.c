@@ -689,7 +689,7 @@ static const dm_op_schema schema_list[] = {
      .max_outputs = 1, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y = X; no gradient flows back through it", .infer = stop_infer,
      .cost = copy_cost, .no_gradient = 1, .layout = DM_LAYOUT_ELEMENTWISE,
-     .layout_inputs = 0x1, .layout_outputs = 0x1},
+     .layout_inputs = 0x1, .layout_outputs = 0x1, .value_copy = 1},
 };
 
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */

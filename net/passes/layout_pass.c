@@ -1,7 +1,10 @@
 /* layout_pass.c: the layout pass (see net/passes/layout_pass.h): an NCHW net made NHWC, from the
- * layout rules in the op schemas. The pass decides everything (groups of blobs sharing
- * a layout, refusals, where data enters and leaves, which weights to re-lay) before it
- * changes the net, so a refused net is returned as it was. */
+ * layout rules in the op schemas. layout_plan decides everything (groups of blobs sharing
+ * a layout, refusals, where data enters and leaves, which weights to re-lay, which data
+ * enters padded) from the net without changing it, so a refused net is returned as it
+ * was; layout_apply then rewrites it as planned. What an op is comes from its schema
+ * alone (layout, layout_inputs/outputs, value_copy, grad_slots), so a plugin's op takes
+ * part like a built-in one; the pass names only the ops it emits. */
 #include "net/passes/layout_pass.h"
 
 #include <stdint.h>
@@ -648,18 +651,67 @@ static dm_status set_orders(lp_state *L, Caffe2__NetDef *net, dm_layout_summary 
   return DM_OK;
 }
 
+/* Planning ------------------------------------------------------------------------ */
+
 typedef struct entry {
   char *name;
   long after; /* the op writing it in NCHW; -1: fed, at the start */
   int pad;    /* enters through NCHW2NHWCPad */
 } entry;
 
+typedef struct exit_read {
+  Caffe2__OperatorDef *op; /* matched by pointer: the ops move as others are inserted */
+  size_t k;
+} exit_read;
+
+/* Everything the pass decided, before it changes the net: the groups of blobs and what
+ * each needs (which blobs go NHWC, which ordered ops get `order`, which weights are
+ * re-laid: the sources of NHWC groups), where data enters and leaves, and the padding. */
+typedef struct lp_plan {
+  lp_state L;
+  entry *ent; /* data entering the NHWC part, in blob order */
+  size_t n_ent;
+  exit_read *exits; /* NHWC data read by an op without a layout rule */
+  size_t n_exit;
+  unsigned char *padw; /* per blob id: a filter padded with its data; NULL: no padding */
+  size_t *n_out;       /* per op: the outputs it keeps (a padded Conv's dX goes) */
+} lp_plan;
+
+static void plan_free(lp_plan *P) {
+  for (size_t e = 0; e < P->n_ent; e++)
+    free(P->ent[e].name);
+  free(P->ent);
+  free(P->exits);
+  free(P->padw);
+  free(P->n_out);
+  lp_free(&P->L);
+}
+
+static const dm_op_schema *schema_of(const Caffe2__OperatorDef *op) {
+  return op->type ? dm_schema_lookup(op->type) : NULL;
+}
+
 /* A cast (or a copy): reads one blob and writes the same values, 0 staying 0. */
 static int is_cast(const Caffe2__OperatorDef *op) {
-  static const char *const casts[] = {"FloatToHalf", "HalfToFloat", "Cast", "StopGradient"};
-  return op->n_input == 1 && op->n_output == 1 &&
-         dm_str_in_list(op->type, casts, sizeof casts / sizeof *casts) &&
+  const dm_op_schema *s = schema_of(op);
+  return op->n_input == 1 && op->n_output == 1 && s && s->value_copy &&
          rule_of(op).rule == DM_LAYOUT_ELEMENTWISE;
+}
+
+/* The output of gradient op `op` that is the gradient of its forward op's input `in`
+ * (its schema's grad_slots, an output an argument leaves out moving the later ones
+ * down), whether or not the op has it; -1 when the schema does not say. */
+static long grad_output(const Caffe2__OperatorDef *op, int in) {
+  const dm_op_schema *s = schema_of(op);
+  long k = 0;
+  for (const dm_grad_slot *g = s ? s->grad_slots : NULL; g && g->input >= 0; g++) {
+    if (g->unless && arg_int(op, g->unless, 0))
+      continue;
+    if (g->input == in)
+      return k;
+    k++;
+  }
+  return -1;
 }
 
 static int in_group(lp_state *L, const char *b, size_t root) {
@@ -667,15 +719,80 @@ static int in_group(lp_state *L, const char *b, size_t root) {
   return id != (size_t)-1 && uf_find(L, id) == root;
 }
 
+static int fetched(const Caffe2__NetDef *net, const dm_layout_opts *o, const char *b) {
+  return dm_str_in_list(b, (const char *const *)net->external_output, net->n_external_output) ||
+         dm_str_in_list(b, o->keep, o->keep ? o->n_keep : 0);
+}
+
+/* Whether group `g`'s data is read and written only as padding allows: as a FILTER op's
+ * X, or through casts; written only by casts of it or in NCHW (its entry). */
+static int pad_readers_ok(lp_plan *P, const Caffe2__NetDef *net, size_t g) {
+  lp_state *L = &P->L;
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    op_rule r = rule_of(op);
+    int reads = 0;
+    for (size_t k = 0; k < op->n_input; k++)
+      if (in_group(L, op->input[k], g)) {
+        if ((r.rule != DM_LAYOUT_FILTER && !is_cast(op)) || (r.rule == DM_LAYOUT_FILTER && k != 0))
+          return 0;
+        reads = 1;
+      }
+    for (size_t k = 0; k < P->n_out[i]; k++)
+      if (in_group(L, op->output[k], g) && !(reads && is_cast(op)) && !writes_nchw(L, op, k))
+        return 0; /* something else writes into the data */
+  }
+  return 1;
+}
+
+/* Whether FILTER op `op` (op i) reading group `g` as X may read it padded: a forward op
+ * with one output, or a gradient op whose dX (the gradient of input 0, which would carry
+ * the padded channels on) nothing reads (the gradient pass makes the fed data's); and
+ * its filter a weight read only by such ops and elementwise ones (casts, updates). With
+ * `mark`, drops that dX and flags the filter in padw. */
+static int pad_conv(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o, size_t i,
+                    size_t g, int mark) {
+  lp_state *L = &P->L;
+  const Caffe2__OperatorDef *op = net->op[i];
+  if (op->n_input < 2 || (!op->is_gradient_op && P->n_out[i] != 1))
+    return 0;
+  long dx = op->is_gradient_op ? grad_output(op, 0) : 0;
+  if (dx < 0)
+    return 0; /* a gradient op whose schema does not say which output is dX */
+  if (op->is_gradient_op && P->n_out[i] > (size_t)dx) {
+    const char *d = op->output[dx];
+    if (fetched(net, o, d) || L->first_read[lp_find_id(L, d)] >= 0)
+      return 0;
+    if (mark)
+      P->n_out[i] = (size_t)dx;
+  }
+  size_t wr = uf_find(L, lp_find_id(L, op->input[1]));
+  long w = group_weight(L, wr, o);
+  if (w < 0 || L->need[wr] != NEED_NHWC)
+    return 0;
+  for (size_t j = 0; j < net->n_op; j++) {
+    const Caffe2__OperatorDef *u = net->op[j];
+    op_rule ru = rule_of(u);
+    for (size_t k = 0; k < u->n_input; k++)
+      if (in_group(L, u->input[k], wr) &&
+          !(ru.rule == DM_LAYOUT_FILTER && k == 1 && in_group(L, u->input[0], g)) &&
+          ru.rule != DM_LAYOUT_ELEMENTWISE)
+        return 0;
+  }
+  if (mark)
+    P->padw[w] = 1;
+  return 1;
+}
+
 /* Whether the data of group `g` (one entry) may enter padded: only Convs read it (as X,
  * no dX made), through casts; nothing fetches it; each of their filters is read only by
  * Convs reading this data and by elementwise ops (casts, updates). The padded filter
  * channels stay 0 only because they meet zeros: the padded data channels are 0, so
  * their gradients are 0, and a cast or an update of 0 with a 0 gradient is 0 (decay of 0
- * included); an elementwise op that could make them nonzero would read something else.
- * With `mark`, flags those filters in padw. */
-static int pad_group(lp_state *L, Caffe2__NetDef *net, const dm_layout_opts *o, size_t g,
-                     unsigned char *padw, int mark) {
+ * included); an elementwise op that could make them nonzero would read something else. */
+static int pad_group(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o, size_t g,
+                     int mark) {
+  lp_state *L = &P->L;
   int convs = 0;
   if (L->need[g] != NEED_NHWC)
     return 0;
@@ -683,56 +800,257 @@ static int pad_group(lp_state *L, Caffe2__NetDef *net, const dm_layout_opts *o, 
     if (in_group(L, k < net->n_external_output ? net->external_output[k]
                                                : o->keep[k - net->n_external_output], g))
       return 0;
+  if (!pad_readers_ok(P, net, g))
+    return 0;
   for (size_t i = 0; i < net->n_op; i++) {
-    Caffe2__OperatorDef *op = net->op[i];
-    op_rule r = rule_of(op);
-    int reads = 0;
-    for (size_t k = 0; k < op->n_input; k++)
-      if (in_group(L, op->input[k], g)) {
-        if (r.rule != DM_LAYOUT_FILTER && !is_cast(op))
-          return 0;
-        if (r.rule == DM_LAYOUT_FILTER && k != 0)
-          return 0;
-        reads = 1;
-      }
-    for (size_t k = 0; k < op->n_output; k++)
-      if (in_group(L, op->output[k], g) && !(reads && is_cast(op)) && !writes_nchw(L, op, k))
-        return 0; /* something else writes into the data */
-    if (!reads || r.rule != DM_LAYOUT_FILTER)
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (rule_of(op).rule != DM_LAYOUT_FILTER || !op->n_input || !in_group(L, op->input[0], g))
       continue;
-    size_t dx = arg_int(op, "no_bias", 0) ? 1 : 2; /* ConvGradient: dW, [db], [dX] */
-    if (op->n_input < 2 || (!op->is_gradient_op && op->n_output != 1))
+    if (!pad_conv(P, net, o, i, g, mark))
       return 0;
-    if (op->is_gradient_op && op->n_output > dx) {
-      /* A dX would carry the padded channels on: only one nothing reads goes (the
-       * gradient pass makes the fed data's). */
-      const char *d = op->output[dx];
-      if (dm_str_in_list(d, (const char *const *)net->external_output, net->n_external_output) ||
-          dm_str_in_list(d, o->keep, o->keep ? o->n_keep : 0) || L->first_read[lp_find_id(L, d)] >= 0)
-        return 0;
-      if (mark) { /* decided: the rewrite starts here */
-        free(op->output[dx]);
-        op->n_output = dx;
-      }
-    }
-    size_t wr = uf_find(L, lp_find_id(L, op->input[1]));
-    long w = group_weight(L, wr, o);
-    if (w < 0 || L->need[wr] != NEED_NHWC)
-      return 0;
-    for (size_t j = 0; j < net->n_op; j++) {
-      const Caffe2__OperatorDef *u = net->op[j];
-      op_rule ru = rule_of(u);
-      for (size_t k = 0; k < u->n_input; k++)
-        if (in_group(L, u->input[k], wr) &&
-            !(ru.rule == DM_LAYOUT_FILTER && k == 1 && in_group(L, u->input[0], g)) &&
-            ru.rule != DM_LAYOUT_ELEMENTWISE)
-          return 0;
-    }
-    if (mark)
-      padw[w] = 1;
     convs++;
   }
   return convs > 0;
+}
+
+/* FC weights: each must come from one weight, and its X's channels from filters. */
+static dm_status plan_fc(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
+  lp_state *L = &P->L;
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (rule_of(op).rule != DM_LAYOUT_FLATTEN || op->n_input < 2 ||
+        !(need_of(L, op->input[0]) & NEED_NHWC))
+      continue;
+    size_t x = lp_find_id(L, op->input[0]);
+    if (group_weight(L, uf_find(L, lp_find_id(L, op->input[1])), o) < 0)
+      return refuse(i, op, op->input[1], "its W is not one weight made by the init nets");
+    if (!op->is_gradient_op && (!L->chan_known[x] || L->n_chan[x] == 0))
+      return refuse(i, op, op->input[0], "it flattens NHWC data whose channel count no Conv "
+                                         "filter gives, so its weight cannot be reordered");
+  }
+  return DM_OK;
+}
+
+/* Where NCHW data enters: fed inputs and ops writing it in NCHW. */
+static dm_status plan_entries(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
+  lp_state *L = &P->L;
+  for (size_t id = 0; id < L->n; id++) {
+    if (!(L->need[uf_find(L, id)] & NEED_NHWC))
+      continue;
+    long after = -2;
+    if (is_source(L, id) && dm_str_in_list(L->name[id], o->fed, o->fed ? o->n_fed : 0))
+      after = -1;
+    for (size_t i = 0; after == -2 && i < net->n_op; i++)
+      for (size_t k = 0; k < net->op[i]->n_output; k++)
+        if (strcmp(net->op[i]->output[k], L->name[id]) == 0 && writes_nchw(L, net->op[i], k)) {
+          after = (long)i;
+          break;
+        }
+    if (after == -2)
+      continue;
+    entry *g = realloc(P->ent, (P->n_ent + 1) * sizeof *g);
+    if (!g)
+      return DM_NOMEM("the layout pass");
+    P->ent = g;
+    g[P->n_ent] = (entry){strdup(L->name[id]), after, 0};
+    if (!g[P->n_ent++].name)
+      return DM_NOMEM("the layout pass");
+  }
+  return DM_OK;
+}
+
+/* Padded entries (alone in their group) and the filters padded with them. */
+static dm_status plan_pads(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
+  lp_state *L = &P->L;
+  if (o->pad_channels <= 1)
+    return DM_OK;
+  P->padw = calloc(L->n ? L->n : 1, 1);
+  P->n_out = malloc((net->n_op ? net->n_op : 1) * sizeof *P->n_out);
+  if (!P->padw || !P->n_out)
+    return DM_NOMEM("the layout pass");
+  for (size_t i = 0; i < net->n_op; i++)
+    P->n_out[i] = net->op[i]->n_output;
+  for (size_t e = 0; e < P->n_ent; e++) {
+    size_t g = uf_find(L, lp_find_id(L, P->ent[e].name)), same = 0;
+    for (size_t f = 0; f < P->n_ent; f++)
+      same += uf_find(L, lp_find_id(L, P->ent[f].name)) == g;
+    if (same == 1 && pad_group(P, net, o, g, 0))
+      P->ent[e].pad = pad_group(P, net, o, g, 1);
+  }
+  return DM_OK;
+}
+
+/* Exits: an op without a layout rule reading NHWC data (lp_check let only those that
+ * do not update it in place through). */
+static dm_status plan_exits(lp_plan *P, const Caffe2__NetDef *net) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    if (rule_of(net->op[i]).rule != DM_LAYOUT_REFUSE)
+      continue;
+    for (size_t k = 0; k < net->op[i]->n_input; k++) {
+      if (need_of(&P->L, net->op[i]->input[k]) != NEED_NHWC)
+        continue;
+      exit_read *x = realloc(P->exits, (P->n_exit + 1) * sizeof *x);
+      if (!x)
+        return DM_NOMEM("the layout pass");
+      P->exits = x;
+      P->exits[P->n_exit++] = (exit_read){net->op[i], k};
+    }
+  }
+  return DM_OK;
+}
+
+/* Decides the whole rewrite, or refuses the net; reads the net, changes nothing. */
+static dm_status layout_plan(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
+  DM_TRY(lp_build(&P->L, net));
+  lp_groups(&P->L, net);
+  DM_TRY(lp_check(&P->L, net));
+  DM_TRY(lp_channels(&P->L, net, o));
+  DM_TRY(plan_fc(P, net, o));
+  DM_TRY(plan_entries(P, net, o));
+  DM_TRY(plan_pads(P, net, o));
+  return plan_exits(P, net);
+}
+
+/* Applying ------------------------------------------------------------------------ */
+
+/* The dX outputs the plan dropped (padded data's: nothing reads them). */
+static void apply_drops(const lp_plan *P, Caffe2__NetDef *net) {
+  for (size_t i = 0; P->n_out && i < net->n_op; i++) {
+    Caffe2__OperatorDef *op = net->op[i];
+    for (size_t k = P->n_out[i]; k < op->n_output; k++)
+      free(op->output[k]);
+    op->n_output = P->n_out[i];
+  }
+}
+
+static int is_weight(lp_state *L, size_t id, const dm_layout_opts *o) {
+  return L->need[uf_find(L, id)] == NEED_NHWC && is_source(L, id) &&
+         !dm_str_in_list(L->name[id], o->fed, o->fed ? o->n_fed : 0);
+}
+
+/* Filters, in the order the net reads them. */
+static dm_status apply_filters(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                               Caffe2__NetDef *add, size_t *front, dm_layout_summary *sum) {
+  for (size_t id = 0; id < P->L.n; id++)
+    if (is_weight(&P->L, id, o))
+      DM_TRY(relay_weight(net, add, front, sum, P->L.name[id], 0,
+                          P->padw && P->padw[id] ? o->pad_channels : 0, NULL, 0));
+  return DM_OK;
+}
+
+/* FC op i's weight, with the (re-laid) filters that make its X's channels. */
+static dm_status apply_fc(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                          Caffe2__NetDef *add, size_t *front, dm_layout_summary *sum,
+                          size_t i) {
+  lp_state *L = &P->L;
+  const Caffe2__OperatorDef *op = net->op[i];
+  size_t x = lp_find_id(L, op->input[0]);
+  long w = group_weight(L, uf_find(L, lp_find_id(L, op->input[1])), o);
+  const char **chans = malloc((L->n_chan[x] ? L->n_chan[x] : 1) * sizeof *chans);
+  dm_status s = chans ? DM_OK : DM_NOMEM("the layout pass");
+  for (size_t k = 0; s == DM_OK && k < L->n_chan[x]; k++) {
+    const char *f = L->name[L->chan[x][k]];
+    chans[k] = renamed_to(sum, f, 0);
+    if (!chans[k]) /* a filter read in NCHW order: cannot happen after apply_filters */
+      s = refuse(i, op, f, "its channels' filter was not re-laid");
+  }
+  if (s == DM_OK)
+    s = relay_weight(net, add, front, sum, L->name[w], 1, 0, chans, L->n_chan[x]);
+  free(chans);
+  return s;
+}
+
+static dm_status apply_fcs(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                           Caffe2__NetDef *add, size_t *front, dm_layout_summary *sum) {
+  for (size_t i = 0; i < net->n_op; i++) {
+    const Caffe2__OperatorDef *op = net->op[i];
+    if (rule_of(op).rule == DM_LAYOUT_FLATTEN && !op->is_gradient_op && op->n_input >= 2 &&
+        (need_of(&P->L, op->input[0]) & NEED_NHWC))
+      DM_TRY(apply_fc(P, net, o, add, front, sum, i));
+  }
+  return DM_OK;
+}
+
+/* Data entering: one Transpose each, from the last op back so indices hold. */
+static dm_status apply_entries(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                               Caffe2__NetDef *add, dm_layout_summary *sum) {
+  for (size_t e = P->n_ent; e > 0; e--) {
+    entry *en = &P->ent[e - 1];
+    size_t at = (size_t)(en->after + 1);
+    char *tmp = NULL;
+    dm_status s = fresh_name(net, add, en->name, &tmp);
+    if (s == DM_OK)
+      s = en->pad ? insert_pad(net, at, en->name, tmp, o->pad_channels)
+                  : insert_transpose(net, at, en->name, tmp, TO_NHWC);
+    if (s == DM_OK)
+      s = rename_from(net, at + 1, en->name, tmp);
+    free(tmp);
+    DM_TRY(s);
+    sum->transposes++;
+    sum->padded += en->pad != 0;
+  }
+  return DM_OK;
+}
+
+/* Exits: Transpose(x) -> <x>_nchw just before the op, which reads it instead. */
+static dm_status apply_exits(lp_plan *P, Caffe2__NetDef *net, Caffe2__NetDef *add,
+                             dm_layout_summary *sum) {
+  for (size_t e = 0; e < P->n_exit; e++) {
+    size_t at = 0;
+    while (at < net->n_op && net->op[at] != P->exits[e].op)
+      at++;
+    char **in = &P->exits[e].op->input[P->exits[e].k];
+    char *tmp = NULL;
+    dm_status s = fresh_name_as(net, add, *in, "nchw", &tmp);
+    if (s == DM_OK)
+      s = insert_transpose(net, at, *in, tmp, TO_NCHW);
+    if (s == DM_OK)
+      s = replace_str(in, tmp);
+    free(tmp);
+    DM_TRY(s);
+    sum->transposes++;
+  }
+  return DM_OK;
+}
+
+/* Fetched blobs: written as <name>_nhwc, transposed back at the end. */
+static dm_status apply_fetched(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                               Caffe2__NetDef *add, dm_layout_summary *sum) {
+  lp_state *L = &P->L;
+  for (size_t k = 0; k < net->n_external_output + o->n_keep; k++) {
+    const char *y = k < net->n_external_output ? net->external_output[k]
+                                               : o->keep[k - net->n_external_output];
+    size_t id = lp_find_id(L, y);
+    if (id == (size_t)-1 || L->need[uf_find(L, id)] != NEED_NHWC || is_source(L, id) ||
+        L->chan_known[id] == 2) /* listed twice (an external output also kept) */
+      continue;
+    L->chan_known[id] = 2; /* the channel table is done with: it marks the blobs handled */
+    char *yc = strdup(y), *tmp = NULL;
+    dm_status s = yc ? fresh_name(net, add, yc, &tmp) : DM_NOMEM("a blob name");
+    if (s == DM_OK)
+      s = rename_from(net, 0, yc, tmp);
+    if (s == DM_OK)
+      s = insert_transpose(net, net->n_op, tmp, yc, TO_NCHW);
+    free(yc);
+    free(tmp);
+    DM_TRY(s);
+    sum->transposes++;
+  }
+  return DM_OK;
+}
+
+/* Rewrites the net as planned. The orders first (ops are matched by index). */
+static dm_status layout_apply(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
+                              Caffe2__NetDef *add, dm_layout_summary *sum) {
+  size_t front = 0;
+  apply_drops(P, net);
+  DM_TRY(set_orders(&P->L, net, sum));
+  DM_TRY(apply_filters(P, net, o, add, &front, sum));
+  DM_TRY(apply_fcs(P, net, o, add, &front, sum));
+  DM_TRY(apply_entries(P, net, o, add, sum));
+  DM_TRY(apply_exits(P, net, add, sum));
+  DM_TRY(apply_fetched(P, net, o, add, sum));
+  return dm_netdef_set_arg_string(net, DM_LAYOUT_MARK, "NHWC");
 }
 
 dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__NetDef *add,
@@ -746,181 +1064,11 @@ dm_status dm_layout_pass(Caffe2__NetDef *net, const dm_layout_opts *o, Caffe2__N
     sum->already = 1;
     return DM_OK;
   }
-  lp_state L = {0};
-  entry *ent = NULL;
-  size_t n_ent = 0, n_exit = 0;
-  char *tmp = NULL;
-  unsigned char *padw = NULL;
-  typedef struct exit_read {
-    Caffe2__OperatorDef *op; /* matched by pointer: the ops move as others are inserted */
-    size_t k;
-  } exit_read;
-  exit_read *exits = NULL;
-  dm_status s = lp_build(&L, net);
-  if (s == DM_OK) {
-    lp_groups(&L, net);
-    s = lp_check(&L, net);
-  }
+  lp_plan P = {0};
+  dm_status s = layout_plan(&P, net, o);
   if (s == DM_OK)
-    s = lp_channels(&L, net, o);
-  /* FC weights: each must come from one weight, and its X's channels from filters. */
-  for (size_t i = 0; s == DM_OK && i < net->n_op; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    if (rule_of(op).rule != DM_LAYOUT_FLATTEN || op->n_input < 2 ||
-        !(need_of(&L, op->input[0]) & NEED_NHWC))
-      continue;
-    size_t x = lp_find_id(&L, op->input[0]);
-    if (group_weight(&L, uf_find(&L, lp_find_id(&L, op->input[1])), o) < 0)
-      s = refuse(i, op, op->input[1], "its W is not one weight made by the init nets");
-    else if (!op->is_gradient_op && (!L.chan_known[x] || L.n_chan[x] == 0))
-      s = refuse(i, op, op->input[0], "it flattens NHWC data whose channel count no Conv "
-                                      "filter gives, so its weight cannot be reordered");
-  }
-  /* Where NCHW data enters: fed inputs and ops writing it in NCHW. */
-  for (size_t id = 0; s == DM_OK && id < L.n; id++) {
-    if (!(L.need[uf_find(&L, id)] & NEED_NHWC))
-      continue;
-    long after = -2;
-    if (is_source(&L, id) && dm_str_in_list(L.name[id], o->fed, o->fed ? o->n_fed : 0))
-      after = -1;
-    for (size_t i = 0; after == -2 && i < net->n_op; i++)
-      for (size_t k = 0; k < net->op[i]->n_output; k++)
-        if (strcmp(net->op[i]->output[k], L.name[id]) == 0 && writes_nchw(&L, net->op[i], k)) {
-          after = (long)i;
-          break;
-        }
-    if (after == -2)
-      continue;
-    entry *g = realloc(ent, (n_ent + 1) * sizeof *g);
-    if (!g) {
-      s = DM_NOMEM("the layout pass");
-      break;
-    }
-    ent = g;
-    ent[n_ent].after = after;
-    ent[n_ent].pad = 0;
-    if (!(ent[n_ent].name = strdup(L.name[id])))
-      s = DM_NOMEM("the layout pass");
-    n_ent++;
-  }
-  /* Padded entries (alone in their group) and the filters padded with them. */
-  if (s == DM_OK && o->pad_channels > 1 && !(padw = calloc(L.n ? L.n : 1, 1)))
-    s = DM_NOMEM("the layout pass");
-  for (size_t e = 0; s == DM_OK && padw && e < n_ent; e++) {
-    size_t g = uf_find(&L, lp_find_id(&L, ent[e].name)), same = 0;
-    for (size_t f = 0; f < n_ent; f++)
-      same += uf_find(&L, lp_find_id(&L, ent[f].name)) == g;
-    if (same == 1 && pad_group(&L, net, o, g, padw, 0))
-      ent[e].pad = pad_group(&L, net, o, g, padw, 1);
-  }
-  /* Exits: an op without a layout rule reading NHWC data (lp_check let only those that
-   * do not update it in place through). */
-  for (size_t i = 0; s == DM_OK && i < net->n_op; i++) {
-    if (rule_of(net->op[i]).rule != DM_LAYOUT_REFUSE)
-      continue;
-    for (size_t k = 0; s == DM_OK && k < net->op[i]->n_input; k++) {
-      if (need_of(&L, net->op[i]->input[k]) != NEED_NHWC)
-        continue;
-      exit_read *x = realloc(exits, (n_exit + 1) * sizeof *x);
-      if (!x) {
-        s = DM_NOMEM("the layout pass");
-        break;
-      }
-      exits = x;
-      exits[n_exit++] = (exit_read){net->op[i], k};
-    }
-  }
-  /* Everything is decided: rewrite. The orders first (ops are matched by index). */
-  if (s == DM_OK)
-    s = set_orders(&L, net, sum);
-  size_t front = 0;
-  /* Filters, in the order the net reads them. */
-  for (size_t id = 0; s == DM_OK && id < L.n; id++)
-    if (L.need[uf_find(&L, id)] == NEED_NHWC && is_source(&L, id) &&
-        !dm_str_in_list(L.name[id], o->fed, o->fed ? o->n_fed : 0))
-      s = relay_weight(net, add, &front, sum, L.name[id], 0,
-                       padw && padw[id] ? o->pad_channels : 0, NULL, 0);
-  /* FC weights, with the (re-laid) filters that make their X's channels. */
-  for (size_t i = 0; s == DM_OK && i < net->n_op; i++) {
-    const Caffe2__OperatorDef *op = net->op[i];
-    if (rule_of(op).rule != DM_LAYOUT_FLATTEN || op->is_gradient_op || op->n_input < 2 ||
-        !(need_of(&L, op->input[0]) & NEED_NHWC))
-      continue;
-    size_t x = lp_find_id(&L, op->input[0]);
-    long w = group_weight(&L, uf_find(&L, lp_find_id(&L, op->input[1])), o);
-    const char **chans = malloc(L.n_chan[x] * sizeof *chans);
-    if (!chans) {
-      s = DM_NOMEM("the layout pass");
-      break;
-    }
-    for (size_t k = 0; s == DM_OK && k < L.n_chan[x]; k++) {
-      const char *f = L.name[L.chan[x][k]];
-      chans[k] = renamed_to(sum, f, 0);
-      if (!chans[k]) /* a filter read in NCHW order: cannot happen after the loop above */
-        s = refuse(i, op, f, "its channels' filter was not re-laid");
-    }
-    if (s == DM_OK)
-      s = relay_weight(net, add, &front, sum, L.name[w], 1, 0, chans, L.n_chan[x]);
-    free(chans);
-  }
-  /* Data entering: one Transpose each, from the last op back so indices hold. */
-  for (size_t e = n_ent; s == DM_OK && e > 0; e--) {
-    entry *en = &ent[e - 1];
-    size_t at = (size_t)(en->after + 1);
-    s = fresh_name(net, add, en->name, &tmp);
-    if (s == DM_OK)
-      s = en->pad ? insert_pad(net, at, en->name, tmp, o->pad_channels)
-                  : insert_transpose(net, at, en->name, tmp, TO_NHWC);
-    if (s == DM_OK)
-      s = rename_from(net, at + 1, en->name, tmp);
-    sum->transposes += s == DM_OK;
-    sum->padded += s == DM_OK && en->pad;
-    free(tmp);
-    tmp = NULL;
-  }
-  /* Exits: Transpose(x) -> <x>_nchw just before the op, which reads it instead. */
-  for (size_t e = 0; s == DM_OK && e < n_exit; e++) {
-    size_t at = 0;
-    while (at < net->n_op && net->op[at] != exits[e].op)
-      at++;
-    char **in = &exits[e].op->input[exits[e].k];
-    s = fresh_name_as(net, add, *in, "nchw", &tmp);
-    if (s == DM_OK)
-      s = insert_transpose(net, at, *in, tmp, TO_NCHW);
-    if (s == DM_OK)
-      s = replace_str(in, tmp);
-    sum->transposes += s == DM_OK;
-    free(tmp);
-    tmp = NULL;
-  }
-  /* Fetched blobs: written as <name>_nhwc, transposed back at the end. */
-  for (size_t k = 0; s == DM_OK && k < net->n_external_output + o->n_keep; k++) {
-    const char *y = k < net->n_external_output ? net->external_output[k]
-                                               : o->keep[k - net->n_external_output];
-    size_t id = lp_find_id(&L, y);
-    if (id == (size_t)-1 || L.need[uf_find(&L, id)] != NEED_NHWC || is_source(&L, id) ||
-        L.chan_known[id] == 2) /* listed twice (an external output also kept) */
-      continue;
-    L.chan_known[id] = 2; /* the channel table is done with: it marks the blobs handled */
-    char *yc = strdup(y);
-    s = yc ? fresh_name(net, add, yc, &tmp) : DM_NOMEM("a blob name");
-    if (s == DM_OK)
-      s = rename_from(net, 0, yc, tmp);
-    if (s == DM_OK)
-      s = insert_transpose(net, net->n_op, tmp, yc, TO_NCHW);
-    sum->transposes += s == DM_OK;
-    free(yc);
-    free(tmp);
-    tmp = NULL;
-  }
-  if (s == DM_OK)
-    s = dm_netdef_set_arg_string(net, DM_LAYOUT_MARK, "NHWC");
+    s = layout_apply(&P, net, o, add, sum);
   sum->ops_total += net->n_op;
-  for (size_t e = 0; e < n_ent; e++)
-    free(ent[e].name);
-  free(ent);
-  free(exits);
-  free(padw);
-  lp_free(&L);
+  plan_free(&P);
   return s;
 }

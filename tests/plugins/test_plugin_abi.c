@@ -39,6 +39,11 @@ static void test_frozen_plugin_loads_after_growth(void **state) {
                        h->host_inputs | h->reused_outputs | h->layout_inputs | h->layout_outputs,
                    0);
   assert_int_equal(h->layout, DM_LAYOUT_REFUSE); /* ABI 3.2's: refused by the layout pass */
+  assert_int_equal(h->value_copy, 0); /* ABI 3.4's: not a copy, no gradient slots */
+  assert_null(h->grad_slots);
+  /* ABI 3.4's block starts past 3.2's last field, never in its tail padding */
+  assert_true(offsetof(dm_op_schema, value_copy) >=
+              offsetof(dm_op_schema, layout) + sizeof(dm_layout_rule));
   assert_int_equal(h->role, 0);
   assert_int_equal(h->skip_input, 0);
   assert_int_equal(h->max_inputs, 1);
