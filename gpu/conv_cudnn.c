@@ -300,7 +300,7 @@ static dm_status conv_relu_fused(dm_op_ctx *ctx, conv_state *cs, dm_gpu_context 
     if (!cs->zero && !(cs->zero = dm_tensor_new(y->limit)))
       return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for ConvFusion's zero bias");
     if (memcmp(key, cs->zero_key, sizeof key) != 0) {
-      dm_device_note_private_realloc(); /* graphs recorded before may point at the old */
+      dm_gpu_note_private_realloc(c); /* graphs recorded before may point at the old */
       ST_TRY(dm_tensor_resize_on(cs->zero, DM_CUDA, dm_op_device_id(ctx), y->dtype, 1, &M));
       CU_TRY(cudaMemsetAsync(dm_tensor_mutable_data(cs->zero), 0, dm_tensor_nbytes(cs->zero),
                              c->stream));

@@ -3,6 +3,7 @@
 #define DM_OPERATORS_COMMON_H
 
 #include "core/half.h"
+#include "core/op_ctx.h" /* dm_op_check_shapes */
 #include "core/tensor.h"
 
 /* Canonical axis in [0, ndim] (end_ok: ndim itself allowed, as for flattening) from a
@@ -58,11 +59,6 @@ DM_HIDDEN dm_status dm_op_dtype_arg(dm_op_ctx *ctx, const char *name, dm_dtype d
 DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
 /* DM_ERR_UNSUPPORTED while inferring shapes when input i has no values to read (the
  * output shape depends on them: Reshape's new_shape, input_as_shape, Split's sizes). */
-/* Runs the op's schema shape inference for its checks and messages only: shape-only, no
- * allocation, every output tensor left exactly as it was (storage, layout, dims), so an
- * engine kernel reports the reference's errors in its words without its plain resizes
- * (defined in net/op_ctx.c, which owns dm_op_ctx). */
-DM_HIDDEN dm_status dm_op_check_shapes(dm_op_ctx *ctx);
 /* DM_OK when input i's values are there (or it has none); else, in shape inference,
  * DM_ERR_NOT_FOUND: the output shape is not known yet, which is no fault of the op (the
  * ONNX importer tells it apart from an op's own refusals by this status). */
