@@ -5,9 +5,9 @@
  * the column matrix). The columns of a chunk of images sit side by side, so there is one
  * large sgemm per group and chunk rather than one small one per image, and the GEMM's
  * own threads do the parallel work (dm_sgemm: oneDNN where built in, else CBLAS). No OpenMP here on purpose: calling a pthreads
- * OpenBLAS from OpenMP threads made both thread pools spin against each other (a LeNet
- * step took 936 ms instead of 52), and even OpenMP-parallel im2col beside the BLAS
- * threads cost 3x on a busy 2-core machine; im2col is a few per cent of the time.
+ * OpenBLAS from OpenMP threads makes both thread pools spin against each other (a LeNet
+ * step many times slower), and even OpenMP-parallel im2col beside the BLAS threads is
+ * slower on a busy 2-core machine; im2col is a few per cent of the time.
  *
  * Layouts (Caffe2's): NCHW X (N, C, H, W), W (M, C/group, kH, kW), Y (N, M, outH, outW);
  * NHWC X (N, H, W, C), W (M, kH, kW, C/group), Y (N, outH, outW, M); b (M).

@@ -17,11 +17,11 @@
  * A protobuf parser that does not know a field skips it (Caffe2's C++ proto2 parser
  * keeps it among the unknown fields, which DeserializeBlob never reads; protoc --decode
  * prints it as `1000: 0x...`), so Caffe2's Load, load_all included, reads these
- * checkpoints as before: the keys are unchanged and no extra record is written. Load
- * here checks it and refuses a record whose bytes changed after Save wrote them (a
- * damaged disk, a stray write), naming the checkpoint, the key and the blob; before,
- * flipped bytes inside a blob's values loaded as garbage without a word. A record
- * without it (Caffe2's, or ours from before checksums) loads unchecked. A checksummed
+ * these checkpoints: the keys are unchanged and no extra record is written. Load here
+ * checks it and refuses a record whose bytes changed after Save wrote them (a damaged
+ * disk, a stray write), naming the checkpoint, the key and the blob: without the sum,
+ * flipped bytes inside a blob's values would load as garbage without a word. A record
+ * without it (Caffe2's own) loads unchecked. A checksummed
  * record must also carry its key's blob name. An unknown fixed32 field other than 1000
  * is read as a damaged checksum tag (no Caffe2 BlobProto field is fixed32), so a flip in
  * the tag bytes cannot pass the record off as an unchecked one.

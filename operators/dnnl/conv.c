@@ -28,9 +28,9 @@
  * layout, and moving the blob back and forth would cost two reorders a step instead of
  * one. dW is written in the layout the backward-weights primitive chooses ("any": its
  * blocked ABcd16b16a, the one its JIT kernel writes). Asking for plain OIHW instead makes
- * oneDNN 2.6 pick its GEMM-based kernel, with X and dY in plain NCHW too: 2.4 times slower
- * on a 4x64x28x28 3x3 layer here (2.0 ms against 0.83). The optimizer (a reference kernel) reads dW plain, which converts it once; a user's fetch
- * does the same. db and dX: db plain, dX in the chosen layout (blocked, for the
+ * oneDNN 2.6 pick its GEMM-based kernel, with X and dY in plain NCHW too, which is more
+ * than twice as slow (docs/engines-and-layouts.md, "Measured choices"). The optimizer (a
+ * reference kernel) reads dW plain, which converts it once; a user's fetch does the same. db and dX: db plain, dX in the chosen layout (blocked, for the
  * previous layer's engine ops).
  */
 #include <stdlib.h>
@@ -168,12 +168,9 @@ typedef struct fwd_state {
  * large. Inference ops (ConvFusion: the fusion pass makes them for `run`) take oneDNN's
  * F(2x2,3x3) inference kernel, the weights transformed once and kept; from 14x14 up.
  * Training ops (Conv, ConvGradient) take its F(4x4,3x3) kernels, which transform the
- * weights at every call (they change every step), so they pay from 28x28 up. Measured
- * on 2 Sapphire Rapids cores against the direct kernels: ResNet-50 at batch 1, inference
- * 0.50 ms against 1.04 at 56x56x64, 0.53 against 1.03 at 28x28x128, 0.56 against 0.96
- * at 14x14x256, even at 7x7x512; the bottleneck block at batch 8, 56x56x64, training:
- * forward 2.8 ms against 5.6, backward weights 3.1 against 6.3, backward data 2.9
- * against 5.9. The transforms reorder the sums (exact in real arithmetic; within the
+ * weights at every call (they change every step), so they pay from 28x28 up; both about
+ * halve the direct kernels' time on ResNet-50's 3x3 layers (docs/engines-and-layouts.md,
+ * "Measured choices"). The transforms reorder the sums (exact in real arithmetic; within the
  * direct kernel's FP32 bound in the tests). DEMITASSE_NO_WINOGRAD (set, any value, read at
  * init: settings.h) keeps every convolution direct. */
 static int wants_winograd(const conv_geo *p, dm_dtype dtype, int inference) {

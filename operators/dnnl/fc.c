@@ -12,13 +12,11 @@
  * N x K row-major bytes (the same bytes), so X is never converted to plain. Any other X
  * is the plain 2-D M x K (a blocked one converted into a scratch buffer, leaving X's own
  * layout to its other readers): at inference batches X is the smaller, and converting it
- * beats reordering W at every run (ResNet-50's classifier: 8 x 2048 against 1000 x 2048,
- * 2.5 ms a run measured).
+ * beats reordering W at every run (ResNet-50's classifier: 8 x 2048 against 1000 x 2048).
  *
  * W. With a 2-D X the primitives read W as it is, plain N x K (oneDNN's GEMM-based inner
- * product takes it so): no reorder, no copy. Measured (64 x 2048 -> 1000, 2 threads,
- * best of 100): 1.8 ms FP32 and 2.0 ms BF16 so, against 3.2 and 2.7 ms with "any"
- * weights (brgemm) reordered into scratch per run. W is not reordered in place into the
+ * product takes it so): no reorder, no copy, and faster than "any" weights (brgemm)
+ * reordered into scratch per run (docs/engines-and-layouts.md, "Measured choices"). W is not reordered in place into the
  * forward's preferred blocked layout: in training the optimizer (a reference kernel)
  * reads W plain every step, so the blob would be converted both ways each step, each
  * time a second copy of W alive at once (the planned step peak of tests/net/
