@@ -1,5 +1,5 @@
 /* cuda_common.cuh: what the .cu files of gpu/ share (internal; included by
- * elementwise.cu, optimizer.cu, losses.cu, tensor_ops.cu and dropout.cu, nothing else):
+ * elementwise.cu, optimizer.cu, loss.cu, tensor_ops.cu and dropout.cu, nothing else):
  * the block size, the grid-stride loop, the 16-bit widen/narrow conversions and the block
  * sum. One header rather than a copy per file, so they launch and reduce alike; the
  * names are in an anonymous namespace (grid_for static), so each file keeps its own

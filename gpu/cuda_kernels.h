@@ -13,7 +13,7 @@
  * this boundary; gpu/register.c checks at compile time that they agree). The device code
  * of each family: elementwise.cu (arithmetic, Relu, casts, fills), optimizer.cu (update
  * ops, loss scaling, Iter, LearningRate), multi_tensor.cu (the multi-tensor updates and
- * unscale), losses.cu, tensor_ops.cu (Concat/Split blocks,
+ * unscale), loss.cu, tensor_ops.cu (Concat/Split blocks,
  * Transpose, small writes), dropout.cu, dnn_aux.cu (the small kernels around cuDNN and
  * cuBLAS calls) and fp16_convert.cu (the self-test conversion).
  */
@@ -37,7 +37,7 @@ enum {
 };
 #define DMK_MAX_DIMS 8 /* DM_MAX_DIMS */
 
-/* ---- elementwise.cu, optimizer.cu, losses.cu -------------------------------------- */
+/* ---- elementwise.cu, optimizer.cu, loss.cu -------------------------------------- */
 
 /* Add, Sub, Mul, Div. */
 enum { DMK_ADD = 0, DMK_SUB = 1, DMK_MUL = 2, DMK_DIV = 3 };

@@ -1,5 +1,5 @@
 /* cudnn_common.h: what the cuDNN/cuBLAS kernel files share (internal; included by
- * conv_cudnn.c, pool_cudnn.c, bn_cudnn.c, softmax_cudnn.c, lrn_cudnn.c and fc_cublas.c):
+ * conv_cudnn.c, pool_cudnn.c, batchnorm_cudnn.c, softmax_cudnn.c, lrn_cudnn.c and fc_cublas.c):
  * the alpha/beta constants, the goto-done error macros, the dtype map to cuDNN, the
  * int-sized 4-D tensor descriptors, and the shape keys by which each kernel's state
  * keeps its descriptors set until the input shapes change. The helpers are static

@@ -1,5 +1,5 @@
 /* dnn_aux.cu: the small device kernels around the cuDNN and cuBLAS calls of
- * conv_cudnn.c, fc_cublas.c, bn_cudnn.c and lrn_cudnn.c: bias add with a single rounding,
+ * conv_cudnn.c, fc_cublas.c, batchnorm_cudnn.c and lrn_cudnn.c: bias add with a single rounding,
  * column sums (FC's db), SpatialBN's Caffe2-convention running statistics and its
  * is_test gradient, LRN's scale output. Entry points in cuda_kernels.h.
  *

@@ -30,12 +30,12 @@ extern const dm_kernel_def dm_cuda_cast_kernels[];        /* cast.c */
 extern const dm_kernel_def dm_cuda_fill_kernels[];        /* fill.c */
 extern const dm_kernel_def dm_cuda_optimizer_kernels[];   /* optimizer.c */
 extern const dm_kernel_def dm_cuda_loss_scale_kernels[];  /* loss_scale.c */
-extern const dm_kernel_def dm_cuda_loss_kernels[];        /* losses.c */
+extern const dm_kernel_def dm_cuda_loss_kernels[];        /* loss.c */
 extern const dm_kernel_def dm_cuda_tensor_kernels[];      /* tensor_ops.c */
 extern const dm_kernel_def dm_cuda_dropout_kernels[];     /* dropout.c */
 extern const dm_kernel_def dm_cuda_conv_kernels[];        /* conv_cudnn.c */
 extern const dm_kernel_def dm_cuda_pool_kernels[];        /* pool_cudnn.c */
-extern const dm_kernel_def dm_cuda_bn_kernels[];          /* bn_cudnn.c */
+extern const dm_kernel_def dm_cuda_bn_kernels[];          /* batchnorm_cudnn.c */
 extern const dm_kernel_def dm_cuda_softmax_kernels[];     /* softmax_cudnn.c */
 extern const dm_kernel_def dm_cuda_lrn_kernels[];         /* lrn_cudnn.c */
 extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */

@@ -3,7 +3,7 @@
  * BF16 X/Y/Z with FP32 parameters and statistics, as SpatialBN.
  *
  * They exist for the GPU: cuDNN runs each as one kernel (its batch-norm Ex functions with
- * CUDNN_BATCHNORM_OPS_BN_ACTIVATION / _BN_ADD_ACTIVATION, gpu/bn_cudnn.c), which saves a
+ * CUDNN_BATCHNORM_OPS_BN_ACTIVATION / _BN_ADD_ACTIVATION, gpu/batchnorm_cudnn.c), which saves a
  * pass over the activation per op it takes in; net/passes/train_fusion_pass.c makes them from
  * SpatialBN (+ Sum/Add) + Relu before the gradient pass. The CPU kernels here are the
  * reference: they run SpatialBN's own loops (batchnorm.h), the Sum/Add kernels' rule for

@@ -1,5 +1,5 @@
 /* loss.h: the row view the loss ops share, for the CPU kernels (loss.c) and the CUDA
- * kernels (gpu/losses.c) (internal). */
+ * kernels (gpu/loss.c) (internal). */
 #ifndef DM_OPERATORS_LOSS_H
 #define DM_OPERATORS_LOSS_H
 

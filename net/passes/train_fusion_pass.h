@@ -11,7 +11,7 @@
  *     (operators/conv_fusion.c, the inference fusion's ops, IDEEP's names; backward
  *     ConvReluGradient, FCReluGradient: dY masked where Y > 0, then Conv's/FC's gradient)
  * On a GPU cuDNN runs the BN forms as one kernel each and ConvFusion as its
- * ConvolutionBiasActivationForward (gpu/bn_cudnn.c, gpu/conv_fusion_cudnn.c); on the CPU
+ * ConvolutionBiasActivationForward (gpu/batchnorm_cudnn.c, gpu/conv_fusion_cudnn.c); on the CPU
  * the fused reference kernels run the ops they replace's own loops, so they compute the
  * same bits, but an unfused op may have an engine kernel (oneDNN) the fused one lacks or
  * runs differently, hence the pass is off by default. The pass matches those ops by type

@@ -125,7 +125,7 @@ static void probe_pool(dnnl_data_type_t dt, unsigned char *row) {
   dnnl_primitive_desc_destroy(hint);
 }
 
-/* Training batch norm with scale and shift over a plain 2x4x3x3 tensor, as bn.c. */
+/* Training batch norm with scale and shift over a plain 2x4x3x3 tensor, as batchnorm.c. */
 static void probe_bn(dnnl_data_type_t dt, unsigned char *row) {
   const dnnl_dims_t xd = {2, 4, 3, 3};
   const unsigned flags = dnnl_use_scale | dnnl_use_shift;

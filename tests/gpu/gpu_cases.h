@@ -328,7 +328,7 @@ static const gpu_case gpu_cases[] = {
      "op { input: 'X' input: 'scale' input: 'bias' input: 'mean' input: 'var' output: 'Y' "
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN "}",
      {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
-    /* NHWC takes cuDNN's persistent batch norm (bn_cudnn.c); 8 channels, the
+    /* NHWC takes cuDNN's persistent batch norm (batchnorm_cudnn.c); 8 channels, the
      * multiple its NHWC kernels want */
     {"SpatialBN training NHWC", "type: 'SpatialBN' " BN_NHWC,
      {{"X", 'T', 4, {4, 5, 5, 8}, -2, 2}, {"scale", 'f', 1, {8}, 0.5, 2},
@@ -351,7 +351,7 @@ static const gpu_case gpu_cases[] = {
      "output: 'mean' output: 'var' output: 'sm' output: 'siv' type: 'SpatialBN' " BN_NHWC "}",
      {"X", "scale", "dY", "sm", "siv"}, {"dX", "dscale", "dbias"}, GC_ALL, 210, GC_RESHAPE},
     /* The fused training ops (operators/bn_fusion.c) without their reserve slot: the
-     * unfused sequence on the GPU (bn_cudnn.c's fallback), NCHW and NHWC; the gradients
+     * unfused sequence on the GPU (batchnorm_cudnn.c's fallback), NCHW and NHWC; the gradients
      * read Y and the statistics of the CPU's forward */
 #define BNF_FEEDS(C, D0, D1, D2, D3)                                                    \
   {{"X", 'T', 4, {D0, D1, D2, D3}, -2, 2}, {"scale", 'f', 1, {C}, 0.5, 2},                 \

@@ -3,7 +3,7 @@
  * loss; 8 channels, the multiple cuDNN's NHWC batch-norm kernels want) trained STEPS
  * steps with momentum SGD in FP16 mixed precision on CUDA:0, through the pipeline with
  * and without fuse_train. FP16 NHWC in training is where cuDNN runs the fused batch
- * norm (gpu/bn_cudnn.c), so this exercises its fused forward and backward, the reserve
+ * norm (gpu/batchnorm_cudnn.c), so this exercises its fused forward and backward, the reserve
  * carried between them; the test reports whether cuDNN took the fused path (a non-empty
  * reserve) or the fallback.
  *

@@ -1,4 +1,4 @@
-/* losses.cu: the FP32 loss CUDA kernels behind gpu/losses.c: SoftmaxWithLoss (logits
+/* loss.cu: the FP32 loss CUDA kernels behind gpu/loss.c: SoftmaxWithLoss (logits
  * and dX may also be FP16) and its gradient, LabelCrossEntropy, AveragedLoss, their
  * gradients, and Accuracy. Entry points in cuda_kernels.h; launch helpers and conventions
  * in cuda_common.cuh.

@@ -1,4 +1,4 @@
-/* bn.c: the oneDNN engine's SpatialBN (test and training mode) and SpatialBNGradient,
+/* batchnorm.c: the oneDNN engine's SpatialBN (test and training mode) and SpatialBNGradient,
  * FLOAT or BFLOAT16 X/Y/dY/dX with FLOAT scale, bias and statistics, order NCHW, on
  * oneDNN's batch normalization primitives (use_scale | use_shift; use_global_stats for
  * is_test), run on X in the layout it arrives in: nChw16c from a convolution is read as

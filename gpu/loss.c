@@ -1,6 +1,6 @@
-/* losses.c: the CUDA kernels (engine "") of SoftmaxWithLoss (logits FLOAT or FLOAT16),
+/* loss.c: the CUDA kernels (engine "") of SoftmaxWithLoss (logits FLOAT or FLOAT16),
  * LabelCrossEntropy, AveragedLoss, their gradients, and Accuracy; FP32 otherwise. The
- * device code is losses.cu; the row geometry is operators/loss.h's, as on the CPU.
+ * device code is loss.cu; the row geometry is operators/loss.h's, as on the CPU.
  *
  * A label outside [0, D), which the CPU reports as an error, lives on the device here;
  * reading it would cost a host sync per step, so it makes the row's loss, gradient or

@@ -1,4 +1,4 @@
-/* bn_cudnn.c: the cuDNN (engine "CUDNN") SpatialBN and SpatialBNGradient kernels, and
+/* batchnorm_cudnn.c: the cuDNN (engine "CUDNN") SpatialBN and SpatialBNGradient kernels, and
  * those of the fused training ops SpatialBNRelu, SpatialBNAddRelu and their gradients
  * (operators/bn_fusion.c), with their descriptors kept in the kernel state
  * (cudnn_common.h). The small kernels around
