@@ -435,6 +435,10 @@ typedef struct dm_infer_options {
                                     On the CPU also Conv + Sum/Add + Relu into ConvFusion
                                     and FC + Relu into FCFusion (blobs between them are
                                     gone likewise). */
+  dm_train_layout layout;        /* NHWC: the layout pass makes an NCHW net NHWC (the
+                                    weights re-laid once, here; `outputs` and the
+                                    external outputs stay NCHW); AUTO (default) and
+                                    NCHW: as written (`demitasse run --layout`) */
 } dm_infer_options;
 
 /* Fills *o with the defaults and struct_size with the caller's sizeof (a macro, as

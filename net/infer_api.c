@@ -1,6 +1,7 @@
-/* infer_api.c: inference in reduced precision. dm_infer_pipeline (net/infer.h) is the one
- * pipeline with the training passes off, which `demitasse run --precision` and the public
- * dm_workspace_create_infer_net (demitasse.h) both call, so both make the same net. */
+/* infer_api.c: inference nets. dm_pipeline_opts_from_infer (net/infer.h) translates the
+ * public dm_infer_options into the one pipeline's options, with the training passes off;
+ * `demitasse run`, `demitasse rewrite` and the public dm_workspace_create_infer_net
+ * (demitasse.h) all call it, then dm_infer_pipeline, so all make the same net. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,53 +16,11 @@
 #include "net/passes/pipeline.h"
 #include "net/sized_options.h"
 
-void dm_infer_prep_init(dm_infer_prep *o) {
-  memset(o, 0, sizeof *o);
-  o->precision = DM_FLOAT;
-  dm_device_opts_init(&o->dev);
-  o->layout = DM_TRAIN_LAYOUT_NCHW;
-  o->pad_channels = DM_LAYOUT_PAD_AUTO;
-}
-
-dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
+dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_pipeline_opts *p,
                             Caffe2__NetDef **init_add, dm_gpu_state *gpu) {
   *init_add = NULL;
-  if (o->precision != DM_FLOAT && o->precision != DM_FLOAT16 && o->precision != DM_BFLOAT16)
-    return dm_error(DM_ERR_INVALID, "inference precision must be FLOAT, FLOAT16 or BFLOAT16, "
-                                    "not %s", dm_dtype_name(o->precision));
-  dm_pipeline_opts p;
-  dm_pipeline_opts_init(&p);
-  p.gradient = DM_PIPELINE_GRAD_OFF; /* no gradient, no optimizer: nothing trains */
-  p.optim.exclude = o->inputs;       /* the pipeline's list of fed blobs (host-homed) */
-  p.optim.n_exclude = o->inputs ? o->n_inputs : 0;
-  p.mixed_precision = o->precision != DM_FLOAT;
-  p.mp.target = o->precision == DM_BFLOAT16 ? DM_BFLOAT16 : DM_FLOAT16;
-  p.mp.scaling = DM_LOSS_SCALE_NONE; /* no gradients to scale */
-  p.mp.inference = 1;
-  p.mp.params = o->params;
-  p.mp.n_params = o->params ? o->n_params : 0;
-  p.mp.fp32_outputs = o->fetch;
-  p.mp.n_fp32_outputs = o->fetch ? o->n_fetch : 0;
-  p.mp.free_masters = o->free_masters;
-  p.fuse = o->fuse;
-  p.fuse_opts.keep = o->fetch;
-  p.fuse_opts.n_keep = o->fetch ? o->n_fetch : 0;
-  p.fuse_opts.fed = o->inputs;
-  p.fuse_opts.n_fed = o->inputs ? o->n_inputs : 0;
-  p.fuse_opts.params = o->params;
-  p.fuse_opts.n_params = o->params ? o->n_params : 0;
-  p.fuse_opts.post_ops = o->post_ops;
-  p.layout = o->layout;
-  p.layout_opts.keep = o->fetch;
-  p.layout_opts.n_keep = o->fetch ? o->n_fetch : 0;
-  p.layout_opts.pad_channels = o->pad_channels;
-  p.device = o->device;
-  p.dev = o->dev;
-  p.inits = o->inits;
-  p.n_inits = o->n_inits;
-  p.report = o->report;
   dm_pipeline_result r;
-  dm_status s = dm_pipeline_run(net, &p, init_add, &r);
+  dm_status s = dm_pipeline_run(net, p, init_add, &r);
   if (s == DM_OK && gpu) { /* handed over */
     *gpu = r.gpu;
     r.gpu = (dm_gpu_state){0};
@@ -85,9 +44,9 @@ dm_status dm_infer_pipeline(Caffe2__NetDef *net, const dm_infer_prep *o,
   return s;
 }
 
-dm_status dm_infer_require_finite(dm_net *net, dm_dtype precision, const char *const *outputs,
-                                  size_t n, const char *option) {
-  if (precision != DM_FLOAT16 && precision != DM_BFLOAT16)
+dm_status dm_infer_require_finite(dm_net *net, dm_precision precision,
+                                  const char *const *outputs, size_t n, const char *option) {
+  if (precision != DM_PRECISION_FP16 && precision != DM_PRECISION_BF16)
     return DM_OK;
   if (n == 0) {
     const Caffe2__NetDef *d = net->def;
@@ -99,7 +58,7 @@ dm_status dm_infer_require_finite(dm_net *net, dm_dtype precision, const char *c
     }
   }
   char hint[256];
-  if (precision == DM_FLOAT16)
+  if (precision == DM_PRECISION_FP16)
     snprintf(hint, sizeof hint,
              "the model's values overflow FP16 (largest finite 65504); run it in BF16, which "
              "has FP32's range (%s bf16), or in FP32", option);
@@ -144,31 +103,67 @@ static dm_status check_names(const char *field, const char *const *v, size_t n) 
   return dm_sized_check_names(&layout, field, v, n);
 }
 
-/* The internal options from the public ones (borrowing their lists). */
-static dm_status prep_opts(const dm_infer_options *o, dm_infer_prep *p) {
-  dm_infer_prep_init(p);
+static dm_status check_precision(dm_precision v) {
+  if (v != DM_PRECISION_FP32 && v != DM_PRECISION_FP16 && v != DM_PRECISION_BF16)
+    return dm_error(DM_ERR_INVALID, "dm_infer_options.precision: unknown value %d", (int)v);
+  return DM_OK;
+}
+
+static dm_status check_layout(dm_train_layout v) {
+  if (v != DM_TRAIN_LAYOUT_AUTO && v != DM_TRAIN_LAYOUT_NCHW && v != DM_TRAIN_LAYOUT_NHWC)
+    return dm_error(DM_ERR_INVALID, "dm_infer_options.layout: unknown value %d", (int)v);
+  return DM_OK;
+}
+
+/* The painting in inference mode: no gradients to scale; the fetched blobs read back
+ * FP32. */
+static void precision_opts(const dm_infer_options *o, dm_pipeline_opts *p) {
+  p->mixed_precision = o->precision != DM_PRECISION_FP32;
+  p->mp.target = o->precision == DM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
+  p->mp.scaling = DM_LOSS_SCALE_NONE;
+  p->mp.inference = 1;
+  p->mp.fp32_outputs = o->outputs;
+  p->mp.n_fp32_outputs = o->outputs ? o->n_outputs : 0;
+}
+
+/* The fusion pass: the fetched blobs never fused away, the fed ones not weights. */
+static void fusion_opts(const dm_infer_options *o, dm_pipeline_opts *p) {
+  p->fuse = o->fuse != 0;
+  p->fuse_opts.keep = o->outputs;
+  p->fuse_opts.n_keep = o->outputs ? o->n_outputs : 0;
+  p->fuse_opts.fed = o->data_blobs;
+  p->fuse_opts.n_fed = o->data_blobs ? o->n_data_blobs : 0;
+  p->fuse_opts.post_ops = p->fuse && !p->device; /* the fused ops have CPU kernels only */
+}
+
+dm_status dm_pipeline_opts_from_infer(const dm_infer_options *o, dm_pipeline_opts *p) {
+  dm_pipeline_opts_init(p);
   DM_TRY(check_names("data_blobs", o->data_blobs, o->n_data_blobs));
   DM_TRY(check_names("outputs", o->outputs, o->n_outputs));
   DM_TRY(check_names("cpu_ops", o->cpu_ops, o->n_cpu_ops));
-  switch (o->precision) {
-  case DM_PRECISION_FP32: p->precision = DM_FLOAT; break;
-  case DM_PRECISION_FP16: p->precision = DM_FLOAT16; break;
-  case DM_PRECISION_BF16: p->precision = DM_BFLOAT16; break;
-  default:
-    return dm_error(DM_ERR_INVALID, "dm_infer_options.precision: unknown value %d",
-                    (int)o->precision);
-  }
-  p->inputs = o->data_blobs;
-  p->n_inputs = o->data_blobs ? o->n_data_blobs : 0;
-  p->fetch = o->outputs;
-  p->n_fetch = o->outputs ? o->n_outputs : 0;
+  DM_TRY(check_precision(o->precision));
+  DM_TRY(check_layout(o->layout));
+  p->gradient = DM_SWITCH_OFF; /* no gradient, no optimizer: nothing trains */
+  p->optim.exclude = o->data_blobs;   /* the pipeline's list of fed blobs (host-homed) */
+  p->optim.n_exclude = o->data_blobs ? o->n_data_blobs : 0;
   DM_TRY(dm_api_parse_device("dm_infer_options.device", o->device, &p->device,
                              &p->dev.device_id));
-  p->fuse = o->fuse != 0;
-  p->post_ops = p->fuse && !p->device; /* the fused ops have CPU kernels only */
   p->dev.force_cpu = o->cpu_ops;
   p->dev.n_force_cpu = o->cpu_ops ? o->n_cpu_ops : 0;
+  precision_opts(o, p);
+  fusion_opts(o, p);
+  /* AUTO is as written: the pipeline's AUTO tries NHWC for training nets only */
+  p->layout = o->layout == DM_TRAIN_LAYOUT_NHWC ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
+  p->layout_opts.keep = o->outputs;
+  p->layout_opts.n_keep = o->outputs ? o->n_outputs : 0;
   return DM_OK;
+}
+
+void dm_infer_set_weights(dm_pipeline_opts *p, const char *const *params, size_t n) {
+  p->mp.params = params;
+  p->mp.n_params = params ? n : 0;
+  p->fuse_opts.params = params;
+  p->fuse_opts.n_params = params ? n : 0;
 }
 
 static dm_status create_infer_net_entered(dm_workspace *ws, const char *net_path,
@@ -178,9 +173,9 @@ static dm_status create_infer_net_entered(dm_workspace *ws, const char *net_path
                     !ws ? "ws" : !net_path ? "net_path" : "out");
   *out = NULL;
   dm_infer_options o;
-  dm_infer_prep p;
+  dm_pipeline_opts p;
   DM_TRY(take_options(opts, &o));
-  DM_TRY(prep_opts(&o, &p));
+  DM_TRY(dm_pipeline_opts_from_infer(&o, &p));
   if (p.device) { /* before anything else: no GPU, no net */
     dm_status s = dm_device_check(DM_CUDA, p.dev.device_id);
     if (s != DM_OK)
@@ -194,11 +189,10 @@ static dm_status create_infer_net_entered(dm_workspace *ws, const char *net_path
     return DM_NOMEM("the weights' names");
   for (size_t i = 0; i < n_ws; i++) {
     const char *name = dm_workspace_blob_name(ws, i);
-    if (!dm_str_in_list(name, p.inputs, p.n_inputs))
+    if (!dm_str_in_list(name, o.data_blobs, o.data_blobs ? o.n_data_blobs : 0))
       params[n_params++] = name;
   }
-  p.params = params;
-  p.n_params = n_params;
+  dm_infer_set_weights(&p, params, n_params);
   dm_workspace_mark mark = dm_workspace_get_mark(ws);
   Caffe2__NetDef *net = NULL, *init_add = NULL;
   dm_gpu_state gpu = {0};
@@ -221,7 +215,7 @@ static dm_status create_infer_net_entered(dm_workspace *ws, const char *net_path
     net = NULL;
   }
   if (s == DM_OK)
-    s = dm_infer_require_finite(*out, p.precision, p.fetch, p.n_fetch,
+    s = dm_infer_require_finite(*out, o.precision, o.outputs, o.outputs ? o.n_outputs : 0,
                                 "dm_infer_options.precision");
   if (init_add)
     protobuf_c_message_free_unpacked(&init_add->base, NULL);

@@ -111,7 +111,7 @@ dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opt
   DM_TRY(check_names("fp16_ops", o->fp16_ops, o->n_fp16_ops));
   DM_TRY(check_names("cpu_ops", o->cpu_ops, o->n_cpu_ops));
   DM_TRY(check_names("keep", o->keep, o->n_keep));
-  p->gradient = DM_PIPELINE_GRAD_AUTO;
+  p->gradient = DM_SWITCH_AUTO;
   p->losses = o->losses;
   p->n_losses = o->n_losses;
   p->optimize = 1;

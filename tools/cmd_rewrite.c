@@ -120,7 +120,58 @@ typedef struct rewrite_job {
   dm_dist_cli dist; /* --data-parallel: the Allreduce ops as one rank's net has them */
 } rewrite_job;
 
-/* The pipeline (net/passes/pipeline.h) with the passes asked for; summaries on stderr. */
+/* The training pipeline's options from the flags (net/passes/pipeline.h). */
+static void train_pipeline_opts(const rewrite_job *j, dm_pipeline_opts *p) {
+  dm_pipeline_opts_init(p);
+  p->gradient = j->grad ? DM_SWITCH_ON : DM_SWITCH_OFF;
+  p->losses = j->losses.items;
+  p->n_losses = j->losses.n;
+  p->optimize = j->optimize;
+  p->optim = j->opts;
+  p->mixed_precision = j->mp.enabled;
+  p->mp = j->mp.opts;
+  p->device = j->dev.cuda;
+  p->dev = j->dev.opts;
+  p->data_parallel = j->dist.on;
+  dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p->dp);
+  p->memory = j->free_memory;
+  /* as train and the C API: buffers a kernel hands out again every run (the DB input's
+   * batches, the double-buffered uploads) are not freed, so the printed net is theirs */
+  p->keep_reused_outputs = 1;
+  p->layout = j->layout; /* AUTO: the pipeline's default, as train's */
+  p->layout_opts.pad_channels = j->pad_channels;
+  p->fuse_train = j->fuse_train;
+  p->keep = j->keep.items;
+  p->n_keep = j->keep.n;
+  p->report = stderr;
+}
+
+/* Inference (no --grad): the flags as `run`'s, as the C API's dm_infer_options, then
+ * its translator, so the net printed is the one `run` runs. */
+static dm_status infer_pipeline_opts(const rewrite_job *j, dm_pipeline_opts *p) {
+  dm_infer_options io;
+  DM_TRY(dm_infer_options_init(&io));
+  char device[32];
+  snprintf(device, sizeof device, "cuda:%d", j->dev.opts.device_id);
+  io.precision = !j->mp.enabled ? DM_PRECISION_FP32
+                 : j->mp.opts.target == DM_BFLOAT16 ? DM_PRECISION_BF16 : DM_PRECISION_FP16;
+  io.data_blobs = j->opts.exclude;
+  io.n_data_blobs = j->opts.n_exclude;
+  io.outputs = j->keep.items; /* --keep: fetched by the user, never fused away */
+  io.n_outputs = j->keep.n;
+  io.device = j->dev.cuda ? device : NULL;
+  io.cpu_ops = j->dev.opts.force_cpu;
+  io.n_cpu_ops = j->dev.opts.n_force_cpu;
+  io.fuse = j->fuse;
+  io.layout = j->layout;
+  DM_TRY(dm_pipeline_opts_from_infer(&io, p));
+  p->layout_opts.pad_channels = j->pad_channels; /* no C API field */
+  p->mp.free_masters = 1; /* as run does */
+  p->report = stderr;
+  return DM_OK;
+}
+
+/* The pipeline with the passes asked for; summaries on stderr. */
 static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_init()); /* the passes read the op schemas */
   for (size_t i = 0; i < j->plugins.n; i++)
@@ -129,47 +180,13 @@ static dm_status rewrite(rewrite_job *j) {
   DM_TRY(dm_message_read_file(j->in, &caffe2__net_def__descriptor, DM_FORMAT_AUTO, &m));
   Caffe2__NetDef *net = (Caffe2__NetDef *)m, *init = NULL;
   dm_pipeline_opts p;
-  dm_pipeline_opts_init(&p);
-  p.gradient = j->grad ? DM_PIPELINE_GRAD_ON : DM_PIPELINE_GRAD_OFF;
-  p.losses = j->losses.items;
-  p.n_losses = j->losses.n;
-  p.optimize = j->optimize;
-  p.optim = j->opts;
-  p.mixed_precision = j->mp.enabled;
-  p.mp = j->mp.opts;
-  p.device = j->dev.cuda;
-  p.dev = j->dev.opts;
-  p.data_parallel = j->dist.on;
-  dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p.dp);
-  p.memory = j->free_memory;
-  /* as train and the C API: buffers a kernel hands out again every run (the DB input's
-   * batches, the double-buffered uploads) are not freed, so the printed net is theirs */
-  p.keep_reused_outputs = 1;
-  p.layout = j->layout; /* AUTO: the pipeline's default, as train's */
-  p.layout_opts.pad_channels = j->pad_channels;
-  p.fuse_train = j->fuse_train;
-  p.keep = j->keep.items;
-  p.n_keep = j->keep.n;
-  p.report = stderr;
   dm_status s;
   if (!j->grad && (j->mp.enabled || j->fuse)) { /* inference: run's pipeline */
-    dm_infer_prep ip;
-    dm_infer_prep_init(&ip);
-    ip.precision = j->mp.enabled ? j->mp.opts.target : DM_FLOAT;
-    ip.fuse = j->fuse;
-    ip.post_ops = j->fuse && !j->dev.cuda; /* ConvFusion/FCFusion: CPU kernels only */
-    ip.fetch = j->keep.items; /* --keep: fetched by the user, never fused away */
-    ip.n_fetch = j->keep.n;
-    ip.inputs = j->opts.exclude;
-    ip.n_inputs = j->opts.n_exclude;
-    ip.device = j->dev.cuda;
-    ip.dev = j->dev.opts;
-    ip.report = stderr;
-    ip.free_masters = 1; /* as run does */
-    ip.layout = j->layout == DM_TRAIN_LAYOUT_NHWC ? DM_TRAIN_LAYOUT_NHWC : DM_TRAIN_LAYOUT_NCHW;
-    ip.pad_channels = j->pad_channels;
-    s = dm_infer_pipeline(net, &ip, &init, NULL);
+    s = infer_pipeline_opts(j, &p);
+    if (s == DM_OK)
+      s = dm_infer_pipeline(net, &p, &init, NULL);
   } else {
+    train_pipeline_opts(j, &p);
     s = dm_pipeline_run(net, &p, &init, NULL);
   }
   dm_origin_strip(net); /* stamps for error messages only (net/op_origin.h) */

@@ -1,6 +1,7 @@
 /* cmd_run.c: `demitasse run`, the CLI's inference loop: plugins, init net, .npy inputs,
- * N timed runs of the net, outputs to .npy or a summary on stdout. The nets go through
- * the inference pipeline (net/infer.h) first: with --precision fp16|bf16 the
+ * N timed runs of the net, outputs to .npy or a summary on stdout. The flags fill the
+ * public dm_infer_options, which the C API's translator turns into the pipeline's
+ * options (net/infer.h), so `run` and dm_workspace_create_infer_net make the same net: with --precision fp16|bf16 the
  * mixed-precision pass paints the net by precision class (the init net's weights cast
  * once, the outputs read back FP32); with --device cuda the device pass places the net
  * (the --input blobs stay homed on the host, copied in by the net) and the init nets
@@ -71,7 +72,7 @@ static void help(FILE *f) {
 
 typedef struct run_opts {
   const char *net, *init;
-  dm_dtype precision; /* DM_FLOAT, DM_FLOAT16 or DM_BFLOAT16 */
+  dm_precision precision; /* --precision */
   dm_device_cli dev;
   dm_strlist inputs, outputs, plugins;
   long iters;
@@ -82,6 +83,18 @@ typedef struct run_opts {
   dm_train_layout layout; /* --layout nhwc: DM_TRAIN_LAYOUT_NHWC (AUTO: as written) */
   int pad_channels;    /* --pad-channels; DM_LAYOUT_PAD_AUTO: not given */
 } run_opts;
+
+/* --precision's words for the public enum. */
+static int parse_precision(const char *arg, dm_precision *out) {
+  static const struct { const char *name; dm_precision v; } words[] = {
+      {"fp32", DM_PRECISION_FP32}, {"fp16", DM_PRECISION_FP16}, {"bf16", DM_PRECISION_BF16}};
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strcmp(arg, words[i].name) == 0) {
+      *out = words[i].v;
+      return 1;
+    }
+  return 0;
+}
 
 static double now_ms(void) {
   struct timespec ts;
@@ -142,6 +155,32 @@ static dm_status init_outputs(const Caffe2__NetDef *init, char ***names, size_t 
   return DM_OK;
 }
 
+/* The flags as the C API's dm_infer_options, then the C API's translator (which checks
+ * them); what the options cannot say is added beside: the report, and the FP32 weights
+ * freed once cast (nothing but this net uses the workspace). */
+static dm_status pipeline_opts(const run_opts *o, const char *const *inputs, size_t n_inputs,
+                               char *const *fetch, size_t n_fetch, dm_pipeline_opts *p) {
+  dm_infer_options io;
+  DM_TRY(dm_infer_options_init(&io));
+  char device[32];
+  snprintf(device, sizeof device, "cuda:%d", o->dev.opts.device_id);
+  io.precision = o->precision;
+  io.data_blobs = inputs;
+  io.n_data_blobs = n_inputs;
+  io.outputs = (const char *const *)fetch;
+  io.n_outputs = n_fetch;
+  io.device = o->dev.cuda ? device : NULL;
+  io.cpu_ops = o->dev.opts.force_cpu;
+  io.n_cpu_ops = o->dev.opts.n_force_cpu;
+  io.fuse = !o->no_fuse;
+  io.layout = o->layout;
+  DM_TRY(dm_pipeline_opts_from_infer(&io, p));
+  p->layout_opts.pad_channels = o->pad_channels; /* no C API field */
+  p->mp.free_masters = 1;
+  p->report = stderr;
+  return DM_OK;
+}
+
 /* Reads the nets and passes them through the inference pipeline (net/infer.h): painted
  * for --precision, placed for --device; summaries on stderr. *init_add (or NULL) gets
  * the weights' casts, to run once after the init net. */
@@ -155,27 +194,15 @@ static dm_status prepare(const run_opts *o, char *const *fetch, size_t n_fetch,
     s = input_names(&o->inputs, &inputs, &n_inputs);
   if (s == DM_OK)
     s = init_outputs(*init, &params, &n_params);
-  dm_infer_prep p;
-  dm_infer_prep_init(&p);
-  p.precision = o->precision;
-  p.inputs = (const char *const *)inputs;
-  p.n_inputs = n_inputs;
-  if (*init) { /* without one every weight is an --input, so read-before-written works */
-    p.params = (const char *const *)params;
-    p.n_params = n_params;
+  dm_pipeline_opts p;
+  if (s == DM_OK)
+    s = pipeline_opts(o, (const char *const *)inputs, n_inputs, fetch, n_fetch, &p);
+  if (s == DM_OK && *init) { /* without one every weight is an --input, so
+                                read-before-written works */
+    dm_infer_set_weights(&p, (const char *const *)params, n_params);
+    p.inits = init;
+    p.n_inits = 1;
   }
-  p.fetch = (const char *const *)fetch;
-  p.n_fetch = n_fetch;
-  p.device = o->dev.cuda;
-  p.dev = o->dev.opts;
-  p.inits = init;
-  p.n_inits = *init ? 1 : 0;
-  p.report = stderr;
-  p.free_masters = 1; /* nothing but this net uses the workspace: weights in P only */
-  p.fuse = !o->no_fuse;
-  p.post_ops = p.fuse && !o->dev.cuda; /* ConvFusion/FCFusion have CPU kernels only */
-  p.layout = o->layout;
-  p.pad_channels = o->pad_channels;
   if (s == DM_OK)
     s = dm_infer_pipeline(def, &p, init_add, NULL);
   /* before anything runs: a misspelt --input; and the fix for a missing --init, should
@@ -378,7 +405,7 @@ int dm_cmd_run(int argc, char **argv) {
       DM_THREADS_OPTION,
       DM_ENGINE_OPTION,
       {NULL, 0, NULL, 0}};
-  run_opts o = {.iters = 1, .precision = DM_FLOAT, .pad_channels = DM_LAYOUT_PAD_AUTO};
+  run_opts o = {.iters = 1, .precision = DM_PRECISION_FP32, .pad_channels = DM_LAYOUT_PAD_AUTO};
   dm_device_cli_init(&o.dev);
   int c, rc = DM_EXIT_OK;
   optind = 0;
@@ -413,11 +440,7 @@ int dm_cmd_run(int argc, char **argv) {
         rc = dm_cli_failf("out of memory");
       break;
     case 'P':
-      o.precision = strcmp(optarg, "fp32") == 0   ? DM_FLOAT
-                    : strcmp(optarg, "fp16") == 0 ? DM_FLOAT16
-                    : strcmp(optarg, "bf16") == 0 ? DM_BFLOAT16
-                                                  : DM_UNDEFINED;
-      if (o.precision == DM_UNDEFINED)
+      if (!parse_precision(optarg, &o.precision))
         rc = dm_cli_usage_error("run", "--precision wants fp32, fp16 or bf16, got '%s'", optarg);
       break;
     case DM_MEMORY_LIMIT_FLAG:

@@ -15,7 +15,7 @@
 
 void dm_pipeline_opts_init(dm_pipeline_opts *o) {
   memset(o, 0, sizeof *o);
-  o->gradient = DM_PIPELINE_GRAD_AUTO;
+  o->gradient = DM_SWITCH_AUTO;
   dm_optimizer_opts_init(&o->optim);
   dm_mp_opts_init(&o->mp);
   dm_device_opts_init(&o->dev);
@@ -27,7 +27,7 @@ void dm_pipeline_opts_init_training(dm_pipeline_opts *o, const char *const *loss
                                     size_t n_losses, const char *const *exclude,
                                     size_t n_exclude) {
   dm_pipeline_opts_init(o);
-  o->gradient = DM_PIPELINE_GRAD_ON;
+  o->gradient = DM_SWITCH_ON;
   o->losses = losses;
   o->n_losses = n_losses;
   o->optimize = 1;
@@ -120,8 +120,8 @@ dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_op
   p->fuse_train = o->fuse_train != 0;
   p->train_fusion = (dm_train_fusion_opts){p->keep, p->n_keep, fed, n_fed};
   /* 2. gradient, 3. optimizer */
-  p->gradient = o->gradient == DM_PIPELINE_GRAD_ON ||
-                (o->gradient == DM_PIPELINE_GRAD_AUTO && !dm_netdef_has_gradient_ops(net));
+  p->gradient = o->gradient == DM_SWITCH_ON ||
+                (o->gradient == DM_SWITCH_AUTO && !dm_netdef_has_gradient_ops(net));
   if (p->gradient && o->n_losses == 0)
     return dm_error(DM_ERR_INVALID, "the gradient pass needs a loss blob");
   p->optimize = p->gradient && o->optimize;

@@ -57,19 +57,14 @@
 /* The name of the init-net addition the pipeline makes (optimizer and loss-scale state). */
 #define DM_PIPELINE_INIT_ADD_NAME "optimizer_init_additions"
 
-typedef enum dm_pipeline_gradient {
-  DM_PIPELINE_GRAD_OFF = 0,  /* neither the gradient nor the optimizer pass */
-  DM_PIPELINE_GRAD_ON = 1,   /* the gradient pass (and the optimizer pass if `optimize`) */
-  DM_PIPELINE_GRAD_AUTO = 2  /* as ON unless the net has gradient ops already (a net from
-                                `rewrite`): then neither, and the net runs as it is */
-} dm_pipeline_gradient;
-
 typedef struct dm_pipeline_opts {
   /* 1. training fusion, before the gradient pass (net/passes/train_fusion_pass.h); its keep list is
    * `losses` and `keep`, its fed list optim.exclude. Off by default: meant for GPUs. */
   int fuse_train;
   /* 2. gradient */
-  dm_pipeline_gradient gradient;
+  dm_switch gradient; /* ON: the gradient pass (and the optimizer pass if `optimize`);
+                         OFF: neither; AUTO: as ON unless the net has gradient ops
+                         already (a net from `rewrite`): then neither, as it is */
   const char *const *losses; /* the loss blobs (borrowed) */
   size_t n_losses;
   /* 3. optimizer: runs when the gradient pass runs and `optimize` is set. optim.exclude

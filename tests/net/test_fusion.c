@@ -53,16 +53,19 @@ static Caffe2__NetDef *fuse_text(const char *text, dm_dtype prec, const char *co
   char *buf = NULL;
   size_t len = 0;
   FILE *f = report ? open_memstream(&buf, &len) : NULL;
-  dm_infer_prep p;
-  dm_infer_prep_init(&p);
-  p.precision = prec;
-  p.inputs = fed;
-  p.n_inputs = n_fed;
-  p.params = params;
-  p.n_params = 6;
-  p.fetch = fetch;
-  p.n_fetch = n_fetch;
-  p.fuse = 1;
+  dm_infer_options o;
+  assert_ok(dm_infer_options_init(&o));
+  o.precision = prec == DM_FLOAT16 ? DM_PRECISION_FP16
+                : prec == DM_BFLOAT16 ? DM_PRECISION_BF16 : DM_PRECISION_FP32;
+  o.data_blobs = fed;
+  o.n_data_blobs = n_fed;
+  o.outputs = fetch;
+  o.n_outputs = n_fetch;
+  o.fuse = 1;
+  dm_pipeline_opts p;
+  assert_ok(dm_pipeline_opts_from_infer(&o, &p));
+  dm_infer_set_weights(&p, params, 6);
+  p.fuse_opts.post_ops = 0; /* the BN folds alone: the post-op fusions have their tests */
   p.report = f;
   assert_ok(dm_infer_pipeline(net, &p, add, NULL));
   if (f) {

@@ -83,16 +83,17 @@ static Caffe2__NetDef *paint(dm_dtype target, const char *const *fetch, size_t n
                              Caffe2__NetDef **init_add) {
   static const char *const inputs[] = {"data"};
   Caffe2__NetDef *net = parse(predict_text);
-  dm_infer_prep p;
-  dm_infer_prep_init(&p);
-  p.precision = target;
-  p.inputs = inputs;
-  p.n_inputs = 1;
-  p.params = weights;
-  p.n_params = 8;
-  p.fetch = fetch;
-  p.n_fetch = n_fetch;
-  p.free_masters = free_masters;
+  dm_infer_options o;
+  assert_ok(dm_infer_options_init(&o));
+  o.precision = target == DM_BFLOAT16 ? DM_PRECISION_BF16 : DM_PRECISION_FP16;
+  o.data_blobs = inputs;
+  o.n_data_blobs = 1;
+  o.outputs = fetch;
+  o.n_outputs = n_fetch;
+  dm_pipeline_opts p;
+  assert_ok(dm_pipeline_opts_from_infer(&o, &p));
+  dm_infer_set_weights(&p, weights, 8);
+  p.mp.free_masters = free_masters;
   assert_ok(dm_infer_pipeline(net, &p, init_add, NULL));
   return net;
 }
@@ -406,9 +407,11 @@ static void test_unknown_op(void **state) {
   (void)state;
   Caffe2__NetDef *net = parse("op { input: 'data' input: 'w' output: 'y' type: 'Conv' }"
                               "op { input: 'y' output: 'z' type: 'NoSuchOpType' }");
-  dm_infer_prep p;
-  dm_infer_prep_init(&p);
-  p.precision = DM_FLOAT16;
+  dm_infer_options o;
+  assert_ok(dm_infer_options_init(&o));
+  o.precision = DM_PRECISION_FP16;
+  dm_pipeline_opts p;
+  assert_ok(dm_pipeline_opts_from_infer(&o, &p));
   Caffe2__NetDef *add = NULL;
   assert_status_msg(dm_infer_pipeline(net, &p, &add, NULL), DM_ERR_NOT_FOUND,
                     "op 1 (NoSuchOpType): unknown operator type 'NoSuchOpType'");

@@ -116,7 +116,7 @@ static void test_gradient_auto(void **state) {
   Caffe2__NetDef *net = parse(with_gradient), *fwd = parse(forward);
   dm_pipeline_opts o;
   training(&o);
-  o.gradient = DM_PIPELINE_GRAD_AUTO;
+  o.gradient = DM_SWITCH_AUTO;
   o.mixed_precision = 1;
   o.device = 1;
   dm_pipeline_plan p;
@@ -127,7 +127,7 @@ static void test_gradient_auto(void **state) {
   assert_ok(dm_pipeline_plan_build(fwd, &o, &p));
   assert_true(p.gradient && p.optimize);
   dm_pipeline_plan_free(&p);
-  o.gradient = DM_PIPELINE_GRAD_OFF; /* no gradient: no optimizer either */
+  o.gradient = DM_SWITCH_OFF; /* no gradient: no optimizer either */
   assert_ok(dm_pipeline_plan_build(fwd, &o, &p));
   assert_false(p.gradient || p.optimize);
   dm_pipeline_plan_free(&p);
