@@ -1,6 +1,5 @@
 /* device_flags.c: parsing of --device and --cpu-ops, and the early GPU check. (The
- * placement driver, which runs the device pass on the nets a command runs, is
- * net/passes/pipeline.c's dm_device_place_net.) */
+ * device pass itself runs as the pipeline's device stage, net/passes/pipeline_stages.c.) */
 #include "device_flags.h"
 
 #include <stdlib.h>

@@ -60,37 +60,6 @@ int dm_netdef_has_gradient_ops(const Caffe2__NetDef *net) {
   return 0;
 }
 
-/* Placement ----------------------------------------------------------------------- */
-
-dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_opts *o, FILE *log,
-                              dm_gpu_state *gpu) {
-  dm_device_summary sum;
-  dm_status s = dm_device_pass(net, o, &sum);
-  for (size_t i = 0; s == DM_OK && gpu && i < sum.n_gpu_state; i++)
-    if (!dm_str_in_list(sum.gpu_state[i], (const char *const *)gpu->names, gpu->n))
-      s = dm_strv_push(&gpu->names, &gpu->n, sum.gpu_state[i]);
-  if (s == DM_OK && log && sum.already)
-    fprintf(log, "device pass: '%s' is already placed; unchanged\n", net->name ? net->name : "");
-  else if (s == DM_OK && log)
-    fprintf(log,
-            "device pass: %zu of %zu ops on CUDA:%d, %zu copies inserted; on the CPU: %zu "
-            "without a CUDA kernel, %zu pinned, %zu by --cpu-ops\n%s",
-            sum.ops_device, sum.ops_total, o->device_id, sum.copies, sum.kept_no_kernel,
-            sum.kept_pinned, sum.kept_forced, sum.report ? sum.report : "");
-  dm_device_summary_free(&sum);
-  return s;
-}
-
-dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_opts *o,
-                                   const dm_gpu_state *gpu, FILE *log) {
-  size_t copies = 0;
-  DM_TRY(dm_device_place_init(init, o, (const char *const *)gpu->names, gpu->n, &copies));
-  if (log && copies)
-    fprintf(log, "device pass: init net '%s': %zu CPU-only fills copied to CUDA:%d\n",
-            init->name ? init->name : "", copies, o->device_id);
-  return DM_OK;
-}
-
 /* The plan ---------------------------------------------------------------------- */
 
 dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_opts *o,

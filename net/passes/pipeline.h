@@ -232,16 +232,6 @@ DM_HIDDEN dm_status dm_pipeline_run(Caffe2__NetDef *net, const dm_pipeline_opts 
                                     Caffe2__NetDef **init_add, dm_pipeline_result *r);
 DM_HIDDEN void dm_pipeline_result_free(dm_pipeline_result *r);
 
-/* The placement driver (the pipeline's stage 7, and `demitasse run --device`):
- * the device pass on one net (o->host_blobs: what the caller feeds from the host), its
- * summary on `log` (NULL: none); the GPU state it reports is added to *gpu (may be NULL),
- * once per name. */
-DM_HIDDEN dm_status dm_device_place_net(Caffe2__NetDef *net, const dm_device_opts *o, FILE *log,
-                                        dm_gpu_state *gpu);
-/* dm_device_place_init for the GPU state `gpu`; a line on `log` (NULL: none) when it
- * appended copies. */
-DM_HIDDEN dm_status dm_device_place_init_net(Caffe2__NetDef *init, const dm_device_opts *o,
-                                             const dm_gpu_state *gpu, FILE *log);
 /* Nonzero if some op of `net` is a gradient op. */
 DM_HIDDEN int dm_netdef_has_gradient_ops(const Caffe2__NetDef *net);
 /* Writes `net` to `path`, text or binary by its extension, replacing the file atomically

@@ -194,17 +194,51 @@ static dm_status run_layout(dm_pipeline_ctx *c) {
 
 static int device_on(const dm_pipeline_plan *p) { return p->device; }
 
+/* The device pass on one net (o->host_blobs: what the caller feeds from the host), its
+ * summary on `log` (NULL: none); the GPU state it reports is added to *gpu (may be
+ * NULL), once per name. */
+static dm_status place_net(Caffe2__NetDef *net, const dm_device_opts *o, FILE *log,
+                           dm_gpu_state *gpu) {
+  dm_device_summary sum;
+  dm_status s = dm_device_pass(net, o, &sum);
+  for (size_t i = 0; s == DM_OK && gpu && i < sum.n_gpu_state; i++)
+    if (!dm_str_in_list(sum.gpu_state[i], (const char *const *)gpu->names, gpu->n))
+      s = dm_strv_push(&gpu->names, &gpu->n, sum.gpu_state[i]);
+  if (s == DM_OK && log && sum.already)
+    fprintf(log, "device pass: '%s' is already placed; unchanged\n", net->name ? net->name : "");
+  else if (s == DM_OK && log)
+    fprintf(log,
+            "device pass: %zu of %zu ops on CUDA:%d, %zu copies inserted; on the CPU: %zu "
+            "without a CUDA kernel, %zu pinned, %zu by --cpu-ops\n%s",
+            sum.ops_device, sum.ops_total, o->device_id, sum.copies, sum.kept_no_kernel,
+            sum.kept_pinned, sum.kept_forced, sum.report ? sum.report : "");
+  dm_device_summary_free(&sum);
+  return s;
+}
+
+/* dm_device_place_init for the GPU state `gpu`; a line on `log` (NULL: none) when it
+ * appended copies. */
+static dm_status place_init_net(Caffe2__NetDef *init, const dm_device_opts *o,
+                                const dm_gpu_state *gpu, FILE *log) {
+  size_t copies = 0;
+  DM_TRY(dm_device_place_init(init, o, (const char *const *)gpu->names, gpu->n, &copies));
+  if (log && copies)
+    fprintf(log, "device pass: init net '%s': %zu CPU-only fills copied to CUDA:%d\n",
+            init->name ? init->name : "", copies, o->device_id);
+  return DM_OK;
+}
+
 /* The training net, the nets sharing its weights, then the init nets for the GPU state
  * of them all (the placement driver prints each net's summary). */
 static dm_status run_device(dm_pipeline_ctx *c) {
   const dm_pipeline_plan *p = c->plan;
-  DM_TRY(dm_device_place_net(c->net, &p->dev, p->report, &c->r->gpu));
+  DM_TRY(place_net(c->net, &p->dev, p->report, &c->r->gpu));
   for (size_t i = 0; i < p->n_shared; i++)
-    DM_TRY(dm_device_place_net(p->shared[i], &p->dev, p->report, &c->r->gpu));
+    DM_TRY(place_net(p->shared[i], &p->dev, p->report, &c->r->gpu));
   for (size_t i = 0; i < p->n_inits; i++)
-    DM_TRY(dm_device_place_init_net(p->inits[i], &p->dev, &c->r->gpu, p->report));
+    DM_TRY(place_init_net(p->inits[i], &p->dev, &c->r->gpu, p->report));
   if (*c->init_add)
-    DM_TRY(dm_device_place_init_net(*c->init_add, &p->dev, &c->r->gpu, p->report));
+    DM_TRY(place_init_net(*c->init_add, &p->dev, &c->r->gpu, p->report));
   return DM_OK;
 }
 

@@ -198,23 +198,6 @@ int dm_dnnl_can_all(dm_dtype dtype) {
   return 1;
 }
 
-const char *dm_dnnl_isa_name(void) {
-  switch (dnnl_get_effective_cpu_isa()) {
-  case dnnl_cpu_isa_sse41: return "sse41";
-  case dnnl_cpu_isa_avx: return "avx";
-  case dnnl_cpu_isa_avx2: return "avx2";
-  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-  case dnnl_cpu_isa_avx512_core: return "avx512_core";
-  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-  case dnnl_cpu_isa_all: return "all (no limit set)";
-  default: return "unknown";
-  }
-}
-
 int dm_dnnl_dtype_ok(const dm_op_ctx *ctx, int input, unsigned kinds) {
   dm_dtype t = dm_op_input_dtype(ctx, input);
   if (t == DM_UNDEFINED)

@@ -331,3 +331,21 @@ int dm_dnnl_nchw_order(const dm_op_ctx *ctx) {
     return 1;
   return dm_op_refuse(ctx, "the oneDNN engine runs order NCHW, not '%s'", order ? order : "?");
 }
+
+/* The ISA oneDNN dispatches to (after ONEDNN_MAX_CPU_ISA), for messages and `info`. */
+const char *dm_dnnl_isa_name(void) {
+  switch (dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_sse41: return "sse41";
+  case dnnl_cpu_isa_avx: return "avx";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  case dnnl_cpu_isa_all: return "all (no limit set)";
+  default: return "unknown";
+  }
+}

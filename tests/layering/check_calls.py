@@ -50,10 +50,6 @@ KNOWN_CYCLES = [
     # the exporter's table and its per-family files call each other (net/onnx/ is being
     # made its own module)
     {"net/onnx/export.c", "net/onnx/export_math.c", "net/onnx/export_ops.c"},
-    # the stage table calls the pipeline's placement helpers back
-    {"net/passes/pipeline.c", "net/passes/pipeline_stages.c"},
-    # oneDNN's capability query and its shared helpers call each other
-    {"operators/dnnl/caps.c", "operators/dnnl/dnnl_common.c"},
 ]
 # nm's letters for a symbol an object defines globally (weak ones included).
 DEFINED = set("TDBRCGSVWiu")
