@@ -8,7 +8,6 @@
  */
 #include "net/onnx/export.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
