@@ -40,8 +40,8 @@ static dm_status rm_gemm(dm_gpu_context *c, dm_dtype t, int ta, int tb, int64_t 
   return DM_OK;
 }
 
-static dm_status geometry(dm_op_ctx *ctx, dm_bmm_geom *g) {
-  DM_TRY(dm_bmm_op_geometry(ctx, g));
+/* cuBLAS takes int sizes. */
+static dm_status check_int_sizes(dm_op_ctx *ctx, const dm_bmm_geom *g) {
   if (g->M > INT_MAX || g->N > INT_MAX || g->K > INT_MAX || g->batch > INT_MAX)
     return dm_op_error(ctx, DM_ERR_LIMIT,
                        "%lld products of %lldx%lld by %lldx%lld exceed cuBLAS's int sizes",
@@ -55,11 +55,9 @@ static size_t esize(dm_dtype t) { return t == DM_FLOAT ? 4 : 2; }
 static dm_status bmm_forward(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   dm_tensor *y = dm_op_output(ctx, 0);
-  if (dm_tensors_alias(y, a) || dm_tensors_alias(y, b))
-    dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
-  DM_TRY(dm_op_run_infer(ctx));
   dm_bmm_geom g;
-  DM_TRY(geometry(ctx, &g));
+  DM_TRY(dm_bmm_forward_begin(ctx, &g));
+  DM_TRY(check_int_sizes(ctx, &g));
   int64_t M = g.M, N = g.N, K = g.K;
   if (g.batch == 0 || M == 0 || N == 0)
     return DM_OK;
@@ -143,7 +141,8 @@ static dm_status bmm_backward(dm_op_ctx *ctx) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
   dm_tensor *da = dm_op_output(ctx, 0), *db = dm_op_output(ctx, 1);
   dm_bmm_geom g;
-  DM_TRY(geometry(ctx, &g));
+  DM_TRY(dm_bmm_op_geometry(ctx, &g));
+  DM_TRY(check_int_sizes(ctx, &g));
   dm_gpu_context *c;
   DM_TRY(dm_gpu_op_context(ctx, &c));
   int64_t M = g.M, N = g.N, K = g.K;

@@ -227,14 +227,20 @@ static dm_status widen_all(dm_dtype t, int n, const void *const *src, const size
   return DM_OK;
 }
 
-static dm_status bmm_run(dm_op_ctx *ctx) {
+dm_status dm_bmm_forward_begin(dm_op_ctx *ctx, dm_bmm_geom *g) {
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   dm_tensor *y = dm_op_output(ctx, 0);
   if (dm_tensors_alias(y, a) || dm_tensors_alias(y, b))
-    dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
+    dm_tensor_reset(y); /* the kernels write Y before they have read all of A and B */
   DM_TRY(bmm_infer(ctx));
+  return dm_bmm_op_geometry(ctx, g);
+}
+
+static dm_status bmm_run(dm_op_ctx *ctx) {
+  const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
+  dm_tensor *y = dm_op_output(ctx, 0);
   dm_bmm_geom g;
-  DM_TRY(dm_bmm_op_geometry(ctx, &g));
+  DM_TRY(dm_bmm_forward_begin(ctx, &g));
   int64_t M = g.M, N = g.N, K = g.K;
   dm_dtype t = a->dtype;
   const void *src[] = {dm_tensor_data(a), dm_tensor_data(b)};

@@ -36,6 +36,10 @@ DM_HIDDEN dm_status dm_matmul_geometry(dm_op_ctx *ctx, const dm_tensor *a, const
 /* The geometry of the op in ctx (BatchMatMul, MatMul or their gradients), by its type. */
 DM_HIDDEN dm_status dm_bmm_op_geometry(dm_op_ctx *ctx, dm_bmm_geom *g);
 
+/* The start of every forward kernel (CPU, oneDNN, cuBLAS): Y given fresh storage when it
+ * is a view of an input (Reshape), the schema's checks run and Y sized, the geometry. */
+DM_HIDDEN dm_status dm_bmm_forward_begin(dm_op_ctx *ctx, dm_bmm_geom *g);
+
 /* The stored matrices product i reads. */
 static inline void dm_bmm_pick(const dm_bmm_geom *g, int64_t i, int64_t *ai, int64_t *bi) {
   int64_t a = 0, b = 0;

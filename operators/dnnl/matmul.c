@@ -69,11 +69,8 @@ static dm_status mm_run(dm_op_ctx *ctx) {
   mm_state *s = dm_op_state(ctx);
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
   dm_tensor *y = dm_op_output(ctx, 0);
-  if (dm_tensors_alias(y, a) || dm_tensors_alias(y, b))
-    dm_tensor_reset(y); /* a view of an input (Reshape): write Y into fresh storage */
-  DM_TRY(dm_op_run_infer(ctx)); /* the reference's checks; Y resized, plain */
   dm_bmm_geom g;
-  DM_TRY(dm_bmm_op_geometry(ctx, &g));
+  DM_TRY(dm_bmm_forward_begin(ctx, &g)); /* the reference's checks; Y resized, plain */
   if (g.batch == 0 || g.M == 0 || g.N == 0)
     return DM_OK;
   void *ydata = dm_tensor_mutable_data(y);
