@@ -91,6 +91,37 @@ static void test_fp16_refused(void **state) {
   assert_string_equal(engine_of(ws, &cases[13]), "");
 }
 
+/* One net run on new shapes, then on the first again: the kernel's primitive, kept in
+ * its state, is rebuilt when the shapes (or transposes' strides) change. */
+static void test_shape_changes(void **state) {
+  dm_workspace *ws = *state;
+  const char *text = "op { input: ['A', 'B'] output: 'Y' type: 'BatchMatMul'"
+                     " arg { name: 'broadcast' i: 1 } arg { name: 'trans_b' i: 1 } }";
+  dm_net *net = NULL;
+  const mm_case first = {"BatchMatMul", S(2, 3, 4, 5), S(2, 3, 6, 5), NONE, NONE, S(2, 3, 4, 6), 0, 1, 1, 0, 0};
+  const mm_case next = {"BatchMatMul", S(3, 1, 7, 5), S(2, 4, 5), NONE, NONE, S(3, 2, 7, 4), 0, 1, 1, 0, 0};
+  const mm_case *order[] = {&first, &next, &first};
+  for (int mode = 0; mode < 3; mode += 2) {
+    for (int r = 0; r < 3; r++) {
+      const mm_case *c = order[r];
+      uint64_t seed = 900 + (uint64_t)r;
+      int64_t na = numel(&c->a), nb = numel(&c->b), ny = numel(&c->y);
+      double *a = opt_draw(na, -2, 2, mode, &seed), *b = opt_draw(nb, -1, 1, mode, &seed);
+      ref rf = {calloc((size_t)ny, 8), calloc((size_t)ny, 8), NULL, NULL, NULL, NULL};
+      reference(&c->a, &c->b, c->ta, c->tb, &c->y, a, b, NULL, &rf);
+      opt_feed_mode(ws, "A", mode, c->a.n, c->a.d, a);
+      opt_feed_mode(ws, "B", mode, c->b.n, c->b.d, b);
+      if (!net)
+        assert_int_equal(dm_workspace_create_net_bytes(ws, text, strlen(text), 1, &net), DM_OK);
+      if (dm_net_run(net) != DM_OK)
+        fail_msg("run %d: %s", r, dm_last_error());
+      compare("Y", opt_fetch(ws, "Y", opt_mode_dtype(mode), c->y.n, c->y.d), mode, ny, rf.y, rf.ys);
+      free(a), free(b), free(rf.y), free(rf.ys);
+    }
+    net = NULL; /* the workspace owns it; a new one for the next dtype */
+  }
+}
+
 /* A bad shape reads the same on both engines: the reference's own checks. */
 static void test_same_errors(void **state) {
   dm_workspace *ws = *state;
@@ -114,6 +145,7 @@ int main(void) {
       cmocka_unit_test(test_fp32),
       cmocka_unit_test(test_bf16),
       cmocka_unit_test(test_fp16_refused),
+      cmocka_unit_test(test_shape_changes),
       cmocka_unit_test(test_same_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
