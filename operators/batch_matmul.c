@@ -55,6 +55,22 @@ static dm_status need_rank(dm_op_ctx *ctx, const char *slot, const dm_tensor *t,
   return DM_OK;
 }
 
+/* Y's element count (batch x M x N) fits int64: broadcasting and the product's M, N are
+ * not bounded by either input's own count. */
+static dm_status check_y_size(dm_op_ctx *ctx, const dm_bmm_geom *g) {
+  int64_t mn, n = 1;
+  int bad = __builtin_mul_overflow(g->M, g->N, &mn); /* the kernels use M N itself */
+  for (int d = 0; d < g->nb; d++)
+    bad |= __builtin_mul_overflow(n, g->bdims[d], &n);
+  bad |= __builtin_mul_overflow(n, mn, &n);
+  if (bad)
+    return dm_op_error(ctx, DM_ERR_LIMIT,
+                       "Y of %lldx%lld matrices over %d batch dims from A and B would hold more "
+                       "than 2^63 elements",
+                       (long long)g->M, (long long)g->N, g->nb);
+  return DM_OK;
+}
+
 dm_status dm_batch_matmul_geometry(dm_op_ctx *ctx, const dm_tensor *a, const dm_tensor *b,
                                    dm_bmm_geom *g) {
   int bc = dm_op_arg_int(ctx, "broadcast", 0) != 0;
@@ -107,8 +123,10 @@ dm_status dm_batch_matmul_geometry(dm_op_ctx *ctx, const dm_tensor *a, const dm_
     g->b_step[d] = db == 1 ? 0 : sb;
     sa *= da;
     sb *= db;
-    g->batch *= g->bdims[d];
   }
+  DM_TRY(check_y_size(ctx, g));
+  for (int d = 0; d < g->nb; d++)
+    g->batch *= g->bdims[d];
   int n = 0;
   for (int d = 0; d < g->nb; d++)
     g->y_dims[n++] = g->bdims[d];
@@ -146,6 +164,7 @@ dm_status dm_matmul_geometry(dm_op_ctx *ctx, const dm_tensor *a, const dm_tensor
                        dm_shape_str(b, bs, sizeof bs), xb, (long long)br, (long long)bcols,
                        g->trans_a, g->trans_b, (long long)g->K, (long long)kb);
   g->a_mats = g->b_mats = g->batch = 1;
+  DM_TRY(check_y_size(ctx, g));
   g->y_ndim = 2;
   g->y_dims[0] = g->M;
   g->y_dims[1] = g->N;

@@ -80,6 +80,12 @@ static void test_errors(void **state) {
   static float z[256];
   opt_feed(ws, "q", DM_FLOAT, 3, a, z);
   opt_feed(ws, "k", DM_FLOAT, 3, b, z);
+  /* an M x N beyond int64 from inputs that are not (zero-sized ones) */
+  int64_t wide_a[] = {0, (int64_t)1 << 40, 1}, wide_b[] = {0, 1, (int64_t)1 << 40};
+  opt_feed(ws, "A", DM_FLOAT, 3, wide_a, z);
+  opt_feed(ws, "B", DM_FLOAT, 3, wide_b, z);
+  opt_expect_error(run2(ws, "BatchMatMul", NULL, 0), DM_ERR_LIMIT, "more than 2^63 elements",
+                   NULL);
   opt_op *op = opt_new("BatchMatMul");
   opt_in(op, "q"), opt_in(op, "k"), opt_out(op, "Y");
   opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "op 0 (BatchMatMul)",
