@@ -50,9 +50,11 @@ static const char *engine_of(dm_workspace *ws, const mm_case *c) {
 
 /* Feeds A and B of case c in mode (zeros: only the dtype matters to the choice). */
 static void feed_zeros(dm_workspace *ws, const mm_case *c, int mode) {
-  static double z[4096];
+  int64_t na = numel(&c->a), nb = numel(&c->b);
+  double *z = calloc((size_t)(na > nb ? na : nb) + 1, sizeof *z);
   opt_feed_mode(ws, "A", mode, c->a.n, c->a.d, z);
   opt_feed_mode(ws, "B", mode, c->b.n, c->b.d, z);
+  free(z);
 }
 
 static void run_mode(dm_workspace *ws, int mode) {
