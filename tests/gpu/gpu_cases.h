@@ -106,6 +106,11 @@ static const gpu_case gpu_cases[] = {
      {{"X", 'T', 2, {3, 37}, -4, 4}}, NULL, {"X"}, {"Y"}, GC_ALL, 2},
     {"HardSwish", "type: 'HardSwish'", {{"X", 'T', 2, {3, 37}, -5, 5}}, NULL, {"X"}, {"Y"},
      GC_ALL, 3},
+    {"Erf", "type: 'Erf'", {{"X", 'T', 2, {3, 37}, -3, 3}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"Sqrt", "type: 'Sqrt'", {{"X", 'T', 2, {3, 37}, 0, 9}}, NULL, {"X"}, {"X"}, GC_ALL, 2},
+    {"Gelu", "type: 'Gelu'", {{"X", 'T', 2, {3, 37}, -6, 6}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"Gelu fast", "type: 'Gelu' " A("fast_gelu", 1), {{"X", 'T', 2, {3, 37}, -6, 6}}, NULL,
+     {"X"}, {"Y"}, GC_ALL, 4},
     {"SigmoidGradient", "type: 'SigmoidGradient'",
      {{"X", 'T', 2, {4, 9}, -4, 4}, {"dY", 'T', 2, {4, 9}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'Sigmoid' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
@@ -119,6 +124,12 @@ static const gpu_case gpu_cases[] = {
     {"HardSwishGradient", "type: 'HardSwishGradient'",
      {{"X", 'T', 2, {4, 9}, -5, 5}, {"dY", 'T', 2, {4, 9}, -1, 1}}, NULL, {"X", "dY"}, {"dX"},
      GC_ALL, 3},
+    {"GeluGradient", "type: 'GeluGradient'",
+     {{"X", 'T', 2, {4, 9}, -6, 6}, {"dY", 'T', 2, {4, 9}, -1, 1}}, NULL, {"X", "dY"}, {"dX"},
+     GC_ALL, 4},
+    {"SqrtGradient", "type: 'SqrtGradient'",
+     {{"X", 'T', 2, {4, 9}, 0.5, 4}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Sqrt' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
     /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16/BFLOAT16 casts move 16-byte packs
      * (8 halves, 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001
      * leaves 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has
