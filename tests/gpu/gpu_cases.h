@@ -424,6 +424,33 @@ static const gpu_case gpu_cases[] = {
       {"dY", 'T', 2, {8, 5}, -1, 1}},
      "op { input: ['X', 'W', 'b'] output: 'Y' type: 'FCFusion' " A("fusion_type", 1) "}",
      {"X", "W", "dY", "Y"}, {"dW", "db", "dX"}, GC_ALL, 10},
+    /* gpu/batch_matmul_cublas.c: one strided-batched call (equal batch dims, a whole
+     * operand broadcast) or one call per product (other broadcasts); the gradients sum
+     * a broadcast matrix's products in FP32 (k: N or M times the products reading it). */
+    {"BatchMatMul", "type: 'BatchMatMul'",
+     {{"A", 'T', 4, {2, 3, 5, 33}, -1, 1}, {"B", 'T', 4, {2, 3, 33, 6}, -1, 1}}, NULL,
+     {"A", "B"}, {"Y"}, GC_ALL, 34, GC_RESHAPE},
+    {"BatchMatMul broadcast A", "type: 'BatchMatMul' " A("broadcast", 1) A("trans_b", 1),
+     {{"A", 'T', 2, {5, 33}, -1, 1}, {"B", 'T', 3, {3, 6, 33}, -1, 1}}, NULL, {"A", "B"},
+     {"Y"}, GC_ALL, 34},
+    {"BatchMatMul broadcast both", "type: 'BatchMatMul' " A("broadcast", 1) A("trans_a", 1),
+     {{"A", 'T', 4, {2, 1, 33, 5}, -1, 1}, {"B", 'T', 3, {3, 33, 6}, -1, 1}}, NULL,
+     {"A", "B"}, {"Y"}, GC_ALL, 34, GC_RESHAPE},
+    {"BatchMatMulGradient", "type: 'BatchMatMulGradient' " A("trans_a", 1),
+     {{"A", 'T', 3, {2, 8, 5}, -1, 1}, {"B", 'T', 3, {2, 8, 6}, -1, 1},
+      {"dY", 'T', 3, {2, 5, 6}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 8,
+     GC_RESHAPE},
+    {"BatchMatMulGradient broadcast", "type: 'BatchMatMulGradient' " A("broadcast", 1)
+     A("trans_b", 1),
+     {{"A", 'T', 4, {2, 1, 5, 8}, -1, 1}, {"B", 'T', 3, {3, 6, 8}, -1, 1},
+      {"dY", 'T', 4, {2, 3, 5, 6}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 20,
+     GC_RESHAPE},
+    {"MatMul", "type: 'MatMul' " A("trans_b", 1),
+     {{"A", 'T', 2, {6, 33}, -1, 1}, {"B", 'T', 2, {7, 33}, -1, 1}}, NULL, {"A", "B"}, {"Y"},
+     GC_ALL, 34},
+    {"MatMulGradient", "type: 'MatMulGradient'",
+     {{"A", 'T', 3, {2, 3, 8}, -1, 1}, {"B", 'T', 2, {24, 5}, -1, 1},
+      {"dY", 'T', 2, {2, 5}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 6},
     /* gpu/optimizer.c, tensor_ops.c, dropout.c: the step counter and rate, shape ops,
      * Concat/Split/Transpose, Dropout. Copies and views are exact; the rate agrees to
      * FLOAT rounding. */
