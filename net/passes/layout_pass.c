@@ -675,6 +675,9 @@ typedef struct lp_plan {
   size_t n_exit;
   unsigned char *padw; /* per blob id: a filter padded with its data; NULL: no padding */
   size_t *n_out;       /* per op: the outputs it keeps (a padded Conv's dX goes) */
+  size_t *fetch;       /* ids of the NHWC blobs fetched (external outputs, keep): each
+                          gets a Transpose back to NCHW at the end; once each */
+  size_t n_fetch;
 } lp_plan;
 
 static void plan_free(lp_plan *P) {
@@ -684,6 +687,7 @@ static void plan_free(lp_plan *P) {
   free(P->exits);
   free(P->padw);
   free(P->n_out);
+  free(P->fetch);
   lp_free(&P->L);
 }
 
@@ -899,6 +903,27 @@ static dm_status plan_exits(lp_plan *P, const Caffe2__NetDef *net) {
   return DM_OK;
 }
 
+/* The NHWC blobs the caller fetches (external outputs, then o->keep), each once; a
+ * weight's source is re-laid in place of a transpose. */
+static dm_status plan_fetched(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
+  lp_state *L = &P->L;
+  size_t n = net->n_external_output + o->n_keep;
+  if (n && !(P->fetch = malloc(n * sizeof *P->fetch)))
+    return DM_NOMEM("the layout pass");
+  for (size_t k = 0; k < n; k++) {
+    const char *y = k < net->n_external_output ? net->external_output[k]
+                                               : o->keep[k - net->n_external_output];
+    size_t id = lp_find_id(L, y), dup = 0;
+    if (id == (size_t)-1 || L->need[uf_find(L, id)] != NEED_NHWC || is_source(L, id))
+      continue;
+    for (size_t j = 0; j < P->n_fetch; j++)
+      dup |= P->fetch[j] == id; /* listed twice (an external output also kept) */
+    if (!dup)
+      P->fetch[P->n_fetch++] = id;
+  }
+  return DM_OK;
+}
+
 /* Decides the whole rewrite, or refuses the net; reads the net, changes nothing. */
 static dm_status layout_plan(lp_plan *P, const Caffe2__NetDef *net, const dm_layout_opts *o) {
   DM_TRY(lp_build(&P->L, net));
@@ -908,7 +933,8 @@ static dm_status layout_plan(lp_plan *P, const Caffe2__NetDef *net, const dm_lay
   DM_TRY(plan_fc(P, net, o));
   DM_TRY(plan_entries(P, net, o));
   DM_TRY(plan_pads(P, net, o));
-  return plan_exits(P, net);
+  DM_TRY(plan_exits(P, net));
+  return plan_fetched(P, net, o);
 }
 
 /* Applying ------------------------------------------------------------------------ */
@@ -1014,18 +1040,10 @@ static dm_status apply_exits(lp_plan *P, Caffe2__NetDef *net, Caffe2__NetDef *ad
 }
 
 /* Fetched blobs: written as <name>_nhwc, transposed back at the end. */
-static dm_status apply_fetched(lp_plan *P, Caffe2__NetDef *net, const dm_layout_opts *o,
-                               Caffe2__NetDef *add, dm_layout_summary *sum) {
-  lp_state *L = &P->L;
-  for (size_t k = 0; k < net->n_external_output + o->n_keep; k++) {
-    const char *y = k < net->n_external_output ? net->external_output[k]
-                                               : o->keep[k - net->n_external_output];
-    size_t id = lp_find_id(L, y);
-    if (id == (size_t)-1 || L->need[uf_find(L, id)] != NEED_NHWC || is_source(L, id) ||
-        L->chan_known[id] == 2) /* listed twice (an external output also kept) */
-      continue;
-    L->chan_known[id] = 2; /* the channel table is done with: it marks the blobs handled */
-    char *yc = strdup(y), *tmp = NULL;
+static dm_status apply_fetched(const lp_plan *P, Caffe2__NetDef *net, Caffe2__NetDef *add,
+                               dm_layout_summary *sum) {
+  for (size_t f = 0; f < P->n_fetch; f++) {
+    char *yc = strdup(P->L.name[P->fetch[f]]), *tmp = NULL;
     dm_status s = yc ? fresh_name(net, add, yc, &tmp) : DM_NOMEM("a blob name");
     if (s == DM_OK)
       s = rename_from(net, 0, yc, tmp);
@@ -1049,7 +1067,7 @@ static dm_status layout_apply(lp_plan *P, Caffe2__NetDef *net, const dm_layout_o
   DM_TRY(apply_fcs(P, net, o, add, &front, sum));
   DM_TRY(apply_entries(P, net, o, add, sum));
   DM_TRY(apply_exits(P, net, add, sum));
-  DM_TRY(apply_fetched(P, net, o, add, sum));
+  DM_TRY(apply_fetched(P, net, add, sum));
   return dm_netdef_set_arg_string(net, DM_LAYOUT_MARK, "NHWC");
 }
 
