@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 # Ops the passes emit (net/passes/gradient_pass.c, optimizer_pass.c,
-# mixed_precision_pass.c, device_pass.c, memory_pass.c, layout_pass.c,
+# mixed_precision_pass.c, device_pass.c, memory_pass.c, layout_apply.c,
 # data_parallel_pass.c, fusion_pass.c's FoldBN).
 EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast",
            "FloatToHalf", "HalfToFloat", "Mul", "UnscaleAndCheck", "UpdateLossScale",
