@@ -194,9 +194,7 @@ static dm_status gather_grad_infer(dm_op_ctx *ctx) {
 
 static dm_status gather_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *idx = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
-  dm_tensor *dx = dm_op_output(ctx, 0);
-  if (dx == x || dx == idx || dx == dy)
-    return dm_op_error(ctx, DM_ERR_INVALID, "dDATA cannot be DATA's, INDICES' or dY's blob");
+  dm_tensor *dx = dm_op_output(ctx, 0); /* no in-place pair: the executor keeps it apart */
   int axis, r, wrap = dm_op_arg_int(ctx, "wrap_indices", 0) != 0;
   int64_t dims[DM_MAX_DIMS];
   DM_TRY(gather_shape(ctx, &axis, &r, dims));

@@ -119,14 +119,7 @@ static dm_status where_grad_infer(dm_op_ctx *ctx) {
 static dm_status where_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *c = dm_op_input(ctx, 0), *x = dm_op_input(ctx, 1), *y = dm_op_input(ctx, 2);
   const dm_tensor *dz = dm_op_input(ctx, 3);
-  int nout = dm_op_num_outputs(ctx);
-  for (int o = 0; o < nout; o++)
-    for (int i = 0; i < 4; i++)
-      if (dm_op_output(ctx, o) == dm_op_input(ctx, i))
-        return dm_op_error(ctx, DM_ERR_INVALID, "%s cannot be an input's blob (%s)",
-                           o ? "dY" : "dX", i == 3 ? "dZ" : where_slots[i]);
-  if (nout > 1 && dm_op_output(ctx, 0) == dm_op_output(ctx, 1))
-    return dm_op_error(ctx, DM_ERR_INVALID, "dX and dY cannot be one blob");
+  int nout = dm_op_num_outputs(ctx); /* no in-place pairs: outputs are apart from inputs */
   DM_TRY(where_grad_infer(ctx));
   where_geom g;
   DM_TRY(where_check(ctx, c, x, y, 0, &g));
