@@ -7,6 +7,7 @@
  * sum over broadcast dims of (C ? dZ : 0), dY of (C ? 0 : dZ), accumulated in FP32 in the
  * order of Z's elements (deterministic) and rounded once into dZ's dtype.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,9 +107,11 @@ static dm_status where_grad_infer(dm_op_ctx *ctx) {
   for (int d = 0; same && d < nd; d++)
     same = dz->dims[d] == dims[d];
   if (!same) {
-    char a[96];
-    return dm_op_error(ctx, DM_ERR_SHAPE, "dZ is %s; it must have the shape C, X and Y "
-                       "broadcast to (Where's output)", dm_shape_str(dz, a, sizeof a));
+    char a[96], b[96] = "", *p = b;
+    for (int d = 0; d < nd && p < b + sizeof b - 24; d++)
+      p += snprintf(p, (size_t)(b + sizeof b - p), d ? "x%lld" : "%lld", (long long)dims[d]);
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dZ is %s; it must have Where's output shape %s",
+                       dm_shape_str(dz, a, sizeof a), nd ? b : "(scalar)");
   }
   DM_TRY(dm_op_set_output(ctx, 0, dz->dtype, x->ndim, x->dims));
   if (dm_op_num_outputs(ctx) > 1)
@@ -182,8 +185,9 @@ static const dm_op_schema where_schema = {
 static const dm_op_schema where_grad_schema = {
     .type = "WhereGradient", .min_inputs = 4, .max_inputs = 4,
     .min_outputs = 1, .max_outputs = 2, .precision = DM_PREC_FOLLOW, .nonfloat_inputs = 0x1,
-    .doc = "C, X, Y (read for their shapes), dZ -> dX, [dY]: C ? dZ : 0 and C ? 0 : dZ, each "
-           "summed over the dims its input was broadcast along (FP32 sums, dZ's dtype)",
+    .doc = "C, X, Y, dZ -> dX, [dY]: C ? dZ : 0 and C ? 0 : dZ, each summed over the dims "
+           "its input was broadcast along (FP32 sums, dZ's dtype; X and Y read for their "
+           "shapes)",
     .infer = where_grad_infer, .cost = where_grad_cost, .grad_slots = where_grad_slots};
 
 static const dm_op_schema *const schemas[] = {&where_schema, &where_grad_schema, NULL};
