@@ -72,12 +72,19 @@ static dm_status check_int_labels(dm_op_ctx *ctx, const dm_tensor *l, int64_t N,
   if (l->dtype != DM_INT32)
     return dm_op_error(ctx, DM_ERR_TYPE, "labels are %s; expected INT32 (or FLOAT with "
                        "label_prob=1 for SoftmaxWithLoss)", dm_dtype_name(l->dtype));
-  if (!((l->ndim == 1 && l->dims[0] == N) || (l->ndim == 2 && l->dims[0] == N && l->dims[1] == 1) ||
-        (lead && labels_match_leading(l, lead, axis))))
-    return dm_op_error(ctx, DM_ERR_SHAPE, "labels are %s but X has %lld rows; expected (%lld)%s",
-                       dm_shape_str(l, ls, sizeof ls), (long long)N, (long long)N,
-                       lead && axis >= 2 ? " or the logits' dims before axis" : "");
-  return DM_OK;
+  if ((l->ndim == 1 && l->dims[0] == N) || (l->ndim == 2 && l->dims[0] == N && l->dims[1] == 1) ||
+      (lead && labels_match_leading(l, lead, axis)))
+    return DM_OK;
+  char lead_s[128] = "";
+  if (lead && axis >= 2) {
+    int k = snprintf(lead_s, sizeof lead_s, " or ");
+    for (int d = 0; d < axis && k < (int)sizeof lead_s - 48; d++)
+      k += snprintf(lead_s + k, sizeof lead_s - (size_t)k, d ? "x%lld" : "%lld",
+                    (long long)lead->dims[d]);
+    snprintf(lead_s + k, sizeof lead_s - (size_t)k, " (the logits' dims before axis %d)", axis);
+  }
+  return dm_op_error(ctx, DM_ERR_SHAPE, "labels are %s but X has %lld rows; expected (%lld)%s",
+                     dm_shape_str(l, ls, sizeof ls), (long long)N, (long long)N, lead_s);
 }
 
 /* Runs over the labels: the first out of [0, D) is an error naming its row. `ignore`
