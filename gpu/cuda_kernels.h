@@ -87,6 +87,12 @@ cudaError_t dmk_adam(cudaStream_t s, const float *w, const float *m, const float
                      const float *g, const float *lr, const int64_t *iter, float *nw, float *nm,
                      float *nv, float b1, float b2, float eps, const void *skip, int skip_dtype,
                      int64_t n);
+/* AdamW (torch's, with Adam's negative lr): dmk_adam's step with weight decay wd and eps
+ * added to sqrt(v / (1 - b2^t)), as operators/optimizer.c. */
+cudaError_t dmk_adamw(cudaStream_t s, const float *w, const float *m, const float *v,
+                      const float *g, const float *lr, const int64_t *iter, float *nw, float *nm,
+                      float *nv, float b1, float b2, float eps, float wd, const void *skip,
+                      int skip_dtype, int64_t n);
 /* y = sum of w[j] * x[j] over k pairs (w one-element device scalars), chained like dmk_sum
  * with y as the running sum. With skip set, the first launch copies x0 into y (if they
  * differ) and every launch leaves y otherwise alone. */

@@ -187,6 +187,11 @@ static const gpu_case gpu_cases[] = {
      {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
       {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.001, 0.01}, {"it", 'l', 1, {1}, 7, 7}},
      NULL, {"p", "m1", "m2", "g", "lr", "it"}, {"p", "m1", "m2"}, GC_FP32, 12},
+    {"AdamW", "type: 'AdamW' " AF("weight_decay", 0.1),
+     {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
+      {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, -0.01, -0.001}, {"it", 'l', 1, {1}, 7, 7},
+      {"skip", 'f', 1, {1}, 0, 0}},
+     NULL, {"p", "m1", "m2", "g", "lr", "it", "skip"}, {"p", "m1", "m2"}, GC_FP32, 12},
     /* The multi-tensor updates: one launch over every tensor, a tensor of 3 chunks
      * (DMK_MT_CHUNK = 16384) beside a small or an empty one; skip 0 and 1. */
     {"MultiMomentumSGDUpdate", "type: 'MultiMomentumSGDUpdate' " AF("momentum", 0.9),
