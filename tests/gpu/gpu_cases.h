@@ -23,8 +23,8 @@ typedef struct gpu_feed {
 
 /* The passes a case runs in (its modes). GC_BF16 is set only where the CPU kernel takes
  * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in Softmax,
- * SoftmaxGradient, SoftmaxWithLoss(Gradient), LRN(Gradient) and UnscaleAndCheck, whose
- * cases are GC_BOTH. */
+ * SoftmaxGradient, LRN(Gradient) and UnscaleAndCheck, whose cases are GC_BOTH, as are
+ * SoftmaxWithLoss(Gradient)'s (the CPU takes BF16 logits, the CUDA kernels do not). */
 enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
        GC_ALL = GC_BOTH | GC_BF16 };
 
@@ -272,6 +272,9 @@ static const gpu_case gpu_cases[] = {
     {"SoftmaxWithLoss", "type: 'SoftmaxWithLoss'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
      {"P", "loss"}, GC_BOTH, 24, GC_RESHAPE},
+    {"SoftmaxWithLoss tokens", "type: 'SoftmaxWithLoss' " A("axis", 2),
+     {{"X", 'T', 3, {2, 3, 7}, -3, 3}, {"label", 'i', 2, {2, 3}, 0, 7}}, NULL, {"X", "label"},
+     {"P", "loss"}, GC_BOTH, 24},
     {"SoftmaxWithLossGradient", "type: 'SoftmaxWithLossGradient'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}, {"dL", 'f', 0, {0}, 0.5, 2}},
      "op { input: 'X' input: 'label' output: 'P' output: 'loss' type: 'SoftmaxWithLoss' }",
