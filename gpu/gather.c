@@ -8,8 +8,12 @@
 #include "kernels.h"
 #include "operators/common.h"
 
-/* The (outer, along, row) geometry of DATA at `axis`. */
-static dm_status gather_geometry(dm_op_ctx *ctx, int64_t *outer, int64_t *along, int64_t *row) {
+/* Both kernels' start: the schema's checks, the (outer, along, row) geometry of DATA at
+ * `axis`, and the op's stream. */
+static dm_status gather_prepare(dm_op_ctx *ctx, int64_t *outer, int64_t *along, int64_t *row,
+                                cudaStream_t *s) {
+  DM_TRY(dm_op_run_infer(ctx));
+  DM_TRY(dm_gpu_op_stream(ctx, s));
   const dm_tensor *x = IN(0);
   int axis;
   DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 0), x->ndim, 0, &axis));
@@ -33,11 +37,9 @@ static uint64_t bad_bits(dm_dtype t) {
 static dm_status gather_run(dm_op_ctx *ctx) { /* DATA, INDICES -> OUTPUT */
   if (OUT(0) == IN(0) || OUT(0) == IN(1))
     return dm_op_error(ctx, DM_ERR_INVALID, "OUTPUT cannot be DATA's or INDICES' blob");
-  DM_TRY(dm_op_run_infer(ctx));
   int64_t outer, along, row;
-  DM_TRY(gather_geometry(ctx, &outer, &along, &row));
   cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_TRY(gather_prepare(ctx, &outer, &along, &row, &s));
   const dm_tensor *x = IN(0), *idx = IN(1);
   DM_CUDA_TRY(dmk_gather(s, DATA(x), DATA(idx), idx->dtype == DM_INT64, MDATA(OUT(0)), outer,
                          along, idx->numel, row, (int)dm_dtype_size(x->dtype),
@@ -46,11 +48,9 @@ static dm_status gather_run(dm_op_ctx *ctx) { /* DATA, INDICES -> OUTPUT */
 }
 
 static dm_status gather_grad_run(dm_op_ctx *ctx) { /* DATA, INDICES, dY -> dDATA */
-  DM_TRY(dm_op_run_infer(ctx));
   int64_t outer, along, row;
-  DM_TRY(gather_geometry(ctx, &outer, &along, &row));
   cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_TRY(gather_prepare(ctx, &outer, &along, &row, &s));
   const dm_tensor *idx = IN(1), *dy = IN(2);
   DM_CUDA_TRY(dmk_gather_grad(s, DATA(idx), idx->dtype == DM_INT64, DATA(dy), dy->dtype,
                               MDATA(OUT(0)), OUT(0)->numel, outer, along, idx->numel, row,

@@ -10,8 +10,11 @@
 
 static const char *const slots[] = {"C", "X", "Y"};
 
-/* Z's dims (rank 0 taken as rank 1) and the strides of C, X and Y over them. */
-static dm_status where_geometry(dm_op_ctx *ctx, dmk_bcast3 *g, int64_t *n) {
+/* Both kernels' start: the schema's checks, Z's dims (rank 0 taken as rank 1) and the
+ * strides of C, X and Y over them, and the op's stream. */
+static dm_status where_prepare(dm_op_ctx *ctx, dmk_bcast3 *g, int64_t *n, cudaStream_t *s) {
+  DM_TRY(dm_op_run_infer(ctx));
+  DM_TRY(dm_gpu_op_stream(ctx, s));
   const dm_tensor *in[3] = {IN(0), IN(1), IN(2)};
   int nd;
   int64_t dims[DM_MAX_DIMS];
@@ -29,24 +32,20 @@ static dm_status where_geometry(dm_op_ctx *ctx, dmk_bcast3 *g, int64_t *n) {
 }
 
 static dm_status where_run(dm_op_ctx *ctx) { /* C, X, Y -> Z */
-  DM_TRY(dm_op_run_infer(ctx));
   dmk_bcast3 g;
   int64_t n;
-  DM_TRY(where_geometry(ctx, &g, &n));
   cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_TRY(where_prepare(ctx, &g, &n, &s));
   DM_CUDA_TRY(dmk_where(s, DATA(IN(0)), DATA(IN(1)), DATA(IN(2)), MDATA(OUT(0)),
                         (int)dm_dtype_size(IN(1)->dtype), &g, n));
   return DM_OK;
 }
 
 static dm_status where_grad_run(dm_op_ctx *ctx) { /* C, X, Y, dZ -> dX, [dY] */
-  DM_TRY(dm_op_run_infer(ctx));
   dmk_bcast3 g;
   int64_t n;
-  DM_TRY(where_geometry(ctx, &g, &n));
   cudaStream_t s;
-  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_TRY(where_prepare(ctx, &g, &n, &s));
   const dm_tensor *dz = IN(3);
   for (int o = 0; o < dm_op_num_outputs(ctx); o++)
     DM_CUDA_TRY(dmk_where_grad(s, DATA(IN(0)), DATA(dz), dz->dtype, MDATA(OUT(o)), &g, o + 1,

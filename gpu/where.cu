@@ -66,30 +66,33 @@ __global__ void where_grad_kernel(const uint8_t *c, const void *dz, void *dt, dm
 }
 } // namespace
 
+namespace {
+template <typename E>
+cudaError_t launch_where(cudaStream_t s, const uint8_t *c, const void *x, const void *y, void *z,
+                         const dmk_bcast3 *g, int64_t n) {
+  where_kernel<E><<<grid_for(n), THREADS, 0, s>>>(c, (const E *)x, (const E *)y, (E *)z, *g, n);
+  return cudaGetLastError();
+}
+
+template <int T>
+cudaError_t launch_where_grad(cudaStream_t s, const uint8_t *c, const void *dz, void *dt,
+                              const dmk_bcast3 *g, int k, int want, int64_t nt) {
+  where_grad_kernel<T><<<grid_for(nt), THREADS, 0, s>>>(c, dz, dt, *g, k, want != 0, nt);
+  return cudaGetLastError();
+}
+} // namespace
+
 extern "C" cudaError_t dmk_where(cudaStream_t s, const uint8_t *c, const void *x, const void *y,
                                  void *z, int elem_size, const dmk_bcast3 *g, int64_t n) {
   if (n == 0)
     return cudaSuccess;
   switch (elem_size) {
-  case 1:
-    where_kernel<uint8_t><<<grid_for(n), THREADS, 0, s>>>(c, (const uint8_t *)x,
-                                                          (const uint8_t *)y, (uint8_t *)z, *g, n);
-    break;
-  case 2:
-    where_kernel<uint16_t><<<grid_for(n), THREADS, 0, s>>>(
-        c, (const uint16_t *)x, (const uint16_t *)y, (uint16_t *)z, *g, n);
-    break;
-  case 4:
-    where_kernel<uint32_t><<<grid_for(n), THREADS, 0, s>>>(
-        c, (const uint32_t *)x, (const uint32_t *)y, (uint32_t *)z, *g, n);
-    break;
-  case 8:
-    where_kernel<uint64_t><<<grid_for(n), THREADS, 0, s>>>(
-        c, (const uint64_t *)x, (const uint64_t *)y, (uint64_t *)z, *g, n);
-    break;
+  case 1: return launch_where<uint8_t>(s, c, x, y, z, g, n);
+  case 2: return launch_where<uint16_t>(s, c, x, y, z, g, n);
+  case 4: return launch_where<uint32_t>(s, c, x, y, z, g, n);
+  case 8: return launch_where<uint64_t>(s, c, x, y, z, g, n);
   default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 extern "C" cudaError_t dmk_where_grad(cudaStream_t s, const uint8_t *c, const void *dz,
@@ -98,19 +101,9 @@ extern "C" cudaError_t dmk_where_grad(cudaStream_t s, const uint8_t *c, const vo
   if (nt == 0)
     return cudaSuccess;
   switch (dtype) {
-  case DMK_FLOAT:
-    where_grad_kernel<DMK_FLOAT><<<grid_for(nt), THREADS, 0, s>>>(c, dz, dt, *g, k, want != 0,
-                                                                  nt);
-    break;
-  case DMK_FLOAT16:
-    where_grad_kernel<DMK_FLOAT16><<<grid_for(nt), THREADS, 0, s>>>(c, dz, dt, *g, k,
-                                                                    want != 0, nt);
-    break;
-  case DMK_BFLOAT16:
-    where_grad_kernel<DMK_BFLOAT16><<<grid_for(nt), THREADS, 0, s>>>(c, dz, dt, *g, k,
-                                                                     want != 0, nt);
-    break;
+  case DMK_FLOAT: return launch_where_grad<DMK_FLOAT>(s, c, dz, dt, g, k, want, nt);
+  case DMK_FLOAT16: return launch_where_grad<DMK_FLOAT16>(s, c, dz, dt, g, k, want, nt);
+  case DMK_BFLOAT16: return launch_where_grad<DMK_BFLOAT16>(s, c, dz, dt, g, k, want, nt);
   default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
