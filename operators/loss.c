@@ -135,6 +135,17 @@ static const dm_arg_spec swl_args[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* ignore_label, read once: whether it is set, and its value (an int32 label's range). */
+static dm_status ignore_arg(dm_op_ctx *ctx, int *has, int32_t *v) {
+  *has = dm_op_has_arg(ctx, "ignore_label");
+  int64_t a = dm_op_arg_int(ctx, "ignore_label", 0);
+  if (a < INT32_MIN || a > INT32_MAX)
+    return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label %lld is not an INT32 label",
+                       (long long)a);
+  *v = (int32_t)a;
+  return DM_OK;
+}
+
 /* Checks logits, labels and optional weights (inputs 0, 1 and, when has_w, 2). */
 static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
@@ -148,7 +159,10 @@ static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
   if (x->ndim > 1)
     DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
   char ls[96];
-  if (dm_op_arg_int(ctx, "label_prob", 0) && dm_op_has_arg(ctx, "ignore_label"))
+  int has_ig;
+  int32_t ig;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
+  if (dm_op_arg_int(ctx, "label_prob", 0) && has_ig)
     return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label needs integer labels; label_prob=1 "
                                             "gives a row no single label to compare");
   if (dm_op_arg_int(ctx, "label_prob", 0)) {
@@ -310,17 +324,6 @@ static double total_weight(const float *w, int64_t N, const int32_t *lab, int ha
     if (row_counts(lab, has_ignore, ignore, i))
       t += w ? w[i] : 1.0;
   return t;
-}
-
-/* ignore_label, read once: whether it is set, and its value (an int32 label's range). */
-static dm_status ignore_arg(dm_op_ctx *ctx, int *has, int32_t *v) {
-  *has = dm_op_has_arg(ctx, "ignore_label");
-  int64_t a = dm_op_arg_int(ctx, "ignore_label", 0);
-  if (a < INT32_MIN || a > INT32_MAX)
-    return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label %lld is not an INT32 label",
-                       (long long)a);
-  *v = (int32_t)a;
-  return DM_OK;
 }
 
 static dm_status swl_run(dm_op_ctx *ctx) {

@@ -19,7 +19,7 @@ static const char *const where_slots[] = {"C", "X", "Y"};
 
 /* Z's shape and the three inputs' strides over it (rank 0 taken as rank 1). */
 typedef struct where_geom {
-  int ndim;
+  int ndim, zndim; /* zndim: Z's own rank (0 for scalars) */
   int64_t dims[DM_MAX_DIMS], st[3][DM_MAX_DIMS], rows, len;
 } where_geom;
 
@@ -37,6 +37,7 @@ static dm_status where_check(dm_op_ctx *ctx, const dm_tensor *c, const dm_tensor
   const dm_tensor *in[3] = {c, x, y};
   DM_TRY(for_output ? dm_bcast_numpy_output_shape(ctx, 3, in, where_slots, &g->ndim, g->dims)
                     : dm_bcast_numpy_shape(ctx, 3, in, where_slots, &g->ndim, g->dims));
+  g->zndim = g->ndim;
   int nd = g->ndim ? g->ndim : 1;
   int64_t dims1[DM_MAX_DIMS];
   memcpy(dims1, g->dims, sizeof dims1);
@@ -58,11 +59,7 @@ static dm_status where_infer(dm_op_ctx *ctx) {
   where_geom g;
   const dm_tensor *x = dm_op_input(ctx, 1);
   DM_TRY(where_check(ctx, dm_op_input(ctx, 0), x, dm_op_input(ctx, 2), 1, &g));
-  const dm_tensor *in[3] = {dm_op_input(ctx, 0), x, dm_op_input(ctx, 2)};
-  int nd;
-  int64_t dims[DM_MAX_DIMS];
-  DM_TRY(dm_bcast_numpy_shape(ctx, 3, in, where_slots, &nd, dims));
-  return dm_op_set_output(ctx, 0, x->dtype, nd, dims);
+  return dm_op_set_output(ctx, 0, x->dtype, g.zndim, g.dims);
 }
 
 static dm_status where_run(dm_op_ctx *ctx) {
@@ -99,10 +96,8 @@ static dm_status where_grad_infer(dm_op_ctx *ctx) {
   if (!dm_is_float_or_reduced(dz->dtype))
     return dm_op_error(ctx, DM_ERR_TYPE, "dZ is %s; WhereGradient takes FLOAT, FLOAT16 or "
                        "BFLOAT16", dm_dtype_name(dz->dtype));
-  const dm_tensor *in[3] = {dm_op_input(ctx, 0), x, y};
-  int nd;
-  int64_t dims[DM_MAX_DIMS];
-  DM_TRY(dm_bcast_numpy_shape(ctx, 3, in, where_slots, &nd, dims));
+  int nd = g.zndim;
+  const int64_t *dims = g.dims;
   int same = dz->ndim == nd;
   for (int d = 0; same && d < nd; d++)
     same = dz->dims[d] == dims[d];

@@ -485,6 +485,11 @@ static void test_loss_errors(void **state) {
   opt_in(op, "X"), opt_in(op, "fl"), opt_out(op, "P"), opt_out(op, "loss");
   opt_arg_int(op, "label_prob", 1), opt_arg_int(op, "ignore_label", 0);
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "ignore_label needs integer labels", NULL);
+  op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X3"), opt_in(op, "L23"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "axis", 2), opt_arg_int(op, "ignore_label", (int64_t)1 << 40);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "ignore_label 1099511627776 is not an INT32",
+                   NULL);
   double dd[12] = {0};
   opt_feed(ws, "D", DM_DOUBLE, 2, d, dd);
   op = opt_new("AveragedLoss");
