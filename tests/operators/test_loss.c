@@ -279,13 +279,14 @@ static void test_swl_gradient(void **state) {
                        "output: 'loss' arg { name: 'label_prob' i: 1 }", inp, 3, 2, 6);
   /* token-level: [2, 3, 6] logits at axis 2, [2, 3] labels, two tokens ignored */
   int32_t tl[6] = {1, -100, 4, 0, 5, -100};
-  gc_input int3[] = {{"X", 3, {2, 3, 6}, x, 1, 0}, {"L", 2, {2, 3}, tl, 0, DM_INT32}};
+  float *x3 = randf(2 * 3 * 6, -3, 3, 24);
+  gc_input int3[] = {{"X", 3, {2, 3, 6}, x3, 1, 0}, {"L", 2, {2, 3}, tl, 0, DM_INT32}};
   double r4 = gc_check("type: 'SoftmaxWithLoss' input: 'X' input: 'L' output: 'P' "
                        "output: 'loss' arg { name: 'axis' i: 2 } "
                        "arg { name: 'ignore_label' i: -100 }", int3, 2, 2, 6);
   print_message("SoftmaxWithLoss gradient: worst %.2f / %.2f / %.2f / %.2f of the tolerance\n",
                 r1, r2, r3, r4);
-  free(x), free(t), free(w);
+  free(x), free(t), free(w), free(x3);
 }
 
 static void test_label_cross_entropy(void **state) {
