@@ -101,10 +101,9 @@ dm_status dm_api_parse_device(const char *what, const char *dev, int *cuda, int 
 
 /* The pipeline's options from the public ones (borrowing their lists): the one
  * translator, for the C API and `demitasse train` (net/passes/pipeline.h). */
-dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p) {
+/* Everything but the loss: dm_pipeline_opts_from_train and _from_train_forward. */
+static dm_status from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   dm_pipeline_opts_init(p);
-  if (o->n_losses == 0 || !o->losses)
-    return dm_error(DM_ERR_INVALID, "dm_train_options: no loss blob");
   DM_TRY(check_names("losses", o->losses, o->n_losses));
   DM_TRY(check_names("data_blobs", o->data_blobs, o->n_data_blobs));
   DM_TRY(check_names("fp32_ops", o->fp32_ops, o->n_fp32_ops));
@@ -186,6 +185,20 @@ dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opt
     return dm_error(DM_ERR_INVALID, "dm_train_options.layout: unknown value %d",
                     (int)o->layout);
   p->layout = o->layout;
+  return DM_OK;
+}
+
+dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p) {
+  if (o->n_losses == 0 || !o->losses) {
+    dm_pipeline_opts_init(p);
+    return dm_error(DM_ERR_INVALID, "dm_train_options: no loss blob");
+  }
+  return from_train(o, p);
+}
+
+dm_status dm_pipeline_opts_from_train_forward(const dm_train_options *o, dm_pipeline_opts *p) {
+  DM_TRY(from_train(o, p));
+  p->gradient = DM_SWITCH_OFF;
   return DM_OK;
 }
 

@@ -40,6 +40,7 @@ extern const dm_op_family dm_family_log_softmax;
 extern const dm_op_family dm_family_conv_transpose;
 extern const dm_op_family dm_family_resize;
 extern const dm_op_family dm_family_pad;
+extern const dm_op_family dm_family_batch_matmul; /* BatchMatMul, MatMul */
 extern const dm_op_family dm_family_where;
 extern const dm_op_family dm_family_clip_norm;
 

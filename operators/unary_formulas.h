@@ -17,10 +17,18 @@
 #include "hostdev.h"
 #include "unary_family.h"
 
-/* LeakyRelu's alpha; HardSigmoid's alpha and beta; Clip's bounds (lo, hi). */
+/* The fields the rows' argument lists (unary_family.h) fill: LeakyRelu's alpha;
+ * HardSigmoid's alpha and beta; Clip's bounds (lo, hi); Gelu's fast_gelu (fast). */
 typedef struct dm_unary_params {
-  float alpha, beta, lo, hi;
+  float alpha, beta, lo, hi, fast;
 } dm_unary_params;
+
+/* Gelu: sqrt(2 / pi) and the cubic term's coefficient of the tanh form; below -GELU_LOW
+ * X * Phi(X) is under FP32's smallest subnormal, so the forms (whose X * 0 would be NaN
+ * at -inf) return -0 there, and their derivatives 0 below it and 1 above GELU_LOW. */
+#define DM_GELU_K 0.7978845608028654f
+#define DM_GELU_C 0.044715f
+#define DM_GELU_LOW 20.0f
 
 static inline DM_HOSTDEV float dm_unary_clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
 
@@ -51,6 +59,22 @@ static inline DM_HOSTDEV float dm_unary_fwd_HardSwish(float x, const dm_unary_pa
   return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x / 6.0f + 0.5f);
 }
 
+static inline DM_HOSTDEV float dm_unary_fwd_Erf(float x, const dm_unary_params *p) {
+  (void)p;
+  return erff(x);
+}
+static inline DM_HOSTDEV float dm_unary_fwd_Sqrt(float x, const dm_unary_params *p) {
+  (void)p;
+  return sqrtf(x);
+}
+static inline DM_HOSTDEV float dm_unary_fwd_Gelu(float x, const dm_unary_params *p) {
+  if (x < -DM_GELU_LOW)
+    return -0.0f;
+  if (p->fast != 0)
+    return 0.5f * x * (1.0f + tanhf(DM_GELU_K * (x + DM_GELU_C * x * x * x)));
+  return 0.5f * x * erfcf(-x * 0.70710678118654752f); /* erfc: exact in the left tail */
+}
+
 /* ---- gradients: S (Y, or X), dY -> dX ----------------------------------------------- */
 
 static inline DM_HOSTDEV float dm_unary_grad_Sigmoid(float y, float dy, const dm_unary_params *p) {
@@ -76,6 +100,29 @@ static inline DM_HOSTDEV float dm_unary_grad_HardSwish(float x, float dy,
                                                         const dm_unary_params *p) {
   (void)p;
   return x < -3.0f ? 0.0f : x > 3.0f ? dy : dy * (2.0f * x + 3.0f) / 6.0f;
+}
+
+static inline DM_HOSTDEV float dm_unary_grad_Erf(float x, float dy, const dm_unary_params *p) {
+  (void)p;
+  return dy * 1.1283791670955126f * expf(-x * x); /* 2 / sqrt(pi) */
+}
+static inline DM_HOSTDEV float dm_unary_grad_Sqrt(float y, float dy, const dm_unary_params *p) {
+  (void)p;
+  return dy * 0.5f / y;
+}
+static inline DM_HOSTDEV float dm_unary_grad_Gelu(float x, float dy, const dm_unary_params *p) {
+  if (x < -DM_GELU_LOW)
+    return 0.0f * dy;
+  if (x > DM_GELU_LOW)
+    return dy;
+  if (p->fast != 0) {
+    float t = tanhf(DM_GELU_K * (x + DM_GELU_C * x * x * x));
+    float dt = (1.0f - t * t) * DM_GELU_K * (1.0f + 3.0f * DM_GELU_C * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * dt);
+  }
+  float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
+  float pdf = 0.3989422804014327f * expf(-0.5f * x * x); /* 1 / sqrt(2 pi) */
+  return dy * (cdf + x * pdf);
 }
 
 /* ---- by kind ------------------------------------------------------------------------ */

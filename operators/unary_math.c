@@ -45,14 +45,17 @@ static dm_unary_kind dm_unary_kind_of(const char *type, int gradient) {
   return DM_UN_NONE;
 }
 
+/* The rows' arguments (their `args` lists): the defaults, then what the op sets. */
+#define ARG_DEFAULT_(name, field, type, dflt, doc) p.field = (dflt);
+#define ARG_READ_(name, field, type, dflt, doc) p.field = dm_op_arg_float(ctx, #name, p.field);
+#define PARAMS_CASE_(Name, args, ...)                                                      \
+  case DM_UN_##Name: args(ARG_DEFAULT_) args(ARG_READ_) break;
 static dm_unary_params params_of(dm_op_ctx *ctx, dm_unary_kind k) {
-  dm_unary_params p = {0, 0, -INFINITY, INFINITY};
-  if (k == DM_UN_LeakyRelu)
-    p.alpha = dm_op_arg_float(ctx, "alpha", 0.01f);
-  if (k == DM_UN_HardSigmoid)
-    p.alpha = dm_op_arg_float(ctx, "alpha", 0.2f), p.beta = dm_op_arg_float(ctx, "beta", 0.5f);
-  if (k == DM_UN_Clip)
-    p.lo = dm_op_arg_float(ctx, "min", -INFINITY), p.hi = dm_op_arg_float(ctx, "max", INFINITY);
+  dm_unary_params p = {0, 0, -INFINITY, INFINITY, 0};
+  switch (k) {
+    DM_UNARY_OPS(PARAMS_CASE_)
+  default: break;
+  }
   return p;
 }
 
@@ -204,35 +207,26 @@ static void unary_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 static const dm_inplace_pair fwd_inplace[] = {{0, 0}, {-1, -1}};
 static const dm_inplace_pair grad_inplace[] = {{1, 0}, {-1, -1}};
 
-static const dm_arg_spec leaky_args[] = {
-    {"alpha", DM_ARG_FLOAT, 0, "the slope for x <= 0 (default 0.01)"},
-    {NULL, 0, 0, NULL},
-};
-static const dm_arg_spec clip_args[] = {
-    {"min", DM_ARG_FLOAT, 0, "the lower bound (default -inf)"},
-    {"max", DM_ARG_FLOAT, 0, "the upper bound (default +inf)"},
-    {NULL, 0, 0, NULL},
-};
-static const dm_arg_spec hsig_args[] = {
-    {"alpha", DM_ARG_FLOAT, 0, "the slope (default 0.2)"},
-    {"beta", DM_ARG_FLOAT, 0, "the offset (default 0.5)"},
-    {NULL, 0, 0, NULL},
-};
+/* Per row: its argument table, from its `args` list. */
+#define ARG_SPEC_(name, field, type, dflt, doc) {#name, DM_ARG_##type, 0, doc},
+#define ARG_TABLE_(Name, args, ...)                                                        \
+  static const dm_arg_spec Name##_args[] = {args(ARG_SPEC_){NULL, 0, 0, NULL}};
+DM_UNARY_OPS(ARG_TABLE_)
 
 /* Per row: the gradient maker, the forward's schema and the gradient's. */
-#define SCHEMAS_(Name, argv, x_in, onnx, docstr, grad_docstr)                               \
-  static dm_status Name##_gradient(dm_grad_ctx *g) {                                        \
-    return emit_grad(g, #Name "Gradient", x_in);                                            \
-  }                                                                                         \
-  static const dm_op_schema Name##_schema = {                                               \
-      .type = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,  \
-      .args = argv, .inplace = x_in ? NULL : fwd_inplace, .precision = DM_PREC_FOLLOW,      \
+#define SCHEMAS_(Name, arglist, x_in, onnx, docstr, grad_docstr)                           \
+  static dm_status Name##_gradient(dm_grad_ctx *g) {                                       \
+    return emit_grad(g, #Name "Gradient", x_in);                                           \
+  }                                                                                        \
+  static const dm_op_schema Name##_schema = {                                              \
+      .type = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, \
+      .args = Name##_args, .inplace = x_in ? NULL : fwd_inplace, .precision = DM_PREC_FOLLOW, \
       .doc = docstr, .infer = unary_infer, .cost = unary_cost, .gradient = Name##_gradient, \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x1, .layout_outputs = 0x1};       \
-  static const dm_op_schema Name##_grad_schema = {                                          \
-      .type = #Name "Gradient", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,         \
-      .max_outputs = 1, .args = argv, .inplace = grad_inplace, .precision = DM_PREC_FOLLOW, \
-      .doc = grad_docstr, .infer = unary_grad_infer, .cost = unary_cost,                    \
+  static const dm_op_schema Name##_grad_schema = {                                         \
+      .type = #Name "Gradient", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,        \
+      .max_outputs = 1, .args = Name##_args, .inplace = grad_inplace, .precision = DM_PREC_FOLLOW, \
+      .doc = grad_docstr, .infer = unary_grad_infer, .cost = unary_cost,                   \
       .layout = DM_LAYOUT_ELEMENTWISE, .layout_inputs = 0x3, .layout_outputs = 0x1};
 DM_UNARY_OPS(SCHEMAS_)
 
@@ -241,11 +235,11 @@ DM_UNARY_OPS(SCHEMAS_)
 static const dm_op_schema *const schemas[] = {DM_UNARY_OPS(FWD_SCHEMA_)
                                                   DM_UNARY_OPS(GRAD_SCHEMA_) NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
-#define FWD_KERNEL_(Name, ...)                                                              \
-  {.type = #Name, .device = DM_CPU, .init = dm_unary_init, .run = unary_run,                \
+#define FWD_KERNEL_(Name, ...)                                                             \
+  {.type = #Name, .device = DM_CPU, .init = dm_unary_init, .run = unary_run,               \
    .fini = dm_unary_fini},
-#define GRAD_KERNEL_(Name, ...)                                                             \
-  {.type = #Name "Gradient", .device = DM_CPU, .init = dm_unary_init, .run = grad_run,      \
+#define GRAD_KERNEL_(Name, ...)                                                            \
+  {.type = #Name "Gradient", .device = DM_CPU, .init = dm_unary_init, .run = grad_run,     \
    .fini = dm_unary_fini},
 static const dm_kernel_def kernels[] = {DM_UNARY_OPS(FWD_KERNEL_) DM_UNARY_OPS(GRAD_KERNEL_){0}};
 const dm_op_family dm_family_unary_math = {schemas, kernels};

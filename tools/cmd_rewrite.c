@@ -29,6 +29,7 @@
 #include "mp_flags.h"
 #include "optim_flags.h"
 #include "proto/caffe2.pb-c.h"
+#include "train_flags.h"
 
 static void help(FILE *f) {
   fprintf(f,
@@ -120,30 +121,28 @@ typedef struct rewrite_job {
   dm_dist_cli dist; /* --data-parallel: the Allreduce ops as one rank's net has them */
 } rewrite_job;
 
-/* The training pipeline's options from the flags (net/passes/pipeline.h). */
-static void train_pipeline_opts(const rewrite_job *j, dm_pipeline_opts *p) {
-  dm_pipeline_opts_init(p);
+/* Training (--grad, or the device, fusion or memory pass alone): the flags as `train`'s,
+ * as the C API's dm_train_options, then its translator, so the net printed is the one
+ * `train` runs for the same flags. */
+static dm_status train_pipeline_opts(const rewrite_job *j, dm_pipeline_opts *p) {
+  dm_train_options t;
+  DM_TRY(dm_train_options_init(&t));
+  dm_cli_device_name device;
+  dm_cli_train_options(&j->opts, &j->mp, &j->dev, &j->dist, &device, &t);
+  t.losses = j->losses.items;
+  t.n_losses = j->losses.n;
+  t.memory = j->free_memory;
+  t.keep = j->keep.items;
+  t.n_keep = j->keep.n;
+  t.fuse_train = j->fuse_train;
+  t.layout = j->layout; /* AUTO: the pipeline's default, as train's */
+  DM_TRY(j->grad ? dm_pipeline_opts_from_train(&t, p)
+                 : dm_pipeline_opts_from_train_forward(&t, p));
   p->gradient = j->grad ? DM_SWITCH_ON : DM_SWITCH_OFF;
-  p->losses = j->losses.items;
-  p->n_losses = j->losses.n;
-  p->optimize = j->optimize;
-  p->optim = j->opts;
-  p->mixed_precision = j->mp.enabled;
-  p->mp = j->mp.opts;
-  p->device = j->dev.cuda;
-  p->dev = j->dev.opts;
-  p->data_parallel = j->dist.on;
-  dm_dist_cli_pass_opts(&j->dist, j->dev.cuda, &p->dp);
-  p->memory = j->free_memory;
-  /* as train and the C API: buffers a kernel hands out again every run (the DB input's
-   * batches, the double-buffered uploads) are not freed, so the printed net is theirs */
-  p->keep_reused_outputs = 1;
-  p->layout = j->layout; /* AUTO: the pipeline's default, as train's */
-  p->layout_opts.pad_channels = j->pad_channels;
-  p->fuse_train = j->fuse_train;
-  p->keep = j->keep.items;
-  p->n_keep = j->keep.n;
+  p->optimize = j->optimize; /* train always updates; rewrite only with --optimizer */
+  p->layout_opts.pad_channels = j->pad_channels; /* no C API field */
   p->report = stderr;
+  return DM_OK;
 }
 
 /* Inference (no --grad): the flags as `run`'s, as the C API's dm_infer_options, then
@@ -186,8 +185,9 @@ static dm_status rewrite(rewrite_job *j) {
     if (s == DM_OK)
       s = dm_infer_pipeline(net, &p, &init, NULL);
   } else {
-    train_pipeline_opts(j, &p);
-    s = dm_pipeline_run(net, &p, &init, NULL);
+    s = train_pipeline_opts(j, &p);
+    if (s == DM_OK)
+      s = dm_pipeline_run(net, &p, &init, NULL);
   }
   dm_origin_strip(net); /* stamps for error messages only (net/op_origin.h) */
   if (s == DM_OK)

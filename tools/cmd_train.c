@@ -23,6 +23,7 @@
 #include "net/passes/mixed_precision_pass.h"
 #include "optim_flags.h"
 #include "train_checkpoint.h"
+#include "train_flags.h"
 #include "train_report.h"
 #include "dist_flags.h"
 #include "train_paths.h"
@@ -265,50 +266,13 @@ static dm_status pipeline_opts(const train_opts *o, const char *const keep[2],
   /* the flags as the C API's options, then the C API's translator */
   dm_train_options t;
   DM_TRY(dm_train_options_init(&t));
-  const dm_optimizer_opts *opt = &o->opt;
-  const dm_mp_opts *mp = &o->mp.opts;
-  const dm_device_opts *dev = &o->dev.opts;
-  char device[32];
-  snprintf(device, sizeof device, "cuda:%d", dev->device_id);
+  dm_cli_device_name device;
+  dm_cli_train_options(&o->opt, &o->mp, &o->dev, &o->dist, &device, &t);
   t.losses = &o->loss;
   t.n_losses = 1;
-  t.data_blobs = opt->exclude;
-  t.n_data_blobs = opt->n_exclude;
-  t.optimizer = opt->kind;
-  t.lr = opt->lr;
-  t.momentum = opt->momentum;
-  t.nesterov = opt->nesterov;
-  t.beta1 = opt->beta1;
-  t.beta2 = opt->beta2;
-  t.epsilon = opt->epsilon;
-  t.weight_decay = opt->weight_decay;
-  t.decay_all = opt->decay_all;
-  t.lr_policy = opt->policy;
-  t.stepsize = opt->stepsize;
-  t.gamma = opt->gamma;
-  t.power = opt->power;
-  t.max_iter = opt->max_iter;
-  t.warmup_iter = opt->warmup_iter;
-  t.warmup_start = opt->warmup_start;
-  t.multi_tensor = opt->multi_tensor;
-  t.precision = !o->mp.enabled ? DM_PRECISION_FP32
-                : mp->target == DM_BFLOAT16 ? DM_PRECISION_BF16 : DM_PRECISION_FP16;
-  t.loss_scale = mp->scaling;
-  t.init_scale = mp->init_scale;
-  t.growth_interval = mp->growth_interval;
-  t.fp32_ops = mp->force_fp32;
-  t.n_fp32_ops = mp->n_force_fp32;
-  t.fp16_ops = mp->force_fp16;
-  t.n_fp16_ops = mp->n_force_fp16;
-  t.device = o->dev.cuda ? device : NULL;
-  t.cpu_ops = dev->force_cpu;
-  t.n_cpu_ops = dev->n_force_cpu;
   t.memory = !o->no_free;
   t.keep = keep;
   t.n_keep = 2;
-  t.data_parallel = o->dist.on;
-  t.dp_bucket_bytes = o->dist.bucket_bytes;
-  t.dp_fp32 = o->dist.fp32;
   t.fuse_train = o->fuse_train;
   t.layout = o->layout;
   DM_TRY(dm_pipeline_opts_from_train(&t, p));

@@ -5,7 +5,8 @@
  * the shapes known for its inputs and the constants among them, and appends one or more
  * nodes (and constant initializers) to the graph, or refuses with a reason (ex_refuse),
  * which the exporter collects so that one error lists every op it cannot export.
- * Builder calls keep the first allocation failure in e->s and do nothing after it.
+ * The builders (net/onnx/emit.c) keep the first allocation failure in e->s and do nothing
+ * after it.
  */
 #ifndef DM_NET_ONNX_EMIT_H
 #define DM_NET_ONNX_EMIT_H
@@ -75,6 +76,12 @@ typedef struct ex_translator {
 extern DM_HIDDEN const ex_translator ex_ops[];
 extern DM_HIDDEN const ex_translator ex_ops_math[]; /* net/onnx/export_math.c */
 
+/* Records the first failure s in e->s; ex_grow makes room for one more element of arr
+ * (n now, each `size` bytes) and ex_dup copies a string (NULL as ""), NULL after a
+ * failure. */
+DM_HIDDEN void ex_fail(oxe *e, dm_status s);
+DM_HIDDEN void *ex_grow(oxe *e, void *arr, size_t n, size_t size);
+DM_HIDDEN char *ex_dup(oxe *e, const char *s);
 /* Refuses the op: e->why gets the formatted reason; returns EX_REFUSED. */
 DM_HIDDEN dm_status ex_refuse(oxe *e, const char *fmt, ...) DM_PRINTF(2, 3);
 /* A new name "<base><suffix>" (then "_1", "_2"... until unused), owned by e. */

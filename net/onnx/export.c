@@ -8,7 +8,6 @@
  */
 #include "net/onnx/export.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,342 +17,8 @@
 #include "core/fileio.h"
 #include "net/netdef_build.h"
 #include "net/onnx/emit.h"
+#include "net/onnx/export_names.h"
 #include "net/shape_infer.h"
-
-/* ---- the name table ---------------------------------------------------------------- */
-
-/* One name: a Caffe2 blob (how often the predict net writes and reads it, whether it is
- * fixed as a graph input or initializer, the ONNX name of its current value) or a name
- * made here (only taken). Open addressing on an FNV-1a hash; never shrinks. */
-typedef struct ex_name {
-  char *name;
-  int writes, seen, reads;
-  int fixed;      /* a graph input or an initializer: every write gets a new name */
-  int filled;     /* the init net leaves it */
-  int ext_in, ext_out;
-  const char *cur; /* the ONNX name of its current value (NULL: none yet) */
-} ex_name;
-
-struct ex_names {
-  ex_name *slot;
-  size_t cap, n;
-};
-
-static uint64_t fnv(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-static ex_name *names_find(const ex_names *t, const char *name) {
-  if (!t->cap || !name)
-    return NULL;
-  for (size_t i = fnv(name) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-    if (!t->slot[i].name)
-      return NULL;
-    if (strcmp(t->slot[i].name, name) == 0)
-      return &t->slot[i];
-  }
-}
-
-/* The entry for `name`, added (zeroed) if absent; NULL when out of memory. */
-static ex_name *names_get(ex_names *t, const char *name) {
-  ex_name *e = names_find(t, name);
-  if (e)
-    return e;
-  if ((t->n + 1) * 2 > t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 256;
-    ex_name *slot = calloc(cap, sizeof *slot);
-    if (!slot)
-      return NULL;
-    for (size_t k = 0; k < t->cap; k++) {
-      if (!t->slot[k].name)
-        continue;
-      size_t i = fnv(t->slot[k].name) & (cap - 1);
-      while (slot[i].name)
-        i = (i + 1) & (cap - 1);
-      slot[i] = t->slot[k];
-    }
-    free(t->slot);
-    t->slot = slot;
-    t->cap = cap;
-  }
-  size_t i = fnv(name) & (t->cap - 1);
-  while (t->slot[i].name)
-    i = (i + 1) & (t->cap - 1);
-  t->slot[i].name = strdup(name);
-  if (!t->slot[i].name)
-    return NULL;
-  t->n++;
-  return &t->slot[i];
-}
-
-static void names_free(ex_names *t) {
-  for (size_t i = 0; i < t->cap; i++)
-    free(t->slot[i].name);
-  free(t->slot);
-}
-
-/* ---- builders the translators share ------------------------------------------------ */
-
-static void fail(oxe *e, dm_status s) {
-  if (e->s == DM_OK)
-    e->s = s;
-}
-
-static void *grow(oxe *e, void *arr, size_t n, size_t size) {
-  if (e->s != DM_OK)
-    return NULL;
-  void *p = realloc(arr, (n + 1) * size);
-  if (!p)
-    fail(e, DM_NOMEM("the ONNX model"));
-  return p;
-}
-
-static char *dup(oxe *e, const char *s) {
-  if (e->s != DM_OK)
-    return NULL;
-  char *d = strdup(s ? s : "");
-  if (!d)
-    fail(e, DM_NOMEM("a name"));
-  return d;
-}
-
-dm_status ex_refuse(oxe *e, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->why, sizeof e->why, fmt, ap);
-  va_end(ap);
-  return EX_REFUSED;
-}
-
-static const char *pool_keep(oxe *e, char *s) {
-  char **p = grow(e, e->pool, e->n_pool, sizeof *p);
-  if (!p) {
-    free(s);
-    return NULL;
-  }
-  e->pool = p;
-  e->pool[e->n_pool++] = s;
-  return s;
-}
-
-const char *ex_fresh(oxe *e, const char *base, const char *suffix) {
-  if (e->s != DM_OK)
-    return NULL;
-  size_t n = strlen(base) + strlen(suffix) + 24;
-  char *s = malloc(n);
-  if (!s) {
-    fail(e, DM_NOMEM("a name"));
-    return NULL;
-  }
-  snprintf(s, n, "%s%s", base, suffix);
-  for (int k = 1; names_find(e->names, s); k++)
-    snprintf(s, n, "%s%s_%d", base, suffix, k);
-  if (!names_get(e->names, s)) {
-    free(s);
-    fail(e, DM_NOMEM("a name"));
-    return NULL;
-  }
-  return pool_keep(e, s);
-}
-
-const ex_const *ex_const_find(const oxe *e, const char *name) {
-  for (size_t i = 0; name && i < e->n_consts; i++)
-    if (strcmp(e->consts[i].name, name) == 0)
-      return &e->consts[i];
-  return NULL;
-}
-
-Onnx__NodeProto *ex_node(oxe *e, const char *type, const char *name) {
-  Onnx__NodeProto **nodes = grow(e, e->g->node, e->g->n_node, sizeof *nodes);
-  if (!nodes)
-    return NULL;
-  e->g->node = nodes;
-  Onnx__NodeProto *n = malloc(sizeof *n);
-  if (!n) {
-    fail(e, DM_NOMEM("a node"));
-    return NULL;
-  }
-  onnx__node_proto__init(n);
-  e->g->node[e->g->n_node++] = n;
-  n->op_type = dup(e, type);
-  if (name && *name)
-    n->name = dup(e, name);
-  return n;
-}
-
-static void push_str(oxe *e, char ***arr, size_t *n, const char *s) {
-  char **a = grow(e, *arr, *n, sizeof *a);
-  if (!a)
-    return;
-  *arr = a;
-  char *d = dup(e, s);
-  if (d)
-    a[(*n)++] = d;
-}
-
-void ex_in(oxe *e, Onnx__NodeProto *n, const char *name) {
-  if (n)
-    push_str(e, &n->input, &n->n_input, name);
-}
-
-void ex_out(oxe *e, Onnx__NodeProto *n, const char *name) {
-  if (n)
-    push_str(e, &n->output, &n->n_output, name);
-}
-
-static Onnx__AttributeProto *attr(oxe *e, Onnx__NodeProto *n, const char *name,
-                                  Onnx__AttributeProto__AttributeType type) {
-  if (!n)
-    return NULL;
-  Onnx__AttributeProto **arr = grow(e, n->attribute, n->n_attribute, sizeof *arr);
-  if (!arr)
-    return NULL;
-  n->attribute = arr;
-  Onnx__AttributeProto *a = malloc(sizeof *a);
-  if (!a) {
-    fail(e, DM_NOMEM("an attribute"));
-    return NULL;
-  }
-  onnx__attribute_proto__init(a);
-  n->attribute[n->n_attribute++] = a;
-  a->name = dup(e, name);
-  a->has_type = 1;
-  a->type = type;
-  return a;
-}
-
-void ex_attr_int(oxe *e, Onnx__NodeProto *n, const char *name, int64_t v) {
-  Onnx__AttributeProto *a = attr(e, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-  if (a) {
-    a->has_i = 1;
-    a->i = v;
-  }
-}
-
-void ex_attr_float(oxe *e, Onnx__NodeProto *n, const char *name, float v) {
-  Onnx__AttributeProto *a = attr(e, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
-  if (a) {
-    a->has_f = 1;
-    a->f = v;
-  }
-}
-
-void ex_attr_str(oxe *e, Onnx__NodeProto *n, const char *name, const char *v) {
-  Onnx__AttributeProto *a = attr(e, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
-  char *d = a ? dup(e, v) : NULL;
-  if (d) {
-    a->has_s = 1;
-    a->s.data = (uint8_t *)d;
-    a->s.len = strlen(d);
-  }
-}
-
-void ex_attr_ints(oxe *e, Onnx__NodeProto *n, const char *name, const int64_t *v, size_t k) {
-  Onnx__AttributeProto *a = attr(e, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-  if (!a)
-    return;
-  a->ints = malloc(k * sizeof *v + 1);
-  if (!a->ints) {
-    fail(e, DM_NOMEM("an attribute"));
-    return;
-  }
-  memcpy(a->ints, v, k * sizeof *v);
-  a->n_ints = k;
-}
-
-int32_t ex_onnx_dtype(dm_dtype t) {
-  switch (t) {
-  case DM_FLOAT: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-  case DM_INT32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
-  case DM_BYTE:
-  case DM_UINT8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
-  case DM_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
-  case DM_INT8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
-  case DM_UINT16: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
-  case DM_INT16: return ONNX__TENSOR_PROTO__DATA_TYPE__INT16;
-  case DM_INT64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-  case DM_FLOAT16: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
-  case DM_DOUBLE: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
-  case DM_BFLOAT16: return ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
-  default: return 0;
-  }
-}
-
-/* Copies n elements of `size` bytes from host order to little-endian. */
-static void to_le(uint8_t *dst, const void *src, int64_t n, size_t size) {
-  const uint16_t probe = 1;
-  if (*(const uint8_t *)&probe == 1 || size == 1) {
-    memcpy(dst, src, (size_t)n * size);
-    return;
-  }
-  const uint8_t *s = src;
-  for (int64_t i = 0; i < n; i++)
-    for (size_t b = 0; b < size; b++)
-      dst[(size_t)i * size + b] = s[(size_t)i * size + size - 1 - b];
-}
-
-void ex_initializer(oxe *e, const char *name, dm_dtype dtype, int ndim, const int64_t *dims,
-                    const void *data) {
-  int32_t ot = ex_onnx_dtype(dtype);
-  size_t es = dm_dtype_size(dtype);
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++)
-    numel *= dims[i];
-  if (e->s != DM_OK)
-    return;
-  if (!ot || !es) {
-    fail(e, dm_error(DM_ERR_TYPE, "'%s' is %s, which ONNX initializers cannot hold here", name,
-                     dm_dtype_name(dtype)));
-    return;
-  }
-  Onnx__TensorProto **arr = grow(e, e->g->initializer, e->g->n_initializer, sizeof *arr);
-  ex_const *c = arr ? grow(e, e->consts, e->n_consts, sizeof *c) : NULL;
-  if (arr)
-    e->g->initializer = arr;
-  if (!c)
-    return;
-  e->consts = c;
-  Onnx__TensorProto *t = malloc(sizeof *t);
-  int64_t *d = malloc((size_t)ndim * sizeof *d + 1);
-  uint8_t *raw = malloc((size_t)numel * es + 1);
-  char *nm = dup(e, name);
-  if (!t || !d || !raw || !nm) {
-    free(t);
-    free(d);
-    free(raw);
-    free(nm);
-    fail(e, DM_NOMEM("an initializer"));
-    return;
-  }
-  onnx__tensor_proto__init(t);
-  if (ndim)
-    memcpy(d, dims, (size_t)ndim * sizeof *d);
-  to_le(raw, data, numel, es);
-  t->name = nm;
-  t->n_dims = (size_t)ndim;
-  t->dims = d;
-  t->has_data_type = 1;
-  t->data_type = ot;
-  t->has_raw_data = 1;
-  t->raw_data.data = raw;
-  t->raw_data.len = (size_t)numel * es;
-  e->g->initializer[e->g->n_initializer++] = t;
-  /* Translators read the constants' bytes as host-order values: the little-endian
-   * hosts this builds for, where to_le is a copy. */
-  e->consts[e->n_consts++] = (ex_const){t->name, dtype, ndim, t->dims, raw, numel};
-}
-
-const char *ex_const_i64(oxe *e, const char *base, const char *suffix, const int64_t *v,
-                         size_t k) {
-  const char *name = ex_fresh(e, base, suffix);
-  int64_t dims[1] = {(int64_t)k};
-  if (name)
-    ex_initializer(e, name, DM_INT64, 1, dims, v);
-  return e->s == DM_OK ? name : NULL;
-}
 
 /* ---- the export --------------------------------------------------------------------- */
 
@@ -406,19 +71,19 @@ static dm_status scan(exporter *x, const Caffe2__NetDef *init) {
   ex_names *t = &x->names;
   for (size_t i = 0; init && i < init->n_op; i++)
     for (size_t k = 0; k < init->op[i]->n_output; k++) {
-      ex_name *n = names_get(t, init->op[i]->output[k]);
+      ex_name *n = ex_names_get(t, init->op[i]->output[k]);
       if (!n)
         return DM_NOMEM("a name");
       n->filled = 1;
     }
   for (size_t i = 0; i < p->n_external_input; i++) {
-    ex_name *n = names_get(t, p->external_input[i]);
+    ex_name *n = ex_names_get(t, p->external_input[i]);
     if (!n)
       return DM_NOMEM("a name");
     n->ext_in = 1;
   }
   for (size_t i = 0; i < p->n_external_output; i++) {
-    ex_name *n = names_get(t, p->external_output[i]);
+    ex_name *n = ex_names_get(t, p->external_output[i]);
     if (!n)
       return DM_NOMEM("a name");
     n->ext_out = 1;
@@ -428,13 +93,13 @@ static dm_status scan(exporter *x, const Caffe2__NetDef *init) {
     if (op->n_input > x->max_in)
       x->max_in = op->n_input;
     for (size_t k = 0; k < op->n_input; k++) {
-      ex_name *n = names_get(t, op->input[k]);
+      ex_name *n = ex_names_get(t, op->input[k]);
       if (!n)
         return DM_NOMEM("a name");
       n->reads++;
     }
     for (size_t k = 0; k < op->n_output; k++) {
-      ex_name *n = names_get(t, op->output[k]);
+      ex_name *n = ex_names_get(t, op->output[k]);
       if (!n)
         return DM_NOMEM("a name");
       n->writes++;
@@ -448,7 +113,7 @@ static dm_status add_initializers(exporter *x, const Caffe2__NetDef *init) {
   for (size_t i = 0; init && i < init->n_op; i++)
     for (size_t k = 0; k < init->op[i]->n_output; k++) {
       const char *name = init->op[i]->output[k];
-      ex_name *n = names_find(&x->names, name);
+      ex_name *n = ex_names_find(&x->names, name);
       if (!n || !n->reads || n->cur)
         continue; /* unread, or done (a blob two init ops write) */
       const dm_tensor *t = dm_workspace_tensor(x->ws, name);
@@ -525,13 +190,13 @@ static Onnx__ValueInfoProto *value_info(oxe *e, const char *name, dm_dtype dtype
     free(v);
     free(ty);
     free(tt);
-    fail(e, DM_NOMEM("a graph input"));
+    ex_fail(e, DM_NOMEM("a graph input"));
     return NULL;
   }
   onnx__value_info_proto__init(v);
   onnx__type_proto__init(ty);
   onnx__type_proto__tensor__init(tt);
-  v->name = dup(e, name);
+  v->name = ex_dup(e, name);
   v->type = ty;
   ty->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
   ty->tensor_type = tt;
@@ -541,19 +206,19 @@ static Onnx__ValueInfoProto *value_info(oxe *e, const char *name, dm_dtype dtype
     return v;
   tt->shape = malloc(sizeof *tt->shape);
   if (!tt->shape) {
-    fail(e, DM_NOMEM("a shape"));
+    ex_fail(e, DM_NOMEM("a shape"));
     return v;
   }
   onnx__tensor_shape_proto__init(tt->shape);
   tt->shape->dim = calloc((size_t)ndim + 1, sizeof *tt->shape->dim);
   if (!tt->shape->dim) {
-    fail(e, DM_NOMEM("a shape"));
+    ex_fail(e, DM_NOMEM("a shape"));
     return v;
   }
   for (int i = 0; i < ndim; i++) {
     Onnx__TensorShapeProto__Dimension *d = malloc(sizeof *d);
     if (!d) {
-      fail(e, DM_NOMEM("a shape"));
+      ex_fail(e, DM_NOMEM("a shape"));
       return v;
     }
     onnx__tensor_shape_proto__dimension__init(d);
@@ -567,7 +232,7 @@ static Onnx__ValueInfoProto *value_info(oxe *e, const char *name, dm_dtype dtype
 static void add_value(oxe *e, Onnx__ValueInfoProto ***arr, size_t *n, Onnx__ValueInfoProto *v) {
   if (!v)
     return;
-  Onnx__ValueInfoProto **a = grow(e, *arr, *n, sizeof *a);
+  Onnx__ValueInfoProto **a = ex_grow(e, *arr, *n, sizeof *a);
   if (!a) {
     protobuf_c_message_free_unpacked(&v->base, NULL);
     return;
@@ -580,7 +245,7 @@ static void add_value(oxe *e, Onnx__ValueInfoProto ***arr, size_t *n, Onnx__Valu
 static dm_status add_inputs(exporter *x) {
   const Caffe2__NetDef *p = x->pred;
   for (size_t i = 0; i < p->n_external_input; i++) {
-    ex_name *n = names_find(&x->names, p->external_input[i]);
+    ex_name *n = ex_names_find(&x->names, p->external_input[i]);
     if (!n || !is_graph_input(n) || n->cur)
       continue;
     const dm_onnx_input_shape *gs = given_shape(x, n->name);
@@ -591,7 +256,7 @@ static dm_status add_inputs(exporter *x) {
     n->cur = n->name;
   }
   for (size_t i = 0; x->opts && i < x->opts->n_shapes; i++) {
-    const ex_name *n = names_find(&x->names, x->opts->shapes[i].name);
+    const ex_name *n = ex_names_find(&x->names, x->opts->shapes[i].name);
     if (!n || !is_graph_input(n))
       return dm_error(DM_ERR_INVALID,
                       "an input shape for '%s', which is not an input of the predict net%s",
@@ -604,7 +269,7 @@ static dm_status add_inputs(exporter *x) {
 /* The ONNX name of op output `blob`'s new value: the blob's own name for its last write,
  * "<blob>__<k>" for an earlier one (or for any write of a graph input or initializer). */
 static const char *out_name(exporter *x, const char *blob) {
-  ex_name *n = names_find(&x->names, blob);
+  ex_name *n = ex_names_find(&x->names, blob);
   if (!n)
     return NULL;
   n->seen++;
@@ -637,7 +302,7 @@ static int read_after(const exporter *x, size_t i, const char *blob) {
       if (strcmp(p->op[j]->output[k], blob) == 0)
         return 0; /* overwritten first */
   }
-  const ex_name *n = names_find(&x->names, blob);
+  const ex_name *n = ex_names_find(&x->names, blob);
   return n && n->ext_out;
 }
 
@@ -664,7 +329,7 @@ static dm_status translate_op(exporter *x, size_t i, op_bufs *b, char **report, 
                     k < op->n_input ? k : k - op->n_input);
   }
   for (size_t k = 0; k < op->n_input; k++) {
-    ex_name *n = names_find(&x->names, op->input[k]);
+    ex_name *n = ex_names_find(&x->names, op->input[k]);
     b->in[k] = n ? n->cur : NULL;
     b->unfilled[k] = n && n->ext_in && !n->filled;
     if (!b->in[k] && r == DM_OK)
@@ -696,7 +361,7 @@ static dm_status translate_op(exporter *x, size_t i, op_bufs *b, char **report, 
     }
   }
   for (size_t k = 0; k < op->n_output; k++) { /* later ops read the new values */
-    ex_name *n = names_find(&x->names, op->output[k]);
+    ex_name *n = ex_names_find(&x->names, op->output[k]);
     if (n && b->out[k])
       n->cur = b->out[k];
   }
@@ -742,7 +407,7 @@ static dm_status translate_ops(exporter *x) {
 static dm_status add_outputs(exporter *x) {
   const Caffe2__NetDef *p = x->pred;
   for (size_t i = 0; i < p->n_external_output; i++) {
-    const ex_name *n = names_find(&x->names, p->external_output[i]);
+    const ex_name *n = ex_names_find(&x->names, p->external_output[i]);
     if (!n || !n->cur)
       return dm_error(DM_ERR_INVALID,
                       "external output '%s' is not written by any op nor an input of the net",
@@ -855,7 +520,7 @@ dm_status dm_onnx_export(const Caffe2__NetDef *init, const Caffe2__NetDef *pred,
   if (s == DM_OK)
     prune_initializers(m->graph);
   dm_workspace_destroy(x.ws);
-  names_free(&x.names);
+  ex_names_free(&x.names);
   for (size_t i = 0; i < x.e.n_pool; i++)
     free(x.e.pool[i]);
   free(x.e.pool);

@@ -6,6 +6,10 @@
  * argument form, the argument becomes what opset 13 wants: Clip's bounds and ReduceSum's
  * axes are inputs (initializers made here), Pow's `exponent` a scalar initializer, and
  * HardSwish (opset 14) is written as X * HardSigmoid(X; 1/6, 1/2), its definition.
+ *
+ * BatchMatMul and MatMul (operators/batch_matmul.c) become ONNX MatMul, numpy's matmul
+ * rule, which BatchMatMul's broadcast=1 is and broadcast=0 a case of; trans_a/trans_b
+ * become a Transpose of the last two dims, and MatMul's axis_a/axis_b a Flatten.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -138,6 +142,73 @@ static dm_status tr_reduce_sum(oxe *e, const ex_op *o) { return reduce(e, o, "Re
 static dm_status tr_reduce_mean(oxe *e, const ex_op *o) { return reduce(e, o, "ReduceMean", 0); }
 static dm_status tr_reduce_max(oxe *e, const ex_op *o) { return reduce(e, o, "ReduceMax", 0); }
 
+/* Input i of a matrix product as ONNX MatMul's operand: with `flatten`, flattened to
+ * 2-D at `axis` (MatMul's axis_a/axis_b), then with its last two dims swapped when
+ * `trans` (a 1-D input of BatchMatMul has no transpose). NULL after a refusal. */
+static const char *mm_operand(oxe *e, const ex_op *o, int i, int flatten, int64_t axis,
+                              int trans) {
+  const ex_shape *s = &o->in_shape[i];
+  const char *x = o->in[i];
+  int rank = s->known ? s->ndim : -1;
+  if (axis < 0 && rank >= 0)
+    axis += rank;
+  if (flatten && !(rank == 2 && axis == 1)) {
+    /* Caffe2 flattens at an axis in [0, rank); axis 0 gives [1, numel] in both */
+    if (axis < 0 || (rank >= 0 && axis >= rank)) {
+      ex_refuse(e, "axis %lld on input %d of %s rank", (long long)axis, i,
+                rank < 0 ? "unknown" : "lower");
+      return NULL;
+    }
+    const char *f = ex_fresh(e, o->out[0], i ? "_b2d" : "_a2d");
+    Onnx__NodeProto *n = ex_node(e, "Flatten", NULL);
+    ex_in(e, n, x);
+    ex_out(e, n, f);
+    ex_attr_int(e, n, "axis", axis);
+    x = f;
+    rank = 2;
+  }
+  if (!trans || rank == 1)
+    return x;
+  if (rank < 2) {
+    ex_refuse(e, "trans_%c on an input of unknown rank (give the inputs' shapes)", i ? 'b' : 'a');
+    return NULL;
+  }
+  int64_t perm[DM_MAX_DIMS];
+  for (int d = 0; d < rank; d++)
+    perm[d] = d;
+  perm[rank - 2] = rank - 1;
+  perm[rank - 1] = rank - 2;
+  const char *t = ex_fresh(e, o->out[0], i ? "_bt" : "_at");
+  Onnx__NodeProto *n = ex_node(e, "Transpose", NULL);
+  ex_in(e, n, x);
+  ex_out(e, n, t);
+  ex_attr_ints(e, n, "perm", perm, (size_t)rank);
+  return t;
+}
+
+static dm_status matmul(oxe *e, const ex_op *o, int flatten) {
+  if (o->def->n_input != 2 || o->def->n_output != 1)
+    return ex_refuse(e, "expected A, B -> Y");
+  if (!flatten && o->in_shape[0].known && o->in_shape[1].known && o->in_shape[0].ndim == 1 &&
+      o->in_shape[1].ndim == 1)
+    return ex_refuse(e, "two 1-D inputs (BatchMatMul's Y is [1], ONNX MatMul's a scalar)");
+  const char *a = mm_operand(e, o, 0, flatten, ex_arg_i(o, "axis_a", 1),
+                             ex_arg_i(o, "trans_a", 0) != 0);
+  const char *b = a ? mm_operand(e, o, 1, flatten, ex_arg_i(o, "axis_b", 1),
+                                 ex_arg_i(o, "trans_b", 0) != 0)
+                    : NULL;
+  if (!a || !b)
+    return e->s != DM_OK ? e->s : EX_REFUSED;
+  Onnx__NodeProto *n = ex_node(e, "MatMul", o->def->name);
+  ex_in(e, n, a);
+  ex_in(e, n, b);
+  ex_out(e, n, o->out[0]);
+  return e->s;
+}
+
+static dm_status tr_batch_matmul(oxe *e, const ex_op *o) { return matmul(e, o, 0); }
+static dm_status tr_matmul(oxe *e, const ex_op *o) { return matmul(e, o, 1); }
+
 const ex_translator ex_ops_math[] = {
     DM_UNARY_OPS(UNARY_ENTRY_)
     {"LeakyRelu", tr_leaky_relu},
@@ -152,5 +223,7 @@ const ex_translator ex_ops_math[] = {
     {"ReduceSum", tr_reduce_sum},
     {"ReduceMean", tr_reduce_mean},
     {"ReduceMax", tr_reduce_max},
+    {"BatchMatMul", tr_batch_matmul},
+    {"MatMul", tr_matmul},
     {NULL, NULL},
 };

@@ -22,14 +22,7 @@ static const Caffe2__Argument *arg(const ex_op *o, const char *name) {
   return dm_opdef_find_arg(o->def, name);
 }
 
-int64_t ex_arg_i(const ex_op *o, const char *name, int64_t def) {
-  return dm_opdef_arg_int(o->def, name, def);
-}
 
-float ex_arg_f(const ex_op *o, const char *name, float def) {
-  const Caffe2__Argument *a = arg(o, name);
-  return !a ? def : a->has_f ? a->f : a->has_i ? (float)a->i : def;
-}
 
 /* Whether string argument `name` is `v` (any case); an absent one is `def`. */
 static int arg_is(const ex_op *o, const char *name, const char *def, const char *v) {
@@ -64,14 +57,6 @@ static dm_status extra_outputs_unused(oxe *e, const ex_op *o, size_t first, cons
   return DM_OK;
 }
 
-/* A node of `type` on inputs in[0..n_in) writing out[0], named as the op. */
-Onnx__NodeProto *ex_node_io(oxe *e, const ex_op *o, const char *type, size_t n_in) {
-  Onnx__NodeProto *n = ex_node(e, type, o->def->name);
-  for (size_t k = 0; k < n_in && k < o->def->n_input; k++)
-    ex_in(e, n, o->in[k]);
-  ex_out(e, n, o->out[0]);
-  return n;
-}
 
 /* A node of `type` named `name` (NULL: none) from x to y. */
 static Onnx__NodeProto *unary(oxe *e, const char *type, const char *name, const char *x,

@@ -211,18 +211,28 @@ static dm_status tr_gemm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return as_fc(c, n, b, ox_in_name(n, 1), ox_attr_int(n, "transB", 0) != 0, ox_in_name(n, 2), 1);
 }
 
-/* MatMul by a constant matrix as FC along A's last axis (FC flattens the leading ones). */
+/* MatMul by a constant matrix as FC along A's last axis (FC flattens the leading ones);
+ * any other (B computed: attention's Q K^T and its product with V, or A 1-D) as
+ * BatchMatMul with broadcast=1, which is numpy's matmul as ONNX's, but for two 1-D
+ * inputs: their product is BatchMatMul's [1] and ONNX's scalar. */
 static dm_status tr_matmul(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   DM_TRY(ox_need_outputs(c, n, 1));
   if (!ox_in_name(n, 0) || !ox_in_name(n, 1) || n->n_input != 2)
     return ox_refuse(c, "expected 2 inputs");
-  int ra = ox_rank_of(c, ox_in_name(n, 0));
-  if (ra < 2)
-    return ox_refuse(c, "A of %s rank (2 or more is supported)", ra < 0 ? "unknown" : "lower");
-  if (!ox_const_find(c, ox_in_name(n, 1)))
-    return ox_refuse(c, "B is not a constant");
-  c->out_rank = ra;
-  return as_fc(c, n, b, ox_in_name(n, 1), 0, NULL, ra - 1);
+  int ra = ox_rank_of(c, ox_in_name(n, 0)), rb = ox_rank_of(c, ox_in_name(n, 1));
+  const Onnx__TensorProto *w = ox_const_find(c, ox_in_name(n, 1));
+  if (ra >= 2 && w && w->n_dims == 2) {
+    c->out_rank = ra;
+    return as_fc(c, n, b, ox_in_name(n, 1), 0, NULL, ra - 1);
+  }
+  if (ra < 0 || rb < 0)
+    return ox_refuse(c, "A or B of unknown rank (a 1-D input would change the output's rank)");
+  if (ra == 1 && rb == 1)
+    return ox_refuse(c, "two 1-D inputs (their scalar product has no BatchMatMul form)");
+  DM_TRY(ox_plain(c, n, b, "BatchMatMul", 2));
+  dm_opb_arg_int(b, "broadcast", 1);
+  c->out_rank = (ra > rb ? ra : rb) - (ra == 1) - (rb == 1);
+  return DM_OK;
 }
 
 static dm_status tr_batchnorm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {

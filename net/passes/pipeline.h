@@ -224,6 +224,10 @@ DM_HIDDEN extern const dm_pipeline_stage dm_pipeline_stages[];
  * API's training calls and `demitasse train` both call it, and it refuses what the
  * options get wrong, naming the field. (net/train_api.c) */
 DM_HIDDEN dm_status dm_pipeline_opts_from_train(const dm_train_options *o, dm_pipeline_opts *p);
+/* The same for a training net that gets no gradient pass (`rewrite` without --grad:
+ * the device, fusion or memory pass alone): no loss needed, gradient off. */
+DM_HIDDEN dm_status dm_pipeline_opts_from_train_forward(const dm_train_options *o,
+                                                        dm_pipeline_opts *p);
 /* Rewrites `net` (and the shared and init nets) in place: the plan, then the stages. `*init_add` gets a new init
  * addition when the optimizer or mixed-precision pass ran (NULL otherwise); the caller
  * frees it. `r` (may be NULL) says what ran; free it with dm_pipeline_result_free (also

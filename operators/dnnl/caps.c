@@ -28,6 +28,7 @@ static const char *const kind_names[DM_DNNL_N_KINDS] = {
     [DM_DNNL_BN] = "batch normalization",
     [DM_DNNL_BN_BWD] = "batch normalization backward",
     [DM_DNNL_CONCAT] = "concat",
+    [DM_DNNL_MATMUL] = "matmul",
 };
 
 /* The dtypes the engine runs, in the table's order. */
@@ -160,6 +161,16 @@ static void probe_concat(dnnl_data_type_t dt, unsigned char *row) {
   }
 }
 
+/* A 2x3 by 3x4 product, plain (matmul.c describes its operands by strides). */
+static void probe_matmul(dnnl_data_type_t dt, unsigned char *row) {
+  const dnnl_dims_t ad = {2, 3}, bd = {3, 4}, yd = {2, 4};
+  dnnl_memory_desc_t a, b, y;
+  dnnl_matmul_desc_t d;
+  if (md(&a, 2, ad, dt, dnnl_ab) && md(&b, 2, bd, dt, dnnl_ab) && md(&y, 2, yd, dt, dnnl_ab) &&
+      dnnl_matmul_desc_init(&d, &a, &b, NULL, &y) == dnnl_success)
+    row[DM_DNNL_MATMUL] = (unsigned char)trial(&d, NULL, NULL);
+}
+
 static void probe_all(void) {
   if (!dm_dnnl_engine())
     return; /* nothing can be built: every answer stays 0 */
@@ -172,6 +183,7 @@ static void probe_all(void) {
     probe_pool(dt, row);
     probe_bn(dt, row);
     probe_concat(dt, row);
+    probe_matmul(dt, row);
     for (int k = 0; k < DM_DNNL_N_KINDS; k++)
       can[k][t] = row[k];
   }

@@ -106,6 +106,11 @@ static const gpu_case gpu_cases[] = {
      {{"X", 'T', 2, {3, 37}, -4, 4}}, NULL, {"X"}, {"Y"}, GC_ALL, 2},
     {"HardSwish", "type: 'HardSwish'", {{"X", 'T', 2, {3, 37}, -5, 5}}, NULL, {"X"}, {"Y"},
      GC_ALL, 3},
+    {"Erf", "type: 'Erf'", {{"X", 'T', 2, {3, 37}, -3, 3}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"Sqrt", "type: 'Sqrt'", {{"X", 'T', 2, {3, 37}, 0, 9}}, NULL, {"X"}, {"X"}, GC_ALL, 2},
+    {"Gelu", "type: 'Gelu'", {{"X", 'T', 2, {3, 37}, -6, 6}}, NULL, {"X"}, {"Y"}, GC_ALL, 4},
+    {"Gelu fast", "type: 'Gelu' " A("fast_gelu", 1), {{"X", 'T', 2, {3, 37}, -6, 6}}, NULL,
+     {"X"}, {"Y"}, GC_ALL, 4},
     {"SigmoidGradient", "type: 'SigmoidGradient'",
      {{"X", 'T', 2, {4, 9}, -4, 4}, {"dY", 'T', 2, {4, 9}, -1, 1}},
      "op { input: 'X' output: 'Y' type: 'Sigmoid' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
@@ -119,6 +124,12 @@ static const gpu_case gpu_cases[] = {
     {"HardSwishGradient", "type: 'HardSwishGradient'",
      {{"X", 'T', 2, {4, 9}, -5, 5}, {"dY", 'T', 2, {4, 9}, -1, 1}}, NULL, {"X", "dY"}, {"dX"},
      GC_ALL, 3},
+    {"GeluGradient", "type: 'GeluGradient'",
+     {{"X", 'T', 2, {4, 9}, -6, 6}, {"dY", 'T', 2, {4, 9}, -1, 1}}, NULL, {"X", "dY"}, {"dX"},
+     GC_ALL, 4},
+    {"SqrtGradient", "type: 'SqrtGradient'",
+     {{"X", 'T', 2, {4, 9}, 0.5, 4}, {"dY", 'T', 2, {4, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'Sqrt' }", {"Y", "dY"}, {"dX"}, GC_ALL, 3},
     /* Relu, ReluGradient, Sum and the FLOAT <-> FLOAT16/BFLOAT16 casts move 16-byte packs
      * (8 halves, 4 floats) and do the last n % 8 (% 4) elements one by one. 3 x 1001 x 1001
      * leaves 3 over (Relu in place puts +inf in the last); the largest (33.6M elements) has
@@ -442,6 +453,33 @@ static const gpu_case gpu_cases[] = {
       {"dY", 'T', 2, {8, 5}, -1, 1}},
      "op { input: ['X', 'W', 'b'] output: 'Y' type: 'FCFusion' " A("fusion_type", 1) "}",
      {"X", "W", "dY", "Y"}, {"dW", "db", "dX"}, GC_ALL, 10},
+    /* gpu/batch_matmul_cublas.c: one strided-batched call (equal batch dims, a whole
+     * operand broadcast) or one call per product (other broadcasts); the gradients sum
+     * a broadcast matrix's products in FP32 (k: N or M times the products reading it). */
+    {"BatchMatMul", "type: 'BatchMatMul'",
+     {{"A", 'T', 4, {2, 3, 5, 33}, -1, 1}, {"B", 'T', 4, {2, 3, 33, 6}, -1, 1}}, NULL,
+     {"A", "B"}, {"Y"}, GC_ALL, 34, GC_RESHAPE},
+    {"BatchMatMul broadcast A", "type: 'BatchMatMul' " A("broadcast", 1) A("trans_b", 1),
+     {{"A", 'T', 2, {5, 33}, -1, 1}, {"B", 'T', 3, {3, 6, 33}, -1, 1}}, NULL, {"A", "B"},
+     {"Y"}, GC_ALL, 34},
+    {"BatchMatMul broadcast both", "type: 'BatchMatMul' " A("broadcast", 1) A("trans_a", 1),
+     {{"A", 'T', 4, {2, 1, 33, 5}, -1, 1}, {"B", 'T', 3, {3, 33, 6}, -1, 1}}, NULL,
+     {"A", "B"}, {"Y"}, GC_ALL, 34, GC_RESHAPE},
+    {"BatchMatMulGradient", "type: 'BatchMatMulGradient' " A("trans_a", 1),
+     {{"A", 'T', 3, {2, 8, 5}, -1, 1}, {"B", 'T', 3, {2, 8, 6}, -1, 1},
+      {"dY", 'T', 3, {2, 5, 6}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 8,
+     GC_RESHAPE},
+    {"BatchMatMulGradient broadcast", "type: 'BatchMatMulGradient' " A("broadcast", 1)
+     A("trans_b", 1),
+     {{"A", 'T', 4, {2, 1, 5, 8}, -1, 1}, {"B", 'T', 3, {3, 6, 8}, -1, 1},
+      {"dY", 'T', 4, {2, 3, 5, 6}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 20,
+     GC_RESHAPE},
+    {"MatMul", "type: 'MatMul' " A("trans_b", 1),
+     {{"A", 'T', 2, {6, 33}, -1, 1}, {"B", 'T', 2, {7, 33}, -1, 1}}, NULL, {"A", "B"}, {"Y"},
+     GC_ALL, 34},
+    {"MatMulGradient", "type: 'MatMulGradient'",
+     {{"A", 'T', 3, {2, 3, 8}, -1, 1}, {"B", 'T', 2, {24, 5}, -1, 1},
+      {"dY", 'T', 2, {2, 5}, -1, 1}}, NULL, {"A", "B", "dY"}, {"dA", "dB"}, GC_ALL, 6},
     /* gpu/optimizer.c, tensor_ops.c, dropout.c: the step counter and rate, shape ops,
      * Concat/Split/Transpose, Dropout. Copies and views are exact; the rate agrees to
      * FLOAT rounding. */

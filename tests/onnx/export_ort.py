@@ -13,6 +13,7 @@ Models:
 - example: models/example's MLP, also checked against the NumPy answer it ships with.
 - opsnet: a net made here for the translations the models do not reach (see OPSNET).
 - mathnet: the activations, n-ary math and reductions (see MATHNET).
+- matmulnet: BatchMatMul and MatMul (see MATMULNET).
 
 Each exported file must pass onnx.checker.check_model (full check, with the input
 shapes given); SqueezeNet is also exported without input shapes (the general Softmax
@@ -269,13 +270,41 @@ def mathnet(exe, work):
                    ["ls", "rs", "rm", "rx", "mn", "apc", "mpc"])
 
 
+# BatchMatMul and MatMul (net/onnx/export_math.c) as ONNX MatMul: trans_b as a Transpose
+# (attention's Q K^T), a broadcast B, MatMul's axis_a as a Flatten with a transposed B,
+# a 1-D A (Y loses its M dim in both).
+MATMULNET = """name: "matmulnet"
+op { input: ["data", "k"] output: "s" name: "qk" type: "BatchMatMul" arg { name: "trans_b" i: 1 } }
+op { input: ["s", "v"] output: "o" name: "sv" type: "BatchMatMul" arg { name: "broadcast" i: 1 } }
+op { input: ["o", "w"] output: "p" name: "mm" type: "MatMul" arg { name: "axis_a" i: 2 }
+  arg { name: "trans_b" i: 1 } }
+op { input: ["u", "data"] output: "z" name: "uq" type: "BatchMatMul" arg { name: "broadcast" i: 1 } }
+external_input: "data"
+external_output: ["s", "p", "z"]
+"""
+
+
+def matmulnet(exe, work):
+    d = os.path.join(work, "matmulnet")
+    os.makedirs(d)
+    g = np.random.default_rng(11)
+    ip, np_ = os.path.join(d, "init.pbtxt"), os.path.join(d, "net.pbtxt")
+    with open(ip, "w") as f:
+        f.write(fill("k", g.standard_normal((2, 5, 6))) + fill("v", g.standard_normal((5, 3))) +
+                fill("w", g.standard_normal((7, 3))) + fill("u", g.standard_normal(4)))
+    with open(np_, "w") as f:
+        f.write(MATMULNET)
+    x = g.uniform(-1, 1, (2, 4, 6)).astype(np.float32)
+    return compare("matmulnet", exe, d, ip, np_, {"data": x}, ["s", "p", "z"])
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     exe, work = sys.argv[1], sys.argv[2]
     ok = True
-    for f in (squeezenet, lenet, example, opsnet, mathnet):
+    for f in (squeezenet, lenet, example, opsnet, mathnet, matmulnet):
         ok = f(exe, work) and ok
     return 0 if ok else 1
 

@@ -398,6 +398,56 @@ static void test_shape_forms(void **state) {
   free_model(m);
 }
 
+/* BatchMatMul and MatMul as ONNX MatMul: trans_* a Transpose of the last two dims,
+ * MatMul's axis a Flatten; the forms with no ONNX counterpart refused. */
+static void test_matmul(void **state) {
+  (void)state;
+  const char *pred =
+      "op { input: ['q', 'k'] output: 's' name: 'qk' type: 'BatchMatMul'"
+      "  arg { name: 'trans_b' i: 1 } }"
+      "op { input: ['s', 'v'] output: 'o' name: 'sv' type: 'BatchMatMul'"
+      "  arg { name: 'broadcast' i: 1 } }"
+      "op { input: ['o', 'w'] output: 'p' name: 'mm' type: 'MatMul'"
+      "  arg { name: 'axis_a' i: 2 } arg { name: 'trans_b' i: 1 } }"
+      "external_input: ['q', 'k', 'v', 'w'] external_output: 'p'";
+  dm_onnx_input_shape sh[] = {{"q", 3, {2, 4, 3}}, {"k", 3, {2, 5, 3}}, {"v", 2, {5, 6}},
+                              {"w", 2, {7, 6}}};
+  Onnx__ModelProto *m = export_text(NULL, pred, sh, 4);
+  const Onnx__NodeProto *qk = node_named(m, "qk");
+  assert_string_equal(qk->op_type, "MatMul");
+  assert_string_equal(qk->input[0], "q");
+  const Onnx__NodeProto *kt = node_writing(m, qk->input[1]);
+  assert_string_equal(kt->op_type, "Transpose");
+  assert_string_equal(kt->input[0], "k");
+  assert_ints(kt, "perm", 3, (int64_t[]){0, 2, 1});
+  const Onnx__NodeProto *sv = node_named(m, "sv");
+  assert_string_equal(sv->op_type, "MatMul");
+  assert_inputs(sv, 2, "s", "v");
+  const Onnx__NodeProto *mm = node_named(m, "mm");
+  const Onnx__NodeProto *flat = node_writing(m, mm->input[0]);
+  assert_string_equal(flat->op_type, "Flatten");
+  assert_int_equal(attr_i(flat, "axis"), 2);
+  const Onnx__NodeProto *wt = node_writing(m, mm->input[1]);
+  assert_string_equal(wt->op_type, "Transpose");
+  assert_ints(wt, "perm", 2, (int64_t[]){1, 0});
+  const Onnx__TensorShapeProto *ps = m->graph->output[0]->type->tensor_type->shape;
+  assert_int_equal(ps->n_dim, 2);
+  assert_int_equal(ps->dim[0]->dim_value, 8);
+  assert_int_equal(ps->dim[1]->dim_value, 7);
+  free_model(m);
+  const char *dot = "op { input: ['a', 'b'] output: 'y' name: 'dot' type: 'BatchMatMul'"
+                    "  arg { name: 'broadcast' i: 1 } }"
+                    "external_input: ['a', 'b'] external_output: 'y'";
+  dm_onnx_input_shape v[] = {{"a", 1, {4}}, {"b", 1, {4}}};
+  expect_fail(NULL, dot, v, 2, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'dot'", "two 1-D inputs", NULL});
+  const char *tr = "op { input: ['a', 'c'] output: 'z' name: 'tr' type: 'BatchMatMul'"
+                   "  arg { name: 'trans_a' i: 1 } }"
+                   "external_input: ['a', 'c'] external_output: 'z'";
+  expect_fail(NULL, tr, NULL, 0, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'tr'", "trans_a on an input of unknown rank", NULL});
+}
+
 /* ---- round trip ------------------------------------------------------------------- */
 
 static const char *rt_init =
@@ -557,6 +607,7 @@ int main(void) {
       cmocka_unit_test(test_conv_pool_attributes), cmocka_unit_test(test_initializers_and_names),
       cmocka_unit_test(test_refused_listed),       cmocka_unit_test(test_shape_forms),
       cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_write),
+      cmocka_unit_test(test_matmul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

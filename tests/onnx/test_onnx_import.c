@@ -687,6 +687,46 @@ static void test_inferred_shapes(void **state) {
   free_pair(init, pred);
 }
 
+/* MatMul of two computed tensors (attention's Q K^T) imports as BatchMatMul with
+ * numpy's broadcasting, a MatMul by a constant 2-D B still as FC; two 1-D inputs and
+ * inputs of unknown rank are refused, named. */
+static void test_matmul_computed(void **state) {
+  (void)state;
+  tmodel t;
+  tm_type tq, tk;
+  tm_init(&t, 13);
+  int64_t dq[3] = {2, 4, 3}, dk[3] = {2, 3, 5};
+  tm_input(&t, "q");
+  t.in[0].type = tm_type_init(&tq, 3, dq);
+  tm_input(&t, "k");
+  t.in[1].type = tm_type_init(&tk, 3, dk);
+  static int64_t wd[2] = {5, 6};
+  static float w[30];
+  tm_float_init(&t, "W", 2, wd, 30, w);
+  static char *a_in[] = {"q", "k"}, *a_out[] = {"s"}, *f_in[] = {"s", "W"}, *f_out[] = {"y"};
+  tm_node(&t, "MatMul", "qk", 2, a_in, 1, a_out);
+  tm_node(&t, "MatMul", "proj", 2, f_in, 1, f_out);
+  tm_output(&t, "y");
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  if (dm_onnx_import(&t.m, NULL, &init, &pred) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  assert_int_equal(pred->n_op, 2);
+  assert_string_equal(pred->op[0]->type, "BatchMatMul");
+  assert_int_equal(dm_opdef_arg_int(pred->op[0], "broadcast", 0), 1);
+  assert_string_equal(pred->op[1]->type, "FC");
+  free_pair(init, pred);
+  /* 1-D by 1-D, and a rank the importer does not know */
+  int64_t d1[1] = {3};
+  t.in[0].type = tm_type_init(&tq, 1, d1);
+  t.in[1].type = tm_type_init(&tk, 1, d1);
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "node 0 'qk': MatMul", "two 1-D inputs", NULL);
+  t.in[1].type = NULL;
+  opt_expect_error(dm_onnx_import(&t.m, NULL, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "node 0 'qk': MatMul", "unknown rank", NULL);
+  assert_null(init);
+}
+
 static void attr_str(tmodel *t, Onnx__NodeProto *n, char *name, char *v) {
   Onnx__AttributeProto *a = tm_attr(t, n, name);
   a->has_type = 1;
@@ -767,6 +807,7 @@ int main(void) {
       cmocka_unit_test(test_empty_initializer), cmocka_unit_test(test_math_translations),
       cmocka_unit_test(test_shape_chain_folds),
       cmocka_unit_test(test_inferred_shapes),
+      cmocka_unit_test(test_matmul_computed),
       cmocka_unit_test(test_spatial),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* test_unary_math.c: Sigmoid, Tanh, LeakyRelu, Clip, HardSigmoid, HardSwish against their
+/* test_unary_math.c: Sigmoid, Tanh, LeakyRelu, Clip, HardSigmoid, HardSwish, Erf, Sqrt and
+ * Gelu (exact and fast_gelu) against their
  * definitions computed here in double, in FP32, FP16 and BF16 (out of place and in
  * place); their gradient ops against the derivatives in double, and each gradient maker
  * + kernel against finite differences of the forward (grad_check.h).
@@ -31,18 +32,24 @@ static int teardown(void **state) {
 typedef struct ucase {
   const char *type;
   float alpha, beta, lo, hi; /* arguments written when nonzero (lo/hi: when finite) */
-  int args;                  /* 1: alpha, 2: alpha + beta, 3: min + max */
+  int args;                  /* 1: alpha, 2: alpha + beta, 3: min + max, 4: fast_gelu 1 */
+  int reads_x;               /* the gradient reads X, so the forward is not in place */
+  double xmin;               /* the gradient ops' X is drawn from [xmin, 5] */
 } ucase;
 
 static const ucase cases[] = {
-    {"Sigmoid", 0, 0, 0, 0, 0},
-    {"Tanh", 0, 0, 0, 0, 0},
-    {"LeakyRelu", 0.1f, 0, 0, 0, 1},
-    {"LeakyRelu", 0, 0, 0, 0, 0}, /* the default alpha 0.01 */
-    {"Clip", 0, 0, -1.5f, 2.25f, 3},
-    {"HardSigmoid", 0.3f, 0.4f, 0, 0, 2},
-    {"HardSigmoid", 0, 0, 0, 0, 0}, /* defaults 0.2, 0.5 */
-    {"HardSwish", 0, 0, 0, 0, 0},
+    {"Sigmoid", 0, 0, 0, 0, 0, 0, -5},
+    {"Tanh", 0, 0, 0, 0, 0, 0, -5},
+    {"LeakyRelu", 0.1f, 0, 0, 0, 1, 0, -5},
+    {"LeakyRelu", 0, 0, 0, 0, 0, 0, -5}, /* the default alpha 0.01 */
+    {"Clip", 0, 0, -1.5f, 2.25f, 3, 0, -5},
+    {"HardSigmoid", 0.3f, 0.4f, 0, 0, 2, 0, -5},
+    {"HardSigmoid", 0, 0, 0, 0, 0, 0, -5}, /* defaults 0.2, 0.5 */
+    {"HardSwish", 0, 0, 0, 0, 0, 1, -5},
+    {"Erf", 0, 0, 0, 0, 0, 1, -5},
+    {"Sqrt", 0, 0, 0, 0, 0, 0, 0.05}, /* dX = dY / (2 Y): Y kept away from 0 */
+    {"Gelu", 0, 0, 0, 0, 0, 1, -5},
+    {"Gelu", 0, 0, 0, 0, 4, 1, -5}, /* fast_gelu */
 };
 
 static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
@@ -60,7 +67,44 @@ static double ref_forward(const ucase *c, double x) {
     return isnan(x) ? x : x < c->lo ? c->lo : x > c->hi ? c->hi : x;
   if (strcmp(c->type, "HardSigmoid") == 0)
     return isnan(x) ? x : clamp01((double)(float)alpha * x + (double)(float)beta);
+  if (strcmp(c->type, "Erf") == 0)
+    return erf(x);
+  if (strcmp(c->type, "Sqrt") == 0)
+    return sqrt(x);
+  if (strcmp(c->type, "Gelu") == 0) {
+    if (isinf(x)) /* the limits: 0 at -inf, x at +inf */
+      return x < 0 ? 0 : x;
+    if (c->args == 4)
+      return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * erfc(-x / sqrt(2));
+  }
   return isnan(x) ? x : x <= -3 ? 0 : x * clamp01(x / 6 + 0.5); /* HardSwish */
+}
+
+/* The derivative of the forward at x (s = Y, or X where the op reads X) times g. */
+static double ref_gradient(const ucase *c, double x, double y, double g) {
+  double alpha = c->args ? c->alpha : strcmp(c->type, "LeakyRelu") == 0 ? 0.01 : 0.2;
+  if (strcmp(c->type, "Sigmoid") == 0)
+    return g * y * (1 - y);
+  if (strcmp(c->type, "Tanh") == 0)
+    return g * (1 - y * y);
+  if (strcmp(c->type, "LeakyRelu") == 0)
+    return y > 0 ? g : (double)(float)alpha * g;
+  if (strcmp(c->type, "Clip") == 0)
+    return y > c->lo && y < c->hi ? g : 0;
+  if (strcmp(c->type, "HardSigmoid") == 0)
+    return y > 0 && y < 1 ? (double)(float)alpha * g : 0;
+  if (strcmp(c->type, "Erf") == 0)
+    return g * 2 / sqrt(M_PI) * exp(-x * x);
+  if (strcmp(c->type, "Sqrt") == 0)
+    return g / (2 * y);
+  if (strcmp(c->type, "Gelu") == 0 && c->args == 4) {
+    double k = sqrt(2 / M_PI), t = tanh(k * (x + 0.044715 * x * x * x));
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+  }
+  if (strcmp(c->type, "Gelu") == 0)
+    return g * (0.5 * erfc(-x / sqrt(2)) + x * exp(-x * x / 2) / sqrt(2 * M_PI));
+  return x < -3 ? 0 : x > 3 ? g : g * (2 * x + 3) / 6; /* HardSwish */
 }
 
 static void add_args(const ucase *c, opt_op *op) {
@@ -70,6 +114,8 @@ static void add_args(const ucase *c, opt_op *op) {
     opt_arg_float(op, "beta", c->beta);
   if (c->args == 3)
     opt_arg_float(op, "min", c->lo), opt_arg_float(op, "max", c->hi);
+  if (c->args == 4)
+    opt_arg_int(op, "fast_gelu", 1);
 }
 
 static void check_forward(dm_workspace *ws, const ucase *c, int mode) {
@@ -89,7 +135,7 @@ static void check_forward(dm_workspace *ws, const ucase *c, int mode) {
   }
   int64_t d[] = {20, 30};
   double u = mode ? opt_mode_u(mode) : 0, tiny = mode ? opt_mode_tiny(mode) : 0x1p-149;
-  int inplace_ok = strcmp(c->type, "HardSwish") != 0;
+  int inplace_ok = !c->reads_x;
   for (int inplace = 0; inplace < 1 + inplace_ok; inplace++) {
     opt_feed(ws, "X", t, 2, d, mode ? (const void *)xh : (const void *)x);
     opt_op *op = opt_new(c->type);
@@ -126,11 +172,11 @@ static void test_gradient_ops(void **state) {
     const ucase *c = &cases[k];
     char gt[64];
     snprintf(gt, sizeof gt, "%sGradient", c->type);
-    int reads_x = strcmp(c->type, "HardSwish") == 0;
+    int reads_x = c->reads_x;
     for (int mode = 0; mode < 3; mode++) {
       dm_dtype t = opt_mode_dtype(mode);
       for (int i = 0; i < N; i++) {
-        x[i] = (float)opt_uniform(&seed, -5, 5);
+        x[i] = (float)opt_uniform(&seed, c->xmin, 5);
         g[i] = (float)opt_uniform(&seed, -2, 2);
         y[i] = (float)ref_forward(c, x[i]);
         float s = reads_x ? x[i] : y[i];
@@ -151,21 +197,8 @@ static void test_gradient_ops(void **state) {
       add_args(c, op);
       assert_int_equal(opt_run(op, ws), DM_OK);
       const void *dx = dm_tensor_data(opt_fetch(ws, "dY", t, 1, &d));
-      double alpha = c->args ? c->alpha : strcmp(c->type, "LeakyRelu") == 0 ? 0.01 : 0.2;
       for (int i = 0; i < N; i++) {
-        double yy = y[i], xx = x[i], gg = g[i], r;
-        if (strcmp(c->type, "Sigmoid") == 0)
-          r = gg * yy * (1 - yy);
-        else if (strcmp(c->type, "Tanh") == 0)
-          r = gg * (1 - yy * yy);
-        else if (strcmp(c->type, "LeakyRelu") == 0)
-          r = yy > 0 ? gg : (double)(float)alpha * gg;
-        else if (strcmp(c->type, "Clip") == 0)
-          r = yy > c->lo && yy < c->hi ? gg : 0;
-        else if (strcmp(c->type, "HardSigmoid") == 0)
-          r = yy > 0 && yy < 1 ? (double)(float)alpha * gg : 0;
-        else
-          r = xx < -3 ? 0 : xx > 3 ? gg : gg * (2 * xx + 3) / 6;
+        double gg = g[i], r = ref_gradient(c, x[i], y[i], gg);
         double got = mode ? opt_widen(mode, ((const uint16_t *)dx)[i]) : ((const float *)dx)[i];
         double u = mode ? opt_mode_u(mode) : 0;
         double tol = u * fabs(r) + 16 * OPT_U32 * (fabs(gg) + 1) + (mode ? opt_mode_tiny(mode) : 0);
@@ -189,6 +222,9 @@ static void test_gradient_check(void **state) {
       ("type: 'HardSigmoid' input: 'X' output: 'Y' arg { name: 'alpha' f: 0.25 } "
        "arg { name: 'beta' f: 0.5 }"),
       "type: 'HardSwish' input: 'X' output: 'Y'",
+      "type: 'Erf' input: 'X' output: 'Y'",
+      "type: 'Gelu' input: 'X' output: 'Y'",
+      "type: 'Gelu' input: 'X' output: 'Y' arg { name: 'fast_gelu' i: 1 }",
   };
   /* kinks: 0 (LeakyRelu), -1 and 1.5 (Clip), -2 and 2 (HardSigmoid), -3 and 3 (HardSwish) */
   static const double kinks[] = {0, -1, 1.5, -2, 2, -3, 3};
@@ -206,6 +242,9 @@ static void test_gradient_check(void **state) {
   gc_input in[] = {{"X", 3, {3, 4, 5}, x, 1, 0}};
   for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
     gc_check(ops[k], in, 1, 1, 1);
+  for (int i = 0; i < 60; i++) /* Sqrt's domain, away from its pole at 0 */
+    x[i] = fabsf(x[i]) + 0.25f;
+  gc_check("type: 'Sqrt' input: 'X' output: 'Y'", in, 1, 1, 1);
 }
 
 static void test_errors(void **state) {
