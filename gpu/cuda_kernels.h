@@ -87,6 +87,12 @@ cudaError_t dmk_adam(cudaStream_t s, const float *w, const float *m, const float
                      const float *g, const float *lr, const int64_t *iter, float *nw, float *nm,
                      float *nv, float b1, float b2, float eps, const void *skip, int skip_dtype,
                      int64_t n);
+/* AdamW (torch's, with Adam's negative lr): dmk_adam's step with weight decay wd and eps
+ * added to sqrt(v / (1 - b2^t)), as operators/optimizer.c. */
+cudaError_t dmk_adamw(cudaStream_t s, const float *w, const float *m, const float *v,
+                      const float *g, const float *lr, const int64_t *iter, float *nw, float *nm,
+                      float *nv, float b1, float b2, float eps, float wd, const void *skip,
+                      int skip_dtype, int64_t n);
 /* y = sum of w[j] * x[j] over k pairs (w one-element device scalars), chained like dmk_sum
  * with y as the running sum. With skip set, the first launch copies x0 into y (if they
  * differ) and every launch leaves y otherwise alone. */
@@ -260,6 +266,36 @@ cudaError_t dmk_multi_weighted_sum(cudaStream_t s, const dmk_mt_tensor *t, const
  * in x's dtype (FLOAT or FLOAT16); *found = 1.0f when any x or y is inf/NaN. */
 cudaError_t dmk_multi_unscale(cudaStream_t s, const dmk_mt_tensor *t, const dmk_mt_chunk *c,
                               int64_t nchunks, const float *scale, float *found);
+
+/* ---- gather.cu, where.cu --------------------------------------------------------- */
+
+/* Gather: y[o, j, c] = x[o, idx[j], c] for o < outer, j < nidx, c < row, elements of
+ * elem_size bytes (1, 2, 4, 8); idx INT32 or (idx64) INT64, negative counted from the end
+ * with wrap; an index out of [0, along) writes bad_bits (its low elem_size bytes). */
+cudaError_t dmk_gather(cudaStream_t s, const void *x, const void *idx, int idx64, void *y,
+                       int64_t outer, int64_t along, int64_t nidx, int64_t row, int elem_size,
+                       uint64_t bad_bits, int wrap);
+/* GatherGradient: dx (FLOAT, nx elements) zeroed, then dy (FLOAT, FLOAT16 or BFLOAT16,
+ * Gather's output shape) added at each index with FP32 atomics (not deterministic); an
+ * out-of-range index adds nothing. */
+cudaError_t dmk_gather_grad(cudaStream_t s, const void *idx, int idx64, const void *dy,
+                            int dy_dtype, float *dx, int64_t nx, int64_t outer, int64_t along,
+                            int64_t nidx, int64_t row, int wrap);
+/* Where's numpy broadcast: Z's dims (rank >= 1) and the element strides of C (0), X (1)
+ * and Y (2) over them (0 along a broadcast dim). */
+typedef struct dmk_bcast3 {
+  int ndim;
+  int64_t dims[DMK_MAX_DIMS];
+  int64_t st[3][DMK_MAX_DIMS];
+} dmk_bcast3;
+/* Where: z = c ? x : y over n elements of elem_size bytes (1, 2, 4, 8). */
+cudaError_t dmk_where(cudaStream_t s, const uint8_t *c, const void *x, const void *y, void *z,
+                      int elem_size, const dmk_bcast3 *g, int64_t n);
+/* WhereGradient of input k (1: X, 2: Y; nt elements, dtype FLOAT, FLOAT16 or BFLOAT16 as
+ * dz): each element the FP32 sum, in Z order, of the dz it was broadcast to where
+ * (c != 0) == want, rounded once. */
+cudaError_t dmk_where_grad(cudaStream_t s, const uint8_t *c, const void *dz, int dtype,
+                           void *dt, const dmk_bcast3 *g, int k, int want, int64_t nt);
 
 #ifdef __cplusplus
 }

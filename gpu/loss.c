@@ -9,6 +9,16 @@
 #include "kernels.h"
 #include "operators/loss.h"
 
+/* The CUDA kernels take FLOAT or FLOAT16 logits and count every row: ignore_label and
+ * BF16 logits stay on the CPU kernel, which runs them. */
+static int swl_supports(const dm_op_ctx *ctx) {
+  if (dm_op_has_arg(ctx, "ignore_label"))
+    return dm_op_refuse(ctx, "ignore_label has no CUDA kernel yet");
+  if (dm_op_input_dtype(ctx, 0) == DM_BFLOAT16)
+    return dm_op_refuse(ctx, "BFLOAT16 logits have no CUDA kernel yet");
+  return 1;
+}
+
 /* logits, labels, [weights] -> softmax, avg_loss */
 static dm_status swl_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
@@ -93,8 +103,9 @@ static dm_status accuracy_run(dm_op_ctx *ctx) {
 }
 
 const dm_kernel_def dm_cuda_loss_kernels[] = {
-    GPU_KERNEL("SoftmaxWithLoss", "", .run = swl_run, GRAPH_SAFE),
-    GPU_KERNEL("SoftmaxWithLossGradient", "", .run = swl_grad_run, GRAPH_SAFE),
+    GPU_KERNEL("SoftmaxWithLoss", "", .run = swl_run, .supports = swl_supports, GRAPH_SAFE),
+    GPU_KERNEL("SoftmaxWithLossGradient", "", .run = swl_grad_run, .supports = swl_supports,
+               GRAPH_SAFE),
     GPU_KERNEL("LabelCrossEntropy", "", .run = lce_run, GRAPH_SAFE),
     GPU_KERNEL("LabelCrossEntropyGradient", "", .run = lce_grad_run, GRAPH_SAFE),
     GPU_KERNEL("AveragedLoss", "", .run = avg_run, GRAPH_SAFE),

@@ -1,5 +1,5 @@
-/* optimizer.c: the CUDA kernels (engine "") of the update ops MomentumSGDUpdate, Adam
- * and WeightedSum (each with the optional skip input UnscaleAndCheck's found_inf feeds),
+/* optimizer.c: the CUDA kernels (engine "") of the update ops MomentumSGDUpdate, Adam,
+ * AdamW and WeightedSum (each with the optional skip input UnscaleAndCheck's found_inf feeds),
  * and of Iter and LearningRate, so a step's counter and rate never leave the GPU and the
  * skip flag is read there. The device code is optimizer.cu.
  *
@@ -52,6 +52,23 @@ static dm_status adam_run(dm_op_ctx *ctx) { /* param, m1, m2, grad, lr, iter, [s
                        DATA(IN(5)), MDATA(OUT(0)), MDATA(OUT(1)), MDATA(OUT(2)),
                        dm_op_arg_float(ctx, "beta1", 0.9f), dm_op_arg_float(ctx, "beta2", 0.999f),
                        dm_op_arg_float(ctx, "epsilon", 1e-5f), skip, st, IN(0)->numel));
+  return DM_OK;
+}
+
+/* AdamW: Adam's inputs. A negative iteration, which the CPU reports, has no bias
+ * correction; on the device it makes the step NaN (reading iter would need a sync). */
+static dm_status adamw_run(dm_op_ctx *ctx) {
+  DM_TRY(dm_op_run_infer(ctx));
+  int st;
+  const void *skip = skip_input(ctx, 6, &st);
+  cudaStream_t s;
+  DM_TRY(dm_gpu_op_stream(ctx, &s));
+  DM_CUDA_TRY(dmk_adamw(s, DATA(IN(0)), DATA(IN(1)), DATA(IN(2)), DATA(IN(3)), DATA(IN(4)),
+                        DATA(IN(5)), MDATA(OUT(0)), MDATA(OUT(1)), MDATA(OUT(2)),
+                        dm_op_arg_float(ctx, "beta1", 0.9f),
+                        dm_op_arg_float(ctx, "beta2", 0.999f),
+                        dm_op_arg_float(ctx, "epsilon", 1e-8f),
+                        dm_op_arg_float(ctx, "weight_decay", 0.01f), skip, st, IN(0)->numel));
   return DM_OK;
 }
 
@@ -144,6 +161,7 @@ static dm_status lr_run(dm_op_ctx *ctx) { /* iter -> lr */
 const dm_kernel_def dm_cuda_optimizer_kernels[] = {
     GPU_KERNEL("MomentumSGDUpdate", "", .run = momentum_run, GRAPH_SAFE),
     GPU_KERNEL("Adam", "", .run = adam_run, GRAPH_SAFE),
+    GPU_KERNEL("AdamW", "", .run = adamw_run, GRAPH_SAFE),
     GPU_KERNEL("WeightedSum", "", .run = weighted_sum_run, GRAPH_SAFE),
     GPU_KERNEL("Iter", "", .run = iter_run, GRAPH_SAFE),
     GPU_KERNEL("LearningRate", "", .init = lr_init, .run = lr_run, .fini = lr_fini, GRAPH_SAFE),

@@ -1,5 +1,5 @@
 /* optimizer.cu: the update-op and loss-scaling CUDA kernels behind gpu/optimizer.c and
- * gpu/loss_scale.c: MomentumSGDUpdate, Adam, WeightedSum (with the skip flag the update
+ * gpu/loss_scale.c: MomentumSGDUpdate, Adam and AdamW, WeightedSum (with the skip flag the update
  * ops and Iter share), UnscaleAndCheck, UpdateLossScale, and Iter and LearningRate on one
  * thread (so a step's counter and rate never go to the host). Entry points in
  * cuda_kernels.h; launch helpers and conventions in cuda_common.cuh. The learning rate
@@ -34,21 +34,25 @@ extern "C" cudaError_t dmk_momentum_sgd(cudaStream_t s, const float *g, const fl
 }
 
 namespace {
+/* Adam, and AdamW when decoupled (weight decay wd, torch's epsilon). */
 __global__ void adam_kernel(const float *w, const float *m, const float *v, const float *g,
                             const float *lr, const int64_t *iter, float *nw, float *nm,
-                            float *nv, float b1, float b2, float eps, const void *skipp,
-                            int skipt, int64_t n) {
-  __shared__ float corr_s;
+                            float *nv, float b1, float b2, float eps, float wd, int decoupled,
+                            const void *skipp, int skipt, int64_t n) {
+  __shared__ float corr_s, decay_s, eps_s;
   const bool skip = skip_set(skipp, skipt);
-  /* Caffe2's correction, in double as the CPU computes it, once per block. */
+  /* Caffe2's correction (and AdamW's constants), in double as the CPU computes them,
+   * once per block. */
   if (threadIdx.x == 0) {
-    corr_s = 0.0f;
+    corr_s = 0.0f, decay_s = 1.0f, eps_s = eps;
     if (!skip)
       corr_s = adam_correction(iter, b1, b2);
+    if (!skip && decoupled)
+      adamw_constants(*lr, wd, b2, eps, iter, &decay_s, &eps_s);
   }
-  __syncthreads(); /* corr_s is always written: no read of uninitialised shared memory */
-  const float corr = corr_s, lrv = *lr;
-  GRID_LOOP(i, n) adam_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, eps, skip);
+  __syncthreads(); /* the shared values are always written: no uninitialised read */
+  const float corr = corr_s, lrv = *lr, decay = decay_s, e = eps_s;
+  GRID_LOOP(i, n) adamw_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, e, decay, skip);
 }
 
 } // namespace
@@ -60,7 +64,19 @@ extern "C" cudaError_t dmk_adam(cudaStream_t s, const float *w, const float *m, 
   if (n == 0)
     return cudaSuccess;
   adam_kernel<<<grid_for(n), THREADS, 0, s>>>(w, m, v, g, lr, iter, nw, nm, nv, b1, b2, eps,
-                                              skip, skip_dtype, n);
+                                              0.0f, 0, skip, skip_dtype, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t dmk_adamw(cudaStream_t s, const float *w, const float *m,
+                                 const float *v, const float *g, const float *lr,
+                                 const int64_t *iter, float *nw, float *nm, float *nv, float b1,
+                                 float b2, float eps, float wd, const void *skip, int skip_dtype,
+                                 int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  adam_kernel<<<grid_for(n), THREADS, 0, s>>>(w, m, v, g, lr, iter, nw, nm, nv, b1, b2, eps, wd,
+                                              1, skip, skip_dtype, n);
   return cudaGetLastError();
 }
 

@@ -46,6 +46,8 @@ static const struct {
     {"NCCL all-reduce", dm_cuda_allreduce_kernels},
     {"multi-tensor updates", dm_cuda_multi_tensor_kernels},
     {"cuBLAS BatchMatMul/MatMul", dm_cuda_batch_matmul_kernels},
+    {"gather", dm_cuda_gather_kernels},
+    {"where", dm_cuda_where_kernels},
     {NULL, NULL},
 };
 

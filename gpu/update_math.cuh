@@ -59,11 +59,21 @@ __device__ __forceinline__ float adam_correction(const int64_t *iter, float b1, 
   return __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
 }
 
-/* Adam on element i; a skipped step as momentum_at's. */
-__device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *m,
-                                        const float *v, const float *g, float *nw, float *nm,
-                                        float *nv, float lrv, float corr, float b1, float b2,
-                                        float eps, bool skip) {
+/* AdamW's constants from torch's (optimizer.c's dm_adamw_constants, in double): the param
+ * factor 1 + lr wd (lr negative) and torch's epsilon inside the corrected quotient. */
+__device__ __forceinline__ void adamw_constants(float lrv, float wd, float b2, float eps,
+                                                const int64_t *iter, float *decay,
+                                                float *eps_in) {
+  *decay = __double2float_rn(1 + (double)lrv * wd);
+  *eps_in = __double2float_rn(eps * sqrt(1 - pow((double)b2, (double)*iter + 1)));
+}
+
+/* Adam on element i, param first multiplied by decay (AdamW; Adam passes 1, which
+ * changes no value); a skipped step as momentum_at's. */
+__device__ __forceinline__ void adamw_at(int64_t i, const float *w, const float *m,
+                                         const float *v, const float *g, float *nw, float *nm,
+                                         float *nv, float lrv, float corr, float b1, float b2,
+                                         float eps, float decay, bool skip) {
   if (skip) {
     if (nw != w)
       nw[i] = w[i];
@@ -73,7 +83,7 @@ __device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *
       nv[i] = v[i];
     return;
   }
-  const float gi = g[i], wi = w[i];
+  const float gi = g[i], wi = __fmul_rn(w[i], decay);
   const float c1 = 1 - b1, c2 = 1 - b2;
   const float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(gi, c1));
   const float vi = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(gi, gi), c2));
@@ -81,6 +91,14 @@ __device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *
   nv[i] = vi;
   nw[i] = __fadd_rn(wi, __fdiv_rn(__fmul_rn(__fmul_rn(lrv, corr), mi),
                                   __fadd_rn(__fsqrt_rn(vi), eps)));
+}
+
+/* Adam on element i. */
+__device__ __forceinline__ void adam_at(int64_t i, const float *w, const float *m,
+                                        const float *v, const float *g, float *nw, float *nm,
+                                        float *nv, float lrv, float corr, float b1, float b2,
+                                        float eps, bool skip) {
+  adamw_at(i, w, m, v, g, nw, nm, nv, lrv, corr, b1, b2, eps, 1.0f, skip);
 }
 
 /* WeightedSum of two pairs on element i, as optimizer.c's loop (acc = w0 x0; acc += w1 x1);

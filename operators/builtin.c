@@ -37,6 +37,8 @@ static const dm_op_family *const families[] = {
     &dm_family_resize,
     &dm_family_pad,
     &dm_family_batch_matmul,
+    &dm_family_where,
+    &dm_family_clip_norm,
     NULL,
 };
 

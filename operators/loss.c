@@ -1,17 +1,25 @@
 /* loss.c: SoftmaxWithLoss, LabelCrossEntropy, AveragedLoss and Accuracy, with the
  * gradients of the first three (Caffe2's inputs, outputs and defaults).
  *
- * Losses run in FP32 (precision class FP32). SoftmaxWithLoss also accepts FP16 logits,
- * widened to FP32 on the way in: its softmax output is FP32 whatever the logits are,
- * and its gradient dX comes back in the logits' dtype so it can flow into an FP16 net.
+ * Losses run in FP32 (precision class FP32). SoftmaxWithLoss also accepts FP16 and BF16
+ * logits, widened to FP32 on the way in: its softmax output is FP32 whatever the logits
+ * are, and its gradient dX comes back in the logits' dtype so it can flow into a 16-bit
+ * net.
+ *
+ * Token-level use: logits [N, T, V] with `axis` 2 are N*T rows of V classes, and the
+ * labels may have the logits' dims before `axis` ([N, T]) as well as (N*T) or (N*T, 1).
+ * With `ignore_label`, a row whose label equals it counts for nothing: no loss, a zero
+ * gradient row, and it leaves the mean (the loss is averaged over the counted rows'
+ * weights; with none counted the loss is 0 and the gradient zero).
  * Row sums are accumulated in double. As in Caffe2 the log is of max(p, 1e-20), so a
  * probability that underflows gives a large but finite loss; a NaN probability (a
  * diverged net) stays NaN, so the loss shows it (fmax would return the floor).
  *
- * A label outside [0, D) is an error naming the row and the value (checked when the
- * kernel runs: shape inference sees no data).
+ * A label outside [0, D) (other than ignore_label) is an error naming the row and the
+ * value (checked when the kernel runs: shape inference sees no data).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -46,25 +54,53 @@ dm_status dm_loss_rows(dm_op_ctx *ctx, const dm_tensor *x, int64_t axis_arg, int
   return DM_OK;
 }
 
-/* Integer labels: INT32, N of them, as (N) or (N, 1). */
-static dm_status check_int_labels(dm_op_ctx *ctx, const dm_tensor *l, int64_t N) {
+/* Whether l's dims are x's dims [0, axis): one label per row of an N x D view at axis. */
+static int labels_match_leading(const dm_tensor *l, const dm_tensor *x, int axis) {
+  if (axis < 2 || l->ndim != axis)
+    return 0;
+  for (int d = 0; d < axis; d++)
+    if (l->dims[d] != x->dims[d])
+      return 0;
+  return 1;
+}
+
+/* Integer labels: INT32, N of them, as (N) or (N, 1), or (lead) when `lead` (the logits
+ * given with their axis, SoftmaxWithLoss) has those dims before the axis. */
+static dm_status check_int_labels(dm_op_ctx *ctx, const dm_tensor *l, int64_t N,
+                                  const dm_tensor *lead, int axis) {
   char ls[96];
   if (l->dtype != DM_INT32)
     return dm_op_error(ctx, DM_ERR_TYPE, "labels are %s; expected INT32 (or FLOAT with "
                        "label_prob=1 for SoftmaxWithLoss)", dm_dtype_name(l->dtype));
-  if (!((l->ndim == 1 && l->dims[0] == N) || (l->ndim == 2 && l->dims[0] == N && l->dims[1] == 1)))
-    return dm_op_error(ctx, DM_ERR_SHAPE, "labels are %s but X has %lld rows; expected (%lld)",
-                       dm_shape_str(l, ls, sizeof ls), (long long)N, (long long)N);
+  if ((l->ndim == 1 && l->dims[0] == N) || (l->ndim == 2 && l->dims[0] == N && l->dims[1] == 1) ||
+      (lead && labels_match_leading(l, lead, axis)))
+    return DM_OK;
+  char lead_s[128] = "";
+  if (lead && axis >= 2) {
+    int k = snprintf(lead_s, sizeof lead_s, " or ");
+    for (int d = 0; d < axis && k < (int)sizeof lead_s - 48; d++)
+      k += snprintf(lead_s + k, sizeof lead_s - (size_t)k, d ? "x%lld" : "%lld",
+                    (long long)lead->dims[d]);
+    snprintf(lead_s + k, sizeof lead_s - (size_t)k, " (the logits' dims before axis %d)", axis);
+  }
+  return dm_op_error(ctx, DM_ERR_SHAPE, "labels are %s but X has %lld rows; expected (%lld)%s",
+                     dm_shape_str(l, ls, sizeof ls), (long long)N, (long long)N, lead_s);
+}
+
+/* Runs over the labels: the first out of [0, D) is an error naming its row. `ignore`
+ * (SoftmaxWithLoss's ignore_label) is let through when has_ignore. */
+static dm_status check_label_range_ignoring(dm_op_ctx *ctx, const int32_t *lab, int64_t N,
+                                            int64_t D, int has_ignore, int32_t ignore) {
+  for (int64_t i = 0; i < N; i++)
+    if ((lab[i] < 0 || lab[i] >= D) && !(has_ignore && lab[i] == ignore))
+      return dm_op_error(ctx, DM_ERR_INVALID, "label %d in row %lld is out of range [0, %lld)%s",
+                         (int)lab[i], (long long)i, (long long)D,
+                         has_ignore ? " and is not ignore_label" : "");
   return DM_OK;
 }
 
-/* Runs over the labels: the first out of [0, D) is an error naming its row. */
 static dm_status check_label_range(dm_op_ctx *ctx, const int32_t *lab, int64_t N, int64_t D) {
-  for (int64_t i = 0; i < N; i++)
-    if (lab[i] < 0 || lab[i] >= D)
-      return dm_op_error(ctx, DM_ERR_INVALID, "label %d in row %lld is out of range [0, %lld)",
-                         (int)lab[i], (long long)i, (long long)D);
-  return DM_OK;
+  return check_label_range_ignoring(ctx, lab, N, D, 0, 0);
 }
 
 static dm_status need_float(dm_op_ctx *ctx, const dm_tensor *t, const char *what) {
@@ -74,14 +110,15 @@ static dm_status need_float(dm_op_ctx *ctx, const dm_tensor *t, const char *what
   return DM_OK;
 }
 
-/* A copy of x as FP32 when it is FP16, else x's own data; *owned is what to free. */
+/* A copy of x as FP32 when it is FP16 or BF16, else x's own data; *owned is what to
+ * free. */
 static const float *as_f32(const dm_tensor *x, float **owned) {
   *owned = NULL;
   if (x->dtype == DM_FLOAT)
     return dm_tensor_data(x);
   *owned = malloc((size_t)(x->numel ? x->numel : 1) * sizeof(float));
   if (*owned)
-    dm_half_to_float_array(dm_tensor_data(x), *owned, (size_t)x->numel);
+    dm_widen(x->dtype, dm_tensor_data(x), *owned, (size_t)x->numel);
   return *owned;
 }
 
@@ -90,21 +127,44 @@ static const float *as_f32(const dm_tensor *x, float **owned) {
 static const dm_arg_spec swl_args[] = {
     {"scale", DM_ARG_FLOAT, 0, "multiplies the loss (default 1)"},
     {"label_prob", DM_ARG_INT, 0, "1: labels are FLOAT N x D probabilities (default 0)"},
-    {"axis", DM_ARG_INT, 0, "logits are flattened to N x D at this axis (default 1)"},
+    {"axis", DM_ARG_INT, 0, "logits are flattened to N x D at this axis (default 1); "
+                            "[N, T, V] logits with axis 2 take [N, T] labels"},
     {"order", DM_ARG_STRING, 0, "accepted for compatibility; only NCHW is meaningful here"},
+    {"ignore_label", DM_ARG_INT, 0, "rows with this label add no loss and no gradient, and "
+                                    "the mean is over the others (default: none)"},
     {NULL, 0, 0, NULL},
 };
+
+/* ignore_label, read once: whether it is set, and its value (an int32 label's range). */
+static dm_status ignore_arg(dm_op_ctx *ctx, int *has, int32_t *v) {
+  *has = dm_op_has_arg(ctx, "ignore_label");
+  int64_t a = dm_op_arg_int(ctx, "ignore_label", 0);
+  if (a < INT32_MIN || a > INT32_MAX)
+    return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label %lld is not an INT32 label",
+                       (long long)a);
+  *v = (int32_t)a;
+  return DM_OK;
+}
 
 /* Checks logits, labels and optional weights (inputs 0, 1 and, when has_w, 2). */
 static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
-  if (x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16)
-    return dm_op_error(ctx, DM_ERR_TYPE, "logits are %s; %s takes FLOAT or FLOAT16",
+  if (!dm_is_float_or_reduced(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "logits are %s; %s takes FLOAT, FLOAT16 or BFLOAT16",
                        dm_dtype_name(x->dtype), dm_op_type(ctx));
   if (x->ndim < 1)
     return dm_op_error(ctx, DM_ERR_SHAPE, "logits are 0-d; expected N x D");
   DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), N, D));
+  int axis = 1;
+  if (x->ndim > 1)
+    DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
   char ls[96];
+  int has_ig;
+  int32_t ig;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
+  if (dm_op_arg_int(ctx, "label_prob", 0) && has_ig)
+    return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label needs integer labels; label_prob=1 "
+                                            "gives a row no single label to compare");
   if (dm_op_arg_int(ctx, "label_prob", 0)) {
     if (l->dtype != DM_FLOAT)
       return dm_op_error(ctx, DM_ERR_TYPE, "labels are %s; label_prob=1 takes FLOAT N x D",
@@ -114,7 +174,7 @@ static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
                          "labels are %s but the logits are %lld x %lld (label_prob=1)",
                          dm_shape_str(l, ls, sizeof ls), (long long)*N, (long long)*D);
   } else {
-    DM_TRY(check_int_labels(ctx, l, *N));
+    DM_TRY(check_int_labels(ctx, l, *N, x, axis));
   }
   if (has_w) {
     const dm_tensor *w = dm_op_input(ctx, 2);
@@ -217,8 +277,9 @@ static const dm_op_schema swl_schema = {
     .max_outputs = 2,
     .args = swl_args,
     .precision = DM_PREC_FP32,
-    .doc = "logits (N x D at axis), labels (INT32 N; FLOAT N x D with label_prob), [weights N] "
-           "-> softmax (FLOAT), avg_loss = scale * sum_i w_i l_i / sum_i w_i, "
+    .doc = "logits (N x D at axis), labels (INT32 N, or the logits' dims before axis; FLOAT "
+           "N x D with label_prob), [weights N] -> softmax (FLOAT), avg_loss = scale * sum_i "
+           "w_i l_i / sum_i w_i over the rows whose label is not ignore_label (0 if none), "
            "l_i = -sum_j label_ij log(max(p_ij, 1e-20)).",
     .infer = swl_infer,
     .cost = swl_cost,
@@ -250,13 +311,18 @@ static void softmax_row(const float *x, float *p, int64_t D) {
     p[j] = (float)(exp((double)x[j] - mx) / sum);
 }
 
-/* sum_i w_i, or N without weights: the loss is a weighted mean. */
-static double total_weight(const float *w, int64_t N) {
-  if (!w)
-    return (double)N;
+/* Whether row i counts: its integer label is not ignore_label (lab NULL: label_prob). */
+static int row_counts(const int32_t *lab, int has_ignore, int32_t ignore, int64_t i) {
+  return !lab || !has_ignore || lab[i] != ignore;
+}
+
+/* sum_i w_i (w NULL: 1) over the counted rows: the loss is a weighted mean. */
+static double total_weight(const float *w, int64_t N, const int32_t *lab, int has_ignore,
+                           int32_t ignore) {
   double t = 0;
   for (int64_t i = 0; i < N; i++)
-    t += w[i];
+    if (row_counts(lab, has_ignore, ignore, i))
+      t += w ? w[i] : 1.0;
   return t;
 }
 
@@ -266,13 +332,17 @@ static dm_status swl_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
   DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  int has_ig;
+  int32_t ig;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
+  const int32_t *lab = prob ? NULL : dm_tensor_data(l); /* (N) */
   if (!prob)
-    DM_TRY(check_label_range(ctx, dm_tensor_data(l), N, D));
+    DM_TRY(check_label_range_ignoring(ctx, lab, N, D, has_ig, ig));
   const float *w = has_w ? dm_tensor_data(dm_op_input(ctx, 2)) : NULL; /* (N) */
   float *owned;
   const float *px = as_f32(x, &owned); /* (N, D) */
   if (!px)
-    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening the FP16 logits");
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory widening the 16-bit logits");
   float *pp = dm_tensor_mutable_data(dm_op_output(ctx, 0)); /* (N, D) */
   double loss = 0;
 #if DM_HAVE_OPENMP
@@ -282,19 +352,22 @@ static dm_status swl_run(dm_op_ctx *ctx) {
     float *p = pp + i * D;
     softmax_row(px + i * D, p, D);
     double li = 0;
+    if (!row_counts(lab, has_ig, ig, i))
+      continue; /* its softmax is still written: P is every row's */
     if (prob) {
       const float *t = (const float *)dm_tensor_data(l) + i * D; /* (D) */
       for (int64_t j = 0; j < D; j++)
         li -= t[j] * log_floored(p[j]);
     } else {
-      li = -log_floored(p[((const int32_t *)dm_tensor_data(l))[i]]);
+      li = -log_floored(p[lab[i]]);
     }
     loss += w ? w[i] * li : li;
   }
   free(owned);
-  double tw = total_weight(w, N);
+  double tw = total_weight(w, N, lab, has_ig, ig);
   float *out = dm_tensor_mutable_data(dm_op_output(ctx, 1));
-  /* All weights zero: nothing was measured; Caffe2 reports 0 rather than 0/0. */
+  /* All weights zero or every row ignored: nothing was measured; Caffe2 reports 0 rather
+   * than 0/0. */
   *out = tw != 0 ? (float)(dm_op_arg_float(ctx, "scale", 1.0f) * loss / tw) : 0.0f;
   return DM_OK;
 }
@@ -306,17 +379,21 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
   DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
+  int has_ig;
+  int32_t ig;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
+  const int32_t *lab = prob ? NULL : dm_tensor_data(l); /* (N) */
   if (!prob)
-    DM_TRY(check_label_range(ctx, dm_tensor_data(l), N, D));
+    DM_TRY(check_label_range_ignoring(ctx, lab, N, D, has_ig, ig));
   const float *w = has_w ? dm_tensor_data(dm_op_input(ctx, 2)) : NULL; /* (N) */
   const float *pp = dm_tensor_data(dm_op_input(ctx, n - 2));            /* (N, D) */
-  double tw = total_weight(w, N);
+  double tw = total_weight(w, N, lab, has_ig, ig);
   double k = tw != 0 ? dm_op_arg_float(ctx, "scale", 1.0f) *
                            *(const float *)dm_tensor_data(dm_op_input(ctx, n - 1)) / tw
                      : 0;
   dm_tensor *dx = dm_op_output(ctx, 0);
-  int fp16 = x->dtype == DM_FLOAT16;
-  /* FP16 dX: computed into an FP32 buffer and rounded once. */
+  int fp16 = dm_is_reduced_float(x->dtype);
+  /* FP16/BF16 dX: computed into an FP32 buffer and rounded once. */
   float *buf = fp16 ? malloc((size_t)(x->numel ? x->numel : 1) * sizeof *buf)
                     : dm_tensor_mutable_data(dx);
   if (!buf)
@@ -328,7 +405,10 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
     const float *p = pp + i * D;
     float *d = buf + i * D;
     double ki = w ? k * w[i] : k;
-    if (prob) {
+    if (!row_counts(lab, has_ig, ig, i)) {
+      for (int64_t j = 0; j < D; j++)
+        d[j] = 0.0f; /* an ignored row: no gradient, even from a NaN softmax */
+    } else if (prob) {
       /* d/dx_j of -sum_k t_k log p_k is p_j sum_k t_k - t_j (p_j - t_j when t sums to 1). */
       const float *t = (const float *)dm_tensor_data(l) + i * D;
       double ts = 0;
@@ -337,13 +417,13 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
       for (int64_t j = 0; j < D; j++)
         d[j] = (float)(ki * (p[j] * ts - t[j]));
     } else {
-      int32_t y = ((const int32_t *)dm_tensor_data(l))[i];
+      int32_t y = lab[i];
       for (int64_t j = 0; j < D; j++)
         d[j] = (float)(ki * ((double)p[j] - (j == y)));
     }
   }
   if (fp16) {
-    dm_float_to_half_array(buf, dm_tensor_mutable_data(dx), (size_t)x->numel);
+    dm_narrow(x->dtype, buf, dm_tensor_mutable_data(dx), (size_t)x->numel);
     free(buf);
   }
   return DM_OK;
@@ -359,7 +439,7 @@ static dm_status lce_check(dm_op_ctx *ctx, int64_t *N, int64_t *D) {
     return dm_op_error(ctx, DM_ERR_SHAPE, "X is %s; expected N x D (or D for one row)",
                        dm_shape_str(x, xs, sizeof xs));
   DM_TRY(dm_loss_rows(ctx, x, 1, N, D));
-  return check_int_labels(ctx, l, *N);
+  return check_int_labels(ctx, l, *N, NULL, 1);
 }
 
 static dm_status lce_infer(dm_op_ctx *ctx) {

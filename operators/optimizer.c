@@ -1,5 +1,6 @@
 /* optimizer.c: the update ops of training, with Caffe2's names, inputs, arguments and
- * arithmetic: Iter, LearningRate, WeightedSum, MomentumSGDUpdate, Adam. FP32 only.
+ * arithmetic: Iter, LearningRate, WeightedSum, MomentumSGDUpdate, Adam, and AdamW (torch's,
+ * which Caffe2 lacks). FP32 only.
  *
  * Signs follow Caffe2 exactly, and they differ between ops (the optimizer pass chooses
  * base_lr's sign per update op):
@@ -10,6 +11,15 @@
  *   Adam               m1 = b1 m1 + (1 - b1) g; m2 = b2 m2 + (1 - b2) g^2;
  *                      param += lr * c * m1 / (sqrt(m2) + eps),  (lr NEGATIVE)
  *                      c = sqrt(1 - b2^t) / (1 - b1^t), t = iter + 1 (Caffe2's correction).
+ *   AdamW              torch.optim.AdamW (decoupled weight decay), with Adam's inputs and
+ *                      Adam's sign of lr (NEGATIVE, lr = -torch's lr): torch's step
+ *                        param *= 1 - |lr| wd; m1, m2 as Adam;
+ *                        param -= |lr| / (1 - b1^t) * m1 / (sqrt(m2) / sqrt(1 - b2^t) + eps)
+ *                      is Adam's element step with param scaled by 1 + lr * wd and epsilon
+ *                      eps * sqrt(1 - b2^t) (the same quotient, multiplied through by
+ *                      sqrt(1 - b2^t)), so both ops run one loop. Defaults are torch's:
+ *                      epsilon 1e-8 (added to sqrt(m2 / (1 - b2^t)), not Caffe2's place),
+ *                      weight_decay 0.01.
  *   Iter               iter += 1 (INT64, in place); with no input, an output blob that is
  *                      still empty starts at 0, as Caffe2's IterOp does; an empty (0-element)
  *                      input starts at 0 as well. The executor refuses an input blob that
@@ -25,7 +35,7 @@
  * stays bit-for-bit what it was; an output in a different blob receives a copy of the
  * input it would have updated (the identity step). The optional input sits at:
  *   Iter: iter, [skip]        MomentumSGDUpdate: grad, moment, lr, param, [skip]
- *   Adam: param, m1, m2, grad, lr, iter, [skip]
+ *   Adam, AdamW: param, m1, m2, grad, lr, iter, [skip]
  *   WeightedSum: X0, w0, ..., Xn, wn, [skip]  (an odd input count means a skip input)
  * Caffe2 has no such input; nets without it are Caffe2's nets unchanged.
  *
@@ -398,12 +408,14 @@ float dm_adam_correction(float b1, float b2, int64_t iter) {
   return (float)(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
 }
 
-void dm_adam_f32(const float *w, const float *m, const float *v, const float *g, float *nw,
-                 float *nm, float *nv, int64_t n, float lr, float corr, float b1, float b2,
-                 float eps) {
+/* decay multiplies param before the step (AdamW's decoupled weight decay; Adam passes
+ * 1, which leaves every value bit-identical). */
+void dm_adamw_f32(const float *w, const float *m, const float *v, const float *g, float *nw,
+                  float *nm, float *nv, int64_t n, float lr, float corr, float b1, float b2,
+                  float eps, float decay) {
   OMP_FOR_N
   for (int64_t i = 0; i < n; i++) {
-    const float gi = g[i], wi = w[i];
+    const float gi = g[i], wi = w[i] * decay;
     const float mi = m[i] * b1 + gi * (1 - b1);
     const float vi = v[i] * b2 + gi * gi * (1 - b2);
     nm[i] = mi;
@@ -417,6 +429,15 @@ static const dm_arg_spec adam_args[] = {
     {"beta1", DM_ARG_FLOAT, 0, "first-moment decay (default 0.9)"},
     {"beta2", DM_ARG_FLOAT, 0, "second-moment decay (default 0.999)"},
     {"epsilon", DM_ARG_FLOAT, 0, "added to sqrt(m2) (default 1e-5)"},
+    {NULL, 0, 0, NULL},
+};
+static const dm_arg_spec adamw_args[] = {
+    {"beta1", DM_ARG_FLOAT, 0, "first-moment decay (default 0.9)"},
+    {"beta2", DM_ARG_FLOAT, 0, "second-moment decay (default 0.999)"},
+    {"epsilon", DM_ARG_FLOAT, 0, "added to sqrt(m2 / (1 - beta2^t)), torch's place "
+                                 "(default 1e-8)"},
+    {"weight_decay", DM_ARG_FLOAT, 0, "decoupled decay: param *= 1 - |lr| weight_decay "
+                                      "(default 0.01)"},
     {NULL, 0, 0, NULL},
 };
 static const dm_inplace_pair adam_inplace[] = {{0, 0}, {1, 1}, {2, 2}, {-1, -1}};
@@ -439,7 +460,16 @@ static dm_status adam_infer(dm_op_ctx *ctx) {
   return DM_OK;
 }
 
-static dm_status adam_run(dm_op_ctx *ctx) {
+/* AdamW's per-step constants for Adam's loop: the param factor 1 + lr wd (lr negative)
+ * and torch's epsilon moved inside the corrected quotient, eps sqrt(1 - b2^t). */
+void dm_adamw_constants(float lr, float wd, float b2, float eps, int64_t iter, float *decay,
+                        float *eps_in) {
+  *decay = (float)(1 + (double)lr * wd);
+  *eps_in = (float)(eps * sqrt(1 - pow((double)b2, (double)iter + 1)));
+}
+
+/* Adam (decoupled 0) and AdamW (1) share inputs, checks and loop. */
+static dm_status adam_run_as(dm_op_ctx *ctx, int decoupled) {
   DM_TRY(adam_infer(ctx));
   if (dm_update_skip_requested(ctx, A_SKIP)) {
     static const int in[3] = {A_PARAM, A_M1, A_M2}, out[3] = {0, 1, 2};
@@ -447,18 +477,27 @@ static dm_status adam_run(dm_op_ctx *ctx) {
   }
   const float b1 = dm_op_arg_float(ctx, "beta1", 0.9f);
   const float b2 = dm_op_arg_float(ctx, "beta2", 0.999f);
-  const float eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
+  float eps = dm_op_arg_float(ctx, "epsilon", decoupled ? 1e-8f : 1e-5f), decay = 1;
   const int64_t iter = *(const int64_t *)dm_tensor_data(dm_op_input(ctx, A_ITER));
+  if (decoupled && iter < 0) /* t <= 0: no bias correction exists (Adam keeps Caffe2's) */
+    return dm_op_error(ctx, DM_ERR_INVALID, "iter '%s' is %lld; it must not be negative",
+                       dm_op_input_name(ctx, A_ITER), (long long)iter);
   const float corr = dm_adam_correction(b1, b2, iter);
   const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, A_LR));
-  dm_adam_f32(dm_tensor_data(dm_op_input(ctx, A_PARAM)), dm_tensor_data(dm_op_input(ctx, A_M1)),
-              dm_tensor_data(dm_op_input(ctx, A_M2)), dm_tensor_data(dm_op_input(ctx, A_GRAD)),
-              dm_tensor_mutable_data(dm_op_output(ctx, 0)),
-              dm_tensor_mutable_data(dm_op_output(ctx, 1)),
-              dm_tensor_mutable_data(dm_op_output(ctx, 2)), dm_op_input(ctx, A_PARAM)->numel, lr,
-              corr, b1, b2, eps);
+  if (decoupled)
+    dm_adamw_constants(lr, dm_op_arg_float(ctx, "weight_decay", 0.01f), b2, eps, iter, &decay,
+                       &eps);
+  dm_adamw_f32(dm_tensor_data(dm_op_input(ctx, A_PARAM)), dm_tensor_data(dm_op_input(ctx, A_M1)),
+               dm_tensor_data(dm_op_input(ctx, A_M2)), dm_tensor_data(dm_op_input(ctx, A_GRAD)),
+               dm_tensor_mutable_data(dm_op_output(ctx, 0)),
+               dm_tensor_mutable_data(dm_op_output(ctx, 1)),
+               dm_tensor_mutable_data(dm_op_output(ctx, 2)), dm_op_input(ctx, A_PARAM)->numel,
+               lr, corr, b1, b2, eps, decay);
   return DM_OK;
 }
+
+static dm_status adam_run(dm_op_ctx *ctx) { return adam_run_as(ctx, 0); }
+static dm_status adamw_run(dm_op_ctx *ctx) { return adam_run_as(ctx, 1); }
 
 static const dm_op_schema adam_schema = {
     .type = "Adam", .min_inputs = 6, .max_inputs = 7, .min_outputs = 3, .max_outputs = 3,
@@ -470,8 +509,20 @@ static const dm_op_schema adam_schema = {
            "correction sqrt(1 - beta2^t) / (1 - beta1^t) with t = iter + 1.",
     .infer = adam_infer};
 
-static const dm_op_schema *const schemas[] = {&iter_schema, &lr_schema, &ws_schema,
-                                              &momentum_schema, &adam_schema, NULL};
+static const dm_op_schema adamw_schema = {
+    .type = "AdamW", .min_inputs = 6, .max_inputs = 7, .min_outputs = 3, .max_outputs = 3,
+    .args = adamw_args, .inplace = adam_inplace, .precision = DM_PREC_FP32,
+    .nonfloat_inputs = 0x20, /* the INT64 iteration */
+    .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
+    .doc = "param, moment_1, moment_2, grad, lr (NEGATIVE, as Adam's), iter, [skip] -> "
+           "param, moment_1, moment_2 (in place): torch.optim.AdamW with t = iter + 1: "
+           "param *= 1 + lr * weight_decay, then param += lr / (1 - beta1^t) * m1 / "
+           "(sqrt(m2 / (1 - beta2^t)) + epsilon).",
+    .infer = adam_infer};
+
+static const dm_op_schema *const schemas[] = {&iter_schema, &lr_schema,   &ws_schema,
+                                              &momentum_schema, &adam_schema, &adamw_schema,
+                                              NULL};
 /* The family's kernels, ending in a zero entry (as Lua's luaL_Reg tables). */
 static const dm_kernel_def kernels[] = {
     {.type = "Iter", .device = DM_CPU, .run = iter_run},
@@ -479,6 +530,7 @@ static const dm_kernel_def kernels[] = {
     {.type = "WeightedSum", .device = DM_CPU, .run = ws_run},
     {.type = "MomentumSGDUpdate", .device = DM_CPU, .run = momentum_run},
     {.type = "Adam", .device = DM_CPU, .run = adam_run},
+    {.type = "AdamW", .device = DM_CPU, .run = adamw_run},
     {0},
 };
 const dm_op_family dm_family_optimizer = {schemas, kernels};

@@ -11,8 +11,11 @@
  * clamped to it. Unlike old Caffe2, any number of dims may be sliced at once.
  *
  * Squeeze and ExpandDims make Y a view of X (as Reshape); their gradient is
- * ResizeLike(dY, X). Gather and Slice have no gradient maker here (differentiating
- * through them is refused), Shape passes none.
+ * ResizeLike(dY, X). Gather's gradient is GatherGradient(DATA, INDICES, dY) -> dDATA, a
+ * dense scatter-add where Caffe2 emits a sparse gradient: dDATA is FP32 whatever DATA's
+ * dtype (an embedding table's FP32 master takes it unconverted, and repeated tokens add
+ * in FP32 rather than in 16 bits), summed in index order, so it is deterministic. Slice
+ * has no gradient maker here (differentiating through it is refused), Shape passes none.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -100,26 +103,48 @@ static const dm_arg_spec gather_args[] = {
     {NULL, 0, 0, NULL},
 };
 
-static dm_status gather_infer(dm_op_ctx *ctx) {
+/* Gather's OUTPUT shape (checking DATA, INDICES and `axis`), and the canonical axis. */
+static dm_status gather_shape(dm_op_ctx *ctx, int *axis, int *ndim, int64_t *dims) {
   const dm_tensor *x = dm_op_input(ctx, 0), *idx = dm_op_input(ctx, 1);
-  int axis;
   DM_TRY(check_numeric(ctx, x, "DATA"));
   DM_TRY(check_index_type(ctx, idx, "INDICES"));
   if (x->ndim == 0)
     return dm_op_error(ctx, DM_ERR_SHAPE, "DATA is a scalar; it needs a dim to index");
-  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 0), x->ndim, 0, &axis));
+  DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 0), x->ndim, 0, axis));
   if (x->ndim - 1 + idx->ndim > DM_MAX_DIMS)
     return dm_op_error(ctx, DM_ERR_SHAPE, "OUTPUT would have %d dims (at most %d)",
                        x->ndim - 1 + idx->ndim, DM_MAX_DIMS);
-  int64_t dims[DM_MAX_DIMS];
   int r = 0;
-  for (int d = 0; d < axis; d++)
+  for (int d = 0; d < *axis; d++)
     dims[r++] = x->dims[d];
   for (int d = 0; d < idx->ndim; d++)
     dims[r++] = idx->dims[d];
-  for (int d = axis + 1; d < x->ndim; d++)
+  for (int d = *axis + 1; d < x->ndim; d++)
     dims[r++] = x->dims[d];
-  return dm_op_set_output(ctx, 0, x->dtype, r, dims);
+  *ndim = r;
+  return DM_OK;
+}
+
+static dm_status gather_infer(dm_op_ctx *ctx) {
+  int axis, r;
+  int64_t dims[DM_MAX_DIMS];
+  DM_TRY(gather_shape(ctx, &axis, &r, dims));
+  return dm_op_set_output(ctx, 0, dm_op_input(ctx, 0)->dtype, r, dims);
+}
+
+/* Every index in range before anything is written, so a bad one leaves no half-written
+ * output (an out-of-range token id is an error, never an out-of-bounds access). */
+static dm_status gather_check_indices(dm_op_ctx *ctx, const dm_tensor *idx, int axis,
+                                      int64_t along, int wrap) {
+  for (int64_t j = 0; j < idx->numel; j++) {
+    int64_t q = index_at(idx, j);
+    if (q < -along || q >= along || (q < 0 && !wrap))
+      return dm_op_error(ctx, DM_ERR_INVALID,
+                         "INDICES[%lld] = %lld is out of range for DATA dim %d of size %lld%s",
+                         (long long)j, (long long)q, axis, (long long)along,
+                         q < 0 && q >= -along ? " (negative: set wrap_indices)" : "");
+  }
+  return DM_OK;
 }
 
 static dm_status gather_run(dm_op_ctx *ctx) {
@@ -134,15 +159,7 @@ static dm_status gather_run(dm_op_ctx *ctx) {
   size_t row = (size_t)dm_dims_product(x, axis + 1, x->ndim) * dm_dtype_size(x->dtype);
   const char *px = dm_tensor_data(x);
   char *py = dm_tensor_mutable_data(y);
-  /* check every index before writing, so a bad one leaves no half-written Y */
-  for (int64_t j = 0; j < idx->numel; j++) {
-    int64_t q = index_at(idx, j);
-    if (q < -along || q >= along || (q < 0 && !wrap))
-      return dm_op_error(ctx, DM_ERR_INVALID,
-                         "INDICES[%lld] = %lld is out of range for DATA dim %d of size %lld%s",
-                         (long long)j, (long long)q, axis, (long long)along,
-                         q < 0 && q >= -along ? " (negative: set wrap_indices)" : "");
-  }
+  DM_TRY(gather_check_indices(ctx, idx, axis, along, wrap));
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < idx->numel; j++) {
       int64_t q = index_at(idx, j);
@@ -151,6 +168,75 @@ static dm_status gather_run(dm_op_ctx *ctx) {
         memcpy(py + (size_t)(o * idx->numel + j) * row, px + (size_t)(o * along + q) * row, row);
     }
   return DM_OK;
+}
+
+/* GatherGradient: DATA (read for its shape), INDICES, dY -> dDATA (FLOAT, DATA's shape). */
+static dm_status gather_grad_infer(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *dy = dm_op_input(ctx, 2);
+  int axis, r;
+  int64_t dims[DM_MAX_DIMS];
+  DM_TRY(gather_shape(ctx, &axis, &r, dims));
+  if (!dm_is_float_or_reduced(dy->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "dY is %s; GatherGradient takes FLOAT, FLOAT16 or "
+                       "BFLOAT16", dm_dtype_name(dy->dtype));
+  int same = dy->ndim == r;
+  for (int d = 0; same && d < r; d++)
+    same = dy->dims[d] == dims[d];
+  if (!same) {
+    char a[96], b[96], c[96];
+    return dm_op_error(ctx, DM_ERR_SHAPE, "dY is %s but DATA %s gathered at INDICES %s along "
+                       "axis %d gives another shape", dm_shape_str(dy, a, sizeof a),
+                       dm_shape_str(x, b, sizeof b),
+                       dm_shape_str(dm_op_input(ctx, 1), c, sizeof c), axis);
+  }
+  return dm_op_set_output(ctx, 0, DM_FLOAT, x->ndim, x->dims);
+}
+
+static dm_status gather_grad_run(dm_op_ctx *ctx) {
+  const dm_tensor *x = dm_op_input(ctx, 0), *idx = dm_op_input(ctx, 1), *dy = dm_op_input(ctx, 2);
+  dm_tensor *dx = dm_op_output(ctx, 0); /* no in-place pair: the executor keeps it apart */
+  int axis, r, wrap = dm_op_arg_int(ctx, "wrap_indices", 0) != 0;
+  int64_t dims[DM_MAX_DIMS];
+  DM_TRY(gather_shape(ctx, &axis, &r, dims));
+  int64_t along = x->dims[axis];
+  /* before infer allocates dDATA, so a bad index leaves the blob as it was */
+  DM_TRY(gather_check_indices(ctx, idx, axis, along, wrap));
+  DM_TRY(gather_grad_infer(ctx));
+  int64_t outer = dm_dims_product(x, 0, axis), row = dm_dims_product(x, axis + 1, x->ndim);
+  float *pdx = dm_tensor_mutable_data(dx); /* (outer, along, row) */
+  memset(pdx, 0, (size_t)dx->numel * sizeof *pdx);
+  if (row == 0)
+    return DM_OK;
+  float *buf = malloc((size_t)row * sizeof *buf); /* one dY row widened to FP32 */
+  if (!buf)
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for a row of dY (%lld elements)",
+                       (long long)row);
+  /* in index order: a token repeated k times sums its k rows the same way every run */
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t q = index_at(idx, j);
+      q = q < 0 ? q + along : q;
+      dm_load_f32(dy->dtype, dm_tensor_data(dy), (o * idx->numel + j) * row, row, buf);
+      float *d = pdx + (o * along + q) * row;
+      for (int64_t k = 0; k < row; k++)
+        d[k] += buf[k];
+    }
+  free(buf);
+  return DM_OK;
+}
+
+static void gather_grad_cost(dm_op_ctx *ctx, dm_op_cost *c) {
+  const dm_tensor *dy = dm_op_input(ctx, 2), *idx = dm_op_input(ctx, 1);
+  const dm_tensor *x = dm_op_input(ctx, 0);
+  c->flops = (double)dy->numel;
+  c->bytes_read = (double)dm_tensor_nbytes(dy) + (double)dm_tensor_nbytes(idx);
+  c->bytes_written = 4.0 * (double)x->numel;
+}
+
+static dm_status gather_gradient(dm_grad_ctx *g) {
+  const char *in[] = {dm_grad_input(g, 0), dm_grad_input(g, 1), dm_grad_output_grad(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, "GatherGradient", 3, in, 1, out);
 }
 
 /* ---- Squeeze, ExpandDims --------------------------------------------------------- */
@@ -330,6 +416,7 @@ static dm_status slice_run(dm_op_ctx *ctx) {
 /* ---- tables ------------------------------------------------------------------------ */
 
 static const dm_inplace_pair inplace00[] = {{0, 0}, {-1, -1}};
+static const dm_grad_slot gather_grad_slots[] = {{0, NULL}, {-1, NULL}};
 
 static const dm_op_schema schema_list[] = {
     {.type = "Shape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
@@ -339,7 +426,13 @@ static const dm_op_schema schema_list[] = {
     {.type = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .args = gather_args, .precision = DM_PREC_FOLLOW, .nonfloat_inputs = 0x2,
      .doc = "DATA, INDICES (INT32/INT64) -> OUTPUT: DATA's entries along `axis` at INDICES",
-     .infer = gather_infer, .cost = copy_cost},
+     .infer = gather_infer, .cost = copy_cost, .gradient = gather_gradient},
+    {.type = "GatherGradient", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
+     .max_outputs = 1, .args = gather_args, .precision = DM_PREC_FOLLOW,
+     .nonfloat_inputs = 0x2, .fp32_outputs = 0x1, /* dDATA is FP32 in any precision */
+     .doc = "DATA (read for its shape), INDICES, dY -> dDATA (FLOAT, DATA's shape): zero, "
+            "then each dY row added at its index, in FP32 and in index order",
+     .infer = gather_grad_infer, .cost = gather_grad_cost, .grad_slots = gather_grad_slots},
     {.type = "Squeeze", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .args = dims_args, .inplace = inplace00, .precision = DM_PREC_FOLLOW,
      .doc = "X -> Y (a view) without the size-1 dims `dims`", .infer = squeeze_infer,
@@ -358,13 +451,14 @@ static const dm_op_schema schema_list[] = {
 static const dm_kernel_def kernels[] = {
     {.type = "Shape", .device = DM_CPU, .run = shape_run},
     {.type = "Gather", .device = DM_CPU, .run = gather_run},
+    {.type = "GatherGradient", .device = DM_CPU, .run = gather_grad_run},
     {.type = "Squeeze", .device = DM_CPU, .run = squeeze_run},
     {.type = "ExpandDims", .device = DM_CPU, .run = expand_dims_run},
     {.type = "Slice", .device = DM_CPU, .run = slice_run},
     {0},
 };
 
-static const dm_op_schema *const schemas[] = {&schema_list[0], &schema_list[1],
-                                              &schema_list[2], &schema_list[3],
-                                              &schema_list[4], NULL};
+static const dm_op_schema *const schemas[] = {
+    &schema_list[0], &schema_list[1], &schema_list[2], &schema_list[3],
+    &schema_list[4], &schema_list[5], NULL};
 const dm_op_family dm_family_shape_ops = {schemas, kernels};

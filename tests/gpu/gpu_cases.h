@@ -23,8 +23,8 @@ typedef struct gpu_feed {
 
 /* The passes a case runs in (its modes). GC_BF16 is set only where the CPU kernel takes
  * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in Softmax,
- * SoftmaxGradient, SoftmaxWithLoss(Gradient), LRN(Gradient) and UnscaleAndCheck, whose
- * cases are GC_BOTH. */
+ * SoftmaxGradient, LRN(Gradient) and UnscaleAndCheck, whose cases are GC_BOTH, as are
+ * SoftmaxWithLoss(Gradient)'s (the CPU takes BF16 logits, the CUDA kernels do not). */
 enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
        GC_ALL = GC_BOTH | GC_BF16 };
 
@@ -198,6 +198,32 @@ static const gpu_case gpu_cases[] = {
      {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
       {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, 0.001, 0.01}, {"it", 'l', 1, {1}, 7, 7}},
      NULL, {"p", "m1", "m2", "g", "lr", "it"}, {"p", "m1", "m2"}, GC_FP32, 12},
+    /* Issue 25: an embedding lookup and its scatter-add (FP32 atomics: k bounds the
+     * repeats a table row sums), Where with numpy broadcast and its deterministic
+     * gradient; the BOOL condition is cast from drawn integers by the prep net. */
+    {"Gather embedding", "type: 'Gather'",
+     {{"E", 'T', 2, {11, 5}, -2, 2}, {"ids", 'i', 2, {3, 7}, 0, 11}}, NULL, {"E", "ids"},
+     {"Y"}, GC_ALL, 1},
+    {"Gather axis 1 wrap", "type: 'Gather' " A("axis", 1) A("wrap_indices", 1),
+     {{"D", 'T', 3, {2, 6, 3}, -2, 2}, {"ids", 'l', 1, {9}, -6, 6}}, NULL, {"D", "ids"},
+     {"Y"}, GC_ALL, 1},
+    {"GatherGradient", "type: 'GatherGradient'",
+     {{"E", 'T', 2, {11, 5}, 0, 0}, {"ids", 'i', 2, {3, 7}, 0, 11},
+      {"dY", 'T', 3, {3, 7, 5}, -1, 1}}, NULL, {"E", "ids", "dY"}, {"dE"}, GC_ALL, 21},
+    {"Where broadcast", "type: 'Where'",
+     {{"ci", 'i', 2, {3, 1}, 0, 2}, {"X", 'T', 3, {2, 3, 4}, -2, 2}, {"Y", 'T', 1, {4}, -2, 2}},
+     "op { input: 'ci' output: 'C' type: 'Cast' arg { name: 'to' i: 5 } }", {"C", "X", "Y"},
+     {"Z"}, GC_ALL, 1},
+    {"WhereGradient broadcast", "type: 'WhereGradient'",
+     {{"ci", 'i', 3, {2, 3, 4}, 0, 2}, {"X", 'T', 2, {3, 1}, 0, 0}, {"Y", 'T', 1, {4}, 0, 0},
+      {"dZ", 'T', 3, {2, 3, 4}, -1, 1}},
+     "op { input: 'ci' output: 'C' type: 'Cast' arg { name: 'to' i: 5 } }",
+     {"C", "X", "Y", "dZ"}, {"dX", "dY"}, GC_ALL, 8},
+    {"AdamW", "type: 'AdamW' " AF("weight_decay", 0.1),
+     {{"p", 'f', 1, {40}, -1, 1}, {"m1", 'f', 1, {40}, -1, 1}, {"m2", 'f', 1, {40}, 0, 1},
+      {"g", 'f', 1, {40}, -1, 1}, {"lr", 'f', 1, {1}, -0.01, -0.001}, {"it", 'l', 1, {1}, 7, 7},
+      {"skip", 'f', 1, {1}, 0, 0}},
+     NULL, {"p", "m1", "m2", "g", "lr", "it", "skip"}, {"p", "m1", "m2"}, GC_FP32, 12},
     /* The multi-tensor updates: one launch over every tensor, a tensor of 3 chunks
      * (DMK_MT_CHUNK = 16384) beside a small or an empty one; skip 0 and 1. */
     {"MultiMomentumSGDUpdate", "type: 'MultiMomentumSGDUpdate' " AF("momentum", 0.9),
@@ -257,6 +283,9 @@ static const gpu_case gpu_cases[] = {
     {"SoftmaxWithLoss", "type: 'SoftmaxWithLoss'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}}, NULL, {"X", "label"},
      {"P", "loss"}, GC_BOTH, 24, GC_RESHAPE},
+    {"SoftmaxWithLoss tokens", "type: 'SoftmaxWithLoss' " A("axis", 2),
+     {{"X", 'T', 3, {2, 3, 7}, -3, 3}, {"label", 'i', 2, {2, 3}, 0, 7}}, NULL, {"X", "label"},
+     {"P", "loss"}, GC_BOTH, 24},
     {"SoftmaxWithLossGradient", "type: 'SoftmaxWithLossGradient'",
      {{"X", 'T', 2, {6, 10}, -3, 3}, {"label", 'i', 1, {6}, 0, 10}, {"dL", 'f', 0, {0}, 0.5, 2}},
      "op { input: 'X' input: 'label' output: 'P' output: 'loss' type: 'SoftmaxWithLoss' }",

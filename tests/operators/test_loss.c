@@ -1,5 +1,7 @@
-/* test_loss.c: SoftmaxWithLoss (and its gradient), LabelCrossEntropy, AveragedLoss and
- * Accuracy against double-precision references; gradients by finite differences.
+/* test_loss.c: SoftmaxWithLoss (and its gradient; also token-level: [N, T, V] logits at
+ * axis 2 with [N, T] labels, ignore_label, FP16 and BF16 logits), LabelCrossEntropy,
+ * AveragedLoss and Accuracy against double-precision references; gradients by finite
+ * differences.
  *
  * Bounds (derived): the kernel's softmax is formed in double and rounded once to FP32,
  * so p = p_ref (1 + d), |d| <= u32 + (|x - max| + D + 4) 2^-53, plus 2^-149 for an FP32
@@ -8,7 +10,8 @@
  * for label_prob), so |loss - ref| <= |scale| u32 sum_i |w_i| c_i / |sum_i w_i| plus
  * the final FP32 rounding u32 |ref|. The gradient k_i (p_j s_i - t_ij) inherits
  * |k_i| s_i u32 p_j from p and one rounding of its dtype (u32, or u16 and half of FP16's
- * subnormal spacing 2^-25 for FP16 logits).
+ * subnormal spacing 2^-25 for FP16 logits, BF16's u and 2^-134 for BF16). An ignored
+ * row's gradient is exactly 0.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -35,19 +38,25 @@ static int teardown(void **state) {
 typedef struct swl_case {
   int64_t N, D;
   int fp16, weights, prob;
+  int bf16;   /* BF16 logits (instead of FP16 with fp16) */
+  int64_t T;  /* > 0: logits [N, T, D] at axis 2 with [N, T] labels (N * T rows) */
+  int ignore; /* every third row's label is ignore_label (-100) */
   float scale;
   double lo, hi;
   uint64_t seed;
 } swl_case;
 
 static double got_at(const dm_tensor *t, int64_t k) {
-  return dm_tensor_dtype(t) == DM_FLOAT16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(t))[k])
-                                          : ((const float *)dm_tensor_data(t))[k];
+  dm_dtype d = dm_tensor_dtype(t);
+  const uint16_t *h = dm_tensor_data(t);
+  return d == DM_FLOAT16 ? dm_half_to_float(h[k]) : d == DM_BFLOAT16 ? dm_bf16_to_float(h[k])
+                                                                     : ((const float *)dm_tensor_data(t))[k];
 }
 
 /* Forward and SoftmaxWithLossGradient (d_avg_loss = 0.75) against the references. */
 static void check_swl(dm_workspace *ws, swl_case c) {
-  int64_t N = c.N, D = c.D, nd = N * D;
+  int mode = c.bf16 ? 2 : c.fp16 ? 1 : 0;
+  int64_t N = c.T > 0 ? c.N * c.T : c.N, D = c.D, nd = N * D;
   float *xf = malloc((size_t)nd * sizeof *xf), *t = malloc((size_t)nd * sizeof *t);
   uint16_t *xh = malloc((size_t)nd * 2);
   double *x = malloc((size_t)nd * sizeof *x), *p = malloc((size_t)nd * sizeof *p);
@@ -56,21 +65,26 @@ static void check_swl(dm_workspace *ws, swl_case c) {
   uint64_t s = c.seed;
   for (int64_t k = 0; k < nd; k++) {
     xf[k] = (float)opt_uniform(&s, c.lo, c.hi);
-    xh[k] = dm_float_to_half(xf[k]);
-    x[k] = c.fp16 ? dm_half_to_float(xh[k]) : xf[k];
+    xh[k] = mode ? opt_narrow(mode, xf[k]) : 0;
+    x[k] = mode ? opt_widen(mode, xh[k]) : xf[k];
     t[k] = (float)opt_uniform(&s, 0, 1);
   }
   for (int64_t i = 0; i < N; i++) {
     lab[i] = (int32_t)opt_uniform(&s, 0, (double)D);
     w[i] = (float)opt_uniform(&s, 0.1, 2);
   }
-  int64_t dx2[] = {N, D}, dn[] = {N};
-  opt_feed(ws, "X", c.fp16 ? DM_FLOAT16 : DM_FLOAT, 2, dx2, c.fp16 ? (void *)xh : (void *)xf);
+  for (int64_t i = 1; c.ignore && i < N; i += 3)
+    lab[i] = -100;
+  /* the logits [N, D], or [N, T, D] with [N, T] labels and weights */
+  int64_t dx2[] = {N, D}, dn[] = {N}, dx3[] = {c.N, c.T, D}, dnt[] = {c.N, c.T};
+  int xnd = c.T > 0 ? 3 : 2, lnd = c.T > 0 ? 2 : 1;
+  const int64_t *xd = c.T > 0 ? dx3 : dx2, *ld = c.T > 0 ? dnt : dn;
+  opt_feed(ws, "X", opt_mode_dtype(mode), xnd, xd, mode ? (void *)xh : (void *)xf);
   if (c.prob)
     opt_feed(ws, "L", DM_FLOAT, 2, dx2, t);
   else
-    opt_feed(ws, "L", DM_INT32, 1, dn, lab);
-  opt_feed(ws, "W", DM_FLOAT, 1, dn, w);
+    opt_feed(ws, "L", DM_INT32, lnd, ld, lab);
+  opt_feed(ws, "W", DM_FLOAT, lnd, ld, w);
   opt_op *op = opt_new("SoftmaxWithLoss");
   opt_in(op, "X"), opt_in(op, "L");
   if (c.weights)
@@ -79,9 +93,13 @@ static void check_swl(dm_workspace *ws, swl_case c) {
   opt_arg_float(op, "scale", c.scale);
   if (c.prob)
     opt_arg_int(op, "label_prob", 1);
+  if (c.T > 0)
+    opt_arg_int(op, "axis", 2);
+  if (c.ignore)
+    opt_arg_int(op, "ignore_label", -100);
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s", dm_last_error());
-  const dm_tensor *tp = opt_fetch(ws, "P", DM_FLOAT, 2, dx2);
+  const dm_tensor *tp = opt_fetch(ws, "P", DM_FLOAT, xnd, xd);
   const dm_tensor *tl = opt_fetch(ws, "loss", DM_FLOAT, 0, NULL);
 
   /* References. */
@@ -106,13 +124,16 @@ static void check_swl(dm_workspace *ws, swl_case c) {
       if (c.prob)
         li -= t[i * D + j] * log(fmax(ref, 1e-20)), ci += fabs(t[i * D + j]);
     }
+    if (!c.prob && lab[i] == -100)
+      continue; /* ignored: no loss, no weight */
     if (!c.prob)
       li = -log(fmax(p[i * D + lab[i]], 1e-20)), ci = 1;
     double wi = c.weights ? w[i] : 1;
     loss += wi * li, tw += wi, mass += fabs(wi) * ci;
   }
-  double ref = c.scale * loss / tw;
-  double tol = fabs(c.scale) * OPT_U32 * mass / fabs(tw) + OPT_U32 * fabs(ref) + 0x1p-149;
+  double ref = tw != 0 ? c.scale * loss / tw : 0;
+  double tol = (tw != 0 ? fabs(c.scale) * OPT_U32 * mass / fabs(tw) : 0) + OPT_U32 * fabs(ref) +
+               0x1p-149;
   double got = got_at(tl, 0);
   if (!(fabs(got - ref) <= tol))
     fail_msg("loss = %.9g, reference %.9g, tolerance %.3g", got, ref, tol);
@@ -129,10 +150,21 @@ static void check_swl(dm_workspace *ws, swl_case c) {
   opt_arg_float(op, "scale", c.scale);
   if (c.prob)
     opt_arg_int(op, "label_prob", 1);
+  if (c.T > 0)
+    opt_arg_int(op, "axis", 2);
+  if (c.ignore)
+    opt_arg_int(op, "ignore_label", -100);
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s", dm_last_error());
-  const dm_tensor *tdx = opt_fetch(ws, "dX", c.fp16 ? DM_FLOAT16 : DM_FLOAT, 2, dx2);
+  const dm_tensor *tdx = opt_fetch(ws, "dX", opt_mode_dtype(mode), xnd, xd);
   for (int64_t i = 0; i < N; i++) {
+    if (!c.prob && lab[i] == -100) {
+      for (int64_t j = 0; j < D; j++)
+        if (got_at(tdx, i * D + j) != 0)
+          fail_msg("dX[%lld,%lld] = %.9g in an ignored row", (long long)i, (long long)j,
+                   got_at(tdx, i * D + j));
+      continue;
+    }
     double k = (double)c.scale * dl * (c.weights ? (double)w[i] : 1.0) / tw, si = 0;
     for (int64_t j = 0; j < D; j++)
       si += c.prob ? t[i * D + j] : (j == lab[i]);
@@ -140,7 +172,8 @@ static void check_swl(dm_workspace *ws, swl_case c) {
       double tj = c.prob ? t[i * D + j] : (j == lab[i]);
       double gref = k * (p[i * D + j] * si - tj);
       double gtol = fabs(k) * si * (OPT_U32 * p[i * D + j] + 0x1p-149) + 0x1p-50 * fabs(k);
-      gtol += c.fp16 ? OPT_U16 * (fabs(gref) + gtol) + 0x1p-25 : OPT_U32 * (fabs(gref) + gtol);
+      gtol += mode ? opt_mode_u(mode) * (fabs(gref) + gtol) + opt_mode_tiny(mode)
+                   : OPT_U32 * (fabs(gref) + gtol);
       double g = got_at(tdx, i * D + j);
       if (!(fabs(g - gref) <= gtol))
         fail_msg("dX[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
@@ -148,9 +181,10 @@ static void check_swl(dm_workspace *ws, swl_case c) {
       worst = fmax(worst, fabs(g - gref) / gtol);
     }
   }
-  print_message("SoftmaxWithLoss %s N=%lld D=%lld%s%s: worst error %.2f of the bound\n",
-                c.fp16 ? "FP16" : "FP32", (long long)N, (long long)D,
-                c.weights ? " weights" : "", c.prob ? " label_prob" : "", worst);
+  print_message("SoftmaxWithLoss %s N=%lld D=%lld%s%s%s%s: worst error %.2f of the bound\n",
+                opt_mode_name(mode), (long long)N, (long long)D, c.weights ? " weights" : "",
+                c.prob ? " label_prob" : "", c.T > 0 ? " [N, T, V] axis 2" : "",
+                c.ignore ? " ignore_label" : "", worst);
   free(xf), free(t), free(xh), free(x), free(p), free(lab), free(w);
 }
 
@@ -178,6 +212,48 @@ static void test_swl_fp16(void **state) {
                            .seed = 13});
 }
 
+/* Token-level: [N, T, V] logits at axis 2 with [N, T] labels, ignored tokens, 16-bit. */
+static void test_swl_tokens(void **state) {
+  dm_workspace *ws = *state;
+  for (int m = 0; m < 3; m++) {
+    int fp16 = m == 1, bf16 = m == 2;
+    check_swl(ws, (swl_case){.N = 3, .T = 5, .D = 11, .fp16 = fp16, .bf16 = bf16, .scale = 1,
+                             .lo = -6, .hi = 6, .seed = 61 + (uint64_t)m});
+    check_swl(ws, (swl_case){.N = 2, .T = 8, .D = 9, .fp16 = fp16, .bf16 = bf16, .ignore = 1,
+                             .scale = 1, .lo = -6, .hi = 6, .seed = 64 + (uint64_t)m});
+    check_swl(ws, (swl_case){.N = 4, .T = 3, .D = 6, .fp16 = fp16, .bf16 = bf16, .ignore = 1,
+                             .weights = 1, .scale = 0.5f, .lo = -4, .hi = 4,
+                             .seed = 67 + (uint64_t)m});
+  }
+  check_swl(ws, (swl_case){.N = 10, .D = 7, .ignore = 1, .scale = 1, .lo = -3, .hi = 3,
+                           .seed = 70}); /* ignore_label on 2-D logits */
+  check_swl(ws, (swl_case){.N = 6, .D = 7, .bf16 = 1, .scale = 1, .lo = -5, .hi = 5,
+                           .seed = 71});
+  /* Every token ignored: the loss is 0 and the gradient zero (not 0/0). */
+  float x[2 * 3 * 4];
+  uint64_t sd = 72;
+  for (int i = 0; i < 24; i++)
+    x[i] = (float)opt_uniform(&sd, -2, 2);
+  int32_t lab[6] = {-1, -1, -1, -1, -1, -1};
+  int64_t d3[] = {2, 3, 4}, d2[] = {2, 3};
+  opt_feed(ws, "X", DM_FLOAT, 3, d3, x);
+  opt_feed(ws, "L", DM_INT32, 2, d2, lab);
+  float one = 1;
+  opt_feed(ws, "dl", DM_FLOAT, 0, NULL, &one);
+  opt_op *op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "axis", 2), opt_arg_int(op, "ignore_label", -1);
+  assert_int_equal(opt_run(op, ws), DM_OK);
+  assert_true(*(const float *)dm_tensor_data(opt_fetch(ws, "loss", DM_FLOAT, 0, NULL)) == 0);
+  op = opt_new("SoftmaxWithLossGradient");
+  opt_in(op, "X"), opt_in(op, "L"), opt_in(op, "P"), opt_in(op, "dl"), opt_out(op, "dX");
+  opt_arg_int(op, "axis", 2), opt_arg_int(op, "ignore_label", -1);
+  assert_int_equal(opt_run(op, ws), DM_OK);
+  const float *dx = dm_tensor_data(opt_fetch(ws, "dX", DM_FLOAT, 3, d3));
+  for (int i = 0; i < 24; i++)
+    assert_true(dx[i] == 0);
+}
+
 /* Random FLOAT data in [lo, hi). */
 static float *randf(int64_t n, double lo, double hi, uint64_t seed) {
   float *v = malloc((size_t)n * sizeof *v);
@@ -201,9 +277,16 @@ static void test_swl_gradient(void **state) {
   gc_input inp[] = {{"X", 2, {5, 6}, x, 1, 0}, {"L", 2, {5, 6}, t, 0, 0}, {"W", 1, {5}, w, 0, 0}};
   double r3 = gc_check("type: 'SoftmaxWithLoss' input: 'X' input: 'L' input: 'W' output: 'P' "
                        "output: 'loss' arg { name: 'label_prob' i: 1 }", inp, 3, 2, 6);
-  print_message("SoftmaxWithLoss gradient: worst %.2f / %.2f / %.2f of the tolerance\n", r1, r2,
-                r3);
-  free(x), free(t), free(w);
+  /* token-level: [2, 3, 6] logits at axis 2, [2, 3] labels, two tokens ignored */
+  int32_t tl[6] = {1, -100, 4, 0, 5, -100};
+  float *x3 = randf(2 * 3 * 6, -3, 3, 24);
+  gc_input int3[] = {{"X", 3, {2, 3, 6}, x3, 1, 0}, {"L", 2, {2, 3}, tl, 0, DM_INT32}};
+  double r4 = gc_check("type: 'SoftmaxWithLoss' input: 'X' input: 'L' output: 'P' "
+                       "output: 'loss' arg { name: 'axis' i: 2 } "
+                       "arg { name: 'ignore_label' i: -100 }", int3, 2, 2, 6);
+  print_message("SoftmaxWithLoss gradient: worst %.2f / %.2f / %.2f / %.2f of the tolerance\n",
+                r1, r2, r3, r4);
+  free(x), free(t), free(w), free(x3);
 }
 
 static void test_label_cross_entropy(void **state) {
@@ -381,6 +464,33 @@ static void test_loss_errors(void **state) {
   opt_in(op, "X"), opt_in(op, "neg"), opt_out(op, "A");
   opt_arg_int(op, "top_k", 0);
   opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "top_k is 0", NULL);
+  /* token-level: labels neither (rows) nor the logits' leading dims; ignore_label with
+   * label_prob; a label out of range that is not ignore_label */
+  float x3[2 * 3 * 4] = {0};
+  int64_t d3x[] = {2, 3, 4}, d32[] = {3, 2}, d23[] = {2, 3};
+  int32_t l6[6] = {0, 1, 2, 3, 0, -7};
+  opt_feed(ws, "X3", DM_FLOAT, 3, d3x, x3);
+  opt_feed(ws, "L32", DM_INT32, 2, d32, l6);
+  op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X3"), opt_in(op, "L32"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "axis", 2);
+  opt_expect_error(opt_run(op, ws), DM_ERR_SHAPE, "labels are 3x2", "6 rows",
+                   "or 2x3 (the logits' dims before axis 2)", "'L32'", NULL);
+  opt_feed(ws, "L23", DM_INT32, 2, d23, l6);
+  op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X3"), opt_in(op, "L23"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "axis", 2), opt_arg_int(op, "ignore_label", -100);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "label -7 in row 5", "not ignore_label",
+                   NULL);
+  op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X"), opt_in(op, "fl"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "label_prob", 1), opt_arg_int(op, "ignore_label", 0);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "ignore_label needs integer labels", NULL);
+  op = opt_new("SoftmaxWithLoss");
+  opt_in(op, "X3"), opt_in(op, "L23"), opt_out(op, "P"), opt_out(op, "loss");
+  opt_arg_int(op, "axis", 2), opt_arg_int(op, "ignore_label", (int64_t)1 << 40);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "ignore_label 1099511627776 is not an INT32",
+                   NULL);
   double dd[12] = {0};
   opt_feed(ws, "D", DM_DOUBLE, 2, d, dd);
   op = opt_new("AveragedLoss");
@@ -392,6 +502,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_swl_forward),
       cmocka_unit_test(test_swl_fp16),
+      cmocka_unit_test(test_swl_tokens),
       cmocka_unit_test(test_swl_gradient),
       cmocka_unit_test(test_label_cross_entropy),
       cmocka_unit_test(test_averaged_loss),

@@ -2,7 +2,9 @@
  * Iter (in place, the input-less form, skip), LearningRate (every policy at several
  * iterations, with and without warmup, argument errors), WeightedSum (SGD step, weight
  * decay, in place or not), MomentumSGDUpdate (several steps, plain and Nesterov, with
- * weight decay), Adam (several steps, Caffe2's bias correction from iter + 1). A nonzero
+ * weight decay), Adam (several steps, Caffe2's bias correction from iter + 1), AdamW
+ * (several steps against torch.optim.AdamW's update written out as torch writes it,
+ * decoupled decay and epsilon in torch's place). A nonzero
  * skip input must leave every output bit-identical (memcmp), a zero one must not change
  * the result.
  *
@@ -430,6 +432,77 @@ static void test_adam(void **state) {
   opt_expect_error(run_adam(ws, NULL, 1), DM_ERR_TYPE, "INT64", NULL);
 }
 
+/* ---- AdamW ------------------------------------------------------------------------------- */
+
+static dm_status run_adamw(dm_workspace *ws, const char *skip, float wd) {
+  opt_op *op = opt_new("AdamW");
+  const char *in[] = {"p", "m1", "m2", "g", "lr", "iter"};
+  for (int k = 0; k < 6; k++)
+    opt_in(op, in[k]);
+  if (skip)
+    opt_in(op, skip);
+  opt_out(op, "p"), opt_out(op, "m1"), opt_out(op, "m2");
+  if (wd >= 0)
+    opt_arg_float(op, "weight_decay", wd); /* else torch's default, 0.01 */
+  return opt_run(op, ws); /* torch's defaults: beta1 0.9, beta2 0.999, epsilon 1e-8 */
+}
+
+static void test_adamw(void **state) {
+  dm_workspace *ws = *state;
+  const double b1 = 0.9f, b2 = 0.999f, eps = 1e-8f; /* the FP32 values the op uses */
+  const float lr = -0.01f; /* Adam's sign: torch's lr is 0.01 */
+  const double tlr = 0.01f;
+  for (int variant = 0; variant < 2; variant++) {
+    const double wd = variant ? 0.01f : 0.25f; /* default, and a strong decay */
+    uint64_t seed = 31 + (uint64_t)variant;
+    float p[N], g[N], zero[N] = {0};
+    double pd[N], gd[N], m1[N] = {0}, m2[N] = {0};
+    random_vec(&seed, p, pd, -1, 1);
+    feed_vec(ws, "p", p), feed_vec(ws, "m1", zero), feed_vec(ws, "m2", zero);
+    feed_scalar(ws, "lr", lr);
+    for (int step = 1; step <= STEPS; step++) {
+      feed_iter(ws, "iter", step - 1); /* torch's state['step'] after += 1 is iter + 1 */
+      random_vec(&seed, g, gd, -1, 1);
+      feed_vec(ws, "g", g);
+      assert_int_equal(run_adamw(ws, NULL, variant ? -1 : (float)wd), DM_OK);
+      /* torch.optim.AdamW (_single_tensor_adamw), in double */
+      double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+      for (int i = 0; i < N; i++) {
+        pd[i] *= 1 - tlr * wd;
+        m1[i] = b1 * m1[i] + (1 - b1) * gd[i];
+        m2[i] = b2 * m2[i] + (1 - b2) * gd[i] * gd[i];
+        double denom = sqrt(m2[i]) / sqrt(bc2) + eps;
+        pd[i] -= tlr / bc1 * m1[i] / denom;
+      }
+      check_close("adamw m1", step, fetch_vec(ws, "m1"), m1, 1, step);
+      check_close("adamw m2", step, fetch_vec(ws, "m2"), m2, 1, step);
+      check_close("adamw p", step, fetch_vec(ws, "p"), pd, 1, step);
+    }
+  }
+  /* A zero gradient from zero moments: the step is 0 / (0 + eps), so only the decay moves
+   * p, by exactly the FP32 factor 1 - |lr| wd. */
+  uint64_t seed = 41;
+  float p[N], zero[N] = {0};
+  random_vec(&seed, p, NULL, -1, 1);
+  feed_vec(ws, "p", p), feed_vec(ws, "m1", zero), feed_vec(ws, "m2", zero);
+  feed_vec(ws, "g", zero);
+  feed_iter(ws, "iter", 0);
+  assert_int_equal(run_adamw(ws, NULL, 0.5f), DM_OK);
+  const float *pn = fetch_vec(ws, "p");
+  const float f = (float)(1 + (double)lr * 0.5f);
+  for (int i = 0; i < N; i++)
+    assert_true(pn[i] == p[i] * f);
+  /* A negative iteration has no bias correction; INT64 only; shapes must agree. */
+  feed_iter(ws, "iter", -1);
+  opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_INVALID, "iter 'iter' is -1", NULL);
+  feed_scalar(ws, "iter", 0);
+  opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_TYPE, "INT64", NULL);
+  feed_iter(ws, "iter", 0);
+  static const int64_t d3[1] = {3};
+  opt_feed(ws, "g", DM_FLOAT, 1, d3, zero);
+  opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_SHAPE, "grad 'g'", NULL);
+}
+
 /* ---- skip ---------------------------------------------------------------------------------- */
 
 typedef struct snapshot {
@@ -471,13 +544,14 @@ static dm_status run_sgd(dm_workspace *ws, const char *skip) {
   return opt_run(op, ws);
 }
 
-/* Runs update `which` (0 SGD, 1 momentum, 2 Nesterov, 3 Adam) in place. */
+/* Runs update `which` (0 SGD, 1 momentum, 2 Nesterov, 3 Adam, 4 AdamW) in place. */
 static dm_status run_update(dm_workspace *ws, int which, const char *skip) {
   switch (which) {
   case 0: return run_sgd(ws, skip);
   case 1: return run_momentum(ws, 0.9f, 0, skip, 1);
   case 2: return run_momentum(ws, 0.9f, 1, skip, 1);
-  default: return run_adam(ws, skip, 1); /* its moments are m1 (checked apart) and m2 */
+  case 3: return run_adam(ws, skip, 1); /* its moments are m1 (checked apart) and m2 */
+  default: return run_adamw(ws, skip, 0.1f);
   }
 }
 
@@ -493,7 +567,7 @@ static void test_skip(void **state) {
     const void *v;
   } yes[] = {{DM_BOOL, &t8}, {DM_INT32, &t32}, {DM_FLOAT, &tf}, {DM_FLOAT, &nanf_},
              {DM_FLOAT16, &th}};
-  for (int which = 0; which < 4; which++) {
+  for (int which = 0; which < 5; which++) {
     for (size_t k = 0; k < sizeof yes / sizeof *yes; k++) {
       feed_state(ws, 100 + (uint64_t)which);
       snapshot before, after;
@@ -542,6 +616,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_weighted_sum, setup, teardown),
       cmocka_unit_test_setup_teardown(test_momentum, setup, teardown),
       cmocka_unit_test_setup_teardown(test_adam, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_adamw, setup, teardown),
       cmocka_unit_test_setup_teardown(test_skip, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
