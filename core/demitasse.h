@@ -242,7 +242,8 @@ DM_API const char *dm_workspace_blob_name(const dm_workspace *ws, size_t i);
 typedef enum dm_optimizer {
   DM_OPTIMIZER_SGD = 0,      /* WeightedSum */
   DM_OPTIMIZER_MOMENTUM = 1, /* MomentumSGDUpdate (the default, as `demitasse train`) */
-  DM_OPTIMIZER_ADAM = 2      /* Adam */
+  DM_OPTIMIZER_ADAM = 2,     /* Adam */
+  DM_OPTIMIZER_ADAMW = 3     /* AdamW: Adam with decoupled weight decay (torch.optim.AdamW) */
 } dm_optimizer;
 
 typedef enum dm_precision {
@@ -288,7 +289,8 @@ typedef struct dm_train_options {
   double momentum;               /* default 0.9 */
   int nesterov;
   double beta1, beta2, epsilon;  /* Adam: 0.9, 0.999, 1e-5 */
-  double weight_decay;           /* L2 on params named *_w (all with decay_all); 0: none */
+  double weight_decay;           /* L2 on params named *_w (all with decay_all); 0: none.
+                                    AdamW: its decoupled decay of the same params */
   int decay_all;
   const char *lr_policy;         /* "fixed" (default, NULL), "step", "exp", "inv", "poly" */
   int64_t stepsize;              /* step */
@@ -332,6 +334,10 @@ typedef struct dm_train_options {
   dm_train_layout layout;        /* DM_TRAIN_LAYOUT_AUTO (default): NHWC for a net on a
                                     GPU in FP16/BF16, else as written; NCHW: as written;
                                     NHWC: the layout pass (--layout) */
+  double clip_norm;              /* > 0: the gradients scaled together so that their global
+                                    L2 norm is at most clip_norm, before the updates (and
+                                    after the loss scale is divided out: --clip-norm);
+                                    default 0, none */
 } dm_train_options;
 
 /* Fills *o with the defaults above, as `demitasse train` has them, and struct_size with

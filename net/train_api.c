@@ -116,7 +116,7 @@ static dm_status from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   p->optimize = 1;
   dm_optimizer_opts *opt = &p->optim;
   if (o->optimizer != DM_OPTIMIZER_SGD && o->optimizer != DM_OPTIMIZER_MOMENTUM &&
-      o->optimizer != DM_OPTIMIZER_ADAM)
+      o->optimizer != DM_OPTIMIZER_ADAM && o->optimizer != DM_OPTIMIZER_ADAMW)
     return dm_error(DM_ERR_INVALID, "dm_train_options.optimizer: unknown value %d",
                     (int)o->optimizer);
   opt->kind = o->optimizer;
@@ -135,6 +135,7 @@ static dm_status from_train(const dm_train_options *o, dm_pipeline_opts *p) {
   opt->max_iter = o->max_iter;
   opt->warmup_iter = o->warmup_iter;
   opt->warmup_start = o->warmup_start;
+  opt->clip_norm = o->clip_norm;
   opt->exclude = o->data_blobs;
   opt->n_exclude = o->data_blobs ? o->n_data_blobs : 0;
   if (o->precision != DM_PRECISION_FP32 && o->precision != DM_PRECISION_FP16 &&

@@ -26,6 +26,7 @@ void dm_cli_train_options(const dm_optimizer_opts *opt, const dm_mp_cli *mp,
   t->warmup_iter = opt->warmup_iter;
   t->warmup_start = opt->warmup_start;
   t->multi_tensor = opt->multi_tensor;
+  t->clip_norm = opt->clip_norm;
   t->precision = !mp->enabled                 ? DM_PRECISION_FP32
                  : m->target == DM_BFLOAT16 ? DM_PRECISION_BF16
                                              : DM_PRECISION_FP16;

@@ -23,13 +23,13 @@ void dm_optimizer_opts_init(dm_optimizer_opts *o) {
 }
 
 dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer *out) {
-  static const char *const names[] = {"sgd", "momentum", "adam"};
-  for (int k = 0; k < 3; k++)
+  static const char *const names[] = {"sgd", "momentum", "adam", "adamw"};
+  for (int k = 0; k < 4; k++)
     if (strcmp(name, names[k]) == 0) {
       *out = (dm_optimizer)k;
       return DM_OK;
     }
-  return dm_error(DM_ERR_INVALID, "unknown optimizer '%s' (sgd, momentum, adam)", name);
+  return dm_error(DM_ERR_INVALID, "unknown optimizer '%s' (sgd, momentum, adam, adamw)", name);
 }
 
 void dm_optimizer_free_names(char **names, size_t n) {
@@ -185,13 +185,18 @@ static dm_status suffixed(char *buf, size_t cap, const char *p, const char *suff
   return DM_OK;
 }
 
-/* The weight-decay WeightedSum of p, when p is decayed. */
+/* Whether p gets weight decay: named *_w, or every param with decay_all. */
+static int decayed(const char *p, const dm_optimizer_opts *o) {
+  return o->weight_decay > 0 && (o->decay_all || ends_with(p, "_w"));
+}
+
+/* The weight-decay WeightedSum of p, when p is decayed (AdamW decays in its update). */
 static dm_status decay_op(Caffe2__NetDef *net, const char *p, const dm_optimizer_opts *o) {
   char g[512];
   DM_TRY(suffixed(g, sizeof g, p, "_grad"));
   if (!net_writes(net, g))
     return dm_error(DM_ERR_INVALID, "parameter '%s' has no gradient: no op writes '%s'", p, g);
-  if (o->weight_decay > 0 && (o->decay_all || ends_with(p, "_w"))) {
+  if (o->kind != DM_OPTIMIZER_ADAMW && decayed(p, o)) {
     const char *in[4] = {g, DM_OPTIM_ONE_BLOB, p, DM_OPTIM_WD_BLOB}, *out[1] = {g};
     DM_TRY(plain_op(net, "WeightedSum", in, 4, out, 1));
   }
@@ -216,7 +221,7 @@ static dm_status state_fills(Caffe2__NetDef *init, const char *p, const dm_optim
     DM_TRY(suffixed(m, sizeof m, p, "_momentum"));
     return fill(init, m, p, 1, 0);
   }
-  if (o->kind == DM_OPTIMIZER_ADAM) {
+  if (o->kind == DM_OPTIMIZER_ADAM || o->kind == DM_OPTIMIZER_ADAMW) {
     DM_TRY(suffixed(m, sizeof m, p, "_first_moment"));
     DM_TRY(fill(init, m, p, 1, 0));
     DM_TRY(suffixed(m, sizeof m, p, "_second_moment"));
@@ -246,15 +251,19 @@ static dm_status update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init, const cha
     momentum_args(&b, o);
     return dm_opb_append(&b, net);
   }
-  case DM_OPTIMIZER_ADAM: {
+  case DM_OPTIMIZER_ADAM:
+  case DM_OPTIMIZER_ADAMW: {
     DM_TRY(suffixed(m1, sizeof m1, p, "_first_moment"));
     DM_TRY(suffixed(m2, sizeof m2, p, "_second_moment"));
     const char *in[6] = {p, m1, m2, g, DM_OPTIM_LR_BLOB, DM_OPTIM_ITER_BLOB};
     const char *out[3] = {p, m1, m2};
-    dm_opb_start(&b, "Adam");
+    const int w = o->kind == DM_OPTIMIZER_ADAMW;
+    dm_opb_start(&b, w ? "AdamW" : "Adam");
     dm_opb_inputs(&b, in, 6);
     dm_opb_outputs(&b, out, 3);
     adam_args(&b, o);
+    if (w) /* 0 for the params not decayed (biases, norms' scales), as *_w decides */
+      dm_opb_arg_float(&b, "weight_decay", decayed(p, o) ? (float)o->weight_decay : 0.0f);
     return dm_opb_append(&b, net);
   }
   }
@@ -297,8 +306,8 @@ static dm_status multi_wsum_op(Caffe2__NetDef *net, const char *const *p, size_t
 static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
                                   const char *const *params, size_t np,
                                   const dm_optimizer_opts *o) {
-  const char **decayed = calloc(np ? np : 1, sizeof *decayed);
-  if (!decayed)
+  const char **decayed_p = calloc(np ? np : 1, sizeof *decayed_p);
+  if (!decayed_p)
     return DM_NOMEM("the optimizer pass");
   size_t nd = 0;
   dm_status s = DM_OK;
@@ -310,13 +319,13 @@ static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
                    params[k], g);
     if (s == DM_OK)
       s = state_fills(init, params[k], o);
-    if (o->weight_decay > 0 && (o->decay_all || ends_with(params[k], "_w")))
-      decayed[nd++] = params[k];
+    if (decayed(params[k], o))
+      decayed_p[nd++] = params[k];
   }
   /* g = 1 * g + wd * p for the decayed params */
   if (s == DM_OK && nd)
-    s = multi_wsum_op(net, decayed, nd, "_grad", DM_OPTIM_ONE_BLOB, "", DM_OPTIM_WD_BLOB);
-  free(decayed);
+    s = multi_wsum_op(net, decayed_p, nd, "_grad", DM_OPTIM_ONE_BLOB, "", DM_OPTIM_WD_BLOB);
+  free(decayed_p);
   if (s != DM_OK)
     return s;
   if (o->kind == DM_OPTIMIZER_SGD) /* p = 1 * p + lr * g */
@@ -367,6 +376,26 @@ static dm_status multi_update_ops(Caffe2__NetDef *net, Caffe2__NetDef *init,
   return s;
 }
 
+/* ClipByGlobalNorm over every parameter's gradient, in place, before the updates (and the
+ * weight decay, as torch's clip_grad_norm_ before optimizer.step); its role makes the
+ * mixed-precision pass divide the loss scale out before it, so it sees the true norm. */
+static dm_status clip_op(Caffe2__NetDef *net, const char *const *params, size_t np,
+                         const dm_optimizer_opts *o) {
+  char **g = NULL;
+  size_t ng = 0;
+  dm_status s = push_suffixed(&g, &ng, params, np, "_grad");
+  if (s == DM_OK) {
+    dm_opb b;
+    dm_opb_start(&b, "ClipByGlobalNorm");
+    dm_opb_inputs(&b, (const char *const *)g, ng);
+    dm_opb_outputs(&b, (const char *const *)g, ng);
+    dm_opb_arg_float(&b, "clip_norm", (float)o->clip_norm);
+    s = dm_opb_append(&b, net);
+  }
+  dm_optimizer_free_names(g, ng);
+  return s;
+}
+
 /* ---- checks ---------------------------------------------------------------------------- */
 
 static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
@@ -377,10 +406,16 @@ static dm_status check_opts(const dm_optimizer_opts *o, dm_lr_policy *p) {
                     o->weight_decay);
   if (o->kind == DM_OPTIMIZER_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
     return dm_error(DM_ERR_INVALID, "momentum must be in [0, 1) (it is %g)", o->momentum);
-  if (o->kind == DM_OPTIMIZER_ADAM &&
+  if ((o->kind == DM_OPTIMIZER_ADAM || o->kind == DM_OPTIMIZER_ADAMW) &&
       !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->epsilon > 0 &&
         isfinite(o->epsilon)))
     return dm_error(DM_ERR_INVALID, "Adam needs beta1, beta2 in [0, 1) and epsilon > 0");
+  if (!(isfinite(o->clip_norm) && o->clip_norm >= 0))
+    return dm_error(DM_ERR_INVALID, "the clip norm must be finite and >= 0 (0: no clipping; "
+                    "it is %g)", o->clip_norm);
+  if (o->kind == DM_OPTIMIZER_ADAMW && o->multi_tensor == DM_SWITCH_ON)
+    return dm_error(DM_ERR_UNSUPPORTED, "AdamW has no multi-tensor update (there is no "
+                    "MultiAdamW op): use per-parameter updates (--no-multi-tensor)");
   /* The policy is checked here, before anything is emitted, by the very functions the
    * LearningRate kernel's init calls (lr_policy.h, one layer down): the rules exist once,
    * and a bad --policy fails the pass with a message about the options rather than the
@@ -425,8 +460,10 @@ static dm_status check_names(const Caffe2__NetDef *net, const char *const *param
   DM_TRY(check_free(net, DM_OPTIM_LR_BLOB, 0));
   DM_TRY(check_free(net, DM_OPTIM_ONE_BLOB, 0));
   DM_TRY(check_free(net, DM_OPTIM_WD_BLOB, 0));
-  static const char *const suffixes[3][2] = {
-      {NULL, NULL}, {"_momentum", NULL}, {"_first_moment", "_second_moment"}};
+  static const char *const suffixes[4][2] = {{NULL, NULL},
+                                             {"_momentum", NULL},
+                                             {"_first_moment", "_second_moment"},
+                                             {"_first_moment", "_second_moment"}};
   for (size_t i = 0; i < n; i++)
     for (int k = 0; k < 2; k++) {
       const char *suf = suffixes[o->kind][k];
@@ -443,7 +480,7 @@ dm_status dm_optimizer_pass(Caffe2__NetDef *net, const dm_optimizer_opts *o,
                             Caffe2__NetDef *init_add) {
   const char *const *params = o->params;
   size_t n_params = o->n_params;
-  if ((unsigned)o->kind > DM_OPTIMIZER_ADAM)
+  if ((unsigned)o->kind > DM_OPTIMIZER_ADAMW)
     return dm_error(DM_ERR_INVALID, "unknown optimizer kind %d", (int)o->kind);
   DM_TRY(dm_memory_refuse_planned(net, "optimizer"));
   dm_lr_policy policy;
@@ -462,10 +499,12 @@ dm_status dm_optimizer_pass(Caffe2__NetDef *net, const dm_optimizer_opts *o,
   /* State, created once by the init-net addition. */
   if (s == DM_OK)
     s = fill(init_add, DM_OPTIM_ITER_BLOB, NULL, 10, 0);
-  int need_one = o->kind == DM_OPTIMIZER_SGD || o->weight_decay > 0;
+  /* the decay's WeightedSum reads 1 and wd; AdamW's decay is an argument of its update */
+  int wd_sum = o->weight_decay > 0 && o->kind != DM_OPTIMIZER_ADAMW;
+  int need_one = o->kind == DM_OPTIMIZER_SGD || wd_sum;
   if (s == DM_OK && need_one)
     s = fill(init_add, DM_OPTIM_ONE_BLOB, NULL, 1, 1);
-  if (s == DM_OK && o->weight_decay > 0)
+  if (s == DM_OK && wd_sum)
     s = fill(init_add, DM_OPTIM_WD_BLOB, NULL, 1, o->weight_decay);
   /* Iter first, as Caffe2 builds it, then the rate, then one update per param. */
   const char *io[1] = {DM_OPTIM_ITER_BLOB};
@@ -473,6 +512,8 @@ dm_status dm_optimizer_pass(Caffe2__NetDef *net, const dm_optimizer_opts *o,
     s = plain_op(net, "Iter", io, 1, io, 1);
   if (s == DM_OK)
     s = learning_rate_op(net, o, &policy);
+  if (s == DM_OK && o->clip_norm > 0)
+    s = clip_op(net, params, n_params, o);
   if (o->multi_tensor == DM_SWITCH_ON) {
     if (s == DM_OK)
       s = multi_update_ops(net, init_add, params, n_params, o);

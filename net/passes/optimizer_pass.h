@@ -76,7 +76,8 @@ typedef struct dm_optimizer_opts {
   int64_t max_iter;    /* poly */
   int64_t warmup_iter; /* 0: no warmup */
   double warmup_start; /* warmup multiplier at iteration 0 */
-  dm_switch multi_tensor; /* ON: one update op for all params (AUTO: as OFF) */
+  dm_switch multi_tensor; /* ON: one update op for all params (AUTO: as OFF); not ADAMW */
+  double clip_norm;    /* > 0: one ClipByGlobalNorm over the gradients before the updates */
   /* Inputs of the forward net that are not parameters (data, labels), for
    * dm_find_trainable_params when no params are passed. Borrowed. */
   const char *const *exclude;
@@ -89,7 +90,7 @@ typedef struct dm_optimizer_opts {
 /* Caffe2's defaults: SGD, lr 0.01, momentum 0.9, beta1 0.9, beta2 0.999, epsilon 1e-5,
  * no weight decay, policy fixed, no warmup, nothing excluded; multi_tensor AUTO. */
 DM_HIDDEN void dm_optimizer_opts_init(dm_optimizer_opts *o);
-/* "sgd", "momentum", "adam". */
+/* "sgd", "momentum", "adam", "adamw". */
 DM_HIDDEN dm_status dm_optimizer_kind_from_name(const char *name, dm_optimizer *out);
 
 /* The trainable parameters of a net after the gradient pass: every input of the forward

@@ -96,9 +96,11 @@ dm_status dm_pipeline_plan_build(const Caffe2__NetDef *net, const dm_pipeline_op
   p->optimize = p->gradient && o->optimize;
   p->optim = o->optim;
   /* multi_tensor AUTO: one update launch where launches cost (a net placed on CUDA);
-   * CPU nets keep their per-parameter ops unless asked. */
+   * CPU nets keep their per-parameter ops unless asked, and so does AdamW (no
+   * multi-tensor form). */
   if (p->optim.multi_tensor == DM_SWITCH_AUTO)
-    p->optim.multi_tensor = o->device ? DM_SWITCH_ON : DM_SWITCH_OFF;
+    p->optim.multi_tensor = o->device && p->optim.kind != DM_OPTIMIZER_ADAMW ? DM_SWITCH_ON
+                                                                           : DM_SWITCH_OFF;
   /* 4. fusion */
   p->fuse = o->fuse != 0;
   p->fuse_opts = o->fuse_opts;
