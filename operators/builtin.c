@@ -36,6 +36,8 @@ static const dm_op_family *const families[] = {
     &dm_family_conv_transpose,
     &dm_family_resize,
     &dm_family_pad,
+    &dm_family_layernorm,
+    &dm_family_masked_softmax,
     NULL,
 };
 

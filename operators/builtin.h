@@ -40,6 +40,8 @@ extern const dm_op_family dm_family_log_softmax;
 extern const dm_op_family dm_family_conv_transpose;
 extern const dm_op_family dm_family_resize;
 extern const dm_op_family dm_family_pad;
+extern const dm_op_family dm_family_layernorm;
+extern const dm_op_family dm_family_masked_softmax;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */
