@@ -18,6 +18,7 @@ static const struct {
     {"fc_fusion", dm_dnnl_fc_fusion_kernels},
     {"sum", dm_dnnl_sum_kernels},
     {"concat", dm_dnnl_concat_kernels},
+    {"layernorm", dm_dnnl_layernorm_kernels},
     {NULL, NULL},
 };
 
