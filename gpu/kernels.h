@@ -42,6 +42,8 @@ extern const dm_kernel_def dm_cuda_fc_kernels[];          /* fc_cublas.c */
 extern const dm_kernel_def dm_cuda_conv_fusion_kernels[]; /* conv_fusion_cudnn.c */
 extern const dm_kernel_def dm_cuda_allreduce_kernels[];   /* allreduce_nccl.c */
 extern const dm_kernel_def dm_cuda_multi_tensor_kernels[]; /* multi_tensor.c */
+extern const dm_kernel_def dm_cuda_layernorm_kernels[];   /* layernorm.c */
+extern const dm_kernel_def dm_cuda_masked_softmax_kernels[]; /* masked_softmax.c */
 
 /* The table of a multi-tensor launch (cuda_kernels.h) for ts[0..nt), uploaded on the op's
  * stream into the context's scratch (multi_tensor.c): *dts and *dcs its device copies,

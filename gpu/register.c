@@ -45,6 +45,8 @@ static const struct {
     {"fused Conv/FC + Relu", dm_cuda_conv_fusion_kernels},
     {"NCCL all-reduce", dm_cuda_allreduce_kernels},
     {"multi-tensor updates", dm_cuda_multi_tensor_kernels},
+    {"LayerNorm", dm_cuda_layernorm_kernels},
+    {"masked softmax", dm_cuda_masked_softmax_kernels},
     {NULL, NULL},
 };
 

@@ -26,6 +26,7 @@
 
 #include "builtin.h"
 #include "common.h"
+#include "masked_softmax.h"
 
 static const dm_arg_spec ms_args[] = {
     {"causal", DM_ARG_INT, 0, "1: key j of query i is masked out when j > i + (Tk - Tq) "
@@ -220,25 +221,29 @@ static void ms_grad_row(void *arg, void *scratch, int64_t i) {
   dm_store_f32(r->t, r->out, i * Tk, Tk, dy);
 }
 
+void dm_masked_softmax_geom(const dm_tensor *x, const dm_tensor *m, int *nd, int64_t *lead,
+                            int64_t *mstride) {
+  *nd = x->ndim - 1;
+  for (int k = 0; k < *nd; k++)
+    lead[k] = x->dims[k];
+  int64_t st = 1;
+  for (int k = x->ndim - 1; k >= 0; k--) {
+    int mk = m ? k - (x->ndim - m->ndim) : -1; /* the mask's dim aligned with X's dim k */
+    int64_t md = mk >= 0 ? m->dims[mk] : 1;
+    mstride[k] = md == 1 ? 0 : st;
+    st *= md;
+  }
+}
+
 /* The row view shared by both kernels; the mask's strides when there is one. */
 static void ms_setup(dm_op_ctx *ctx, const dm_tensor *x, const dm_tensor *m, ms_rows *r) {
   r->t = x->dtype;
   r->Tq = x->dims[x->ndim - 2], r->Tk = x->dims[x->ndim - 1];
   r->scale = dm_op_arg_float(ctx, "scale", 1.0f);
   r->causal = dm_op_arg_int(ctx, "causal", 0) != 0;
-  r->nd = x->ndim - 1;
-  for (int k = 0; k < r->nd; k++)
-    r->lead[k] = x->dims[k];
-  if (!m)
-    return;
-  r->mt = m->dtype, r->mask = dm_tensor_data(m);
-  int64_t st = 1;
-  for (int k = x->ndim - 1; k >= 0; k--) {
-    int mk = k - (x->ndim - m->ndim); /* the mask's dim aligned with X's dim k */
-    int64_t md = mk >= 0 ? m->dims[mk] : 1;
-    r->mstride[k] = md == 1 ? 0 : st;
-    st *= md;
-  }
+  dm_masked_softmax_geom(x, m, &r->nd, r->lead, r->mstride);
+  if (m)
+    r->mt = m->dtype, r->mask = dm_tensor_data(m);
 }
 
 static dm_status ms_run(dm_op_ctx *ctx) {
