@@ -11,35 +11,6 @@
 #include "cuda_common.cuh"
 
 namespace {
-/* Element i of a FLOAT (T 0), FLOAT16 (1) or BFLOAT16 (2) array, and the store back. */
-template <int T> __device__ __forceinline__ float ld(const void *p, int64_t i) {
-  if (T == 0)
-    return ((const float *)p)[i];
-  return widen<T == 2>(((const uint16_t *)p)[i]);
-}
-template <int T> __device__ __forceinline__ void st(void *p, int64_t i, float v) {
-  if (T == 0)
-    ((float *)p)[i] = v;
-  else
-    ((uint16_t *)p)[i] = narrow<T == 2>(v);
-}
-
-/* The FP32 sum of v over the block (THREADS threads), to every thread: warp shuffles,
- * then one warp over the warps' sums (sh: 32 floats). */
-__device__ float block_sum_f(float v, float *sh) {
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0)
-    sh[w] = v;
-  __syncthreads();
-  v = l < THREADS / 32 ? sh[l] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads(); /* sh is reused by the next call */
-  return v;
-}
-
 template <int T>
 __global__ void ln_fwd_kernel(const void *x, const float *gamma, const float *beta, void *y,
                               float *mean, float *sd, float eps, int64_t N, int64_t D) {
@@ -48,17 +19,17 @@ __global__ void ln_fwd_kernel(const void *x, const float *gamma, const float *be
     const int64_t b = r * D;
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < D; j += THREADS)
-      s += ld<T>(x, b + j);
-    const float m = block_sum_f(s, sh) / (float)D;
+      s += ld_f32<T>(x, b + j);
+    const float m = block_reduce_f<false>(s, sh) / (float)D;
     float v = 0.0f;
     for (int64_t j = threadIdx.x; j < D; j += THREADS) {
-      const float d = ld<T>(x, b + j) - m;
+      const float d = ld_f32<T>(x, b + j) - m;
       v = fmaf(d, d, v);
     }
-    const float sdv = sqrtf(block_sum_f(v, sh) / (float)D + eps), inv = 1.0f / sdv;
+    const float sdv = sqrtf(block_reduce_f<false>(v, sh) / (float)D + eps), inv = 1.0f / sdv;
     for (int64_t j = threadIdx.x; j < D; j += THREADS) {
-      const float h = (ld<T>(x, b + j) - m) * inv;
-      st<T>(y, b + j, gamma ? fmaf(h, gamma[j], beta[j]) : h);
+      const float h = (ld_f32<T>(x, b + j) - m) * inv;
+      st_f32<T>(y, b + j, gamma ? fmaf(h, gamma[j], beta[j]) : h);
     }
     if (threadIdx.x == 0)
       mean[r] = m, sd[r] = sdv;
@@ -74,18 +45,18 @@ __global__ void ln_bwd_kernel(const void *dy, const void *x, const float *mean, 
     const float m = mean[r], inv = 1.0f / sd[r];
     float sg = 0.0f, sgh = 0.0f;
     for (int64_t j = threadIdx.x; j < D; j += THREADS) {
-      const float h = (ld<T>(x, b + j) - m) * inv;
-      const float g = gamma ? ld<T>(dy, b + j) * gamma[j] : ld<T>(dy, b + j);
+      const float h = (ld_f32<T>(x, b + j) - m) * inv;
+      const float g = gamma ? ld_f32<T>(dy, b + j) * gamma[j] : ld_f32<T>(dy, b + j);
       sg += g, sgh = fmaf(g, h, sgh);
     }
-    sg = block_sum_f(sg, sh) / (float)D;
-    sgh = block_sum_f(sgh, sh) / (float)D;
+    sg = block_reduce_f<false>(sg, sh) / (float)D;
+    sgh = block_reduce_f<false>(sgh, sh) / (float)D;
     /* every thread has read its dY and X elements before any writes dX: dX may be dY */
     __syncthreads();
     for (int64_t j = threadIdx.x; j < D; j += THREADS) {
-      const float h = (ld<T>(x, b + j) - m) * inv;
-      const float g = gamma ? ld<T>(dy, b + j) * gamma[j] : ld<T>(dy, b + j);
-      st<T>(dx, b + j, (g - sg - h * sgh) * inv);
+      const float h = (ld_f32<T>(x, b + j) - m) * inv;
+      const float g = gamma ? ld_f32<T>(dy, b + j) * gamma[j] : ld_f32<T>(dy, b + j);
+      st_f32<T>(dx, b + j, (g - sg - h * sgh) * inv);
     }
   }
 }
@@ -97,8 +68,8 @@ __global__ void ln_param_kernel(const void *dy, const void *x, const float *mean
   GRID_LOOP(j, D) {
     float sg = 0.0f, sb = 0.0f;
     for (int64_t r = 0; r < N; r++) {
-      const float d = ld<T>(dy, r * D + j);
-      sg = fmaf(d, (ld<T>(x, r * D + j) - mean[r]) / sd[r], sg);
+      const float d = ld_f32<T>(dy, r * D + j);
+      sg = fmaf(d, (ld_f32<T>(x, r * D + j) - mean[r]) / sd[r], sg);
       sb += d;
     }
     dgamma[j] = sg, dbeta[j] = sb;

@@ -11,38 +11,10 @@
 #include "cuda_common.cuh"
 
 namespace {
-template <int T> __device__ __forceinline__ float ld(const void *p, int64_t i) {
-  if (T == 0)
-    return ((const float *)p)[i];
-  return widen<T == 2>(((const uint16_t *)p)[i]);
-}
-template <int T> __device__ __forceinline__ void st(void *p, int64_t i, float v) {
-  if (T == 0)
-    ((float *)p)[i] = v;
-  else
-    ((uint16_t *)p)[i] = narrow<T == 2>(v);
-}
 __device__ __forceinline__ float ld_any(int t, const void *p, int64_t i) {
-  return t == DMK_FLOAT16 ? ld<1>(p, i) : t == DMK_BFLOAT16 ? ld<2>(p, i) : ld<0>(p, i);
-}
-
-/* The block's max (NaNs passed over, as the CPU's compare) or sum, to every thread. */
-template <bool MAX> __device__ float block_reduce(float v, float *sh) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = MAX ? (u > v ? u : v) : v + u;
-  }
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0)
-    sh[w] = v;
-  __syncthreads();
-  v = l < THREADS / 32 ? sh[l] : (MAX ? -INFINITY : 0.0f);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = MAX ? (u > v ? u : v) : v + u;
-  }
-  __syncthreads();
-  return v;
+  return t == DMK_FLOAT16    ? ld_f32<1>(p, i)
+         : t == DMK_BFLOAT16 ? ld_f32<2>(p, i)
+                             : ld_f32<0>(p, i);
 }
 
 __device__ int64_t mask_offset(const dmk_mask_geom &g, int64_t row) {
@@ -69,31 +41,31 @@ __global__ void ms_fwd_kernel(const void *x, const void *mask, int mdtype, dmk_m
     const int64_t off = mask ? mask_offset(g, r) : 0, ms = g.mstride[g.nd];
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < lim; j += THREADS) {
-      float z = scale * ld<T>(x, b + j);
+      float z = scale * ld_f32<T>(x, b + j);
       if (mask)
         z += ld_any(mdtype, mask, off + j * ms);
       mx = z > mx ? z : mx;
     }
-    mx = block_reduce<true>(mx, sh);
+    mx = block_reduce_f<true>(mx, sh);
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < lim && mx != -INFINITY; j += THREADS) {
-      float z = scale * ld<T>(x, b + j);
+      float z = scale * ld_f32<T>(x, b + j);
       if (mask)
         z += ld_any(mdtype, mask, off + j * ms);
       s += expf(z - mx);
     }
-    s = block_reduce<false>(s, sh);
+    s = block_reduce_f<false>(s, sh);
     const float inv = s > 0.0f ? 1.0f / s : 0.0f;
     /* all reads of this row's X are done (the reductions synchronise): Y may be X */
     for (int64_t j = threadIdx.x; j < Tk; j += THREADS) {
       float v = 0.0f;
       if (j < lim && mx != -INFINITY) {
-        float z = scale * ld<T>(x, b + j);
+        float z = scale * ld_f32<T>(x, b + j);
         if (mask)
           z += ld_any(mdtype, mask, off + j * ms);
         v = expf(z - mx) * inv;
       }
-      st<T>(y, b + j, v);
+      st_f32<T>(y, b + j, v);
     }
     __syncthreads();
   }
@@ -107,10 +79,10 @@ __global__ void ms_bwd_kernel(const void *y, const void *dy, void *dx, float sca
     const int64_t b = r * Tk;
     float d = 0.0f;
     for (int64_t j = threadIdx.x; j < Tk; j += THREADS)
-      d = fmaf(ld<T>(dy, b + j), ld<T>(y, b + j), d);
-    d = block_reduce<false>(d, sh);
+      d = fmaf(ld_f32<T>(dy, b + j), ld_f32<T>(y, b + j), d);
+    d = block_reduce_f<false>(d, sh);
     for (int64_t j = threadIdx.x; j < Tk; j += THREADS) /* dX may be dY: same j, read first */
-      st<T>(dx, b + j, scale * (ld<T>(y, b + j) * (ld<T>(dy, b + j) - d)));
+      st_f32<T>(dx, b + j, scale * (ld_f32<T>(y, b + j) * (ld_f32<T>(dy, b + j) - d)));
   }
 }
 

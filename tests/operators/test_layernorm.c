@@ -24,7 +24,12 @@
 #include "grad_check.h"
 #include "op_test_util.h"
 
-static int setup(void **state) { return dm_workspace_create((dm_workspace **)state) != DM_OK; }
+/* The reference engine's kernels (operators/layernorm.c), which these bounds are for; the
+ * oneDNN engine's (FP32 sums) are tested against them in test_dnnl_layernorm.c. */
+static int setup(void **state) {
+  return dm_workspace_create((dm_workspace **)state) != DM_OK ||
+         dm_workspace_set_engine(*state, "REFERENCE") != DM_OK;
+}
 static int teardown(void **state) {
   dm_workspace_destroy(*state);
   return 0;
