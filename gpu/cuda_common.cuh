@@ -1,5 +1,6 @@
 /* cuda_common.cuh: what the .cu files of gpu/ share (internal; included by
- * elementwise.cu, optimizer.cu, loss.cu, tensor_ops.cu and dropout.cu, nothing else):
+ * elementwise.cu, optimizer.cu, loss.cu, tensor_ops.cu, dropout.cu, layernorm.cu and
+ * masked_softmax.cu, nothing else):
  * the block size, the grid-stride loop, the 16-bit widen/narrow conversions and the block
  * sum. One header rather than a copy per file, so they launch and reduce alike; the
  * names are in an anonymous namespace (grid_for static), so each file keeps its own
@@ -53,6 +54,40 @@ template <bool BF> __device__ __forceinline__ float widen(uint16_t u) {
 }
 template <bool BF> __device__ __forceinline__ uint16_t narrow(float f) {
   return BF ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
+}
+
+/* Element i of a FLOAT (T 0), FLOAT16 (1) or BFLOAT16 (2) array widened to float, and a
+ * float stored into one (rounded once). */
+template <int T> __device__ __forceinline__ float ld_f32(const void *p, int64_t i) {
+  if (T == 0)
+    return ((const float *)p)[i];
+  return widen<T == 2>(((const uint16_t *)p)[i]);
+}
+template <int T> __device__ __forceinline__ void st_f32(void *p, int64_t i, float v) {
+  if (T == 0)
+    ((float *)p)[i] = v;
+  else
+    ((uint16_t *)p)[i] = narrow<T == 2>(v);
+}
+
+/* The FP32 max (MAX; NaNs passed over, as the CPU's compare) or sum of v over the block,
+ * to every thread: warp shuffles, then one warp over the warps' results (sh: 32 floats). */
+template <bool MAX> __device__ float block_reduce_f(float v, float *sh) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = MAX ? (u > v ? u : v) : v + u;
+  }
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0)
+    sh[w] = v;
+  __syncthreads();
+  v = l < THREADS / 32 ? sh[l] : (MAX ? -INFINITY : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = MAX ? (u > v ? u : v) : v + u;
+  }
+  __syncthreads(); /* sh is reused by the next call */
+  return v;
 }
 
 /* The sum of v over the block, returned to every thread (sh: THREADS doubles). */

@@ -296,6 +296,29 @@ cudaError_t dmk_where(cudaStream_t s, const uint8_t *c, const void *x, const voi
  * (c != 0) == want, rounded once. */
 cudaError_t dmk_where_grad(cudaStream_t s, const uint8_t *c, const void *dz, int dtype,
                            void *dt, const dmk_bcast3 *g, int k, int want, int64_t nt);
+/* ---- layernorm.cu, masked_softmax.cu ------------------------------------------- */
+
+/* LayerNorm over N rows of D (x, y, dy, dx in dtype; gamma, beta, mean, sd FP32; gamma
+ * and beta NULL without elementwise_affine); the gradient's dgamma, dbeta NULL then too.
+ * dx may be dy. */
+cudaError_t dmk_layernorm(cudaStream_t s, int dtype, const void *x, const float *gamma,
+                          const float *beta, void *y, float *mean, float *sd, float eps,
+                          int64_t N, int64_t D);
+cudaError_t dmk_layernorm_grad(cudaStream_t s, int dtype, const void *dy, const void *x,
+                               const float *mean, const float *sd, const float *gamma, void *dx,
+                               float *dgamma, float *dbeta, int64_t N, int64_t D);
+/* MaskedSoftmax's row geometry (operators/masked_softmax.h), by value in the launch. */
+typedef struct dmk_mask_geom {
+  int nd;
+  int64_t lead[DMK_MAX_DIMS];
+  int64_t mstride[DMK_MAX_DIMS + 1];
+} dmk_mask_geom;
+/* R rows of Tk (row r is query r % Tq); mask NULL or in mdtype; dx may be dy. */
+cudaError_t dmk_masked_softmax(cudaStream_t s, int dtype, const void *x, const void *mask,
+                               int mdtype, dmk_mask_geom g, void *y, float scale, int causal,
+                               int64_t R, int64_t Tq, int64_t Tk);
+cudaError_t dmk_masked_softmax_grad(cudaStream_t s, int dtype, const void *y, const void *dy,
+                                    void *dx, float scale, int64_t R, int64_t Tk);
 
 #ifdef __cplusplus
 }

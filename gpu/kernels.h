@@ -45,6 +45,8 @@ extern const dm_kernel_def dm_cuda_multi_tensor_kernels[]; /* multi_tensor.c */
 extern const dm_kernel_def dm_cuda_batch_matmul_kernels[]; /* batch_matmul_cublas.c */
 extern const dm_kernel_def dm_cuda_gather_kernels[];       /* gather.c */
 extern const dm_kernel_def dm_cuda_where_kernels[];        /* where.c */
+extern const dm_kernel_def dm_cuda_layernorm_kernels[];   /* layernorm.c */
+extern const dm_kernel_def dm_cuda_masked_softmax_kernels[]; /* masked_softmax.c */
 
 /* The table of a multi-tensor launch (cuda_kernels.h) for ts[0..nt), uploaded on the op's
  * stream into the context's scratch (multi_tensor.c): *dts and *dcs its device copies,

@@ -48,6 +48,8 @@ static const struct {
     {"cuBLAS BatchMatMul/MatMul", dm_cuda_batch_matmul_kernels},
     {"gather", dm_cuda_gather_kernels},
     {"where", dm_cuda_where_kernels},
+    {"LayerNorm", dm_cuda_layernorm_kernels},
+    {"masked softmax", dm_cuda_masked_softmax_kernels},
     {NULL, NULL},
 };
 

@@ -39,6 +39,8 @@ static const dm_op_family *const families[] = {
     &dm_family_batch_matmul,
     &dm_family_where,
     &dm_family_clip_norm,
+    &dm_family_layernorm,
+    &dm_family_masked_softmax,
     NULL,
 };
 

@@ -43,6 +43,8 @@ extern const dm_op_family dm_family_pad;
 extern const dm_op_family dm_family_batch_matmul; /* BatchMatMul, MatMul */
 extern const dm_op_family dm_family_where;
 extern const dm_op_family dm_family_clip_norm;
+extern const dm_op_family dm_family_layernorm;
+extern const dm_op_family dm_family_masked_softmax;
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */

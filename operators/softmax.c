@@ -1,10 +1,10 @@
-/* softmax.c: Softmax over the dims from `axis` on, and SoftmaxGradient; FP32 and FP16
- * (computed in FP32).
+/* softmax.c: Softmax over the dims from `axis` on, and SoftmaxGradient; FP32, FP16 and
+ * BF16 (computed in FP32).
  *
  * X is viewed as N x D (N = product of dims before axis). Each row subtracts its max
- * before exponentiating, so large logits cannot overflow; an FP16 row is widened to FP32,
- * computed there and rounded back once, which is what the precision class FP32 asks for
- * when the mixed-precision pass leaves an FP16 tensor in front of it.
+ * before exponentiating, so large logits cannot overflow; an FP16 or BF16 row is widened to
+ * FP32, computed there and rounded back once, which is what the precision class FP32 asks
+ * for when the mixed-precision pass leaves a 16-bit tensor in front of it.
  *
  * SoftmaxGradient: Y, dY -> dX with dX = Y * (dY - <dY, Y>) per row; the row's dot
  * product is formed before dX is written, so dX may share dY's blob.
@@ -26,8 +26,8 @@ static const dm_arg_spec softmax_args[] = {
 /* Shared view of the op: X (or Y) as N x D at `axis`. */
 static dm_status softmax_rows(dm_op_ctx *ctx, const dm_tensor *x, const char *what,
                               int64_t *N, int64_t *D) {
-  if (x->dtype != DM_FLOAT && x->dtype != DM_FLOAT16)
-    return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s; %s takes FLOAT or FLOAT16", what,
+  if (!dm_is_float_or_reduced(x->dtype))
+    return dm_op_error(ctx, DM_ERR_TYPE, "%s is %s; %s takes FLOAT, FLOAT16 or BFLOAT16", what,
                        dm_dtype_name(x->dtype), dm_op_type(ctx));
   int axis;
   DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
@@ -138,31 +138,32 @@ static void softmax_grad_row(const float *y, const float *dy, float *dx, int64_t
     dx[j] = y[j] * (dy[j] - fdot);
 }
 
-/* FP16 rows (N, D): X (or Y), dY for the gradient, and the output. */
+/* FP16 or BF16 (t) rows (N, D): X (or Y), dY for the gradient, and the output. */
 typedef struct half_rows {
+  dm_dtype t;
   const uint16_t *a, *dy;
   uint16_t *out;
   int64_t D;
 } half_rows;
 
-/* Row i of an FP16 Softmax, in FP32 in the thread's scratch row. */
+/* Row i of an FP16 or BF16 Softmax, in FP32 in the thread's scratch row. */
 static void softmax_half_row(void *arg, void *scratch, int64_t i) {
   const half_rows *r = arg;
   float *row = scratch;
-  dm_half_to_float_array(r->a + i * r->D, row, (size_t)r->D);
+  dm_widen(r->t, r->a + i * r->D, row, (size_t)r->D);
   softmax_row(row, r->D);
-  dm_float_to_half_array(row, r->out + i * r->D, (size_t)r->D);
+  dm_narrow(r->t, row, r->out + i * r->D, (size_t)r->D);
 }
 
-/* Row i of an FP16 SoftmaxGradient: Y and dY widened into the scratch (dX may be dY). */
+/* Row i of an FP16 or BF16 SoftmaxGradient: Y and dY widened into the scratch (dX may be dY). */
 static void softmax_grad_half_row(void *arg, void *scratch, int64_t i) {
   const half_rows *r = arg;
   float *row = scratch;
   const int64_t D = r->D;
-  dm_half_to_float_array(r->a + i * D, row, (size_t)D);
-  dm_half_to_float_array(r->dy + i * D, row + D, (size_t)D);
+  dm_widen(r->t, r->a + i * D, row, (size_t)D);
+  dm_widen(r->t, r->dy + i * D, row + D, (size_t)D);
   softmax_grad_row(row, row + D, row + D, D);
-  dm_float_to_half_array(row + D, r->out + i * D, (size_t)D);
+  dm_narrow(r->t, row + D, r->out + i * D, (size_t)D);
 }
 
 static dm_status softmax_run(dm_op_ctx *ctx) {
@@ -188,7 +189,7 @@ static dm_status softmax_run(dm_op_ctx *ctx) {
     }
     return DM_OK;
   }
-  const half_rows r = {dm_tensor_data(x), NULL, dm_tensor_mutable_data(y), D};
+  const half_rows r = {x->dtype, dm_tensor_data(x), NULL, dm_tensor_mutable_data(y), D};
   return dm_parallel_rows(ctx, N, N * D > (1 << 15), (size_t)D * sizeof(float),
                           "an FP32 row", softmax_half_row, (void *)&r);
 }
@@ -211,7 +212,7 @@ static dm_status softmax_grad_run(dm_op_ctx *ctx) {
       softmax_grad_row(py + i * D, pdy + i * D, pdx + i * D, D);
     return DM_OK;
   }
-  const half_rows r = {dm_tensor_data(y), dm_tensor_data(dy), dm_tensor_mutable_data(dx), D};
+  const half_rows r = {y->dtype, dm_tensor_data(y), dm_tensor_data(dy), dm_tensor_mutable_data(dx), D};
   return dm_parallel_rows(ctx, N, N * D > (1 << 15), 2 * (size_t)D * sizeof(float),
                           "FP32 rows", softmax_grad_half_row, (void *)&r);
 }

@@ -1,4 +1,6 @@
-/* import_nn.c: ONNX translators for conv, pools, Gemm/MatMul as FC, BatchNormalization, Dropout, Softmax, LRN. */
+/* import_nn.c: ONNX translators for conv, pools, Gemm/MatMul as FC, BatchNormalization,
+ * LayerNormalization, Dropout, Softmax, LRN. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,6 +272,58 @@ static dm_status tr_softmax(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return ox_softmax_like(c, n, b, "Softmax");
 }
 
+/* LayerNormalization (opset 17) as LayerNorm with elementwise_affine: ONNX normalises
+ * over the dims from `axis` (default -1) as Caffe2 does, with the same biased variance
+ * and epsilon. LayerNorm's mean and std are outputs of their own here, under names
+ * derived from Y's; ONNX's Mean and InvStdDev outputs (1/std, shaped otherwise) are
+ * refused. A missing B is a constant zero vector when Scale's size is known. */
+static dm_status tr_layernorm(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  if (ox_n_outputs_used(n) > 1)
+    return ox_refuse(c, "its Mean or InvStdDev output is used (LayerNorm's statistics are "
+                     "the mean and std, shaped X's dims before axis then 1)");
+  DM_TRY(ox_need_outputs(c, n, 1));
+  if (!ox_in_name(n, 0) || !ox_in_name(n, 1))
+    return ox_refuse(c, "X and Scale are required");
+  if (ox_attr_int(n, "stash_type", 1) != 1)
+    return ox_refuse(c, "stash_type %lld (only 1, FP32 statistics, is supported)",
+                     (long long)ox_attr_int(n, "stash_type", 1));
+  const char *bias = ox_in_name(n, 2);
+  char *zb = NULL, *names[2] = {NULL, NULL};
+  static const char *const suffix[2] = {"_mean", "_std"};
+  dm_status s = DM_OK;
+  if (!bias) {
+    const Onnx__TensorProto *sc = ox_const_find(c, ox_in_name(n, 1));
+    if (!sc || ox_tensor_numel(sc) < 0)
+      return ox_refuse(c, "no B and Scale is not a constant (its size is unknown)");
+    if ((s = ox_derived_name(c, n->output[0], "_zero_beta", &zb)) == DM_OK)
+      s = ox_fill_zeros(c, zb, ox_tensor_numel(sc));
+  }
+  for (int i = 0; i < 2 && s == DM_OK; i++) {
+    size_t len = strlen(n->output[0]) + strlen(suffix[i]) + 1;
+    if (!(names[i] = malloc(len))) {
+      s = DM_NOMEM("a blob name");
+      break;
+    }
+    snprintf(names[i], len, "%s%s", n->output[0], suffix[i]);
+    if (dm_str_in_list(names[i], (const char *const *)c->known, c->n_known))
+      s = ox_refuse(c, "the graph already has a blob '%s'", names[i]);
+  }
+  if (s == DM_OK) {
+    dm_opb_start(b, "LayerNorm");
+    dm_opb_input(b, ox_in_name(n, 0));
+    dm_opb_input(b, ox_in_name(n, 1));
+    dm_opb_input(b, bias ? bias : zb);
+    dm_opb_output(b, n->output[0]);
+    dm_opb_output(b, names[0]);
+    dm_opb_output(b, names[1]);
+    dm_opb_arg_int(b, "axis", ox_attr_int(n, "axis", -1));
+    dm_opb_arg_float(b, "epsilon", ox_attr_float(n, "epsilon", 1e-5f));
+    dm_opb_arg_int(b, "elementwise_affine", 1);
+  }
+  free(zb), free(names[0]), free(names[1]);
+  return s;
+}
+
 /* LRN across channels: ONNX's formula is Caffe2's (alpha divided by size); ONNX's
  * defaults differ from the op's, so all four are written. */
 static dm_status tr_lrn(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
@@ -294,6 +348,7 @@ const ox_translator ox_ops_nn[] = {
     {"Gemm", tr_gemm},
     {"MatMul", tr_matmul},
     {"BatchNormalization", tr_batchnorm},
+    {"LayerNormalization", tr_layernorm},
     {"Softmax", tr_softmax},
     {"LRN", tr_lrn},
     {NULL, NULL},

@@ -29,6 +29,8 @@ static const char *const kind_names[DM_DNNL_N_KINDS] = {
     [DM_DNNL_BN_BWD] = "batch normalization backward",
     [DM_DNNL_CONCAT] = "concat",
     [DM_DNNL_MATMUL] = "matmul",
+    [DM_DNNL_LNORM] = "layer normalization",
+    [DM_DNNL_LNORM_BWD] = "layer normalization backward",
 };
 
 /* The dtypes the engine runs, in the table's order. */
@@ -171,6 +173,27 @@ static void probe_matmul(dnnl_data_type_t dt, unsigned char *row) {
     row[DM_DNNL_MATMUL] = (unsigned char)trial(&d, NULL, NULL);
 }
 
+/* Layer normalization with scale and shift over plain 4x8 rows, FP32 statistics, as
+ * layernorm.c describes it. */
+static void probe_lnorm(dnnl_data_type_t dt, unsigned char *row) {
+  const dnnl_dims_t xd = {4, 8}, sd = {4};
+  const unsigned flags = dnnl_use_scale | dnnl_use_shift;
+  dnnl_memory_desc_t x, st;
+  dnnl_layer_normalization_desc_t fd, bd;
+  if (!md(&x, 2, xd, dt, dnnl_ab) || !md(&st, 1, sd, dnnl_f32, dnnl_a) ||
+      dnnl_layer_normalization_forward_desc_init(&fd, dnnl_forward_training, &x, &st, 1e-5f,
+                                                 flags) != dnnl_success)
+    return;
+  dnnl_primitive_desc_t hint = NULL;
+  row[DM_DNNL_LNORM] = (unsigned char)trial(&fd, NULL, &hint);
+  if (!hint)
+    return;
+  if (dnnl_layer_normalization_backward_desc_init(&bd, dnnl_backward, &x, &x, &st, 1e-5f,
+                                                  flags) == dnnl_success)
+    row[DM_DNNL_LNORM_BWD] = (unsigned char)trial(&bd, hint, NULL);
+  dnnl_primitive_desc_destroy(hint);
+}
+
 static void probe_all(void) {
   if (!dm_dnnl_engine())
     return; /* nothing can be built: every answer stays 0 */
@@ -184,6 +207,7 @@ static void probe_all(void) {
     probe_bn(dt, row);
     probe_concat(dt, row);
     probe_matmul(dt, row);
+    probe_lnorm(dt, row);
     for (int k = 0; k < DM_DNNL_N_KINDS; k++)
       can[k][t] = row[k];
   }

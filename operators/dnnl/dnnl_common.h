@@ -139,6 +139,8 @@ typedef enum dm_dnnl_kind {
   DM_DNNL_BN_BWD,
   DM_DNNL_CONCAT,
   DM_DNNL_MATMUL,
+  DM_DNNL_LNORM,
+  DM_DNNL_LNORM_BWD,
   DM_DNNL_N_KINDS
 } dm_dnnl_kind;
 #define DM_DNNL_KIND(k) (1u << (k))

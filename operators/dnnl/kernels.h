@@ -27,6 +27,7 @@ extern DM_HIDDEN const dm_kernel_def dm_dnnl_fc_fusion_kernels[]; /* FCFusion */
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_sum_kernels[];       /* Sum, Add */
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_concat_kernels[];    /* Concat */
 extern DM_HIDDEN const dm_kernel_def dm_dnnl_matmul_kernels[];    /* BatchMatMul, MatMul */
+extern DM_HIDDEN const dm_kernel_def dm_dnnl_layernorm_kernels[]; /* LayerNorm, LayerNormGradient */
 
 
 #endif

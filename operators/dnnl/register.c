@@ -19,6 +19,7 @@ static const struct {
     {"sum", dm_dnnl_sum_kernels},
     {"concat", dm_dnnl_concat_kernels},
     {"matmul", dm_dnnl_matmul_kernels},
+    {"layernorm", dm_dnnl_layernorm_kernels},
     {NULL, NULL},
 };
 

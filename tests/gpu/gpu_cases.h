@@ -22,9 +22,9 @@ typedef struct gpu_feed {
 } gpu_feed;
 
 /* The passes a case runs in (its modes). GC_BF16 is set only where the CPU kernel takes
- * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in Softmax,
- * SoftmaxGradient, LRN(Gradient) and UnscaleAndCheck, whose cases are GC_BOTH, as are
- * SoftmaxWithLoss(Gradient)'s (the CPU takes BF16 logits, the CUDA kernels do not). */
+ * BFLOAT16 for the case's 'T' inputs: it refuses them (DM_ERR_TYPE) in LRN(Gradient)
+ * and UnscaleAndCheck, whose cases are GC_BOTH, as are SoftmaxWithLoss(Gradient)'s (the
+ * CPU takes BF16 logits, the CUDA kernels do not). */
 enum { GC_FP32 = 1, GC_FP16 = 2, GC_BF16 = 4, GC_BOTH = GC_FP32 | GC_FP16,
        GC_ALL = GC_BOTH | GC_BF16 };
 
@@ -428,10 +428,12 @@ static const gpu_case gpu_cases[] = {
       {"bias", 'f', 1, {8}, -1, 1}, {"mean", 'f', 1, {8}, -1, 1}, {"var", 'f', 1, {8}, 0.5, 2}},
      NULL, {"X", "scale", "bias", "mean", "var"}, {"Y"}, GC_ALL, 4, GC_RESHAPE},
     {"Softmax", "type: 'Softmax'", {{"X", 'T', 2, {5, 12}, -4, 4}}, NULL, {"X"}, {"Y"},
-     GC_BOTH, 24, GC_RESHAPE},
+     GC_ALL, 24, GC_RESHAPE},
+    {"Softmax axis 2", "type: 'Softmax' " A("axis", 2), {{"X", 'T', 3, {3, 4, 10}, -4, 4}},
+     NULL, {"X"}, {"Y"}, GC_ALL, 22, GC_RESHAPE},
     {"SoftmaxGradient", "type: 'SoftmaxGradient'",
      {{"X", 'T', 2, {5, 12}, -4, 4}, {"dY", 'T', 2, {5, 12}, -1, 1}},
-     "op { input: 'X' output: 'Y' type: 'Softmax' }", {"Y", "dY"}, {"dX"}, GC_BOTH, 24,
+     "op { input: 'X' output: 'Y' type: 'Softmax' }", {"Y", "dY"}, {"dX"}, GC_ALL, 24,
      GC_RESHAPE},
     {"LRN", "type: 'LRN' " LRN_ARGS, {{"X", 'T', 4, {2, 7, 3, 3}, -2, 2}}, NULL, {"X"},
      {"Y", "scale"}, GC_BOTH, 16, GC_RESHAPE},
@@ -561,6 +563,38 @@ static const gpu_case gpu_cases[] = {
      {"dY", "mask"}, {"dX"}, GC_ALL, 1, GC_RESHAPE},
     {"DropoutGrad is_test", "type: 'DropoutGrad' " A("is_test", 1),
      {{"dY", 'T', 2, {6, 9}, -2, 2}}, NULL, {"dY"}, {"dX"}, GC_ALL, 1, GC_RESHAPE},
+    /* LayerNorm (gpu/layernorm.cu): rows of D = 32 (axis 2) or 60 (axis 1, no affine) */
+    {"LayerNorm affine", "type: 'LayerNorm' " A("axis", 2) A("elementwise_affine", 1),
+     {{"X", 'T', 3, {6, 4, 32}, -3, 3}, {"gamma", 'f', 1, {32}, 0.5, 1.5},
+      {"beta", 'f', 1, {32}, -1, 1}}, NULL, {"X", "gamma", "beta"}, {"Y", "mean", "std"},
+     GC_ALL, 40, GC_RESHAPE},
+    {"LayerNorm", "type: 'LayerNorm'", {{"X", 'T', 3, {4, 3, 20}, -3, 3}}, NULL, {"X"},
+     {"Y", "mean", "std"}, GC_ALL, 68, GC_RESHAPE},
+    {"LayerNormGradient", "type: 'LayerNormGradient' " A("axis", 2) A("elementwise_affine", 1),
+     {{"X", 'T', 3, {6, 4, 32}, -3, 3}, {"gamma", 'f', 1, {32}, 0.5, 1.5},
+      {"beta", 'f', 1, {32}, -1, 1}, {"dY", 'T', 3, {6, 4, 32}, -1, 1}},
+     "op { input: 'X' input: 'gamma' input: 'beta' output: 'Y' output: 'mean' output: 'std' "
+     "type: 'LayerNorm' " A("axis", 2) A("elementwise_affine", 1) "}",
+     {"dY", "Y", "mean", "std", "X", "gamma"}, {"dX", "dgamma", "dbeta"}, GC_ALL, 72,
+     GC_RESHAPE},
+    {"LayerNormGradient in place", "type: 'LayerNormGradient'",
+     {{"X", 'T', 2, {5, 40}, -3, 3}, {"dY", 'T', 2, {5, 40}, -1, 1}},
+     "op { input: 'X' output: 'Y' output: 'mean' output: 'std' type: 'LayerNorm' }",
+     {"dY", "Y", "mean", "std", "X"}, {"dY"}, GC_ALL, 48, GC_RESHAPE},
+    /* MaskedSoftmax (gpu/masked_softmax.cu): causal with cached keys and a [Tq, Tk] mask,
+     * a key-padding mask in X's dtype; 16-bit logits near the top scaled in FP32 */
+    {"MaskedSoftmax causal", "type: 'MaskedSoftmax' " A("causal", 1) AF("scale", 0.25),
+     {{"X", 'T', 4, {2, 3, 5, 9}, -8, 8}, {"M", 'f', 2, {5, 9}, -2, 2}}, NULL, {"X", "M"},
+     {"Y"}, GC_ALL, 20, GC_RESHAPE},
+    {"MaskedSoftmax padding", "type: 'MaskedSoftmax' ",
+     {{"X", 'T', 4, {2, 2, 4, 300}, -4, 4}, {"M", 'T', 4, {2, 1, 1, 300}, -3, 0}}, NULL,
+     {"X", "M"}, {"Y"}, GC_ALL, 310, GC_RESHAPE},
+    {"MaskedSoftmax big logits", "type: 'MaskedSoftmax' " A("causal", 1) AF("scale", 4.0),
+     {{"X", 'T', 4, {2, 2, 4, 4}, 30000, 30100}}, NULL, {"X"}, {"Y"}, GC_ALL, 12, GC_RESHAPE},
+    {"MaskedSoftmaxGradient", "type: 'MaskedSoftmaxGradient' " AF("scale", 0.5),
+     {{"X", 'T', 4, {2, 3, 5, 9}, -4, 4}, {"dY", 'T', 4, {2, 3, 5, 9}, -1, 1}},
+     "op { input: 'X' output: 'Y' type: 'MaskedSoftmax' " A("causal", 1) AF("scale", 0.5) "}",
+     {"Y", "dY"}, {"dX"}, GC_ALL, 20, GC_RESHAPE},
 };
 #pragma GCC diagnostic pop
 

@@ -33,7 +33,8 @@ import tempfile
 # data_parallel_pass.c, fusion_pass.c's FoldBN).
 EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast",
            "FloatToHalf", "HalfToFloat", "Mul", "UnscaleAndCheck", "UpdateLossScale",
-           "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "Iter",
+           "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "AdamW",
+           "ClipByGlobalNorm", "Iter",
            "MultiWeightedSum", "MultiMomentumSGDUpdate", "MultiAdam", "Allreduce",
            "FoldBN", "Transpose", "NCHW2NHWCPad", "FCWeightToNHWC"}
 # Ops a pass matches by type because the rule is about that op by design, per file: a

@@ -797,6 +797,53 @@ static void test_spatial(void **state) {
   assert_null(init);
 }
 
+/* LayerNormalization (opset 17) as LayerNorm with elementwise_affine, a missing B as a
+ * zero vector of Scale's size, mean and std under names derived from Y's; ONNX's Mean
+ * output and a stash_type other than 1 refused. */
+static void test_layernorm(void **state) {
+  (void)state;
+  tmodel t;
+  tm_init(&t, 17);
+  tm_input(&t, "x");
+  tm_output(&t, "y");
+  static char *ln_in[] = {"x", "s"}, *ln_out[] = {"y", "m"};
+  static int64_t sd[] = {4};
+  static float sv[4] = {1, 2, 3, 4};
+  tm_float_init(&t, "s", 1, sd, 4, sv);
+  Onnx__NodeProto *n = tm_node(&t, "LayerNormalization", "ln", 2, ln_in, 1, ln_out);
+  attr_int(&t, n, "axis", -1);
+  Caffe2__NetDef *init = NULL, *pred = NULL;
+  if (dm_onnx_import(&t.m, NULL, &init, &pred) != DM_OK)
+    fail_msg("%s", dm_last_error());
+  assert_int_equal(pred->n_op, 1);
+  const Caffe2__OperatorDef *op = pred->op[0];
+  assert_string_equal(op->type, "LayerNorm");
+  assert_int_equal(op->n_input, 3);
+  assert_string_equal(op->input[2], "y_zero_beta");
+  assert_int_equal(op->n_output, 3);
+  assert_string_equal(op->output[1], "y_mean");
+  assert_string_equal(op->output[2], "y_std");
+  assert_int_equal(arg(op, "axis")->i, -1);
+  assert_int_equal(arg(op, "elementwise_affine")->i, 1);
+  assert_true(fabsf(arg(op, "epsilon")->f - 1e-5f) == 0);
+  int filled = 0;
+  for (size_t k = 0; k < init->n_op; k++)
+    filled |= init->op[k]->n_output == 1 && strcmp(init->op[k]->output[0], "y_zero_beta") == 0;
+  assert_true(filled);
+  free_pair(init, pred);
+  init = pred = NULL;
+  /* the Mean output, then stash_type 0: refused, each saying why */
+  n->n_output = 2;
+  dm_status s = dm_onnx_import(&t.m, NULL, &init, &pred);
+  opt_expect_error(s, DM_ERR_UNSUPPORTED, "node 0 'ln': LayerNormalization",
+                   "its Mean or InvStdDev output is used", NULL);
+  n->n_output = 1;
+  attr_int(&t, n, "stash_type", 0);
+  s = dm_onnx_import(&t.m, NULL, &init, &pred);
+  opt_expect_error(s, DM_ERR_UNSUPPORTED, "stash_type 0", NULL);
+  assert_null(init);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_translation),     cmocka_unit_test(test_missing_initializer),
@@ -809,6 +856,7 @@ int main(void) {
       cmocka_unit_test(test_inferred_shapes),
       cmocka_unit_test(test_matmul_computed),
       cmocka_unit_test(test_spatial),
+      cmocka_unit_test(test_layernorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

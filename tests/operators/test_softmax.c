@@ -1,11 +1,12 @@
-/* test_softmax.c: Softmax against a double-precision reference, FP32 and FP16.
+/* test_softmax.c: Softmax against a double-precision reference, FP32, FP16 and BF16.
  *
  * Bound per element (derived, see the kernel's three steps): x_j - max rounds with
  * relative error u, which exp turns into |x_j - max| u; expf adds at most 2 u; the
  * row sum of D terms at most D u; the division 2 u. So
  * |y - ref| <= ref (|x_j - max| + D + 4) u32 + 2^-149, the last term for the two
  * roundings (exp, then the scaling) that can land in FP32's subnormal range (2^-150
- * each). An FP16 output adds u16 |y32| + 2^-25 (its own subnormal spacing is 2^-24).
+ * each). A 16-bit output adds u |y32| + half its smallest subnormal (FP16: u16 and 2^-25;
+ * BF16: 2^-8 and 2^-134).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -29,7 +30,7 @@ static int teardown(void **state) {
 
 /* x: ndim dims d, softmax from axis (given as arg_axis, possibly negative). */
 static void check_softmax(dm_workspace *ws, int ndim, const int64_t *d, int axis, int arg_axis,
-                          int fp16, double lo, double hi, uint64_t seed) {
+                          int mode, double lo, double hi, uint64_t seed) {
   int64_t N = 1, D = 1;
   for (int i = 0; i < ndim; i++)
     *(i < axis ? &N : &D) *= d[i];
@@ -39,11 +40,11 @@ static void check_softmax(dm_workspace *ws, int ndim, const int64_t *d, int axis
   double *x = malloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++) {
     xf[i] = (float)opt_uniform(&seed, lo, hi);
-    xh[i] = dm_float_to_half(xf[i]);
-    x[i] = fp16 ? dm_half_to_float(xh[i]) : xf[i];
+    xh[i] = opt_narrow(mode, xf[i]);
+    x[i] = mode ? opt_widen(mode, xh[i]) : xf[i];
   }
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
-  opt_feed(ws, "X", t, ndim, d, fp16 ? (void *)xh : (void *)xf);
+  dm_dtype t = opt_mode_dtype(mode);
+  opt_feed(ws, "X", t, ndim, d, mode ? (void *)xh : (void *)xf);
   opt_op *op = opt_new("Softmax");
   opt_in(op, "X"), opt_out(op, "Y");
   if (arg_axis != 1)
@@ -62,10 +63,10 @@ static void check_softmax(dm_workspace *ws, int ndim, const int64_t *d, int axis
     for (int64_t j = 0; j < D; j++) {
       double ref = exp(r[j] - mx) / sum;
       double tol = ref * (fabs(r[j] - mx) + (double)D + 4) * OPT_U32 + 0x1p-149;
-      if (fp16)
-        tol += OPT_U16 * (ref + tol) + 0x1p-25;
+      if (mode)
+        tol += opt_mode_u(mode) * (ref + tol) + opt_mode_tiny(mode);
       size_t k = (size_t)(i * D + j);
-      double got = fp16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(y))[k])
+      double got = mode ? opt_widen(mode, ((const uint16_t *)dm_tensor_data(y))[k])
                         : ((const float *)dm_tensor_data(y))[k];
       if (!(fabs(got - ref) <= tol))
         fail_msg("Y[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
@@ -74,7 +75,7 @@ static void check_softmax(dm_workspace *ws, int ndim, const int64_t *d, int axis
     }
   }
   print_message("Softmax %s N=%lld D=%lld: worst error %.2f of the bound\n",
-                fp16 ? "FP16" : "FP32", (long long)N, (long long)D, worst);
+                opt_mode_name(mode), (long long)N, (long long)D, worst);
   free(xf), free(xh), free(x);
 }
 
@@ -96,6 +97,16 @@ static void test_softmax_fp16(void **state) {
   check_softmax(*state, 2, d2, 1, 1, 1, 60000, 65504, 13); /* near FP16's top */
   int64_t big[] = {64, 1000};
   check_softmax(*state, 2, big, 1, 1, 1, -10, 10, 14);
+}
+
+static void test_softmax_bf16(void **state) {
+  int64_t d2[] = {8, 10}, d3[] = {2, 3, 50}, d4[] = {2, 3, 4, 5};
+  check_softmax(*state, 2, d2, 1, 1, 2, -5, 5, 15);
+  check_softmax(*state, 3, d3, 2, -1, 2, -5, 5, 16);
+  check_softmax(*state, 4, d4, 2, 2, 2, -5, 5, 17); /* a middle axis */
+  check_softmax(*state, 2, d2, 1, 1, 2, 1e30, 3e30, 18); /* BF16 keeps FP32's range */
+  int64_t big[] = {64, 1000};
+  check_softmax(*state, 2, big, 1, 1, 2, -10, 10, 19);
 }
 
 static void test_softmax_errors(void **state) {
@@ -139,21 +150,21 @@ static void test_softmax_gradient_fd(void **state) {
 }
 
 /* SoftmaxGradient on given Y, dY (FP32 or FP16) against the double formula. */
-static void check_softmax_grad(dm_workspace *ws, int64_t N, int64_t D, int fp16, uint64_t seed) {
+static void check_softmax_grad(dm_workspace *ws, int64_t N, int64_t D, int mode, uint64_t seed) {
   size_t n = (size_t)(N * D);
   float *yf = malloc(n * sizeof *yf), *df = malloc(n * sizeof *df);
   uint16_t *yh = malloc(n * 2), *dh = malloc(n * 2);
   double *y = malloc(n * sizeof *y), *dy = malloc(n * sizeof *dy);
   for (size_t i = 0; i < n; i++) {
     yf[i] = (float)opt_uniform(&seed, 0, 1), df[i] = (float)opt_uniform(&seed, -2, 2);
-    yh[i] = dm_float_to_half(yf[i]), dh[i] = dm_float_to_half(df[i]);
-    y[i] = fp16 ? dm_half_to_float(yh[i]) : yf[i];
-    dy[i] = fp16 ? dm_half_to_float(dh[i]) : df[i];
+    yh[i] = opt_narrow(mode, yf[i]), dh[i] = opt_narrow(mode, df[i]);
+    y[i] = mode ? opt_widen(mode, yh[i]) : yf[i];
+    dy[i] = mode ? opt_widen(mode, dh[i]) : df[i];
   }
-  dm_dtype t = fp16 ? DM_FLOAT16 : DM_FLOAT;
+  dm_dtype t = opt_mode_dtype(mode);
   int64_t d[] = {N, D};
-  opt_feed(ws, "Yg", t, 2, d, fp16 ? (void *)yh : (void *)yf);
-  opt_feed(ws, "dYg", t, 2, d, fp16 ? (void *)dh : (void *)df);
+  opt_feed(ws, "Yg", t, 2, d, mode ? (void *)yh : (void *)yf);
+  opt_feed(ws, "dYg", t, 2, d, mode ? (void *)dh : (void *)df);
   opt_op *op = opt_new("SoftmaxGradient");
   opt_in(op, "Yg"), opt_in(op, "dYg"), opt_out(op, "dXg");
   if (opt_run(op, ws) != DM_OK)
@@ -169,9 +180,9 @@ static void check_softmax_grad(dm_workspace *ws, int64_t N, int64_t D, int fp16,
       double ref = y[k] * (dy[k] - dot);
       double tol = fabs(y[k]) * (2 * OPT_U32 * (fabs(dy[k]) + fabs(dot)) + (double)(D + 2) * 0x1p-53 * S) +
                    OPT_U32 * fabs(ref) + 0x1p-149;
-      if (fp16)
-        tol += OPT_U16 * (fabs(ref) + tol) + 0x1p-25;
-      double got = fp16 ? dm_half_to_float(((const uint16_t *)dm_tensor_data(dx))[k])
+      if (mode)
+        tol += opt_mode_u(mode) * (fabs(ref) + tol) + opt_mode_tiny(mode);
+      double got = mode ? opt_widen(mode, ((const uint16_t *)dm_tensor_data(dx))[k])
                         : ((const float *)dm_tensor_data(dx))[k];
       if (!(fabs(got - ref) <= tol))
         fail_msg("dX[%lld,%lld] = %.9g, reference %.9g, tolerance %.3g", (long long)i,
@@ -180,7 +191,7 @@ static void check_softmax_grad(dm_workspace *ws, int64_t N, int64_t D, int fp16,
     }
   }
   print_message("SoftmaxGradient %s N=%lld D=%lld: worst error %.2f of the bound\n",
-                fp16 ? "FP16" : "FP32", (long long)N, (long long)D, worst);
+                opt_mode_name(mode), (long long)N, (long long)D, worst);
   free(yf), free(df), free(yh), free(dh), free(y), free(dy);
 }
 
@@ -189,6 +200,8 @@ static void test_softmax_gradient_op(void **state) {
   check_softmax_grad(*state, 3, 1000, 0, 32);
   check_softmax_grad(*state, 8, 10, 1, 33);
   check_softmax_grad(*state, 3, 1000, 1, 34);
+  check_softmax_grad(*state, 8, 10, 2, 35);
+  check_softmax_grad(*state, 3, 1000, 2, 36);
   dm_workspace *ws = *state;
   float z[6] = {0};
   int64_t a[] = {2, 3}, b[] = {3, 2};
@@ -203,6 +216,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_fp32),
       cmocka_unit_test(test_softmax_fp16),
+      cmocka_unit_test(test_softmax_bf16),
       cmocka_unit_test(test_softmax_errors),
       cmocka_unit_test(test_softmax_gradient_fd),
       cmocka_unit_test(test_softmax_gradient_op),
