@@ -52,7 +52,7 @@ __global__ void multi_adam_kernel(const dmk_mt_tensor *ts, const dmk_mt_chunk *c
   __shared__ float corr_s;
   const bool skip = skip_set(skipp, skipt);
   if (threadIdx.x == 0)
-    corr_s = skip ? 0.0f : adam_correction(iter, b1, b2);
+    corr_s = skip ? 0.0f : adam_correction(*iter + 1, b1, b2); /* Caffe2's t */
   __syncthreads();
   const float corr = corr_s, lrv = *lr;
   CHUNK_LOOP(b, nchunks) {

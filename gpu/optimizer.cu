@@ -45,10 +45,11 @@ __global__ void adam_kernel(const float *w, const float *m, const float *v, cons
    * once per block. */
   if (threadIdx.x == 0) {
     corr_s = 0.0f, decay_s = 1.0f, eps_s = eps;
+    const int64_t t = decoupled ? *iter : *iter + 1; /* optimizer.c's adam_run_as */
     if (!skip)
-      corr_s = adam_correction(iter, b1, b2);
+      corr_s = adam_correction(t, b1, b2);
     if (!skip && decoupled)
-      adamw_constants(*lr, wd, b2, eps, iter, &decay_s, &eps_s);
+      adamw_constants(*lr, wd, b2, eps, t, &decay_s, &eps_s);
   }
   __syncthreads(); /* the shared values are always written: no uninitialised read */
   const float corr = corr_s, lrv = *lr, decay = decay_s, e = eps_s;

@@ -53,19 +53,19 @@ __device__ __forceinline__ void momentum_at(int64_t i, const float *g, const flo
   np[i] = __fsub_rn(pi, adj);
 }
 
-/* Caffe2's Adam correction, in double as the CPU computes it. */
-__device__ __forceinline__ float adam_correction(const int64_t *iter, float b1, float b2) {
-  const double t = (double)*iter + 1;
-  return __double2float_rn(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+/* Adam's correction at step t (optimizer.c's dm_adam_correction), in double as the CPU
+ * computes it. */
+__device__ __forceinline__ float adam_correction(int64_t t, float b1, float b2) {
+  return __double2float_rn(sqrt(1 - pow((double)b2, (double)t)) /
+                           (1 - pow((double)b1, (double)t)));
 }
 
 /* AdamW's constants from torch's (optimizer.c's dm_adamw_constants, in double): the param
  * factor 1 + lr wd (lr negative) and torch's epsilon inside the corrected quotient. */
 __device__ __forceinline__ void adamw_constants(float lrv, float wd, float b2, float eps,
-                                                const int64_t *iter, float *decay,
-                                                float *eps_in) {
+                                                int64_t t, float *decay, float *eps_in) {
   *decay = __double2float_rn(1 + (double)lrv * wd);
-  *eps_in = __double2float_rn(eps * sqrt(1 - pow((double)b2, (double)*iter + 1)));
+  *eps_in = __double2float_rn(eps * sqrt(1 - pow((double)b2, (double)t)));
 }
 
 /* Adam on element i, param first multiplied by decay (AdamW; Adam passes 1, which

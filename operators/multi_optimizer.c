@@ -225,7 +225,7 @@ static dm_status adam_run(dm_op_ctx *ctx) {
   const float b2 = dm_op_arg_float(ctx, "beta2", 0.999f);
   const float eps = dm_op_arg_float(ctx, "epsilon", 1e-5f);
   const int64_t iter = *(const int64_t *)dm_tensor_data(dm_op_input(ctx, l.iter));
-  const float corr = dm_adam_correction(b1, b2, iter);
+  const float corr = dm_adam_correction(b1, b2, iter + 1); /* Caffe2's t */
   const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, l.lr));
   for (int k = 0; k < l.n; k++)
     dm_adam_f32(in_f(ctx, &l, DM_MA_PARAM, k), in_f(ctx, &l, DM_MA_M1, k),

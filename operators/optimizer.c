@@ -11,7 +11,9 @@
  *   Adam               m1 = b1 m1 + (1 - b1) g; m2 = b2 m2 + (1 - b2) g^2;
  *                      param += lr * c * m1 / (sqrt(m2) + eps),  (lr NEGATIVE)
  *                      c = sqrt(1 - b2^t) / (1 - b1^t), t = iter + 1 (Caffe2's correction).
- *   AdamW              torch.optim.AdamW (decoupled weight decay), with Adam's inputs and
+ *   AdamW              torch.optim.AdamW (decoupled weight decay) at step t = iter (the
+ *                      Iter op before it counted the step, so the first is t = 1, as
+ *                      torch's), with Adam's inputs and
  *                      Adam's sign of lr (NEGATIVE, lr = -torch's lr): torch's step
  *                        param *= 1 - |lr| wd; m1, m2 as Adam;
  *                        param -= |lr| / (1 - b1^t) * m1 / (sqrt(m2) / sqrt(1 - b2^t) + eps)
@@ -401,11 +403,10 @@ static const dm_op_schema momentum_schema = {
 
 /* ---- Adam ------------------------------------------------------------------------------- */
 
-/* Caffe2: t = iter + 1, correction = sqrt(1 - b2^t) / (1 - b1^t), std::pow(float, int64)
- * in double, rounded to float. */
-float dm_adam_correction(float b1, float b2, int64_t iter) {
-  const double t = (double)iter + 1;
-  return (float)(sqrt(1 - pow((double)b2, t)) / (1 - pow((double)b1, t)));
+/* Caffe2: correction = sqrt(1 - b2^t) / (1 - b1^t), std::pow(float, int64) in double,
+ * rounded to float. */
+float dm_adam_correction(float b1, float b2, int64_t t) {
+  return (float)(sqrt(1 - pow((double)b2, (double)t)) / (1 - pow((double)b1, (double)t)));
 }
 
 /* decay multiplies param before the step (AdamW's decoupled weight decay; Adam passes
@@ -462,10 +463,10 @@ static dm_status adam_infer(dm_op_ctx *ctx) {
 
 /* AdamW's per-step constants for Adam's loop: the param factor 1 + lr wd (lr negative)
  * and torch's epsilon moved inside the corrected quotient, eps sqrt(1 - b2^t). */
-void dm_adamw_constants(float lr, float wd, float b2, float eps, int64_t iter, float *decay,
+void dm_adamw_constants(float lr, float wd, float b2, float eps, int64_t t, float *decay,
                         float *eps_in) {
   *decay = (float)(1 + (double)lr * wd);
-  *eps_in = (float)(eps * sqrt(1 - pow((double)b2, (double)iter + 1)));
+  *eps_in = (float)(eps * sqrt(1 - pow((double)b2, (double)t)));
 }
 
 /* Adam (decoupled 0) and AdamW (1) share inputs, checks and loop. */
@@ -479,13 +480,18 @@ static dm_status adam_run_as(dm_op_ctx *ctx, int decoupled) {
   const float b2 = dm_op_arg_float(ctx, "beta2", 0.999f);
   float eps = dm_op_arg_float(ctx, "epsilon", decoupled ? 1e-8f : 1e-5f), decay = 1;
   const int64_t iter = *(const int64_t *)dm_tensor_data(dm_op_input(ctx, A_ITER));
-  if (decoupled && iter < 0) /* t <= 0: no bias correction exists (Adam keeps Caffe2's) */
-    return dm_op_error(ctx, DM_ERR_INVALID, "iter '%s' is %lld; it must not be negative",
-                       dm_op_input_name(ctx, A_ITER), (long long)iter);
-  const float corr = dm_adam_correction(b1, b2, iter);
+  /* Caffe2's Adam steps t = iter + 1; AdamW is torch's, whose first step is t = 1: the
+   * Iter op before the update has already counted this step, so t = iter there */
+  const int64_t t = decoupled ? iter : iter + 1;
+  if (decoupled && t < 1) /* t <= 0: no bias correction exists (Adam keeps Caffe2's) */
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "iter '%s' is %lld; AdamW's step t = iter must be at least 1 (the Iter "
+                       "op runs before the update)", dm_op_input_name(ctx, A_ITER),
+                       (long long)iter);
+  const float corr = dm_adam_correction(b1, b2, t);
   const float lr = *(const float *)dm_tensor_data(dm_op_input(ctx, A_LR));
   if (decoupled)
-    dm_adamw_constants(lr, dm_op_arg_float(ctx, "weight_decay", 0.01f), b2, eps, iter, &decay,
+    dm_adamw_constants(lr, dm_op_arg_float(ctx, "weight_decay", 0.01f), b2, eps, t, &decay,
                        &eps);
   dm_adamw_f32(dm_tensor_data(dm_op_input(ctx, A_PARAM)), dm_tensor_data(dm_op_input(ctx, A_M1)),
                dm_tensor_data(dm_op_input(ctx, A_M2)), dm_tensor_data(dm_op_input(ctx, A_GRAD)),
@@ -515,7 +521,8 @@ static const dm_op_schema adamw_schema = {
     .nonfloat_inputs = 0x20, /* the INT64 iteration */
     .role = DM_ROLE_OPTIMIZER, .skip_input = 1,
     .doc = "param, moment_1, moment_2, grad, lr (NEGATIVE, as Adam's), iter, [skip] -> "
-           "param, moment_1, moment_2 (in place): torch.optim.AdamW with t = iter + 1: "
+           "param, moment_1, moment_2 (in place): torch.optim.AdamW at step t = iter (the "
+           "Iter op before it has counted the step): "
            "param *= 1 + lr * weight_decay, then param += lr / (1 - beta1^t) * m1 / "
            "(sqrt(m2 / (1 - beta2^t)) + epsilon).",
     .infer = adam_infer};

@@ -28,8 +28,9 @@ DM_HIDDEN void dm_weighted_sum_f32(const float *const *x, const float *w, int np
 DM_HIDDEN void dm_momentum_sgd_f32(const float *g, const float *m, const float *p, float *ng,
                                    float *nm, float *np, int64_t n, float lr, float mu,
                                    int nesterov);
-/* Caffe2's Adam correction sqrt(1 - b2^t) / (1 - b1^t), t = iter + 1, in double. */
-DM_HIDDEN float dm_adam_correction(float b1, float b2, int64_t iter);
+/* Adam's bias correction sqrt(1 - b2^t) / (1 - b1^t) at step t, in double: Caffe2's Adam
+ * has t = iter + 1, AdamW torch's t = iter (the step the Iter op before it counted). */
+DM_HIDDEN float dm_adam_correction(float b1, float b2, int64_t t);
 /* Caffe2's Adam step over n FP32 elements, param first multiplied by `decay` (AdamW's
  * decoupled weight decay; 1 for Adam); each output may be its input. */
 DM_HIDDEN void dm_adamw_f32(const float *w, const float *m, const float *v, const float *g,
@@ -40,9 +41,9 @@ static inline void dm_adam_f32(const float *w, const float *m, const float *v, c
                                float b1, float b2, float eps) {
   dm_adamw_f32(w, m, v, g, nw, nm, nv, n, lr, corr, b1, b2, eps, 1.0f);
 }
-/* AdamW's constants for that step from torch's (lr negative, as Adam's): decay =
- * 1 + lr wd, and torch's epsilon as the one Adam's loop adds, eps sqrt(1 - b2^(iter+1)). */
-DM_HIDDEN void dm_adamw_constants(float lr, float wd, float b2, float eps, int64_t iter,
+/* AdamW's constants for step t from torch's (lr negative, as Adam's): decay = 1 + lr wd,
+ * and torch's epsilon as the one Adam's loop adds, eps sqrt(1 - b2^t). */
+DM_HIDDEN void dm_adamw_constants(float lr, float wd, float b2, float eps, int64_t t,
                                   float *decay, float *eps_in);
 
 #endif

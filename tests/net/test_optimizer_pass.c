@@ -94,23 +94,9 @@ static void test_find_params(void **state) {
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }
 
-/* One SGD step with weight decay on fc_w (not fc_b), against double arithmetic. */
-static void test_sgd_step(void **state) {
-  (void)state;
-  dm_optimizer_opts o;
-  dm_optimizer_opts_init(&o);
-  o.lr = 0.5;
-  o.weight_decay = 0.1;
-  o.exclude = data_inputs;
-  o.n_exclude = 2;
-  Caffe2__NetDef *init = NULL, *net = train_net(&o, &init);
-  dm_workspace *ws = NULL;
-  assert_ok(dm_workspace_create(&ws));
-  feed_problem(ws);
-  assert_ok(dm_net_run(instantiate(ws, init)));
-  assert_ok(dm_net_run(instantiate(ws, net)));
-  /* reference: logits = X W^T + b; p = softmax; dlogits = (p - onehot) / N */
-  double gw[C][K] = {{0}}, gb[C] = {0};
+/* The loss gradients at W0, B0 in double: logits = X W^T + b; p = softmax; dlogits =
+ * (p - onehot) / N. */
+static void ref_grads(double gw[C][K], double gb[C]) {
   for (int n = 0; n < NB; n++) {
     double z[C], mx = -INFINITY, sum = 0;
     for (int c = 0; c < C; c++) {
@@ -128,6 +114,25 @@ static void test_sgd_step(void **state) {
         gw[c][k] += d * X[n][k];
     }
   }
+}
+
+/* One SGD step with weight decay on fc_w (not fc_b), against double arithmetic. */
+static void test_sgd_step(void **state) {
+  (void)state;
+  dm_optimizer_opts o;
+  dm_optimizer_opts_init(&o);
+  o.lr = 0.5;
+  o.weight_decay = 0.1;
+  o.exclude = data_inputs;
+  o.n_exclude = 2;
+  Caffe2__NetDef *init = NULL, *net = train_net(&o, &init);
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  feed_problem(ws);
+  assert_ok(dm_net_run(instantiate(ws, init)));
+  assert_ok(dm_net_run(instantiate(ws, net)));
+  double gw[C][K] = {{0}}, gb[C] = {0};
+  ref_grads(gw, gb);
   const dm_tensor *w = NULL, *b = NULL;
   assert_ok(dm_workspace_fetch(ws, "fc_w", &w));
   assert_ok(dm_workspace_fetch(ws, "fc_b", &b));
@@ -152,15 +157,76 @@ static void test_sgd_step(void **state) {
   protobuf_c_message_free_unpacked(&init->base, NULL);
 }
 
+/* One AdamW step with the gradients clipped to a global norm below theirs, against
+ * torch's rules in double: g *= clip / (|g| + 1e-6) (clip_grad_norm_), then p -= lr wd p
+ * for fc_w only (a *_w param) and p -= lr m^ / (sqrt(v^) + eps) (torch.optim.AdamW). */
+static void test_adamw_clip_step(void **state) {
+  (void)state;
+  dm_optimizer_opts o;
+  dm_optimizer_opts_init(&o);
+  o.kind = DM_OPTIMIZER_ADAMW;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  o.clip_norm = 0.05;
+  o.exclude = data_inputs;
+  o.n_exclude = 2;
+  Caffe2__NetDef *init = NULL, *net = train_net(&o, &init);
+  long clip = -1, upd = -1, wsum = 0; /* the first of each op */
+  for (size_t i = 0; i < net->n_op; i++) {
+    if (clip < 0 && strcmp(net->op[i]->type, "ClipByGlobalNorm") == 0)
+      clip = (long)i;
+    if (upd < 0 && strcmp(net->op[i]->type, "AdamW") == 0)
+      upd = (long)i;
+    wsum += strcmp(net->op[i]->type, "WeightedSum") == 0;
+  }
+  assert_true(clip >= 0 && upd > clip); /* clipped before any update */
+  assert_int_equal(wsum, 0);            /* no L2 WeightedSum: the decay is decoupled */
+  dm_workspace *ws = NULL;
+  assert_ok(dm_workspace_create(&ws));
+  feed_problem(ws);
+  assert_ok(dm_net_run(instantiate(ws, init)));
+  assert_ok(dm_net_run(instantiate(ws, net)));
+  double gw[C][K] = {{0}}, gb[C] = {0}, sq = 0;
+  ref_grads(gw, gb);
+  for (int c = 0; c < C; c++) {
+    sq += gb[c] * gb[c];
+    for (int k = 0; k < K; k++)
+      sq += gw[c][k] * gw[c][k];
+  }
+  const double clip_n = (double)(float)0.05, scale = clip_n / (sqrt(sq) + 1e-6);
+  assert_true(scale < 0.5); /* the case clips */
+  const double lr = (double)(float)0.01, wd = (double)(float)0.1, eps = (double)(float)1e-5;
+  const dm_tensor *w = NULL, *b = NULL;
+  assert_ok(dm_workspace_fetch(ws, "fc_w", &w));
+  assert_ok(dm_workspace_fetch(ws, "fc_b", &b));
+  const float *pw = dm_tensor_data(w), *pb = dm_tensor_data(b);
+  /* step 1: m^ = g, v^ = g^2 after the bias corrections */
+  for (int c = 0; c < C; c++) {
+    double g = gb[c] * scale, want_b = B0[c] - lr * g / (fabs(g) + eps);
+    if (!(fabs(pb[c] - want_b) <= 1e-6))
+      fail_msg("fc_b[%d] = %.9g, reference %.9g", c, pb[c], want_b);
+    for (int k = 0; k < K; k++) {
+      double gk = gw[c][k] * scale;
+      double want = W0[c][k] * (1 - lr * wd) - lr * gk / (fabs(gk) + eps);
+      if (!(fabs(pw[c * K + k] - want) <= 1e-6))
+        fail_msg("fc_w[%d][%d] = %.9g, reference %.9g", c, k, pw[c * K + k], want);
+    }
+  }
+  dm_workspace_destroy(ws);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  protobuf_c_message_free_unpacked(&init->base, NULL);
+}
+
 /* A few steps of each optimizer lower the loss; the LR blob has Caffe2's sign. */
 static void test_loss_decreases(void **state) {
   (void)state;
-  const char *kinds[] = {"sgd", "momentum", "adam"};
-  for (int k = 0; k < 3; k++) {
+  const char *kinds[] = {"sgd", "momentum", "adam", "adamw"};
+  for (int k = 0; k < 4; k++) {
     dm_optimizer_opts o;
     dm_optimizer_opts_init(&o);
     assert_ok(dm_optimizer_kind_from_name(kinds[k], &o.kind));
-    o.lr = k == 2 ? 0.05 : 0.3;
+    o.lr = k >= 2 ? 0.05 : 0.3;
+    o.weight_decay = k == 3 ? 0.01 : 0;
     o.nesterov = 1;
     o.policy = "step";
     o.stepsize = 5;
@@ -242,6 +308,14 @@ static void test_errors(void **state) {
   o.policy = "step";
   assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID, "'stepsize'");
   o.policy = NULL;
+  o.clip_norm = -1;
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_INVALID, "clip norm");
+  o.clip_norm = 0;
+  o.kind = DM_OPTIMIZER_ADAMW;
+  o.multi_tensor = DM_SWITCH_ON;
+  assert_status_msg(dm_optimizer_pass(net, &o, init), DM_ERR_UNSUPPORTED, "MultiAdamW");
+  o.kind = DM_OPTIMIZER_SGD;
+  o.multi_tensor = DM_SWITCH_AUTO;
   o.params = NULL; /* found again from here on */
   o.n_params = 0;
   assert_status_msg(dm_optimizer_kind_from_name("rmsprop", &o.kind), DM_ERR_INVALID, "'rmsprop'");
@@ -330,7 +404,8 @@ int main(int argc, char **argv) {
     return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_find_params), cmocka_unit_test(test_sgd_step),
-      cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_adamw_clip_step),
+      cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_errors), cmocka_unit_test(test_cli_rewrite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -461,7 +461,7 @@ static void test_adamw(void **state) {
     feed_vec(ws, "p", p), feed_vec(ws, "m1", zero), feed_vec(ws, "m2", zero);
     feed_scalar(ws, "lr", lr);
     for (int step = 1; step <= STEPS; step++) {
-      feed_iter(ws, "iter", step - 1); /* torch's state['step'] after += 1 is iter + 1 */
+      feed_iter(ws, "iter", step); /* torch's state['step'] after += 1, as Iter counts */
       random_vec(&seed, g, gd, -1, 1);
       feed_vec(ws, "g", g);
       assert_int_equal(run_adamw(ws, NULL, variant ? -1 : (float)wd), DM_OK);
@@ -486,18 +486,18 @@ static void test_adamw(void **state) {
   random_vec(&seed, p, NULL, -1, 1);
   feed_vec(ws, "p", p), feed_vec(ws, "m1", zero), feed_vec(ws, "m2", zero);
   feed_vec(ws, "g", zero);
-  feed_iter(ws, "iter", 0);
+  feed_iter(ws, "iter", 1);
   assert_int_equal(run_adamw(ws, NULL, 0.5f), DM_OK);
   const float *pn = fetch_vec(ws, "p");
   const float f = (float)(1 + (double)lr * 0.5f);
   for (int i = 0; i < N; i++)
     assert_true(pn[i] == p[i] * f);
-  /* A negative iteration has no bias correction; INT64 only; shapes must agree. */
-  feed_iter(ws, "iter", -1);
-  opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_INVALID, "iter 'iter' is -1", NULL);
+  /* Step 0 (no Iter before) has no bias correction; INT64 only; shapes must agree. */
+  feed_iter(ws, "iter", 0);
+  opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_INVALID, "iter 'iter' is 0", NULL);
   feed_scalar(ws, "iter", 0);
   opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_TYPE, "INT64", NULL);
-  feed_iter(ws, "iter", 0);
+  feed_iter(ws, "iter", 1);
   static const int64_t d3[1] = {3};
   opt_feed(ws, "g", DM_FLOAT, 1, d3, zero);
   opt_expect_error(run_adamw(ws, NULL, 0.5f), DM_ERR_SHAPE, "grad 'g'", NULL);
