@@ -16,21 +16,23 @@
 static void help(FILE *f) {
   fprintf(f,
           "usage: demitasse export-onnx --net NET [--init INIT] -o MODEL.onnx\n"
-          "                             [--input-shape NAME=D0,D1,...]...\n\n"
+          "                             [--input-shape NAME=D0,D1,...[:TYPE]]...\n\n"
           "Writes a Caffe2 inference pair as an ONNX model (default-domain opset %d, IR\n"
           "version %d). The init net is run once, so every fill (seeded random ones too)\n"
           "gives the weights `run --init` would use; each blob it leaves that NET reads\n"
           "becomes an initializer. NET's ops become ONNX nodes with the blob names kept (a\n"
           "blob written twice, as by an in-place Relu, keeps its name for its last value;\n"
           "earlier values are NAME__1, ...). NET's external inputs that the init net does\n"
-          "not fill are the graph inputs, FLOAT, with the shapes given here (none: no\n"
-          "shape, which ONNX Runtime takes and onnx.checker does not); its external\n"
+          "not fill are the graph inputs, FLOAT unless a TYPE is given (int32 for token\n"
+          "ids, bool...), with the shapes given here (none: no shape, which ONNX\n"
+          "Runtime takes and onnx.checker does not); its external\n"
           "outputs are the graph outputs. An op with no ONNX translation fails the\n"
           "export, listing every such op; nothing is written then.\n\n"
           "  -n, --net FILE           the predict net (.pb or .pbtxt)\n"
           "  -i, --init FILE          the init net (omit only for a net without weights)\n"
           "  -o, --output FILE        the model to write (.onnx)\n"
-          "  -s, --input-shape SPEC   a graph input's shape, e.g. data=1,3,224,224; with\n"
+          "  -s, --input-shape SPEC   a graph input's shape, e.g. data=1,3,224,224 or\n"
+          "                           tokens=1,128:int32; with\n"
           "                           every input's shape the outputs are declared with\n"
           "                           theirs and rank-dependent ops (FC on a 4-D input,\n"
           "                           Softmax) take their simplest form\n"
@@ -38,17 +40,28 @@ static void help(FILE *f) {
           DM_ONNX_EXPORT_OPSET, DM_ONNX_EXPORT_IR_VERSION);
 }
 
-/* "name=d0,d1,..." into *out; out->name is *name, a malloc'd copy the caller frees. */
+/* "name=d0,d1,...[:type]" into *out; out->name is *name, a malloc'd copy the caller
+ * frees. */
 static int parse_shape(const char *spec, dm_onnx_input_shape *out, char **name) {
   const char *dims;
   if (!dm_cli_split_binding(spec, name, &dims))
     return 0;
   out->name = *name;
   out->ndim = 0;
+  out->dtype = DM_FLOAT;
   char *copy = strdup(dims);
   if (!copy)
     return 0;
   int ok = 1;
+  char *type = strchr(copy, ':');
+  if (type) {
+    *type++ = '\0';
+    ok = dm_dtype_from_name(type, &out->dtype) == DM_OK;
+    if (!ok)
+      dm_error_clear();
+  }
+  if (ok && (!*copy || copy[strlen(copy) - 1] == ','))
+    ok = 0;
   for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && ok;
        tok = strtok_r(NULL, ",", &save)) {
     long v;
@@ -57,7 +70,7 @@ static int parse_shape(const char *spec, dm_onnx_input_shape *out, char **name) 
       out->dims[out->ndim++] = v;
   }
   free(copy);
-  return ok && dims[strlen(dims) - 1] != ',';
+  return ok;
 }
 
 static int export_pair(const char *init_path, const char *net_path, const char *out,
@@ -120,7 +133,8 @@ int dm_cmd_export_onnx(int argc, char **argv) {
   for (size_t i = 0; rc < 0 && i < specs.n; i++)
     if (!parse_shape(specs.items[i], &shapes[i], &names[i]))
       rc = dm_cli_usage_error("export-onnx",
-                              "--input-shape wants NAME=D0,D1,... (up to 8 dims), got '%s'",
+                              "--input-shape wants NAME=D0,D1,...[:TYPE] (up to 8 dims; TYPE "
+                              "float, float16, int32, int64, bool...), got '%s'",
                               specs.items[i]);
   const dm_cli_file outs[] = {DM_CLI_FILE("-o", out), DM_CLI_FILES_END},
                     ins[] = {DM_CLI_FILE("--net", net), DM_CLI_FILE("--init", init),

@@ -160,6 +160,28 @@ Onnx__NodeProto *ex_node(oxe *e, const char *type, const char *name) {
   return n;
 }
 
+Onnx__NodeProto *ex_unary(oxe *e, const char *type, const char *name, const char *x,
+                          const char *y) {
+  Onnx__NodeProto *n = ex_node(e, type, name);
+  ex_in(e, n, x);
+  ex_out(e, n, y);
+  return n;
+}
+
+Onnx__NodeProto *ex_binary(oxe *e, const char *type, const char *name, const char *a,
+                           const char *b, const char *y) {
+  Onnx__NodeProto *n = ex_node(e, type, name);
+  ex_in(e, n, a);
+  ex_in(e, n, b);
+  ex_out(e, n, y);
+  return n;
+}
+
+void ex_reshape_const(oxe *e, const char *x, const int64_t *dims, int ndim, const char *y,
+                      const char *name) {
+  ex_binary(e, "Reshape", name, x, ex_const_i64(e, y, "_shape", dims, (size_t)ndim), y);
+}
+
 static void push_str(oxe *e, char ***arr, size_t *n, const char *s) {
   char **a = ex_grow(e, *arr, *n, sizeof *a);
   if (!a)

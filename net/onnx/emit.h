@@ -75,6 +75,7 @@ typedef struct ex_translator {
 
 extern DM_HIDDEN const ex_translator ex_ops[];
 extern DM_HIDDEN const ex_translator ex_ops_math[]; /* net/onnx/export_math.c */
+extern DM_HIDDEN const ex_translator ex_ops_seq[];  /* net/onnx/export_seq.c */
 
 /* Records the first failure s in e->s; ex_grow makes room for one more element of arr
  * (n now, each `size` bytes) and ex_dup copies a string (NULL as ""), NULL after a
@@ -91,6 +92,13 @@ DM_HIDDEN const ex_const *ex_const_find(const oxe *e, const char *name);
 
 /* Appends a node of `type` named `name` (NULL or "": none). */
 DM_HIDDEN Onnx__NodeProto *ex_node(oxe *e, const char *type, const char *name);
+/* One-input and two-input nodes x -> y, (a, b) -> y; Reshape(x, constant dims) -> y. */
+DM_HIDDEN Onnx__NodeProto *ex_unary(oxe *e, const char *type, const char *name, const char *x,
+                                    const char *y);
+DM_HIDDEN Onnx__NodeProto *ex_binary(oxe *e, const char *type, const char *name, const char *a,
+                                     const char *b, const char *y);
+DM_HIDDEN void ex_reshape_const(oxe *e, const char *x, const int64_t *dims, int ndim,
+                                const char *y, const char *name);
 DM_HIDDEN void ex_in(oxe *e, Onnx__NodeProto *n, const char *name);
 DM_HIDDEN void ex_out(oxe *e, Onnx__NodeProto *n, const char *name);
 DM_HIDDEN void ex_attr_int(oxe *e, Onnx__NodeProto *n, const char *name, int64_t v);

@@ -168,7 +168,7 @@ static dm_status infer_shapes(exporter *x) {
     dm_blob *b = NULL;
     const dm_onnx_input_shape *gs = &x->opts->shapes[i];
     DM_TRY(dm_workspace_get_or_create(x->ws, gs->name, &b));
-    DM_TRY(dm_tensor_set_shape(b->tensor, DM_FLOAT, gs->ndim, gs->dims));
+    DM_TRY(dm_tensor_set_shape(b->tensor, gs->dtype ? gs->dtype : DM_FLOAT, gs->ndim, gs->dims));
   }
   if (dm_infer_net_shapes(x->ws, x->pred, "the predict net", record_shapes, x, NULL) == DM_OK) {
     x->inferred = 1;
@@ -250,7 +250,8 @@ static dm_status add_inputs(exporter *x) {
       continue;
     const dm_onnx_input_shape *gs = given_shape(x, n->name);
     add_value(&x->e, &x->e.g->input, &x->e.g->n_input,
-              value_info(&x->e, n->name, DM_FLOAT, gs ? gs->dims : NULL, gs ? gs->ndim : -1));
+              value_info(&x->e, n->name, gs && gs->dtype ? gs->dtype : DM_FLOAT,
+                         gs ? gs->dims : NULL, gs ? gs->ndim : -1));
     DM_TRY(x->e.s);
     n->fixed = 1;
     n->cur = n->name;
@@ -283,7 +284,7 @@ static const char *out_name(exporter *x, const char *blob) {
 }
 
 static ex_fn find_translator(const char *type) {
-  static const ex_translator *const tables[] = {ex_ops, ex_ops_math};
+  static const ex_translator *const tables[] = {ex_ops, ex_ops_math, ex_ops_seq};
   for (size_t k = 0; k < sizeof tables / sizeof tables[0]; k++)
     for (const ex_translator *t = tables[k]; t->type; t++)
       if (strcmp(t->type, type) == 0)

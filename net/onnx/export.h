@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/tensor.h"
 #include "proto/caffe2.pb-c.h"
 #include "proto/onnx.pb-c.h"
 
@@ -26,11 +27,12 @@
 #define DM_ONNX_EXPORT_OPSET 13
 #define DM_ONNX_EXPORT_IR_VERSION 7
 
-/* One graph input's shape, as --input-shape gives it. */
+/* One graph input's shape and dtype, as --input-shape gives them (dtype 0: FLOAT). */
 typedef struct dm_onnx_input_shape {
   const char *name;
   int ndim;
   int64_t dims[8];
+  dm_dtype dtype;
 } dm_onnx_input_shape;
 
 typedef struct dm_onnx_export_opts {

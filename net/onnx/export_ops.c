@@ -59,14 +59,6 @@ static dm_status extra_outputs_unused(oxe *e, const ex_op *o, size_t first, cons
 
 
 /* A node of `type` named `name` (NULL: none) from x to y. */
-static Onnx__NodeProto *unary(oxe *e, const char *type, const char *name, const char *x,
-                              const char *y) {
-  Onnx__NodeProto *n = ex_node(e, type, name);
-  ex_in(e, n, x);
-  ex_out(e, n, y);
-  return n;
-}
-
 static dm_status plain(oxe *e, const ex_op *o, const char *type, size_t n_in) {
   if (o->def->n_input != n_in || o->def->n_output < 1)
     return ex_refuse(e, "expected %zu input(s) and an output", n_in);
@@ -208,7 +200,7 @@ static dm_status tr_conv_fusion(oxe *e, const ex_op *o) {
     y = sum;
   }
   if (relu)
-    unary(e, "Relu", NULL, y, o->out[0]);
+    ex_unary(e, "Relu", NULL, y, o->out[0]);
   return e->s;
 }
 
@@ -313,16 +305,6 @@ static int64_t prod(const int64_t *d, int from, int to) {
   return p;
 }
 
-/* Reshape(x, constant dims) -> y. */
-static void reshape_const(oxe *e, const char *x, const int64_t *dims, int ndim, const char *y,
-                          const char *name) {
-  const char *shape = ex_const_i64(e, y, "_shape", dims, (size_t)ndim);
-  Onnx__NodeProto *n = ex_node(e, "Reshape", name);
-  ex_in(e, n, x);
-  ex_in(e, n, shape);
-  ex_out(e, n, y);
-}
-
 /* FC as Gemm(X2, W, b, transB 1): X flattened at `axis` first (unless it is 2-D already
  * and axis is 1), W as (N, K) (a constant of another rank reshaped at axis_w), and for
  * axis > 1 the result reshaped to X's leading dims + N. Then a Relu for FCFusion. */
@@ -361,7 +343,7 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
   const char *a = o->in[0];
   if (!(axis == 1 && sx->known && sx->ndim == 2)) {
     a = ex_fresh(e, o->out[0], "_flat");
-    ex_attr_int(e, unary(e, "Flatten", NULL, o->in[0], a), "axis", axis);
+    ex_attr_int(e, ex_unary(e, "Flatten", NULL, o->in[0], a), "axis", axis);
   }
   int reshape = axis != 1;
   const char *y = relu || reshape ? ex_fresh(e, o->out[0], "_gemm") : o->out[0];
@@ -376,11 +358,11 @@ static dm_status fc(oxe *e, const ex_op *o, int relu) {
     memcpy(dims, sx->dims, (size_t)axis * sizeof *dims);
     dims[axis] = wd[0];
     const char *r = relu ? ex_fresh(e, o->out[0], "_fc") : o->out[0];
-    reshape_const(e, y, dims, (int)axis + 1, r, NULL);
+    ex_reshape_const(e, y, dims, (int)axis + 1, r, NULL);
     y = r;
   }
   if (relu)
-    unary(e, "Relu", NULL, y, o->out[0]);
+    ex_unary(e, "Relu", NULL, y, o->out[0]);
   return e->s;
 }
 
@@ -413,14 +395,14 @@ dm_status ex_softmax_like(oxe *e, const ex_op *o, const char *type) {
     return e->s;
   }
   const char *flat = ex_fresh(e, o->out[0], "_flat"), *sm = ex_fresh(e, o->out[0], "_2d");
-  ex_attr_int(e, unary(e, "Flatten", NULL, o->in[0], flat), "axis", axis);
-  ex_attr_int(e, unary(e, type, o->def->name, flat, sm), "axis", -1);
+  ex_attr_int(e, ex_unary(e, "Flatten", NULL, o->in[0], flat), "axis", axis);
+  ex_attr_int(e, ex_unary(e, type, o->def->name, flat, sm), "axis", -1);
   if (sx->known) {
-    reshape_const(e, sm, sx->dims, sx->ndim, o->out[0], NULL);
+    ex_reshape_const(e, sm, sx->dims, sx->ndim, o->out[0], NULL);
   } else {
     const char *shape = ex_fresh(e, o->out[0], "_shape");
-    unary(e, "Shape", NULL, o->in[0], shape);
-    Onnx__NodeProto *n = unary(e, "Reshape", NULL, sm, o->out[0]);
+    ex_unary(e, "Shape", NULL, o->in[0], shape);
+    Onnx__NodeProto *n = ex_unary(e, "Reshape", NULL, sm, o->out[0]);
     ex_in(e, n, shape); /* after X: ONNX's inputs are (data, shape) */
   }
   return e->s;
@@ -498,7 +480,7 @@ static dm_status binary(oxe *e, const ex_op *o, const char *type) {
     if (b)
       ex_initializer(e, b, c->dtype, nd, dims, c->data);
   } else {
-    reshape_const(e, o->in[1], dims, nd, b, NULL);
+    ex_reshape_const(e, o->in[1], dims, nd, b, NULL);
   }
   Onnx__NodeProto *n = ex_node(e, type, o->def->name);
   ex_in(e, n, o->in[0]);

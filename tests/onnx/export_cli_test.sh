@@ -45,6 +45,10 @@ expect 1 "$DM" export-onnx --net "$T/empty.pbtxt" -o "$T/empty.onnx" &&
 expect 2 "$DM" export-onnx --init "$EX/init_net.pbtxt" -o "$T/x.onnx" && has err "--net NET is required"
 expect 2 "$DM" export-onnx --net "$EX/predict_net.pbtxt" -o "$T/x.onnx" --input-shape data=1,x &&
   has err "NAME=D0,D1"
+expect 2 "$DM" export-onnx --net "$EX/predict_net.pbtxt" -o "$T/x.onnx" --input-shape data=1,4:float7 &&
+  has err "float7"
+expect 2 "$DM" export-onnx --net "$EX/predict_net.pbtxt" -o "$T/x.onnx" --input-shape data=:int32 &&
+  has err "NAME=D0,D1"
 expect 2 "$DM" export-onnx --net "$EX/predict_net.pbtxt" -o "$T/x.onnx" -s data=1,4 -s data=2,4
 expect 0 "$DM" export-onnx --help && has out "--input-shape"
 cli_summary

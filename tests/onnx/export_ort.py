@@ -14,6 +14,8 @@ Models:
 - opsnet: a net made here for the translations the models do not reach (see OPSNET).
 - mathnet: the activations, n-ary math and reductions (see MATHNET).
 - matmulnet: BatchMatMul and MatMul (see MATMULNET).
+- seqnet: a transformer block's ops: Gather, LayerNorm, MaskedSoftmax, Gelu, Where (see
+  SEQNET).
 
 Each exported file must pass onnx.checker.check_model (full check, with the input
 shapes given); SqueezeNet is also exported without input shapes (the general Softmax
@@ -42,6 +44,8 @@ except ImportError as e:
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-4
+# --input-shape's TYPE suffix for the non-FLOAT inputs the tests feed.
+DTYPE = {"int32": ":int32", "int64": ":int64", "bool": ":bool"}
 
 
 def sh(*args):
@@ -54,7 +58,7 @@ def compare(name, exe, d, init, net, inputs, outputs, shapes=True, extra=None):
     cmd = [exe, "export-onnx", "--init", init, "--net", net, "-o", model]
     if shapes:
         for k, v in inputs.items():
-            cmd += ["--input-shape", k + "=" + ",".join(str(n) for n in v.shape)]
+            cmd += ["--input-shape", k + "=" + ",".join(str(n) for n in v.shape) + DTYPE.get(v.dtype.name, "")]
     sh(*cmd)
     if shapes:
         onnx.checker.check_model(onnx.load(model), full_check=True)
@@ -298,13 +302,53 @@ def matmulnet(exe, work):
     return compare("matmulnet", exe, d, ip, np_, {"data": x}, ["s", "p", "z"])
 
 
+# The sequence-model ops (net/onnx/export_seq.c), each in its opset-13 definition:
+# Gather of an INT32 token input, LayerNorm with gamma/beta at the last axis and without
+# over two dims, attention's MaskedSoftmax causal with a scale and with an additive mask,
+# Gelu exact and fast, Where on a BOOL input.
+SEQNET = """name: "seqnet"
+op { input: ["wte", "ids"] output: "e" name: "embed" type: "Gather" }
+op { input: ["e", "g", "b"] output: ["h", "h_mean", "h_std"] name: "ln1" type: "LayerNorm"
+  arg { name: "axis" i: 2 } arg { name: "elementwise_affine" i: 1 } arg { name: "epsilon" f: 1e-3 } }
+op { input: ["h", "wq", "bq"] output: "q" name: "q" type: "FC" arg { name: "axis" i: 2 } }
+op { input: ["q", "h"] output: "s" name: "qk" type: "BatchMatMul" arg { name: "trans_b" i: 1 } }
+op { input: ["s"] output: "p" name: "causal" type: "MaskedSoftmax" arg { name: "causal" i: 1 }
+  arg { name: "scale" f: 0.35 } }
+op { input: ["s", "madd"] output: "p2" name: "additive" type: "MaskedSoftmax" }
+op { input: ["p", "h"] output: "a" name: "pv" type: "BatchMatMul" }
+op { input: ["a"] output: "g1" name: "gelu" type: "Gelu" }
+op { input: ["a"] output: "g2" name: "gelu_fast" type: "Gelu" arg { name: "fast_gelu" i: 1 } }
+op { input: ["g1"] output: ["n2", "n2_mean", "n2_std"] name: "ln2" type: "LayerNorm" }
+op { input: ["cond", "g1", "g2"] output: "w" name: "where" type: "Where" }
+external_input: ["ids", "cond"]
+external_output: ["h", "p", "p2", "g1", "g2", "n2", "w"]
+"""
+
+
+def seqnet(exe, work):
+    d = os.path.join(work, "seqnet")
+    os.makedirs(d)
+    g = np.random.default_rng(13)
+    ip, np_ = os.path.join(d, "init.pbtxt"), os.path.join(d, "net.pbtxt")
+    with open(ip, "w") as f:
+        f.write(fill("wte", g.standard_normal((11, 8))) + fill("g", 1 + 0.1 * g.standard_normal(8)) +
+                fill("b", 0.1 * g.standard_normal(8)) + fill("wq", g.standard_normal((8, 8)) * 0.3) +
+                fill("bq", 0.1 * g.standard_normal(8)) + fill("madd", g.uniform(-3, 0, (5, 5))))
+    with open(np_, "w") as f:
+        f.write(SEQNET)
+    ids = g.integers(0, 11, (2, 5)).astype(np.int32)
+    cond = g.integers(0, 2, (2, 5, 8)).astype(np.bool_)
+    return compare("seqnet", exe, d, ip, np_, {"ids": ids, "cond": cond},
+                   ["h", "p", "p2", "g1", "g2", "n2", "w"])
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     exe, work = sys.argv[1], sys.argv[2]
     ok = True
-    for f in (squeezenet, lenet, example, opsnet, mathnet, matmulnet):
+    for f in (squeezenet, lenet, example, opsnet, mathnet, matmulnet, seqnet):
         ok = f(exe, work) and ok
     return 0 if ok else 1
 

@@ -152,7 +152,7 @@ static void assert_inputs(const Onnx__NodeProto *n, size_t k, ...) {
 
 static void test_conv_pool_attributes(void **state) {
   (void)state;
-  dm_onnx_input_shape x = {"x", 4, {1, 1, 8, 8}};
+  dm_onnx_input_shape x = {"x", 4, {1, 1, 8, 8}, DM_FLOAT};
   Onnx__ModelProto *m = export_text(conv_init, conv_pred(1), &x, 1);
   assert_int_equal(m->ir_version, DM_ONNX_EXPORT_IR_VERSION);
   assert_int_equal(m->opset_import[0]->version, DM_ONNX_EXPORT_OPSET);
@@ -327,7 +327,7 @@ static void test_refused_listed(void **state) {
                           "op 1 'add': Add: input 'ghost' is not an input of the net", NULL};
   expect_fail(init2, pred2, NULL, 0, DM_ERR_UNSUPPORTED, frags2);
   /* a shape for a blob that is not a graph input */
-  dm_onnx_input_shape bad = {"w", 1, {3}};
+  dm_onnx_input_shape bad = {"w", 1, {3}, DM_FLOAT};
   const char *frags3[] = {"an input shape for 'w'", "the init net fills it", NULL};
   expect_fail(init, "op { input: 'x' output: 'y' type: 'Relu' } external_input: ['x', 'w']"
                     " external_output: 'y'",
@@ -351,7 +351,7 @@ static void test_shape_forms(void **state) {
       "  arg { name: 'axis' i: 1 } }"
       "op { input: 'x' output: 'u' name: 'sm1' type: 'Softmax' arg { name: 'axis' i: -1 } }"
       "external_input: ['x', 'w', 'b', 'bias'] external_output: ['t', 'u']";
-  dm_onnx_input_shape x = {"x", 3, {2, 3, 4}};
+  dm_onnx_input_shape x = {"x", 3, {2, 3, 4}, DM_FLOAT};
   Onnx__ModelProto *m = export_text(init, pred, &x, 1);
   const Onnx__NodeProto *gemm = node_named(m, "fc");
   assert_string_equal(gemm->op_type, "Gemm");
@@ -379,7 +379,7 @@ static void test_shape_forms(void **state) {
   /* Caffe's pooling rule where the last window would start in the padding (5 pixels,
    * kernel 3, stride 3, pad 1: Caffe gives 2, ONNX's ceil_mode 3): explicit pads that
    * give 2, no ceil_mode */
-  dm_onnx_input_shape x5 = {"x", 4, {1, 1, 5, 5}};
+  dm_onnx_input_shape x5 = {"x", 4, {1, 1, 5, 5}, DM_FLOAT};
   m = export_text(NULL, "op { input: 'x' output: 'y' name: 'pool' type: 'MaxPool' arg { name: "
                   "'kernel' i: 3 } arg { name: 'stride' i: 3 } arg { name: 'pad' i: 1 } arg "
                   "{ name: 'legacy_pad' i: 3 } } external_input: 'x' external_output: 'y'", &x5, 1);
@@ -410,8 +410,10 @@ static void test_matmul(void **state) {
       "op { input: ['o', 'w'] output: 'p' name: 'mm' type: 'MatMul'"
       "  arg { name: 'axis_a' i: 2 } arg { name: 'trans_b' i: 1 } }"
       "external_input: ['q', 'k', 'v', 'w'] external_output: 'p'";
-  dm_onnx_input_shape sh[] = {{"q", 3, {2, 4, 3}}, {"k", 3, {2, 5, 3}}, {"v", 2, {5, 6}},
-                              {"w", 2, {7, 6}}};
+  dm_onnx_input_shape sh[] = {{"q", 3, {2, 4, 3}, DM_FLOAT},
+                              {"k", 3, {2, 5, 3}, DM_FLOAT},
+                              {"v", 2, {5, 6}, DM_FLOAT},
+                              {"w", 2, {7, 6}, DM_FLOAT}};
   Onnx__ModelProto *m = export_text(NULL, pred, sh, 4);
   const Onnx__NodeProto *qk = node_named(m, "qk");
   assert_string_equal(qk->op_type, "MatMul");
@@ -438,7 +440,7 @@ static void test_matmul(void **state) {
   const char *dot = "op { input: ['a', 'b'] output: 'y' name: 'dot' type: 'BatchMatMul'"
                     "  arg { name: 'broadcast' i: 1 } }"
                     "external_input: ['a', 'b'] external_output: 'y'";
-  dm_onnx_input_shape v[] = {{"a", 1, {4}}, {"b", 1, {4}}};
+  dm_onnx_input_shape v[] = {{"a", 1, {4}, DM_FLOAT}, {"b", 1, {4}, DM_FLOAT}};
   expect_fail(NULL, dot, v, 2, DM_ERR_UNSUPPORTED,
               (const char *[]){"'dot'", "two 1-D inputs", NULL});
   const char *tr = "op { input: ['a', 'c'] output: 'z' name: 'tr' type: 'BatchMatMul'"
@@ -446,6 +448,46 @@ static void test_matmul(void **state) {
                    "external_input: ['a', 'c'] external_output: 'z'";
   expect_fail(NULL, tr, NULL, 0, DM_ERR_UNSUPPORTED,
               (const char *[]){"'tr'", "trans_a on an input of unknown rank", NULL});
+}
+
+/* The sequence ops' definitions compute in FLOAT (as their kernels do): a FLOAT16 input
+ * is cast up first and the result back; the forms ONNX would compute differently are
+ * refused. tests/onnx/export_ort.py runs their values through ONNX Runtime. */
+static void test_seq_ops(void **state) {
+  (void)state;
+  const char *ln = "op { input: 'x' output: ['y', 'mu', 'sd'] name: 'ln' type: 'LayerNorm'"
+                   "  arg { name: 'axis' i: 2 } }"
+                   "external_input: 'x' external_output: 'y'";
+  dm_onnx_input_shape x16 = {"x", 3, {2, 3, 4}, DM_FLOAT16};
+  Onnx__ModelProto *m = export_text(NULL, ln, &x16, 1);
+  const Onnx__NodeProto *back = node_writing(m, "y");
+  assert_string_equal(back->op_type, "Cast");
+  assert_int_equal(attr_i(back, "to"), ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16);
+  const Onnx__NodeProto *div = node_named(m, "ln");
+  assert_string_equal(div->op_type, "Div");
+  const Onnx__NodeProto *sub = node_writing(m, div->input[0]);
+  assert_string_equal(sub->op_type, "Sub");
+  const Onnx__NodeProto *up = node_writing(m, sub->input[0]);
+  assert_string_equal(up->op_type, "Cast");
+  assert_string_equal(up->input[0], "x");
+  assert_int_equal(attr_i(up, "to"), ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+  assert_int_equal(m->graph->input[0]->type->tensor_type->elem_type,
+                   ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16);
+  free_model(m);
+  const char *stats = "op { input: 'x' output: ['y', 'mu', 'sd'] name: 'ln' type: 'LayerNorm' }"
+                      "op { input: 'mu' output: 'z' name: 'r' type: 'Relu' }"
+                      "external_input: 'x' external_output: ['y', 'z']";
+  dm_onnx_input_shape x32 = {"x", 3, {2, 3, 4}, DM_FLOAT};
+  expect_fail(NULL, stats, &x32, 1, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'ln'", "output 1 (mean) is read", NULL});
+  const char *causal = "op { input: 's' output: 'p' name: 'sm' type: 'MaskedSoftmax'"
+                       "  arg { name: 'causal' i: 1 } }"
+                       "external_input: 's' external_output: 'p'";
+  dm_onnx_input_shape wide = {"s", 3, {2, 3, 2}, DM_FLOAT};
+  expect_fail(NULL, causal, &wide, 1, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'sm'", "Tk 2 < Tq 3", NULL});
+  expect_fail(NULL, causal, NULL, 0, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'sm'", "causal=1 needs X's shape", NULL});
 }
 
 /* ---- round trip ------------------------------------------------------------------- */
@@ -488,7 +530,7 @@ static const char *rt_pred =
     "external_input: ['x', 'r2', 'w1', 'b1', 'scale', 'bias', 'mean', 'var', 'fw', 'fb']"
     "external_output: 'prob'";
 
-static const dm_onnx_input_shape rt_shapes[2] = {{"x", 4, {1, 3, 8, 8}}, {"r2", 4, {1, 2, 5, 5}}};
+static const dm_onnx_input_shape rt_shapes[2] = {{"x", 4, {1, 3, 8, 8}, DM_FLOAT}, {"r2", 4, {1, 2, 5, 5}, DM_FLOAT}};
 
 static const char *arg_names[] = {"kernels", "strides", "pads", "dilations", "legacy_pad",
                                   "epsilon", "is_test", "size", "alpha", "beta", "bias", "axis",
@@ -607,7 +649,7 @@ int main(void) {
       cmocka_unit_test(test_conv_pool_attributes), cmocka_unit_test(test_initializers_and_names),
       cmocka_unit_test(test_refused_listed),       cmocka_unit_test(test_shape_forms),
       cmocka_unit_test(test_round_trip),           cmocka_unit_test(test_write),
-      cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_matmul),               cmocka_unit_test(test_seq_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
