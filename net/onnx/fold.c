@@ -6,7 +6,7 @@
  * importer evaluates such chains here: a node whose inputs are all constants
  * (initializers, Constant values, earlier folds) and whose op is shape arithmetic
  * (Identity, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add, Sub, Mul, Div,
- * Expand, Reshape, ConstantOfShape, Range), or a Shape/Size of a tensor whose static
+ * Expand, Equal, Where, Reshape, ConstantOfShape, Range), or a Shape/Size of a tensor whose static
  * shape is known (net/onnx/translate.c's shape table), becomes a constant: registered with
  * ox_const_add, a fill in the init net (dropped at the end when no predict-net op reads
  * it), and nothing in the predict net; the Reshape that reads it then has a constant
@@ -493,33 +493,70 @@ static dm_status fold_slice(imp *c, const Onnx__NodeProto *n, val *in, int n_in,
   return DM_OK;
 }
 
+/* numpy broadcasting of up to three values: the result's rank and dims, each input's
+ * element offset as the walk visits the result's elements in order. */
+typedef struct bcast {
+  int n, r;
+  int64_t dims[DM_MAX_DIMS], st[3][DM_MAX_DIMS], idx[DM_MAX_DIMS], off[3];
+} bcast;
+
+/* 0 when the shapes do not broadcast. */
+static int bcast_init(bcast *b, const val *in, int n) {
+  memset(b, 0, sizeof *b);
+  b->n = n;
+  for (int k = 0; k < n; k++)
+    b->r = in[k].rank > b->r ? in[k].rank : b->r;
+  for (int d = 0; d < b->r; d++) {
+    b->dims[d] = 1;
+    for (int k = 0; k < n; k++) {
+      int dk = d - (b->r - in[k].rank);
+      int64_t x = dk >= 0 ? in[k].dims[dk] : 1;
+      if (x != 1 && b->dims[d] != 1 && x != b->dims[d])
+        return 0;
+      if (x != 1)
+        b->dims[d] = x;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    int64_t t[DM_MAX_DIMS];
+    strides(&in[k], t);
+    for (int d = 0; d < b->r; d++) {
+      int dk = d - (b->r - in[k].rank);
+      b->st[k][d] = dk >= 0 && in[k].dims[dk] != 1 ? t[dk] : 0;
+    }
+  }
+  return 1;
+}
+
+/* Sets b->off for the current element, then (after the caller used them) steps. */
+static void bcast_offsets(bcast *b) {
+  for (int k = 0; k < b->n; k++) {
+    b->off[k] = 0;
+    for (int d = 0; d < b->r; d++)
+      b->off[k] += b->idx[d] * b->st[k][d];
+  }
+}
+static void bcast_step(bcast *b) {
+  for (int d = b->r; d-- > 0;)
+    if (++b->idx[d] < b->dims[d])
+      break;
+    else
+      b->idx[d] = 0;
+}
+
 /* Add, Sub, Mul, Div with numpy broadcasting; 'E' (Expand): A broadcast to the shape of
  * B, whose values are not read (B may have none). */
 static dm_status arith(imp *c, val *in, int n_in, val *out, char op) {
   if (n_in != 2 || in[0].type != in[1].type)
     return OX_REFUSED;
   const val *a = &in[0], *b = &in[1];
-  int r = a->rank > b->rank ? a->rank : b->rank;
-  int64_t dims[DM_MAX_DIMS], sa[DM_MAX_DIMS], sb[DM_MAX_DIMS], ta[DM_MAX_DIMS], tb[DM_MAX_DIMS];
-  strides(a, ta);
-  strides(b, tb);
-  for (int d = 0; d < r; d++) {
-    int da = d - (r - a->rank), db = d - (r - b->rank);
-    int64_t xa = da >= 0 ? a->dims[da] : 1, xb = db >= 0 ? b->dims[db] : 1;
-    if (xa != xb && xa != 1 && xb != 1)
-      return OX_REFUSED;
-    dims[d] = xa == 1 ? xb : xa;
-    sa[d] = da >= 0 && xa != 1 ? ta[da] : 0;
-    sb[d] = db >= 0 && xb != 1 ? tb[db] : 0;
-  }
-  DM_TRY(val_new(out, a->type, r, dims));
-  int64_t idx[DM_MAX_DIMS] = {0};
-  for (int64_t k = 0; k < out->n; k++) {
-    int64_t pa = 0, pb = 0;
-    for (int d = 0; d < r; d++) {
-      pa += idx[d] * sa[d];
-      pb += idx[d] * sb[d];
-    }
+  bcast w;
+  if (!bcast_init(&w, in, 2))
+    return OX_REFUSED;
+  DM_TRY(val_new(out, a->type, w.r, w.dims));
+  for (int64_t k = 0; k < out->n; k++, bcast_step(&w)) {
+    bcast_offsets(&w);
+    int64_t pa = w.off[0], pb = w.off[1];
     if (out->f) {
       double x = a->f[pa], y = op == 'E' ? 0 : b->f[pb];
       double v = op == '+'   ? x + y
@@ -544,11 +581,43 @@ static dm_status arith(imp *c, val *in, int n_in, val *out, char op) {
                          ox_dtype_name(out->type));
       out->i[k] = v;
     }
-    for (int d = r; d-- > 0;)
-      if (++idx[d] < dims[d])
-        break;
-      else
-        idx[d] = 0;
+  }
+  return DM_OK;
+}
+
+/* Equal(A, B) -> BOOL with numpy broadcasting (A and B of one type). */
+static dm_status fold_equal(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
+  (void)n;
+  bcast w;
+  if (n_in != 2 || in[0].type != in[1].type || !bcast_init(&w, in, 2))
+    return OX_REFUSED;
+  DM_TRY(val_new(out, T_BOOL, w.r, w.dims));
+  for (int64_t k = 0; k < out->n; k++, bcast_step(&w)) {
+    bcast_offsets(&w);
+    out->i[k] = in[0].f ? in[0].f[w.off[0]] == in[1].f[w.off[1]]
+                        : in[0].i[w.off[0]] == in[1].i[w.off[1]];
+  }
+  (void)c;
+  return DM_OK;
+}
+
+/* Where(C, X, Y) -> C ? X : Y with numpy broadcasting of the three (C BOOL, X and Y of
+ * one type). */
+static dm_status fold_where(imp *c, const Onnx__NodeProto *n, val *in, int n_in, val *out) {
+  (void)n;
+  (void)c;
+  bcast w;
+  if (n_in != 3 || in[0].type != T_BOOL || in[1].type != in[2].type || !bcast_init(&w, in, 3))
+    return OX_REFUSED;
+  DM_TRY(val_new(out, in[1].type, w.r, w.dims));
+  for (int64_t k = 0; k < out->n; k++, bcast_step(&w)) {
+    bcast_offsets(&w);
+    const val *pick = in[0].i[w.off[0]] ? &in[1] : &in[2];
+    int64_t at = in[0].i[w.off[0]] ? w.off[1] : w.off[2];
+    if (out->f)
+      out->f[k] = pick->f[at];
+    else
+      out->i[k] = pick->i[at];
   }
   return DM_OK;
 }
@@ -681,6 +750,8 @@ static const struct {
     {"Mul", fold_arith, 2, ON_VALUES},
     {"Div", fold_arith, 2, ON_VALUES},
     {"Expand", fold_expand, 2, ON_VALUES},
+    {"Equal", fold_equal, 2, ON_VALUES},
+    {"Where", fold_where, 3, ON_VALUES},
     {"ConstantOfShape", fold_constant_of_shape, 1, ON_VALUES},
     {"Range", fold_range, 3, ON_VALUES},
 };

@@ -148,6 +148,12 @@ static dm_status tr_split(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
   return DM_OK;
 }
 
+/* Where(C, X, Y): operators/where.c's op, numpy's broadcasting in both (where all three
+ * are constants, net/onnx/fold.c has folded it instead). */
+static dm_status tr_where(imp *c, const Onnx__NodeProto *n, dm_opb *b) {
+  return ox_plain(c, n, b, "Where", 3);
+}
+
 const ox_translator ox_ops_tensor[] = {
     {"Identity", tr_identity},
     {"Flatten", tr_flatten},
@@ -156,5 +162,6 @@ const ox_translator ox_ops_tensor[] = {
     {"Transpose", tr_transpose},
     {"Cast", tr_cast},
     {"Split", tr_split},
+    {"Where", tr_where},
     {NULL, NULL},
 };

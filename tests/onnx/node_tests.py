@@ -137,7 +137,7 @@ def run_case(exe, work, case, verbose):
 # The op types the importer folds when their inputs are constants (net/onnx/fold.c).
 FOLDED = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast",
           "Identity", "Add", "Sub", "Mul", "Div", "Reshape", "ConstantOfShape", "Range",
-          "Expand"}
+          "Expand", "Equal", "Where"}
 
 
 def with_index_inputs_constant(case, every=False):

@@ -3,8 +3,13 @@
 against ONNX Runtime.
 
 Each model is built with seeded random weights (and random BatchNorm statistics, so
-that the folded-in normalisation is exercised), exported to ONNX (opset 13, eval mode,
-input "data" 1x3x224x224, output "prob") and run by onnxruntime. demitasse runs it three
+that the folded-in normalisation is exercised; ViT's zero-initialised head made random
+so that its output is not zeros), exported to ONNX (opset 13, or the opset after an "@"
+in its name, e.g. convnext_tiny@17 for LayerNormalization; eval mode, input "data"
+1x3x224x224, output "prob") and run by onnxruntime. "encoder" is a
+torch.nn.TransformerEncoder (BERT-like: 2 post-LN layers, width 64, 4 heads, GELU) on a
+1x16x64 input; nn.MultiheadAttention is exported with autograd on, since under no_grad
+torch takes its fused fast path, which has no ONNX form. demitasse runs it three
 ways: the .onnx file directly, the pair `import-onnx` writes, both in FP32, and the
 .onnx file with `--precision fp16`. In FP32 the largest difference must stay within 1e-3
 of the largest output magnitude (FP32 arithmetic in a different order over ~10^9
@@ -13,8 +18,8 @@ rounds its input, its weights and its output to FP16 (unit roundoff u = 2^-11) a
 accumulates in FP32, so each such layer adds at most about 3u of relative error to what
 it passes on; over L of them the first-order bound is 3uL of the largest output.
 
-Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL...   (a torchvision.models name, opsnet or
-       spatialnet)
+Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL[@OPSET]...   (a torchvision.models name,
+       opsnet, spatialnet or encoder)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
 """
 import os
@@ -95,11 +100,19 @@ class SpatialNet(torch.nn.Module):
         return F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=True)
 
 
+def encoder():
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                             dropout=0.0, activation="gelu", batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+
+
 def build(name):
     torch.manual_seed(0)
     m = (OpsNet() if name == "opsnet" else SpatialNet() if name == "spatialnet"
-         else getattr(torchvision.models, name)())
+         else encoder() if name == "encoder" else getattr(torchvision.models, name)())
     g = torch.Generator().manual_seed(1)
+    if name.startswith("vit_"):
+        m.heads.head.weight.data.copy_(torch.randn(m.heads.head.weight.shape, generator=g) * 0.02)
     for mod in m.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):
             mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
@@ -109,14 +122,18 @@ def build(name):
     return m.eval()
 
 
-def check(exe, work, name):
-    d = os.path.join(work, name)
+def check(exe, work, spec):
+    name, _, opset = spec.partition("@")
+    opset = int(opset or 13)
+    d = os.path.join(work, spec.replace("@", "_opset"))
     os.makedirs(d, exist_ok=True)
     model = build(name)
-    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    shape = (1, 16, 64) if name == "encoder" else (1, 3, 224, 224)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
     path = os.path.join(d, name + ".onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, x, path, opset_version=13, input_names=["data"],
+    attention = any(isinstance(m, torch.nn.MultiheadAttention) for m in model.modules())
+    with torch.set_grad_enabled(attention):
+        torch.onnx.export(model, x, path, opset_version=opset, input_names=["data"],
                           output_names=["prob"], do_constant_folding=True)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     ref = sess.run(None, {"data": x.numpy()})[0]
@@ -136,13 +153,13 @@ def check(exe, work, name):
                         "prob=" + out], check=True, stdout=subprocess.DEVNULL)
         got = np.load(out)
         if got.shape != ref.shape:
-            print(f"{name} ({how}): shape {got.shape}, onnxruntime {ref.shape}: FAIL")
+            print(f"{spec} ({how}): shape {got.shape}, onnxruntime {ref.shape}: FAIL")
             ok = False
             continue
         err = float(np.max(np.abs(got.astype(np.float64) - ref)))
         scale = float(np.max(np.abs(ref)))
         good = err <= bound * scale
-        print(f"{name} ({how}): max |demitasse - onnxruntime| = {err:.3g}, max |out| = "
+        print(f"{spec} ({how}): max |demitasse - onnxruntime| = {err:.3g}, max |out| = "
               f"{scale:.3g}, relative {err / scale:.3g} (bound {bound:.3g}): "
               f"{'ok' if good else 'FAIL'}")
         ok = ok and good
