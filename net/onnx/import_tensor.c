@@ -1,4 +1,4 @@
-/* import_tensor.c: ONNX translators for Identity, Flatten, Concat, Reshape, Transpose, Cast, Split: ops that move or retype data. */
+/* import_tensor.c: ONNX translators for Identity, Flatten, Concat, Reshape, Transpose, Cast, Split, Where: ops that move, retype or select data. */
 #include <stdlib.h>
 #include <string.h>
 
