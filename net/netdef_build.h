@@ -1,4 +1,6 @@
-/* netdef_build.h: building and editing NetDef/OperatorDef messages in passes (internal).
+/* netdef_build.h: building and editing NetDef/OperatorDef messages in passes (internal;
+ * the argument helpers are core's, core/opdef_args.h, so the gradient makers' accessors
+ * there can use them too).
  *
  * Everything is allocated with malloc so that protobuf_c_message_free_unpacked(m, NULL)
  * frees a built message exactly like a parsed one; passes can mix the two freely.
@@ -9,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "core/opdef_args.h" /* the dm_opdef_*_arg and dm_netdef_*_arg helpers */
 #include "core/status.h"
 #include "proto/caffe2.pb-c.h"
 
@@ -22,28 +25,9 @@ DM_HIDDEN dm_status dm_strv_push(char ***arr, size_t *n, const char *s);
 DM_HIDDEN dm_status dm_opdef_new(const char *type, Caffe2__OperatorDef **out);
 DM_HIDDEN dm_status dm_opdef_add_input(Caffe2__OperatorDef *op, const char *name);
 DM_HIDDEN dm_status dm_opdef_add_output(Caffe2__OperatorDef *op, const char *name);
-/* The argument named `name`, or NULL. */
-DM_HIDDEN Caffe2__Argument *dm_opdef_find_arg(const Caffe2__OperatorDef *op, const char *name);
-/* Its integer argument `name`, or dflt when absent or not an integer. */
-DM_HIDDEN int64_t dm_opdef_arg_int(const Caffe2__OperatorDef *op, const char *name, int64_t dflt);
 /* Nonzero when `op` reads (writes) blob `name`. */
 DM_HIDDEN int dm_opdef_reads(const Caffe2__OperatorDef *op, const char *name);
 DM_HIDDEN int dm_opdef_writes(const Caffe2__OperatorDef *op, const char *name);
-/* Adds or replaces an argument. */
-DM_HIDDEN dm_status dm_opdef_set_arg_int(Caffe2__OperatorDef *op, const char *name, int64_t v);
-DM_HIDDEN dm_status dm_opdef_set_arg_float(Caffe2__OperatorDef *op, const char *name, float v);
-DM_HIDDEN dm_status dm_opdef_set_arg_string(Caffe2__OperatorDef *op, const char *name,
-                                            const char *v);
-DM_HIDDEN dm_status dm_opdef_set_arg_ints(Caffe2__OperatorDef *op, const char *name,
-                                          const int64_t *v, size_t n);
-DM_HIDDEN dm_status dm_opdef_set_arg_floats(Caffe2__OperatorDef *op, const char *name,
-                                            const float *v, size_t n);
-/* The same for a net's own arguments (passes mark the nets they have rewritten). */
-DM_HIDDEN Caffe2__Argument *dm_netdef_find_arg(const Caffe2__NetDef *net, const char *name);
-DM_HIDDEN dm_status dm_netdef_set_arg_string(Caffe2__NetDef *net, const char *name,
-                                             const char *v);
-/* Removes every argument. */
-DM_HIDDEN void dm_opdef_clear_args(Caffe2__OperatorDef *op);
 /* Appends `op` to the net, taking ownership (freed here on failure). */
 DM_HIDDEN dm_status dm_netdef_append_op(Caffe2__NetDef *net, Caffe2__OperatorDef *op);
 /* Inserts `op` at position `at`, taking ownership. */

@@ -1,4 +1,6 @@
-/* gradient_pass.c: the gradient pass, and the dm_grad_* calls gradient makers use. */
+/* gradient_pass.c: the gradient pass: the backward net of a forward net, from each op's
+ * gradient maker (the dm_grad_* calls makers use are core's, core/grad_ctx.c; the pass
+ * fills their dm_grad_ctx and appends what they emit). */
 #include "net/passes/gradient_pass.h"
 
 #include <stdio.h>
@@ -6,6 +8,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "core/grad_ctx_impl.h"
 #include "core/registry.h"
 #include "demitasse_plugin.h"
 #include "net/passes/memory_pass.h"
@@ -45,115 +48,31 @@ typedef struct pass_state {
   char *needed;            /* per blob index: loss gradient can use it */
 } pass_state;
 
-struct dm_grad_ctx {
-  const Caffe2__OperatorDef *op;
-  const char **out_grads;
-  char **in_grads;      /* names chosen by the pass */
-  char **in_alias;      /* set by dm_grad_set_input_grad */
-  const char *needed;   /* per input, or NULL = all */
-  Caffe2__NetDef *out;
-  Caffe2__OperatorDef *last;
-  char *scratch;        /* returned strings */
-};
-
-/* --- dm_grad_* calls ---------------------------------------------------------------- */
-
-int dm_grad_num_inputs(const dm_grad_ctx *g) { return (int)g->op->n_input; }
-int dm_grad_num_outputs(const dm_grad_ctx *g) { return (int)g->op->n_output; }
-const char *dm_grad_input(const dm_grad_ctx *g, int i) {
-  return i >= 0 && (size_t)i < g->op->n_input ? g->op->input[i] : NULL;
-}
-const char *dm_grad_output(const dm_grad_ctx *g, int i) {
-  return i >= 0 && (size_t)i < g->op->n_output ? g->op->output[i] : NULL;
-}
-const char *dm_grad_output_grad(const dm_grad_ctx *g, int i) {
-  return i >= 0 && (size_t)i < g->op->n_output ? g->out_grads[i] : NULL;
-}
-const char *dm_grad_input_grad(const dm_grad_ctx *g, int i) {
-  return i >= 0 && (size_t)i < g->op->n_input ? g->in_grads[i] : NULL;
-}
-int dm_grad_input_needed(const dm_grad_ctx *g, int i) {
-  if (i < 0 || (size_t)i >= g->op->n_input)
-    return 0;
-  return g->needed ? g->needed[i] : 1;
-}
-
-dm_status dm_grad_set_input_grad(dm_grad_ctx *g, int i, const char *blob) {
-  if (i < 0 || (size_t)i >= g->op->n_input)
-    return dm_error(DM_ERR_INVALID, "gradient maker: input %d does not exist", i);
-  if (!blob) /* e.g. an output gradient that does not exist, passed on unchecked */
-    return dm_error(DM_ERR_INVALID, "gradient maker: NULL gradient name for input %d", i);
-  char *copy = strdup(blob);
-  if (!copy)
-    return DM_NOMEM("a gradient name");
-  free(g->in_alias[i]);
-  g->in_alias[i] = copy;
-  return DM_OK;
-}
-
-int dm_grad_has_arg(const dm_grad_ctx *g, const char *name) {
-  return dm_opdef_find_arg(g->op, name) != NULL;
-}
-int64_t dm_grad_arg_int(const dm_grad_ctx *g, const char *name, int64_t dflt) {
-  const Caffe2__Argument *a = dm_opdef_find_arg(g->op, name);
-  return a && a->has_i ? a->i : dflt;
-}
-float dm_grad_arg_float(const dm_grad_ctx *g, const char *name, float dflt) {
-  const Caffe2__Argument *a = dm_opdef_find_arg(g->op, name);
-  if (a && a->has_f)
-    return a->f;
-  return a && a->has_i ? (float)a->i : dflt;
-}
-
-dm_status dm_grad_emit(dm_grad_ctx *g, const char *type, int n_in, const char *const *in,
-                       int n_out, const char *const *out) {
+/* dm_grad_host.emit for the pass: the op a maker emits, built and appended to the
+ * backward net `self`. The gradient kernel reads the same conv geometry, axis, etc., so
+ * the forward op's arguments, device and engine are copied. */
+static dm_status emit_gradient_op(void *self, const Caffe2__OperatorDef *fwd, const char *type,
+                                  int n_in, const char *const *in, int n_out,
+                                  const char *const *out, Caffe2__OperatorDef **made) {
   dm_opb b;
   dm_opb_start(&b, type);
-  for (int i = 0; i < n_in && b.s == DM_OK; i++)
-    if (in[i])
-      dm_opb_input(&b, in[i]);
-    else
-      dm_opb_fail(&b, dm_error(DM_ERR_INVALID, "gradient maker: input %d of %s is NULL", i, type));
-  for (int i = 0; i < n_out && b.s == DM_OK; i++)
-    if (out[i])
-      dm_opb_output(&b, out[i]);
-    else
-      dm_opb_fail(&b,
-                  dm_error(DM_ERR_INVALID, "gradient maker: output %d of %s is NULL", i, type));
-  /* Copy the forward op's arguments, device and engine: the gradient kernel reads the
-   * same conv geometry, axis, etc. */
-  for (size_t i = 0; i < g->op->n_arg; i++)
-    dm_opb_copy_arg(&b, g->op->arg[i]);
-  if (g->op->device_option)
-    dm_opb_device_option(&b, g->op->device_option);
-  if (g->op->engine)
-    dm_opb_engine(&b, g->op->engine);
+  for (int i = 0; i < n_in; i++)
+    dm_opb_input(&b, in[i]);
+  for (int i = 0; i < n_out; i++)
+    dm_opb_output(&b, out[i]);
+  for (size_t i = 0; i < fwd->n_arg; i++)
+    dm_opb_copy_arg(&b, fwd->arg[i]);
+  if (fwd->device_option)
+    dm_opb_device_option(&b, fwd->device_option);
+  if (fwd->engine)
+    dm_opb_engine(&b, fwd->engine);
   dm_opb_gradient(&b, 1);
   Caffe2__OperatorDef *op = dm_opb_op(&b);
   if (op) /* errors name it after its forward op as written (op_origin.h) */
-    op->debug_info = dm_origin_of_gradient(g->op);
-  DM_TRY(dm_opb_append(&b, g->out));
-  g->last = op;
+    op->debug_info = dm_origin_of_gradient(fwd);
+  DM_TRY(dm_opb_append(&b, (Caffe2__NetDef *)self));
+  *made = op;
   return DM_OK;
-}
-
-static dm_status need_last(const dm_grad_ctx *g) {
-  return g->last ? DM_OK : dm_error(DM_ERR_INVALID, "gradient maker: no op emitted yet");
-}
-
-dm_status dm_grad_set_arg_int(dm_grad_ctx *g, const char *name, int64_t v) {
-  DM_TRY(need_last(g));
-  return dm_opdef_set_arg_int(g->last, name, v);
-}
-
-dm_status dm_grad_set_arg_float(dm_grad_ctx *g, const char *name, float v) {
-  DM_TRY(need_last(g));
-  return dm_opdef_set_arg_float(g->last, name, v);
-}
-
-void dm_grad_clear_args(dm_grad_ctx *g) {
-  if (g->last)
-    dm_opdef_clear_args(g->last);
 }
 
 /* --- running one maker -------------------------------------------------------------- */
@@ -180,7 +99,8 @@ static char *str_printf(const char *fmt, const char *a, int k) {
 static dm_status run_maker(const Caffe2__OperatorDef *op, const dm_op_schema *schema,
                            const char **out_grads, char **in_names, const char *needed,
                            Caffe2__NetDef *out, char ***alias_out) {
-  dm_grad_ctx g = {.op = op, .out_grads = out_grads, .needed = needed, .out = out};
+  dm_grad_ctx g = {.op = op, .out_grads = out_grads, .needed = needed,
+                   .host = {out, emit_gradient_op}};
   g.in_grads = calloc(op->n_input + 1, sizeof *g.in_grads);
   g.in_alias = calloc(op->n_input + 1, sizeof *g.in_alias);
   if (!g.in_grads || !g.in_alias) {

@@ -38,12 +38,9 @@ FORBIDDEN_SIDEWAYS = {("operators", "gpu")}
 # must still occur (a stale entry is an error), so the list cannot outlive its reason.
 # Allowed edges are left out of the cycle search too: each would close a cycle with the
 # downward calls that registration makes (net/init.c -> operators/builtin.c -> ...).
-ALLOWED_UPWARD = {
-    ("operators", "dm_grad_*"):
-        "the gradient makers' accessors (demitasse_plugin.h) are implemented by the "
-        "gradient builder in net/passes/gradient_pass.c, as dm_op_* were by net/op_ctx.c; moving "
-        "them into core like dm_op_ctx is still to do",
-}
+# Empty: what kernels and gradient makers call is core's (core/op_ctx.c, core/grad_ctx.c),
+# and what those need of net/ is handed down to them (a field, a callback).
+ALLOWED_UPWARD = {}
 # Cycles between files being removed elsewhere, as sets of files: printed as notes. One
 # that no longer occurs exactly so is an error, so the list cannot outlive the fix.
 KNOWN_CYCLES = []

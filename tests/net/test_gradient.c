@@ -1,8 +1,9 @@
 /* test_gradient.c: the gradient pass on nets of test ops whose gradient makers are
  * written here: naming (X_grad, the autogen seed), partial gradients summed where a
  * blob feeds several ops, in-place ops, no-gradient ops stopping the flow, ops whose
- * gradient must not be taken, ops of another arity than their schema's, and the numbers
- * the backward net computes. */
+ * gradient must not be taken, ops of another arity than their schema's, what a maker may
+ * edit of the ops it emits and what it is refused, and the numbers the backward net
+ * computes. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,6 +45,24 @@ static dm_status add_grad(dm_grad_ctx *g) {
   DM_TRY(dm_grad_set_input_grad(g, 0, dm_grad_output_grad(g, 0)));
   return dm_grad_set_input_grad(g, 1, dm_grad_output_grad(g, 0));
 }
+/* GEdit: Y = X. Gradient: GScale(dY) whose copied arguments are replaced by scale 5 and
+ * k 7, through dm_grad_clear_args and dm_grad_set_arg_*. */
+static dm_status edit_grad(dm_grad_ctx *g) {
+  const char *in[] = {dm_grad_output_grad(g, 0)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  DM_TRY(dm_grad_emit(g, "GScale", 1, in, 1, out));
+  dm_grad_clear_args(g);
+  DM_TRY(dm_grad_set_arg_float(g, "scale", 5));
+  return dm_grad_set_arg_int(g, "k", dm_grad_arg_int(g, "k", 0) + 1);
+}
+/* GBad: a maker passing on the gradient of an output that does not exist (NULL);
+ * GEarly: one setting an argument before it has emitted anything. Both are refused. */
+static dm_status bad_grad(dm_grad_ctx *g) {
+  const char *in[] = {dm_grad_output_grad(g, 0), dm_grad_output_grad(g, 1)};
+  const char *out[] = {dm_grad_input_grad(g, 0)};
+  return dm_grad_emit(g, "GScale", 2, in, 1, out);
+}
+static dm_status early_grad(dm_grad_ctx *g) { return dm_grad_set_arg_int(g, "k", 1); }
 /* GFill: X = value (no gradient); GStop: Y = X, stops the gradient; GAcc: forbidden. */
 static dm_status fill_run(dm_op_ctx *ctx) {
   int64_t one = 1;
@@ -65,11 +84,18 @@ static const dm_op_schema schemas[] = {
     {DM_SCHEMA_SIZE, .type = "GStop", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .no_gradient = 1},
     {DM_SCHEMA_SIZE, .type = "GAcc", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1},
+    {DM_SCHEMA_SIZE, .type = "GEdit", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .gradient = edit_grad},
+    {DM_SCHEMA_SIZE, .type = "GBad", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .gradient = bad_grad},
+    {DM_SCHEMA_SIZE, .type = "GEarly", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .gradient = early_grad},
 };
 static const dm_kernel_def kernels[] = {
     {DM_KERNEL_SIZE, .type = "GScale", .run = scale_run}, {DM_KERNEL_SIZE, .type = "GAdd", .run = add_run},
     {DM_KERNEL_SIZE, .type = "GFill", .run = fill_run},   {DM_KERNEL_SIZE, .type = "GStop", .run = copy_run},
-    {DM_KERNEL_SIZE, .type = "GAcc", .run = copy_run},
+    {DM_KERNEL_SIZE, .type = "GAcc", .run = copy_run},    {DM_KERNEL_SIZE, .type = "GEdit", .run = copy_run},
+    {DM_KERNEL_SIZE, .type = "GBad", .run = copy_run},    {DM_KERNEL_SIZE, .type = "GEarly", .run = copy_run},
 };
 
 static int setup(void **state) {
@@ -192,6 +218,38 @@ static void test_forbidden_and_missing_loss(void **state) {
   protobuf_c_message_free_unpacked(&odd->base, NULL);
 }
 
+/* What a maker emits is appended as a gradient op with the forward op's arguments, device
+ * and engine, which the maker may then replace; a NULL name, or an argument set before
+ * any op, is refused with the maker's op named. */
+static void test_maker_edits_and_refusals(void **state) {
+  (void)state;
+  Caffe2__NetDef *net = parse("op { input: 'x' output: 'y' type: 'GEdit' engine: 'E' "
+                              "device_option { device_type: 0 } arg { name: 'k' i: 6 } "
+                              "arg { name: 'scale' f: 2 } }");
+  const char *loss = "y";
+  assert_ok(dm_gradient_pass(net, &(dm_gradient_opts){&loss, 1}));
+  char buf[1024];
+  describe(net, 1, buf, sizeof buf);
+  assert_string_equal(buf, "ConstantFill(y)->y_autogen_grad; GScale(y_autogen_grad)->x_grad");
+  const Caffe2__OperatorDef *g = net->op[2];
+  assert_int_equal(g->n_arg, 2);
+  assert_string_equal(g->arg[0]->name, "scale");
+  assert_true(g->arg[0]->has_f && g->arg[0]->f == 5.0f);
+  assert_string_equal(g->arg[1]->name, "k");
+  assert_true(g->arg[1]->has_i && g->arg[1]->i == 7);
+  assert_string_equal(g->engine, "E");
+  assert_non_null(g->device_option);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+  Caffe2__NetDef *bad = parse("op { input: 'x' output: 'y' type: 'GBad' }");
+  assert_status_msg(dm_gradient_pass(bad, &(dm_gradient_opts){&loss, 1}), DM_ERR_INVALID, "op 0 (GBad)",
+                    "gradient maker: input 1 of GScale is NULL");
+  protobuf_c_message_free_unpacked(&bad->base, NULL);
+  Caffe2__NetDef *early = parse("op { input: 'x' output: 'y' type: 'GEarly' }");
+  assert_status_msg(dm_gradient_pass(early, &(dm_gradient_opts){&loss, 1}), DM_ERR_INVALID, "op 0 (GEarly)",
+                    "gradient maker: no op emitted yet");
+  protobuf_c_message_free_unpacked(&early->base, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_structure),
@@ -199,6 +257,7 @@ int main(void) {
       cmocka_unit_test(test_autosplit_names),
       cmocka_unit_test(test_stop_gradient),
       cmocka_unit_test(test_forbidden_and_missing_loss),
+      cmocka_unit_test(test_maker_edits_and_refusals),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
