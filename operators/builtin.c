@@ -41,6 +41,7 @@ static const dm_op_family *const families[] = {
     &dm_family_clip_norm,
     &dm_family_layernorm,
     &dm_family_masked_softmax,
+    &dm_family_mask_tokens,
     NULL,
 };
 

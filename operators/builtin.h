@@ -45,6 +45,7 @@ extern const dm_op_family dm_family_where;
 extern const dm_op_family dm_family_clip_norm;
 extern const dm_op_family dm_family_layernorm;
 extern const dm_op_family dm_family_masked_softmax;
+extern const dm_op_family dm_family_mask_tokens; /* MaskTokens (BERT's masking) */
 
 /* Registers every built-in family's schemas and CPU kernels (called by dm_init in
  * net/init.c, which also registers the CUDA backend). */

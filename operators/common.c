@@ -119,6 +119,22 @@ dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why) {
                      i, dm_op_input_name(ctx, i), why);
 }
 
+dm_status dm_op_iteration_input(dm_op_ctx *ctx, int i, int64_t *b) {
+  const dm_tensor *it = dm_op_input(ctx, i);
+  if ((it->dtype != DM_INT64 && it->dtype != DM_INT32) || it->numel != 1)
+    return dm_op_error(ctx, DM_ERR_TYPE,
+                       "input 'iter' must be one INT64 (or INT32) value, not %s of %lld",
+                       dm_dtype_name(it->dtype), (long long)it->numel);
+  if (!b || !dm_tensor_data(it))
+    return DM_OK;
+  *b = it->dtype == DM_INT64 ? *(const int64_t *)dm_tensor_data(it)
+                             : *(const int32_t *)dm_tensor_data(it);
+  if (*b < 0)
+    return dm_op_error(ctx, DM_ERR_INVALID, "iteration %lld is out of range (iter must be "
+                       ">= 0)", (long long)*b);
+  return DM_OK;
+}
+
 void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c) {
   for (int i = 0; i < dm_op_num_inputs(ctx); i++) {
     const dm_tensor *t = dm_op_input(ctx, i);

@@ -63,6 +63,12 @@ DM_HIDDEN dm_status dm_cast_init(dm_op_ctx *ctx, void **state);
  * DM_ERR_NOT_FOUND: the output shape is not known yet, which is no fault of the op (the
  * ONNX importer tells it apart from an op's own refusals by this status). */
 DM_HIDDEN dm_status dm_op_need_values(dm_op_ctx *ctx, int i, const char *why);
+/* An optional `iter` input (slot i): the INT64 iteration blob that checkpoints carry (INT32
+ * taken too), one value. Checked always; with b not NULL and values there (not shape
+ * inference), *b is its value, checked >= 0. The ops that pick what they do by the
+ * iteration, so that a resumed run does what the uninterrupted one did, share it
+ * (TensorProtosDBInput's batch, MaskTokens' draws). */
+DM_HIDDEN dm_status dm_op_iteration_input(dm_op_ctx *ctx, int i, int64_t *b);
 /* Adds the bytes of every input and output to *c (the part of a cost all ops share). */
 DM_HIDDEN void dm_cost_io(dm_op_ctx *ctx, dm_op_cost *c);
 /* The OperatorDef `order` argument's channel axis: NCHW -> 1, NHWC -> 3. */

@@ -394,13 +394,8 @@ static dm_status dbi_init(dm_op_ctx *ctx, void **state) {
 
 static dm_status dbi_infer(dm_op_ctx *ctx) {
   dbi_state *st = dm_op_state(ctx);
-  if (dm_op_num_inputs(ctx) > 0) {
-    const dm_tensor *it = dm_op_input(ctx, 0);
-    if ((it->dtype != DM_INT64 && it->dtype != DM_INT32) || it->numel != 1)
-      return dm_op_error(ctx, DM_ERR_TYPE,
-                         "input 'iter' must be one INT64 (or INT32) value, not %s of %lld",
-                         dm_dtype_name(it->dtype), (long long)it->numel);
-  }
+  if (dm_op_num_inputs(ctx) > 0)
+    DM_TRY(dm_op_iteration_input(ctx, 0, NULL));
   if (!st)
     return dm_op_error(ctx, DM_ERR_INVALID, "the DB was not opened");
   for (int k = 0; k < st->n_out; k++) {
@@ -417,10 +412,8 @@ static dm_status dbi_run(dm_op_ctx *ctx) {
   dbi_state *st = dm_op_state(ctx);
   int64_t b = st->runs;
   if (dm_op_num_inputs(ctx) > 0) {
-    const dm_tensor *it = dm_op_input(ctx, 0);
-    b = it->dtype == DM_INT64 ? *(const int64_t *)dm_tensor_data(it)
-                              : *(const int32_t *)dm_tensor_data(it);
-    if (b < 0 || (uint64_t)b > UINT64_MAX / 2 / (uint64_t)st->batch)
+    DM_TRY(dm_op_iteration_input(ctx, 0, &b));
+    if ((uint64_t)b > UINT64_MAX / 2 / (uint64_t)st->batch)
       return dm_op_error(ctx, DM_ERR_INVALID, "iteration %lld is out of range", (long long)b);
   }
   if (!st->started) {

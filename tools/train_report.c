@@ -1,4 +1,13 @@
-/* train_report.c: progress line, metrics CSV and an SVG of the training curves. */
+/* train_report.c: progress line, metrics CSV and an SVG of the training curves.
+ *
+ * The CSV's last column, test_perplexity, is exp(test_loss): what a language model's
+ * loss (the mean cross-entropy per token, in nats) is read as. It came after the other
+ * columns, so a CSV written before it (8 columns) is still read by --resume: its rows are
+ * kept with the column filled in from their test_loss. The console shows it on the test
+ * line in place of an accuracy when the test pass measured none (a language model's test
+ * net scores a loss over tokens; a classifier's line keeps its accuracy). The plot does
+ * not draw it: the loss panel has the test loss already, and the same values through
+ * exp() would be dominated by the first passes' large ones. */
 #include "train_report.h"
 
 #include "core/fileio.h"
@@ -12,7 +21,16 @@
 #include <unistd.h>
 
 static const char csv_header[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
-                                 "loss_scale,skipped\n";
+                                 "loss_scale,skipped,test_perplexity\n";
+/* The header of a CSV written before the test_perplexity column. */
+static const char csv_header_8[] = "iter,loss,accuracy,test_loss,test_accuracy,images_per_s,"
+                                   "loss_scale,skipped\n";
+
+/* A row's test_perplexity: exp(test_loss), empty without a test loss ("%.9g": the other
+ * columns' digits; a loss past exp's range reads inf). */
+static int perplexity_field(char *buf, size_t cap, double test_loss) {
+  return isnan(test_loss) ? snprintf(buf, cap, ",") : snprintf(buf, cap, ",%.9g", exp(test_loss));
+}
 
 /* One CSV field as a number: empty is NAN; `*s` moves past the field and its comma. */
 static double csv_field(const char **s, const char *end) {
@@ -77,7 +95,13 @@ static dm_status reconcile_csv(dm_train_report *r, const char *path, long upto) 
       s = dm_error(DM_ERR_IO, "%s: read failed: %s", path, dm_errno_text(errno));
     fclose(f);
   }
-  if (s == DM_OK && !(out = malloc(sizeof csv_header + len)))
+  /* A CSV from before test_perplexity (its header exactly the 8 columns) gains the field
+   * in each row kept: at most a comma and %.9g's 15 characters. */
+  size_t hl = sizeof csv_header_8 - 1, rows = 0;
+  int old8 = buf && len >= hl && !memcmp(buf, csv_header_8, hl);
+  for (size_t i = 0; old8 && i < len; i++)
+    rows += buf[i] == '\n';
+  if (s == DM_OK && !(out = malloc(sizeof csv_header + len + rows * 24)))
     s = DM_NOMEM("the metrics CSV");
   if (s != DM_OK) {
     free(buf);
@@ -108,8 +132,11 @@ static dm_status reconcile_csv(dm_train_report *r, const char *path, long upto) 
       double sk = csv_field(&q, nl);
       pt.skipped = isnan(sk) ? -1 : (long)sk;
       s = add_point(r, &pt);
-      memcpy(out + n, p, (size_t)(nl + 1 - p));
-      n += (size_t)(nl + 1 - p);
+      memcpy(out + n, p, (size_t)(nl - p));
+      n += (size_t)(nl - p);
+      if (old8)
+        n += (size_t)perplexity_field(out + n, 24, pt.test_loss);
+      out[n++] = '\n';
       last = it;
     }
     p = nl + 1;
@@ -185,7 +212,9 @@ static dm_status append_row(dm_train_report *r, const dm_train_point *p) {
   csv_num(f, p->test_accuracy);
   csv_num(f, p->images_per_s);
   csv_num(f, p->loss_scale);
-  fprintf(f, ",%ld\n", p->skipped);
+  char ppl[32];
+  perplexity_field(ppl, sizeof ppl, p->test_loss);
+  fprintf(f, ",%ld%s\n", p->skipped, ppl);
   errno = 0;
   if (fflush(f) == 0 && !ferror(f))
     return DM_OK;
@@ -218,12 +247,20 @@ dm_status dm_report_add(dm_train_report *r, const dm_train_point *p, long total,
   if (!isnan(p->loss_scale) && n > 0 && (size_t)n < sizeof line)
     n += snprintf(line + n, sizeof line - (size_t)n, "  S %g  skipped %ld", p->loss_scale,
                   p->skipped);
-  if (!isnan(p->test_accuracy) && n > 0 && (size_t)n < sizeof line)
-    snprintf(line + n, sizeof line - (size_t)n, "  test loss %.4f acc %.4f", p->test_loss,
-             p->test_accuracy);
+  /* A test pass ran when it measured a loss or an accuracy (a language model's test net
+   * has no accuracy: its line shows the perplexity instead). */
+  int tested = !isnan(p->test_accuracy) || !isnan(p->test_loss);
+  if (tested && n > 0 && (size_t)n < sizeof line) {
+    if (!isnan(p->test_accuracy))
+      snprintf(line + n, sizeof line - (size_t)n, "  test loss %.4f acc %.4f", p->test_loss,
+               p->test_accuracy);
+    else
+      snprintf(line + n, sizeof line - (size_t)n, "  test loss %.4f ppl %.2f", p->test_loss,
+               exp(p->test_loss));
+  }
   if (r->tty) {
     /* one line rewritten in place; test results stay on their own line */
-    printf("\r\033[K%s%s", line, !isnan(p->test_accuracy) ? "\n" : "");
+    printf("\r\033[K%s%s", line, tested ? "\n" : "");
     fflush(stdout);
   } else {
     printf("%s\n", line);

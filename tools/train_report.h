@@ -27,7 +27,10 @@ typedef struct dm_train_report {
   size_t n, cap;
 } dm_train_report;
 
-/* csv_path may be NULL (no CSV, no SVG); the SVG goes beside it (.csv -> .svg).
+/* csv_path may be NULL (no CSV, no SVG); the SVG goes beside it (.csv -> .svg). The
+ * CSV's columns: iter, loss, accuracy, test_loss, test_accuracy, images_per_s,
+ * loss_scale, skipped, test_perplexity (= exp(test_loss); an older CSV without it is
+ * resumed with it filled in).
  * resume_iter < 0: a new CSV. Otherwise a resumed run from a checkpoint at that
  * iteration: the CSV is rewritten (atomically) to its header and its whole rows up to
  * resume_iter, each iteration once (a killed run's rows past its checkpoint and a torn
