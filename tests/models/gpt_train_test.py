@@ -1,0 +1,62 @@
+"""gpt_train_test.py: the generated GPT trained through the real pipeline (CLI).
+
+    gpt_train_test.py DEMITASSE MAKE_LM_DB SOURCE_ROOT
+
+The tiny GPT (lm_common.TINY) on a token DB whose next token is a function of the
+current one (make_lm_db's cycle through a permutation): `demitasse train` in FP32, then
+with --fp16 and --bf16. Each run's first loss (the initial weights') must be within
+lm_common.initial_loss_bound of ln V, chance; the runs must then learn:
+  - FP32: the mean of the last 5 losses below ln(V) / 4, i.e. a geometric-mean
+    probability of the right token above V^(-1/4) (0.47 at V = 20; chance is 1 / V);
+  - FP16 and BF16: below ln(V) / 2 (probability above V^(-1/2) = 0.22). The bound is
+    looser because reduced precision changes the trajectory, not only the rounding:
+    BF16 keeps 8 bits (u = 2^-9), so the logits of the head (|z| up to ~10 once
+    trained) carry errors near 10 * 2^-9 * sqrt(D) ~ 0.1 each, and the steps that follow
+    differ; the bound asks for learning, not for FP32's numbers.
+"""
+import math
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lm_common as lm  # noqa: E402
+
+ITERS = 60
+
+
+def train(demitasse, d, tag, extra):
+    csv = os.path.join(d, tag + ".csv")
+    lm.run([demitasse, "train", "--init", "gpt_init.pbtxt", "--net", "gpt_train.pbtxt",
+            "--train-db", "train_lmdb", "--iters", ITERS, "--optimizer", "adam", "--lr", "0.01",
+            "--log-every", 1, "--csv", csv] + extra, cwd=d)
+    losses = lm.read_losses(csv)
+    if len(losses) != ITERS:
+        lm.fail("%s: %d losses in %s, expected one per iteration (%d)" % (tag, len(losses), csv, ITERS))
+    return losses
+
+
+def main():
+    demitasse, make_lm_db, src = (os.path.abspath(p) for p in sys.argv[1:4])
+    cfg = lm.TINY
+    V = cfg["vocab"]
+    chance = math.log(V)
+    bound0 = lm.initial_loss_bound(cfg["width"], V)
+    with tempfile.TemporaryDirectory(prefix="dm_gpt_train_") as d:
+        lm.generate(src, "gpt", d)
+        lm.make_db(make_lm_db, os.path.join(d, "train_lmdb"), 64)
+        for tag, extra, limit in (("fp32", [], chance / 4), ("fp16", ["--fp16"], chance / 2),
+                                  ("bf16", ["--bf16"], chance / 2)):
+            losses = train(demitasse, d, tag, extra)
+            first, last = losses[0], sum(losses[-5:]) / 5
+            print("%s: first loss %.4f (ln V = %.4f, bound +-%.4f), last 5 mean %.4f (limit %.4f)"
+                  % (tag, first, chance, bound0, last, limit))
+            if abs(first - chance) > bound0:
+                lm.fail("%s: first loss %.6f is not within %.4f of ln V = %.6f" % (tag, first, bound0, chance))
+            if not last < limit:
+                lm.fail("%s: the last losses average %.6f, not below %.4f" % (tag, last, limit))
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""models_regen_test.py: the checked-in GPT and BERT nets are what their generators write.
+
+    models_regen_test.py SOURCE_ROOT
+
+For models/gpt and models/bert: the command in the second header line of the init net
+(the generator writes it there) is run into a temporary folder, and every generated
+.pbtxt must be byte-identical to the checked-in one, and no checked-in .pbtxt may be
+missing from the output. The command must be the documented default (4 layers, width
+256, 4 heads, context 128); where Debian's fortunes files are installed, its --vocab
+must be the char vocabulary of the files the README names (char_vocab.py).
+"""
+import filecmp
+import os
+import shlex
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lm_common as lm  # noqa: E402
+
+FORTUNES = "/usr/share/games/fortunes"
+CORPUS = ["fortunes", "literature", "riddles"]
+DEFAULT = {"--layers": "4", "--width": "256", "--heads": "4", "--context": "128"}
+
+
+def main():
+    src = os.path.abspath(sys.argv[1])
+    vocab = None
+    if all(os.path.exists(os.path.join(FORTUNES, f)) for f in CORPUS):
+        vocab = lm.run([sys.executable, os.path.join(src, "models/transformer/char_vocab.py")]
+                       + [os.path.join(FORTUNES, f) for f in CORPUS]).strip()
+    else:
+        print("fortunes not installed: the vocabulary size is not recomputed")
+    for model in ("gpt", "bert"):
+        folder = os.path.join(src, "models", model)
+        with open(os.path.join(folder, model + "_init.pbtxt"), encoding="utf-8") as f:
+            f.readline()
+            cmd = shlex.split(f.readline().lstrip("#").strip())
+        opts = dict(zip(cmd[1::2], cmd[2::2]))
+        for k, v in DEFAULT.items():
+            if opts.get(k) != v:
+                lm.fail("%s: the checked-in nets were made with %s %s, not the default %s"
+                        % (model, k, opts.get(k), v))
+        if vocab is not None and opts.get("--vocab") != vocab:
+            lm.fail("%s: --vocab %s, but the corpus %s has %s code points"
+                    % (model, opts.get("--vocab"), " ".join(CORPUS), vocab))
+        with tempfile.TemporaryDirectory(prefix="dm_regen_") as d:
+            lm.run([sys.executable, os.path.join(src, cmd[0])] + cmd[1:] + ["--out-dir", d])
+            made = sorted(f for f in os.listdir(d) if f.endswith(".pbtxt"))
+            have = sorted(f for f in os.listdir(folder) if f.endswith(".pbtxt"))
+            if made != have:
+                lm.fail("%s: the generator writes %s, the folder holds %s" % (model, made, have))
+            for name in made:
+                if not filecmp.cmp(os.path.join(d, name), os.path.join(folder, name), shallow=False):
+                    lm.fail("models/%s/%s differs from what `%s` writes now: regenerate it"
+                            % (model, name, " ".join(cmd)))
+            print("%s: %s regenerate byte for byte" % (model, ", ".join(made)))
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
