@@ -7,7 +7,8 @@ For models/gpt and models/bert: the command in the second header line of the ini
 .pbtxt must be byte-identical to the checked-in one, and no checked-in .pbtxt may be
 missing from the output. The command must be the documented default (4 layers, width
 256, 4 heads, context 128); where Debian's fortunes files are installed, its --vocab
-must be the char vocabulary of the files the README names (char_vocab.py).
+must be the char vocabulary of the files the README names (char_vocab.py). The
+configuration and the corpus are regen.py's.
 """
 import filecmp
 import os
@@ -18,13 +19,13 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lm_common as lm  # noqa: E402
 
-FORTUNES = "/usr/share/games/fortunes"
-CORPUS = ["fortunes", "literature", "riddles"]
-DEFAULT = {"--layers": "4", "--width": "256", "--heads": "4", "--context": "128"}
-
 
 def main():
     src = os.path.abspath(sys.argv[1])
+    sys.path.insert(0, os.path.join(src, "models", "transformer"))
+    import regen  # the default configuration and the corpus
+    FORTUNES, CORPUS = regen.FORTUNES, regen.CORPUS
+    DEFAULT = dict(zip(regen.DEFAULT[::2], regen.DEFAULT[1::2]))
     vocab = None
     if all(os.path.exists(os.path.join(FORTUNES, f)) for f in CORPUS):
         vocab = lm.run([sys.executable, os.path.join(src, "models/transformer/char_vocab.py")]

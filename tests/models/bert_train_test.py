@@ -1,0 +1,81 @@
+"""bert_train_test.py: the generated BERT trained through `demitasse train`.
+
+    bert_train_test.py DEMITASSE MAKE_LM_DB SOURCE_ROOT (mlm | stand-in)
+
+mlm: the tiny BERT (lm_common.TINY) as generated, masking by the MaskTokens op; skipped
+  (exit 77) while `demitasse ops` does not list MaskTokens. On make_lm_db's cycle a
+  masked token is a function of its neighbours, so the model can learn it.
+stand-in: the same nets with MaskTokens replaced by two Copy ops (masked = tokens,
+  labels = targets: each position predicts the next token, which bidirectional
+  attention sees), so the encoder, the MLM head and the ignore_label loss run today.
+
+Both: the first loss within lm_common.initial_loss_bound of ln(V + 1) (the head scores
+V + 1 rows, [MASK] included: the logits are lnf-like rows times wte plus a zero bias,
+the bound's case), and the mean of the last 10 below ln(V + 1) / 2 (a geometric-mean
+probability of the right token above (V + 1)^(-1/2) = 0.22; chance is 1 / (V + 1)).
+The last 10 rather than 5: MaskTokens scores ~15% of N * T = 19 positions a batch, so
+single losses are noisy.
+"""
+import math
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lm_common as lm  # noqa: E402
+
+ITERS = 80
+
+
+def stand_in(path):
+    """bert_train.pbtxt with MaskTokens replaced by Copy ops."""
+    with open(path) as f:
+        text = f.read()
+    text, n = re.subn(r'op \{ input: "tokens" input: "optimizer_iteration" output: "masked"'
+                      r'.*?type: "MaskTokens".*?\}\s*\}\n',
+                      'op { input: "tokens" output: "masked" type: "Copy" }\n'
+                      'op { input: "targets" output: "mlm_labels" type: "Copy" }\n',
+                      text, flags=re.S)
+    if n != 1:
+        lm.fail("%s: %d MaskTokens ops found, expected 1" % (path, n))
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    demitasse, make_lm_db, src = (os.path.abspath(p) for p in sys.argv[1:4])
+    mode = sys.argv[4]
+    if mode == "mlm":
+        ops = lm.run([demitasse, "ops"]).split()
+        if "MaskTokens" not in ops:
+            print("skipped: this build has no MaskTokens op (`demitasse ops`)")
+            sys.exit(lm.SKIP)
+    cfg = lm.TINY
+    rows = cfg["vocab"] + 1
+    chance = math.log(rows)
+    bound0 = lm.initial_loss_bound(cfg["width"], rows)
+    with tempfile.TemporaryDirectory(prefix="dm_bert_train_") as d:
+        lm.generate(src, "bert", d)
+        if mode == "stand-in":
+            stand_in(os.path.join(d, "bert_train.pbtxt"))
+        lm.make_db(make_lm_db, os.path.join(d, "train_lmdb"), 64)
+        csv = os.path.join(d, "bert.csv")
+        lm.run([demitasse, "train", "--init", "bert_init.pbtxt", "--net", "bert_train.pbtxt",
+                "--train-db", "train_lmdb", "--iters", ITERS, "--optimizer", "adam", "--lr", "0.01",
+                "--log-every", 1, "--csv", csv], cwd=d)
+        losses = lm.read_losses(csv)
+        if len(losses) != ITERS:
+            lm.fail("%d losses, expected %d" % (len(losses), ITERS))
+        first, last = losses[0], sum(losses[-10:]) / 10
+        print("%s: first loss %.4f (ln(V + 1) = %.4f, bound +-%.4f), last 10 mean %.4f (limit %.4f)"
+              % (mode, first, chance, bound0, last, chance / 2))
+        if abs(first - chance) > bound0:
+            lm.fail("first loss %.6f not within %.4f of ln(V + 1) = %.6f" % (first, bound0, chance))
+        if not last < chance / 2:
+            lm.fail("the last losses average %.6f, not below %.4f" % (last, chance / 2))
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
