@@ -38,10 +38,10 @@ def make_db(make_lm_db, path, records, cfg=TINY, seed=1):
     run([make_lm_db, path, records, cfg["context"], cfg["vocab"], seed])
 
 
-def read_losses(path):
-    """The loss column of a train --csv file, by iteration."""
+def read_losses(path, column="loss"):
+    """A column of a train --csv file (loss, test_loss), the rows that have it."""
     with open(path, newline="") as f:
-        return [float(r["loss"]) for r in csv.DictReader(f) if r["loss"]]
+        return [float(r[column]) for r in csv.DictReader(f) if r[column]]
 
 
 def initial_loss_bound(width, rows):
