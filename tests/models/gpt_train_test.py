@@ -2,13 +2,15 @@
 
     gpt_train_test.py DEMITASSE MAKE_LM_DB SOURCE_ROOT
 
-The tiny GPT (lm_common.TINY), with gpt_test.pbtxt as the test net, on a token DB whose next token is a function of the
-current one (make_lm_db's cycle through a permutation): `demitasse train` in FP32, then
-with --fp16 and --bf16. Each run's first loss (the initial weights') must be within
-lm_common.initial_loss_bound of ln V, chance; the runs must then learn:
-  - FP32: the mean of the last 5 losses, and the test net's loss at the end, below ln(V) / 4, i.e. a geometric-mean
-    probability of the right token above V^(-1/4) (0.47 at V = 20; chance is 1 / V);
-  - FP16 and BF16: below ln(V) / 2 (probability above V^(-1/2) = 0.22). The bound is
+The tiny GPT (lm_common.TINY), with gpt_test.pbtxt as the test net, on a token DB
+whose next token is a function of the current one (make_lm_db's cycle through a
+permutation): `demitasse train` in FP32, then with --fp16 and --bf16. Each run's first
+loss (the initial weights') must be within lm_common.initial_loss_bound of ln V,
+chance; the runs must then learn:
+  - FP32: the mean of the last 5 losses, and the test net's loss at the end, below
+    ln(V) / 4, i.e. a geometric-mean probability of the right token above V^(-1/4)
+    (0.47 at V = 20; chance is 1 / V);
+  - FP16 and BF16: both below ln(V) / 2 (probability above V^(-1/2) = 0.22). The bound is
     looser because reduced precision changes the trajectory, not only the rounding:
     BF16 keeps 8 bits (u = 2^-9), so the logits of the head (|z| up to ~10 once
     trained) carry errors near 10 * 2^-9 * sqrt(D) ~ 0.1 each, and the steps that follow

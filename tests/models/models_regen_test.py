@@ -8,7 +8,8 @@ For models/gpt and models/bert: the command in the second header line of the ini
 missing from the output. The command must be the documented default (4 layers, width
 256, 4 heads, context 128); where Debian's fortunes files are installed, its --vocab
 must be the char vocabulary of the files the README names (char_vocab.py). The
-configuration and the corpus are regen.py's.
+configuration and the corpus are regen.py's. Then the generators' --vocab-file and
+their refusals (check_cli).
 """
 import filecmp
 import os
@@ -56,7 +57,53 @@ def main():
                     lm.fail("models/%s/%s differs from what `%s` writes now: regenerate it"
                             % (model, name, " ".join(cmd)))
             print("%s: %s regenerate byte for byte" % (model, ", ".join(made)))
+    check_cli(src)
     print("PASS")
+
+
+def check_cli(src):
+    """--vocab-file reads V from make-db's vocab.txt header: the same nets as --vocab V;
+    a byte vocabulary is 256; a malformed header, or a width that the heads do not
+    divide, is refused naming the problem."""
+    import subprocess
+    with tempfile.TemporaryDirectory(prefix="dm_gen_cli_") as d:
+        def gen(model, out, *extra):
+            script = os.path.join(src, "models", model, "make_%s.py" % model)
+            return subprocess.run([sys.executable, script, "--layers", "1", "--width", "8",
+                                   "--heads", "2", "--context", "4", "--out-dir",
+                                   os.path.join(d, out)] + list(extra),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True)
+
+        for name, text in (("char.txt", "demitasse-vocab 1 char 37\na\n"),
+                           ("byte.txt", "demitasse-vocab 1 byte 256\n"),
+                           ("bad.txt", "vocab 37\n"), ("badbyte.txt", "demitasse-vocab 1 byte 37\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        for model in ("gpt", "bert"):
+            char = os.path.join(d, "char.txt")
+            for args, out in ((("--vocab", "37"), "v"), (("--vocab-file", char), "f")):
+                p = gen(model, model + out, *args)
+                if p.returncode:
+                    lm.fail("%s %s: %s" % (model, args, p.stderr))
+            for name in os.listdir(os.path.join(d, model + "v")):
+                a, b = (os.path.join(d, model + k, name) for k in "vf")
+                if not filecmp.cmp(a, b, shallow=False):
+                    lm.fail("%s: --vocab-file (char 37) and --vocab 37 write different %s" % (model, name))
+            p = gen(model, model + "b", "--vocab-file", os.path.join(d, "byte.txt"))
+            with open(os.path.join(d, model + "b", model + "_init.pbtxt")) as f:
+                if p.returncode or "--vocab 256 " not in f.read():
+                    lm.fail("%s: a byte vocab.txt does not give V = 256: %s" % (model, p.stderr))
+            refusals = ((("--vocab-file", os.path.join(d, "bad.txt")), "bad.txt: the first line"),
+                        (("--vocab-file", os.path.join(d, "badbyte.txt")), "a byte vocabulary has 256"),
+                        (("--vocab", "37", "--heads", "3"), "is not a multiple of --heads 3"))
+            for args, want in refusals:
+                p = gen(model, model + "x", *args)
+                if p.returncode == 0 or want not in p.stderr:
+                    lm.fail("%s %s: exit %d, stderr %r; expected a refusal saying %r"
+                            % (model, args, p.returncode, p.stderr, want))
+    print("generators: --vocab-file gives --vocab's nets, byte vocabularies are 256, bad "
+          "headers and widths refused")
 
 
 if __name__ == "__main__":
