@@ -12,9 +12,9 @@ chance; the runs must then learn:
     (0.47 at V = 20; chance is 1 / V);
   - FP16 and BF16: both below ln(V) / 2 (probability above V^(-1/2) = 0.22). The bound is
     looser because reduced precision changes the trajectory, not only the rounding:
-    BF16 keeps 8 bits (u = 2^-9), so the logits of the head (|z| up to ~10 once
-    trained) carry errors near 10 * 2^-9 * sqrt(D) ~ 0.1 each, and the steps that follow
-    differ; the bound asks for learning, not for FP32's numbers.
+    BF16 keeps 8 significant bits (u = 2^-8), so the logits of the head (|z| up to ~10
+    once trained) carry errors near 10 * 2^-8 * sqrt(D) ~ 0.2 each, and the steps that
+    follow differ; the bound asks for learning, not for FP32's numbers.
 """
 import math
 import os
