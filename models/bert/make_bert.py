@@ -17,8 +17,8 @@ writes, sharing blob names:
 The vocabulary has V + 1 rows: id V is [MASK]. The encoder is pre-LayerNorm (as GPT-2,
 not BERT's post-LN: the same block writer as the GPT, and it trains without warmup) with
 bidirectional attention and GELU's erf form, then a final LayerNorm. The MLM head is
-BERT's: FC D -> Gelu -> LayerNorm -> the decoder tied to the token embedding (h wte^T)
-plus a bias of V + 1. No segment embeddings, no next-sentence head, no dropout. There is
+BERT's: FC D -> Gelu -> LayerNorm -> the decoder tied to the token embedding, an FC
+whose W is wte (h wte^T + a bias of V + 1, nn.Linear with the tied weight). No segment embeddings, no next-sentence head, no dropout. There is
 no masked-token accuracy: Accuracy has no ignore_label, so it would count the -1 rows.
 """
 import os
@@ -49,14 +49,12 @@ def forward_loss(m, V):
         x = m.block(x, i, causal=False, fast_gelu=False)
     m.init_comment("final LayerNorm and the MLM head")
     n.comment("final LayerNorm; the MLM head: FC D -> Gelu -> LayerNorm -> logits [N, T, "
-              "V + 1] = h wte^T + mlm_dec_b")
+              "V + 1] = FC(h, wte, mlm_dec_b)")
     h = m.layer_norm(x, "lnf")
     h = m.linear(h, "mlm_fc", c.width, c.width, 0.02)
     n.op("Gelu", [h], ["mlm_gelu"])
     h = m.layer_norm("mlm_gelu", "mlm_ln")
-    m.tied_logits(h, "mlm_dec")
-    m.const("mlm_dec_b", [rows], 0.0)
-    n.op("Add", ["mlm_dec", "mlm_dec_b"], ["logits"])
+    m.tied_logits(h, "logits", bias="mlm_dec_b")
     n.comment("loss: cross-entropy over the chosen positions only (label -1 elsewhere)")
     n.op("SoftmaxWithLoss", ["logits", "mlm_labels"], ["softmax", "loss"],
          [netgen.arg_i("axis", 2), netgen.arg_i("ignore_label", -1)])

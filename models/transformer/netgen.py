@@ -88,6 +88,7 @@ class Model:
         self.net = None
         self.seed = cfg.seed
         self.filling = True
+        self.rows = None  # wte's rows, set by embeddings()
 
     def header(self, lines):
         """A generated file's header: who wrote it, the command that rewrites it, the
@@ -143,6 +144,7 @@ class Model:
         self.init_comment("embeddings: token table wte [%d, %d] (tied to the output head), "
                           "learned positions wpe [%d, %d], N(0, 0.02)" % (rows, c.width,
                                                                            c.context, c.width))
+        self.rows = rows
         self.gauss("wte", [rows, c.width], 0.02)
         self.gauss("wpe", [c.context, c.width], 0.02)
         if self.filling:
@@ -234,10 +236,16 @@ class Model:
         n.op("Add", [p + "_mid", m], ["x%d" % (i + 1)])
         return "x%d" % (i + 1)
 
-    def tied_logits(self, h, out):
-        """out [N, T, rows] = h [N, T, D] wte^T: the head reads the embedding table (its
-        gradient is the sum of this use and the Gather's)."""
-        self.net.op("BatchMatMul", [h, "wte"], [out], [arg_i("trans_b", 1), arg_i("broadcast", 1)])
+    def tied_logits(self, h, out, bias=None):
+        """out [N, T, rows] = h [N, T, D] wte^T (+ bias [rows], zero in the init net): the
+        head reads the embedding table, so its gradient is the sum of this use and the
+        Gather's. With a bias it is FC(h, wte, bias), torch's nn.Linear with the tied
+        weight (BERT's decoder); without, BatchMatMul (GPT-2's lm_head has no bias)."""
+        if bias is None:
+            self.net.op("BatchMatMul", [h, "wte"], [out], [arg_i("trans_b", 1), arg_i("broadcast", 1)])
+        else:
+            self.const(bias, [self.rows], 0.0)
+            self.net.op("FC", [h, "wte", bias], [out], [arg_i("axis", 2)])
         return out
 
     def token_accuracy(self, softmax, labels, rows):

@@ -20,7 +20,6 @@ single losses are noisy.
 """
 import math
 import os
-import re
 import sys
 import tempfile
 
@@ -28,21 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lm_common as lm  # noqa: E402
 
 ITERS = 80
-
-
-def stand_in(path):
-    """bert_train.pbtxt with MaskTokens replaced by Copy ops."""
-    with open(path) as f:
-        text = f.read()
-    text, n = re.subn(r'op \{ input: "tokens" input: "optimizer_iteration" output: "masked"'
-                      r'.*?type: "MaskTokens".*?\}\s*\}\n',
-                      'op { input: "tokens" output: "masked" type: "Copy" }\n'
-                      'op { input: "targets" output: "mlm_labels" type: "Copy" }\n',
-                      text, flags=re.S)
-    if n != 1:
-        lm.fail("%s: %d MaskTokens ops found, expected 1" % (path, n))
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def main():
@@ -60,8 +44,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="dm_bert_train_") as d:
         lm.generate(src, "bert", d)
         if mode == "stand-in":
-            stand_in(os.path.join(d, "bert_train.pbtxt"))
-            stand_in(os.path.join(d, "bert_test.pbtxt"))
+            lm.stand_in(os.path.join(d, "bert_train.pbtxt"))
+            lm.stand_in(os.path.join(d, "bert_test.pbtxt"))
         lm.make_db(make_lm_db, os.path.join(d, "train_lmdb"), 64)
         lm.make_db(make_lm_db, os.path.join(d, "val_lmdb"), 16)  # windows of the same cycle
         csv = os.path.join(d, "bert.csv")

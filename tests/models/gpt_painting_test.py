@@ -1,9 +1,11 @@
-"""gpt_painting_test.py: the mixed-precision painting of the GPT against torch.autocast's.
+"""gpt_painting_test.py: the mixed-precision painting of the GPT and BERT against autocast's.
 
     gpt_painting_test.py DEMITASSE MAKE_LM_DB SOURCE_ROOT
 
 `demitasse rewrite --grad --optimizer adam --fp16` (then --bf16) paints the tiny GPT's
 training net, and `demitasse rewrite --fp16` (--bf16) its inference net, gpt_infer;
+then the tiny BERT's training net (MaskTokens replaced by Copy ops, lm_common.stand_in,
+as inspect instantiates the net), which adds bidirectional attention and the MLM head;
 `demitasse inspect` of the painted net (with the init net and the --init-out addition)
 gives every blob's dtype by the schemas' own shape and type inference, which is
 independent of the painter. Each op is then held to what PyTorch's
@@ -50,7 +52,7 @@ POLICY = {
     "LayerNorm": "fp32", "LayerNormGradient": "fp32",          # layer_norm
     "Accuracy": "fp32",                                        # argmax of the FP32 softmax
     "Gather": "follow", "GatherGradient": "follow",            # embedding
-    "Gelu": "follow", "GeluGradient": "follow",
+    "Gelu": "follow", "GeluGradient": "follow", "Copy": "follow",
     "Reshape": "follow", "Transpose": "follow", "TransposeGradient": "follow",
     "ResizeLike": "follow", "SumReduceLike": "follow",
     "Add": "promote", "Sum": "promote",
@@ -195,23 +197,24 @@ def check(ops, dt, params, reduced, init_ops, train):
     return diffs
 
 
-def one(demitasse, d, prec, mode):
+def one(demitasse, d, model, prec, mode):
     """The differences of one painting (mode train: rewrite --grad of gpt_train.pbtxt;
     infer: rewrite of gpt_infer.pbtxt, the weights cast once by the init addition) that
     neither ALLOWED nor GAPS lists, and the listed ones that did not occur."""
     reduced = {"fp16": "FLOAT16", "bf16": "BFLOAT16"}[prec]
-    tag = "%s %s" % (prec, mode)
-    painted, io = "painted_%s_%s.pbtxt" % (prec, mode), "init_out_%s_%s.pbtxt" % (prec, mode)
+    tag = "%s %s %s" % (model, prec, mode)
+    painted = "painted_%s_%s_%s.pbtxt" % (model, prec, mode)
+    io = "init_out_%s_%s_%s.pbtxt" % (model, prec, mode)
     if mode == "train":
         lm.run([demitasse, "rewrite", "--grad", "--loss", "loss", "--data", "tokens", "--data",
                 "targets", "--optimizer", "adam", "--" + prec, "--init-out", io,
-                "gpt_train.pbtxt", "-o", painted], cwd=d)
+                model + "_train.pbtxt", "-o", painted], cwd=d)
         feed = "optimizer_iteration=1:int64"
     else:
         lm.run([demitasse, "rewrite", "--" + prec, "--data", "tokens", "--init-out", io,
                 "gpt_infer.pbtxt", "-o", painted], cwd=d)
         feed = "tokens=1,%d:int32" % lm.TINY["context"]
-    with open(os.path.join(d, "gpt_init.pbtxt")) as f:
+    with open(os.path.join(d, model + "_init.pbtxt")) as f:
         init = f.read()
     with open(os.path.join(d, io)) as f:  # one init net for inspect: the model's, then the addition
         add = f.read()
@@ -254,12 +257,16 @@ def main():
     except ImportError:
         print("torch not importable; the lists here are from aten/src/ATen/autocast_mode.cpp")
     with tempfile.TemporaryDirectory(prefix="dm_gpt_paint_") as d:
-        lm.generate(src, "gpt", d)
-        lm.make_db(make_lm_db, os.path.join(d, "gpt_train_lmdb"), 16)  # the net's own db name
         bad = []
-        for prec in ("fp16", "bf16"):
-            for mode in ("train", "infer"):
-                bad += one(demitasse, d, prec, mode)
+        for model, modes in (("gpt", ("train", "infer")), ("bert", ("train",))):
+            lm.generate(src, model, d)
+            if model == "bert":  # inspect instantiates the net: MaskTokens may be missing
+                lm.stand_in(os.path.join(d, "bert_train.pbtxt"))
+            # the nets' own db name
+            lm.make_db(make_lm_db, os.path.join(d, model + "_train_lmdb"), 16)
+            for prec in ("fp16", "bf16"):
+                for mode in modes:
+                    bad += one(demitasse, d, model, prec, mode)
     if bad:
         lm.fail("painting differs from autocast:\n  " + "\n  ".join(bad))
     print("PASS")
