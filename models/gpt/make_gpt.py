@@ -69,8 +69,9 @@ def main():
     loss_and_accuracy(m, forward(m, "tokens", V), V)
 
     infer = m.new_net("infer", [
-        "The inference net: tokens INT32 [1, %d] fed, logits [1, %d, %d] out (row t scores "
-        "the token after" % (a.context, a.context, V), "position t); run after gpt_init.pbtxt."])
+        "The inference net: tokens INT32 [1, %d] fed, logits [1, %d, %d] out"
+        % (a.context, a.context, V),
+        "(row t scores the token after position t); run after gpt_init.pbtxt."])
     infer.inputs = ["tokens"]
     forward(m, "tokens", V)
     infer.outputs = ["logits"]

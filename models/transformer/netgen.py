@@ -76,8 +76,9 @@ class Net:
 class Model:
     """The weights (init net) and the forward ops of one model, for one or more nets.
 
-    The init net is written once, as the layers are first written; later nets (test,
-    inference) reuse the same blob names through the same writers, with `fill` off."""
+    The init net is written once, while the first net (training) is; later nets (test,
+    inference) call the same writers, which then only name the weights (`filling` off),
+    so every net reads the init net's blobs."""
 
     def __init__(self, cfg, prog, what, model, init_lines):
         self.cfg = cfg
