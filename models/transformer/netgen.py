@@ -95,7 +95,8 @@ class Model:
         """A generated file's header: who wrote it, the command that rewrites it, the
         model, then what this net is."""
         prog, cmd, what = self.head
-        return ["Written by " + prog + "; do not edit. Regenerate with", "  " + cmd, what] + lines
+        return ["Written by %s; do not edit. Regenerate with python3 (add --out-dir DIR)" % prog,
+                "  " + cmd, what] + lines
 
     def new_net(self, kind, lines, db_note=None):
         """Starts <model>_<kind>: the first net written fills the init net as it goes;
