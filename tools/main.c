@@ -28,6 +28,7 @@ static const dm_cli_cmd commands[] = {
     {"info", dm_cmd_info, "version, CPU features, BLAS, OpenMP, CUDA libraries and GPUs"},
     {"ops", dm_cmd_ops, "list the registered operator types"},
     {"make-db", dm_cmd_make_db, "MNIST IDX files or text -> training and validation LMDBs"},
+    {"generate", dm_cmd_generate, "continue a prompt with a language-model net, token by token"},
     {"import-onnx", dm_cmd_import_onnx, "an ONNX model -> a Caffe2 init net and predict net"},
     {"export-onnx", dm_cmd_export_onnx, "a Caffe2 init net and predict net -> an ONNX model"},
     {NULL, NULL, NULL},
