@@ -53,6 +53,22 @@ if expect 0 "$DM" make-db --text "$T/a.txt" --text "$T/b.txt" --context 7 --val-
   records char "$T/va" "$n_val"
   db_ok char 7 0.2 char "$T/tr" "$T/va" "$T/a.txt" "$T/b.txt"
   [ -f "$T/tr/data.mdb" ] && [ -f "$T/va/vocab.txt" ] || fail "char: a DB file is missing"
+  # a net reads the records with TensorProtosDBInput: tokens and targets INT32 [N, T]
+  cat >"$T/reader.pbtxt" <<EOF
+name: "reader"
+op { output: "tokens" output: "targets" type: "TensorProtosDBInput"
+     arg { name: "db" s: "$T/tr" } arg { name: "batch_size" i: 3 } }
+EOF
+  if expect 0 "$DM" run --net "$T/reader.pbtxt" --output "tokens=$T/tok.npy" \
+    --output "targets=$T/tgt.npy"; then
+    checks=$((checks + 1))
+    "$PY" "$CHECK" batch "$DUMP" "$T/tr" "$T/tok.npy" "$T/tgt.npy" >"$T/check" 2>&1
+    case $? in
+    0) sed "s/^/  reader: /" "$T/check" ;;
+    77) echo "skipped: the batch check ($(cat "$T/check"))" ;;
+    *) fail "the batch TensorProtosDBInput read"; sed "s/^/  /" "$T/check" | head -5 ;;
+    esac
+  fi
 fi
 # the byte tokenizer, a context of 1, no validation
 expect 0 "$DM" make-db --text "$T/a.txt" --context 1 --val-fraction 0 --tokenizer byte \

@@ -8,6 +8,9 @@ DB's v records are the windows of the last v*T + 1 tokens, v = round(F * W) with
 (L - 1) // T, and the training windows stop before them (no shared token).
 
 usage: text_db_check.py DUMP T F char|byte TRAIN_DB [VAL_DB|-] FILE...
+       text_db_check.py batch DUMP DB TOKENS.npy TARGETS.npy
+The second form checks what TensorProtosDBInput read from DB (saved by `run --output`):
+INT32 [N, T] each, the first N records' tensors. It exits 77 without numpy.
 Prints what it checked; exits 1 on the first mismatch.
 """
 import math
@@ -51,7 +54,27 @@ def check_db(db, recs, stream, start, T, ids_to_tok):
             fail("%s: record %d targets %r, wanted %r" % (db, k, got_out, stream[s + 1:s + T + 1]))
 
 
+def batch(dump, db, tok_path, tgt_path):
+    try:
+        import numpy as np
+    except ImportError:
+        print("no numpy: the batch cannot be read")
+        sys.exit(77)
+    recs = records(dump, db)
+    for path, k, name in ((tok_path, 0, "tokens"), (tgt_path, 1, "targets")):
+        a = np.load(path)
+        if a.dtype != np.int32 or a.ndim != 2:
+            fail("%s: %s %r, not INT32 [N, T]" % (name, a.dtype, a.shape))
+        want = np.array([r[1][k][3] for r in recs[:a.shape[0]]], dtype=np.int32)
+        if a.shape != want.shape or not (a == want).all():
+            fail("%s: the batch %r is not the first records %r" % (name, a.tolist(), want.tolist()))
+    print("the batch is the first %d records: %s" % (a.shape[0], "x".join(map(str, a.shape))))
+
+
 def main():
+    if sys.argv[1] == "batch":
+        batch(*sys.argv[2:])
+        return
     dump, T, F, kind, train_db, val_db, *files = sys.argv[1:]
     T, F = int(T), float(F)
     data = b"".join(open(f, "rb").read() for f in files)
