@@ -150,6 +150,7 @@ typedef struct mkdb_flags {
   const char *images, *labels;
   long train;
   int train_given;
+  const char *text_flag; /* the first of --context, --val-fraction, --tokenizer given */
   dm_strlist texts;
   dm_text_db_opts t; /* out_train and out_val serve both modes */
 } mkdb_flags;
@@ -168,6 +169,9 @@ static int parse_flags(int argc, char **argv, mkdb_flags *f, int *done) {
   opterr = 0;
   *done = 1;
   while ((c = getopt_long(argc, argv, "i:l:n:t:v:h", opts, NULL)) != -1) {
+    if (c >= F_CONTEXT && c <= F_TOKENIZER && !f->text_flag)
+      f->text_flag = c == F_CONTEXT ? "--context" : c == F_VAL_FRACTION ? "--val-fraction"
+                                                                         : "--tokenizer";
     switch (c) {
     case 'i': f->images = optarg; break;
     case 'l': f->labels = optarg; break;
@@ -227,9 +231,9 @@ static int text_mode(mkdb_flags *f) {
 }
 
 static int mnist_mode(const mkdb_flags *f) {
-  if (f->t.context || f->t.val_fraction != 0.05 || f->t.tokenizer != DM_VOCAB_CHAR)
-    return dm_cli_usage_error("make-db", "--context, --val-fraction and --tokenizer are for "
-                              "--text");
+  if (f->text_flag)
+    return dm_cli_usage_error("make-db", "%s is for --text (MNIST's split is --train N)",
+                              f->text_flag);
   if (!f->images || !f->labels || !f->t.out_train)
     return dm_cli_usage_error("make-db", "needs --images, --labels and --out-train (MNIST), or "
                               "--text, --context and --out-train");

@@ -148,7 +148,9 @@ expect 2 "$DM" make-db --text "$T/a.txt" --context 4 --tokenizer word --out-trai
 expect 2 "$DM" make-db --text "$T/a.txt" --images "$T/a.txt" --context 4 --out-train "$T/x" &&
   has err "are for MNIST"
 expect 2 "$DM" make-db --images "$T/a.txt" --labels "$T/a.txt" --context 4 --out-train "$T/x" &&
-  has err "are for --text"
+  has err "--context is for --text"
+expect 2 "$DM" make-db --images "$T/a.txt" --labels "$T/a.txt" --val-fraction 0.05 \
+  --out-train "$T/x" && has err "--val-fraction is for --text"
 refused "$T/x"
 expect 0 "$DM" make-db --help && has out "--text FILE"
 cli_summary
