@@ -30,24 +30,24 @@ static void help(FILE *f) {
           "the continuation on stdout, token by token. NET reads the token ids INT32\n"
           "[1, T] and writes logits [1, T, V] (FP32, FP16 or BF16); V is the size of the\n"
           "vocabulary (vocab.txt of `make-db --text`). Each step feeds the last T tokens.\n\n"
-          "  -i, --init PATH       an init net, run once; or a checkpoint directory of\n"
-          "                        `demitasse train` (every blob in it is loaded);\n"
-          "                        repeatable, in order\n"
-          "  -n, --net NET         the inference net\n"
-          "  -V, --vocab FILE      vocab.txt (in the DBs of `make-db --text`)\n"
-          "  -p, --prompt TEXT     the text to continue (UTF-8; at least one token)\n"
-          "  -N, --tokens N        how many tokens to add\n"
-          "  -t, --temperature T   softmax(logits / T) (default 1); 0: always the most\n"
-          "                        likely token (greedy)\n"
-          "  -k, --top-k K         sample among the K most likely tokens only (0: all,\n"
-          "                        the default)\n"
-          "  -s, --seed S          the sampler's seed (default 0): a seed gives the same text\n"
-          "  -c, --context T       the window T (default: the size of the INT32 blob\n"
-          "                        `positions` the init nets made, the learned positions)\n"
-          "      --input-blob B    the net's token input (default tokens)\n"
-          "      --output-blob B   the net's logits (default logits)\n"
-          DM_THREADS_HELP(" ")
-          "  -h, --help            this text\n");
+          "  -i, --init PATH         an init net, run once; or a checkpoint directory of\n"
+          "                          `demitasse train` (every blob in it is loaded);\n"
+          "                          repeatable, in order\n"
+          "  -n, --net NET           the inference net\n"
+          "  -V, --vocab FILE        vocab.txt (in the DBs of `make-db --text`)\n"
+          "  -p, --prompt TEXT       the text to continue (UTF-8; at least one token)\n"
+          "  -N, --tokens N          how many tokens to add\n"
+          "  -t, --temperature T     softmax(logits / T) (default 1); 0: always the most\n"
+          "                          likely token (greedy)\n"
+          "  -k, --top-k K           sample among the K most likely tokens only (0: all,\n"
+          "                          the default)\n"
+          "  -s, --seed S            the sampler's seed (default 0): one seed, one text\n"
+          "  -c, --context T         the window T (default: the size of the INT32 blob\n"
+          "                          `positions` the init nets made, the learned positions)\n"
+          "      --input-blob B      the net's token input (default tokens)\n"
+          "      --output-blob B     the net's logits (default logits)\n"
+          DM_THREADS_HELP("")
+          "  -h, --help              this text\n");
 }
 
 typedef struct gen_opts {
