@@ -108,8 +108,8 @@ static dm_status context_of(dm_workspace *ws, const gen_opts *o, long *T) {
     return DM_OK;
   }
   const dm_tensor *pos = NULL;
-  if (!dm_workspace_has_blob(ws, "positions") || dm_workspace_fetch(ws, "positions", &pos) != DM_OK ||
-      dm_tensor_dtype(pos) == DM_UNDEFINED)
+  if (!dm_workspace_has_blob(ws, "positions") ||
+      dm_workspace_fetch(ws, "positions", &pos) != DM_OK || dm_tensor_dtype(pos) == DM_UNDEFINED)
     return dm_error(DM_ERR_INVALID, "no --context, and the --init items made no blob "
                     "'positions' (the learned positions' indices) to take the context from: "
                     "give --context T, the window the net was trained with");
@@ -210,7 +210,9 @@ static dm_status generate(const gen_opts *o) {
       (s = context_of(ws, o, &T)) != DM_OK)
     goto cleanup;
   int64_t dims[2] = {1, T};
-  if (!(window = calloc((size_t)T, sizeof *window)) || !(row = malloc((size_t)voc.n * sizeof *row))) {
+  window = calloc((size_t)T, sizeof *window);
+  row = malloc((size_t)voc.n * sizeof *row);
+  if (!window || !row) {
     s = DM_NOMEM("the token window");
     goto cleanup;
   }
