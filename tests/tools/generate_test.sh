@@ -3,7 +3,8 @@
 # logits = Gather(table [V, V], tokens) -> [1, T, V], row c of the table the logits of
 # the token after c (text_lm.py). A table whose rows make one next character certain
 # spells a known string greedily (FP32 and FP16 logits, an init net or a checkpoint, the
-# context from --context or the `positions` blob); sampling is deterministic per seed,
+# context from --context or the `positions` blob), as does one that `train` fitted to a
+# make-db --text DB of that string repeated; sampling is deterministic per seed,
 # differs across seeds, and top-k keeps to the k most likely; then the refusals.
 # usage: generate_test.sh DEMITASSE PYTHON TEXT_LM_PY
 DM=$1
@@ -79,6 +80,34 @@ expect 0 gen --init "$T/ckpt" --prompt "ck bö" --tokens 17 --temperature 0 &&
 # and its rows' largest logit is the last token, the vocabulary's largest character
 expect 0 gen --init "$T/ckpt" --init "$T/flat.pbtxt" --prompt "q" --tokens 5 --temperature 0 &&
   same_text "init after a checkpoint" "qööööö"
+
+# end to end: make-db --text, `train` fits the bigram table to the text's windows (a
+# text that is S over and over: each character has one successor), and generate from
+# its checkpoint spells S
+i=0
+while [ $i -lt 40 ]; do printf '%s' "$S"; i=$((i + 1)); done >"$T/rep.txt"
+"$DM" make-db --text "$T/rep.txt" --context 8 --val-fraction 0 --out-train "$T/lmdb" >/dev/null
+NV=$(head -1 "$T/lmdb/vocab.txt" | cut -d' ' -f4)
+cat >"$T/lm_init.pbtxt" <<EOF
+name: "lm_init"
+op { output: "table" type: "ConstantFill" arg { name: "shape" ints: [$NV, $NV] } }
+EOF
+cat >"$T/lm_train.pbtxt" <<EOF
+name: "lm_train"
+op { input: "optimizer_iteration" output: "tokens" output: "targets" type: "TensorProtosDBInput"
+     arg { name: "db" s: "lmdb" } arg { name: "batch_size" i: 4 } arg { name: "shuffle" i: 1 } }
+op { input: "table" input: "tokens" output: "logits" type: "Gather" }
+op { input: "logits" output: "logits2d" output: "shape3d" type: "Reshape"
+     arg { name: "shape" ints: [-1, $NV] } }
+op { input: "targets" output: "labels" output: "shape2d" type: "Reshape" arg { name: "shape" ints: [-1] } }
+op { input: "logits2d" input: "labels" output: "softmax" output: "loss" type: "SoftmaxWithLoss" }
+external_output: "loss"
+EOF
+expect 0 "$DM" train --init "$T/lm_init.pbtxt" --net "$T/lm_train.pbtxt" --train-db "$T/lmdb" \
+  --iters 60 --optimizer sgd --lr 2 --checkpoint "$T/lm_ckpt" --checkpoint-every 60
+spelt=$("$PY" "$LM" expect "$S" "q" 30)
+expect 0 "$DM" generate --init "$T/lm_ckpt" --net "$T/net.pbtxt" --vocab "$T/lmdb/vocab.txt" \
+  --prompt q --tokens 30 --temperature 0 --context 8 && same_text "a trained bigram" "$spelt"
 
 # sampling: a seed gives one text, other seeds others; top-k keeps to the k best
 sample() { gen --init "$T/flat.pbtxt" --prompt q --tokens 200 --context 4 "$@"; }
