@@ -220,9 +220,11 @@ static dm_status generate(const gen_opts *o) {
       (s = make_net(ws, o, &net)) != DM_OK ||
       (s = dm_sampler_init(&smp, voc.n, o->temperature, (int32_t)o->top_k, o->seed)) != DM_OK)
     goto cleanup;
-  for (size_t i = 0; i < n; i++)
+  /* the prompt is echoed once the first logits are known good: a net that writes the
+   * wrong thing fails before anything is printed */
+  size_t echoed = o->tokens ? 0 : n;
+  for (size_t i = 0; i < echoed; i++)
     print_token(&voc, ids[i]);
-  fflush(stdout);
   for (long step = 0; step < o->tokens; step++) {
     size_t w = n < (size_t)T ? n : (size_t)T;
     memset(window, 0, (size_t)T * sizeof *window);
@@ -231,11 +233,14 @@ static dm_status generate(const gen_opts *o) {
         (s = dm_net_run(net)) != DM_OK ||
         (s = logits_row(ws, o, T, voc.n, (long)w - 1, row)) != DM_OK)
       goto cleanup;
+    for (; echoed < n; echoed++)
+      print_token(&voc, ids[echoed]);
     if ((s = dm_sample_token(&smp, row, &ids[n])) != DM_OK) {
       dm_error_prefix(s, "%s: logits '%s' of step %ld", o->net, o->output, step + 1);
       goto cleanup;
     }
     print_token(&voc, ids[n++]);
+    echoed = n;
     fflush(stdout);
   }
   printf("\n");

@@ -70,6 +70,9 @@ expect 0 gen --init "$T/init.pbtxt" --prompt "ck bö" --tokens 0 --context 8 &&
   same_text "no tokens" "ck bö"
 expect 0 "$DM" generate --net "$T/net16.pbtxt" --vocab "$V" --init "$T/init.pbtxt" \
   --prompt "ck bö" --tokens 17 --temperature 0 --context 5 && same_text "FP16 logits" "$spelt"
+sed 's/i: 12/i: 20/' "$T/net16.pbtxt" >"$T/netbf16.pbtxt"
+expect 0 "$DM" generate --net "$T/netbf16.pbtxt" --vocab "$V" --init "$T/init.pbtxt" \
+  --prompt "ck bö" --tokens 17 --temperature 0 --context 5 && same_text "BF16 logits" "$spelt"
 # the context from the init net's `positions`, and from a checkpoint holding it
 expect 0 gen --init "$T/init_pos.pbtxt" --prompt "ck bö" --tokens 17 --temperature 0 &&
   same_text "context from positions" "$spelt"
@@ -152,6 +155,18 @@ expect 1 gen --init "$T/init.pbtxt" --prompt q --tokens 3 --context 4 --output-b
   has err "wrote no blob 'probs'"
 expect 1 gen --init "$T/init.pbtxt" --prompt q --tokens 3 --context 4 --vocab "$T/s.txt" &&
   has err "s.txt:1: not a vocabulary"
+# logits of another dtype or shape: refused before the prompt is echoed
+sed 's/i: 12/i: 2/' "$T/net16.pbtxt" >"$T/neti32.pbtxt"
+expect 1 "$DM" generate --net "$T/neti32.pbtxt" --vocab "$V" --init "$T/init.pbtxt" --prompt q \
+  --tokens 3 --context 4 && has err "are INT32, not FLOAT, FLOAT16 or BFLOAT16" &&
+  { checks=$((checks + 1)); [ ! -s "$T/out" ] || fail "the prompt was echoed before the refusal"; }
+cat >"$T/net2d.pbtxt" <<'EOF'
+name: "bigram_2d"
+op { input: "table" input: "tokens" output: "logits3d" type: "Gather" }
+op { input: "logits3d" output: "logits" output: "old" type: "Reshape" arg { name: "shape" ints: [-1, 10] } }
+EOF
+expect 1 "$DM" generate --net "$T/net2d.pbtxt" --vocab "$V" --init "$T/init.pbtxt" --prompt q \
+  --tokens 3 --context 4 && has err "are 4x10, not [1, 4, V] for --context 4"
 expect 2 gen --init "$T/init.pbtxt" --prompt q --tokens 3 --context 4 --top-k -1 && has err "--top-k"
 expect 2 gen --init "$T/init.pbtxt" --prompt q --tokens 3 --context 4 --top-k two && has err "'two'"
 expect 2 gen --init "$T/init.pbtxt" --prompt q --tokens 3 --temperature -1 && has err "--temperature"
