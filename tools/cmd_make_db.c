@@ -145,7 +145,8 @@ static int parse_fraction(const char *s, double *out) {
   return 1;
 }
 
-/* The flags of both modes; a bad value is a usage error (its exit code in *rc). */
+/* The flags of both modes. parse_flags returns the exit code and sets *done when the
+ * command ends there (--help, a usage error). */
 typedef struct mkdb_flags {
   const char *images, *labels;
   long train;

@@ -68,8 +68,7 @@ static dm_status db_failed(dm_status s, const char *out, const char *tmp) {
   return dm_error_prefix(s, "%s", out);
 }
 
-/* An output DB may not exist yet (an empty directory may). */
-static dm_status refuse_existing(const char *path) {
+dm_status dm_mkdb_refuse_existing(const char *path) {
   DIR *d = opendir(path);
   if (!d)
     return errno == ENOENT ? DM_OK
@@ -104,8 +103,12 @@ dm_status dm_mkdb_write(const dm_mkdb_out *outs, size_t n) {
   if (!tmp)
     return DM_NOMEM("the output paths");
   dm_status s = DM_OK;
-  for (size_t i = 0; i < n && s == DM_OK; i++)
-    s = refuse_existing(outs[i].path);
+  for (size_t i = 0; i < n && s == DM_OK; i++) {
+    s = dm_mkdb_refuse_existing(outs[i].path);
+    for (size_t j = 0; j < i && s == DM_OK; j++)
+      if (strcmp(outs[i].path, outs[j].path) == 0) /* the second rename would fail */
+        s = dm_error(DM_ERR_INVALID, "db '%s' is given for two outputs", outs[i].path);
+  }
   for (size_t i = 0; i < n && s == DM_OK; i++)
     s = dm_atomic_dir_create(outs[i].path, &tmp[i]);
   for (size_t i = 0; i < n && s == DM_OK; i++)

@@ -28,6 +28,10 @@ typedef struct dm_mkdb_out {
   size_t extra_len;
 } dm_mkdb_out;
 
+/* DM_ERR_EXISTS naming `path` when a DB would not be made there: it exists and is not
+ * an empty directory (for a check before the inputs are read). */
+dm_status dm_mkdb_refuse_existing(const char *path);
+
 /* Makes the n DBs of outs, all or none: each output that exists already is refused
  * before anything is written; an error names the DB (and "disk full" when it is). */
 dm_status dm_mkdb_write(const dm_mkdb_out *outs, size_t n);

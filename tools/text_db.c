@@ -136,6 +136,9 @@ dm_status dm_text_db_make(const dm_text_db_opts *o) {
   if (o->tokenizer == DM_VOCAB_CHAR &&
       !(st.present = calloc((DM_VOCAB_MAX_CP >> 6) + 1, sizeof *st.present)))
     return DM_NOMEM("the character set");
+  /* an output in the way is said before a long text is read */
+  if ((s = dm_mkdb_refuse_existing(o->out_train)) == DM_OK && o->out_val)
+    s = dm_mkdb_refuse_existing(o->out_val);
   for (size_t i = 0; i < o->n_files && s == DM_OK; i++)
     s = read_one(o, o->files[i], &st);
   if (s == DM_OK)

@@ -130,6 +130,9 @@ expect 1 "$DM" make-db --text "$T/a.txt" --context 2 --val-fraction 0 --out-trai
 expect 1 "$DM" make-db --text "$T/a.txt" --context 2 --val-fraction 0.5 --out-train "$T/x" \
   --out-val "$T/tb" && has err "already exists"
 refused "$T/x"
+expect 1 "$DM" make-db --text "$T/a.txt" --context 2 --val-fraction 0.5 --out-train "$T/x" \
+  --out-val "$T/x" && has err "is given for two outputs"
+refused "$T/x"
 
 # usage errors (exit 2)
 expect 2 "$DM" make-db --text "$T/a.txt" --out-train "$T/x" --val-fraction 0 && has err "--context"
