@@ -4,13 +4,14 @@
 # toolkit is not a Debian package here; when /usr/local/cuda exists the build uses it.
 # procps (pgrep) and iproute2 (ip) serve the multi-process tests; dpkg-dev lets meson
 # find the multiarch folder, so `meson install` puts the library where the loader and
-# pkg-config look (lib/x86_64-linux-gnu, not lib64).
+# pkg-config look (lib/x86_64-linux-gnu, not lib64). fortunes gives the text tests of
+# `make-db --text` a real text (/usr/share/games/fortunes/fortunes).
 set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev
       protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
       libopenblas-dev libopenblas-openmp-dev libcmocka-dev uthash-dev python3 python3-numpy
       liblmdb-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin
-      procps iproute2 dpkg-dev"
+      procps iproute2 dpkg-dev fortunes"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -23,6 +23,7 @@ int dm_cmd_ops(int argc, char **argv);
 int dm_cmd_init_net(int argc, char **argv);
 int dm_cmd_train(int argc, char **argv);
 int dm_cmd_make_db(int argc, char **argv);
+int dm_cmd_generate(int argc, char **argv);
 int dm_cmd_import_onnx(int argc, char **argv);
 int dm_cmd_export_onnx(int argc, char **argv);
 

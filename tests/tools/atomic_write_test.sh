@@ -6,7 +6,8 @@
 # old file byte-identical and leave no temporary file (*.tmp.*) behind:
 #   convert (a net), inspect --dot, run --output (.npy), train --csv (the CSV, then the
 #   SVG beside it, with room for the CSV but not the SVG), rewrite -o and --init-out,
-#   init-net -o, train --save-net/--save-init, make-db (no half-written DB).
+#   init-net -o, train --save-net/--save-init, make-db and make-db --text (no
+#   half-written DB, whether the records or vocab.txt find no room).
 # A last case checks that the same writers still replace files when there is room.
 #
 # usage: atomic_write_test.sh DEMITASSE SQUEEZENET.pb IMAGES.gz LABELS.gz LENET_INIT LENET_TRAIN
@@ -127,6 +128,27 @@ rc=$?
 grep -q "disk full" "$T/err" || { fail "make-db: no \"disk full\" in:"; cat "$T/err"; }
 [ ! -e "$M/db" ] || fail "make-db: a half-written DB was left: $(ls "$M/db")"
 no_temps make-db
+
+# make-db --text: with the disk full but for 1 to 24 pages, the lock file (16 pages), the
+# records, then vocab.txt find room in turn (19 pages leave none for vocab.txt on Linux's
+# tmpfs); each try succeeds whole or fails whole, saying "disk full"
+printf 'a short text, small enough for the disk, with its vocabulary.\n' >"$T/small.txt"
+ok=0 refusals=0
+for pages in $(seq 1 24); do
+  fill "$pages"
+  if "$DM" make-db --text "$T/small.txt" --context 4 --val-fraction 0 --out-train "$M/tdb" \
+    >/dev/null 2>"$T/err"; then
+    [ -f "$M/tdb/data.mdb" ] && [ -f "$M/tdb/vocab.txt" ] || fail "make-db --text, $pages pages: a DB without its files"
+    rm -rf "$M/tdb"
+    ok=$((ok + 1))
+  else
+    grep -q "disk full" "$T/err" || { fail "make-db --text, $pages pages: no \"disk full\" in:"; cat "$T/err"; }
+    [ ! -e "$M/tdb" ] || fail "make-db --text, $pages pages: a half-written DB was left"
+    refusals=$((refusals + 1))
+  fi
+  no_temps "make-db --text, $pages pages"
+done
+[ $ok -gt 0 ] && [ $refusals -gt 0 ] || fail "make-db --text, 1 to 24 pages: $ok successes, $refusals refusals"
 
 # with room, the same writers replace the files
 rm -f "$M/fill" "$M/m.csv" "$M/m.svg"
