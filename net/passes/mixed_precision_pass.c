@@ -206,14 +206,26 @@ static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *s
   case DM_PREC_FOLLOW: break;
   }
   /* Follow: FP16 when some (castable) input already holds FP16, so that a follow op never
-   * starts an FP16 island of its own. */
+   * starts an FP16 island of its own; but FP32 when an FP32 activation meets an FP16 one
+   * (a transformer's residual stream plus a block's FP16 output), the wider of the two as
+   * autocast's type promotion keeps it. A weight does not count as FP32 there: its
+   * reduced copy is made once, at the top of the net. */
+  int reduced = 0, wide = 0;
   for (size_t i = 0; i < op->n_input; i++) {
     blob_state *b = NULL;
     HASH_FIND_STR(p->blobs, op->input[i], b);
-    if (b && b->dtype == C_F16 && !fixed_input(schema, i)) {
-      *why = "follows its FP16 input";
-      return C_F16;
-    }
+    if (!b || fixed_input(schema, i))
+      continue;
+    reduced |= b->dtype == C_F16;
+    wide |= b->dtype == C_F32 && !b->param;
+  }
+  if (reduced && wide) {
+    *why = "an FP32 input meets an FP16 one: the wider, as autocast promotes";
+    return C_F32;
+  }
+  if (reduced) {
+    *why = "follows its FP16 input";
+    return C_F16;
   }
   *why = "follows its FP32 inputs";
   return C_F32;
