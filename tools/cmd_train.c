@@ -215,6 +215,7 @@ typedef struct train_state {
   ProtobufCBinaryData *init_nets;
   size_t n_init_nets;
   long last_skipped, skip_run; /* loss-scaling skips so far, and in a row */
+  int64_t records;              /* records a step reads: its first DB input's batch_size */
   int warned_at_min;            /* this run of skips reached the minimum scale: said once */
 } train_state;
 
@@ -366,6 +367,9 @@ static dm_status setup(train_state *st, train_opts *o) {
   if (s == DM_OK && o->resume)
     st->have_checkpoint =
         (s = dm_train_resume(st->ws, o->checkpoint, st->persistent, st->n_persistent)) == DM_OK;
+  for (size_t i = 0; s == DM_OK && !st->records && i < def->n_op; i++)
+    if (is_db_input(def->op[i]))
+      st->records = dm_opdef_arg_int(def->op[i], "batch_size", 0);
   if (s == DM_OK) {
     s = dm_workspace_create_net(st->ws, def, o->net, &st->train);
     def = NULL;
@@ -584,8 +588,12 @@ static dm_status train(train_opts *o) {
     p.test_loss = test_means[0];
     p.test_accuracy = test_means[1];
     double t = now_s();
+    /* records per step: the DB input's batch (a language model's token windows too),
+     * else the fed 'data' blob's first dim */
     const dm_tensor *data = dm_workspace_tensor(st.ws, "data");
-    double batch = data && dm_tensor_ndim(data) ? (double)dm_tensor_dims(data)[0] : 1;
+    double batch = st.records > 0                       ? (double)st.records
+                   : data && dm_tensor_ndim(data) ? (double)dm_tensor_dims(data)[0]
+                                                       : 1;
     batch *= o->dist.size; /* the global batch */
     p.images_per_s = batch * (double)(done - last_it) / fmax(t - t_last, 1e-9);
     double eta = (t - t_start) / (double)(done - start) * (double)(o->iters - done);
