@@ -10,13 +10,8 @@
 # build) and DM_DEMO_OUT (instead of build/mnist) are for the test (tests/tools/demo_test.sh).
 set -eu
 cd "$(dirname "$0")"
-dm=${DM_DEMO_BIN:-}
-if [ -z "$dm" ]; then
-  ./setup.sh
-  [ -d build ] || meson setup build >/dev/null
-  ninja -C build >/dev/null
-  dm=./build/tools/demitasse
-fi
+. tools/demo_lib.sh
+demo_binary
 out=${DM_DEMO_OUT:-build/mnist}
 mkdir -p "$out"
 if [ ! -e "$out/train_lmdb" ]; then
@@ -24,13 +19,10 @@ if [ ! -e "$out/train_lmdb" ]; then
     --labels models/mnist/data/t10k-labels-idx1-ubyte.gz --train 8000 \
     --out-train "$out/train_lmdb" --out-val "$out/val_lmdb"
 fi
-precision=fp32 resume=0
+demo_precision "$@"
+resume=0
 for a in "$@"; do
-  case $a in
-  --fp16) precision=fp16 ;;
-  --bf16) precision=bf16 ;;
-  --resume) resume=1 ;;
-  esac
+  case $a in --resume) resume=1 ;; esac
 done
 run=$out/$precision
 mkdir -p "$run"

@@ -11,13 +11,8 @@
 # (instead of build/gpt) as in demo.sh.
 set -eu
 cd "$(dirname "$0")"
-dm=${DM_DEMO_BIN:-}
-if [ -z "$dm" ]; then
-  ./setup.sh
-  [ -d build ] || meson setup build >/dev/null
-  ninja -C build >/dev/null
-  dm=./build/tools/demitasse
-fi
+. tools/demo_lib.sh
+demo_binary
 out=${DM_DEMO_OUT:-build/gpt}
 text=/usr/share/games/fortunes
 mkdir -p "$out"
@@ -25,13 +20,7 @@ if [ ! -e "$out/train_lmdb" ]; then
   "$dm" make-db --text $text/fortunes --text $text/literature --text $text/riddles \
     --context 128 --out-train "$out/train_lmdb" --out-val "$out/val_lmdb"
 fi
-precision=fp32
-for a in "$@"; do
-  case $a in
-  --fp16) precision=fp16 ;;
-  --bf16) precision=bf16 ;;
-  esac
-done
+demo_precision "$@"
 run=$out/$precision
 mkdir -p "$run"
 rm -rf "$run/checkpoint" "$run"/checkpoint.v*
