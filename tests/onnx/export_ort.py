@@ -16,6 +16,8 @@ Models:
 - matmulnet: BatchMatMul and MatMul (see MATMULNET).
 - seqnet: a transformer block's ops: Gather, LayerNorm, MaskedSoftmax, Gelu, Where (see
   SEQNET).
+- gpt: models/gpt's inference net as make_gpt.py writes it, at a small config (2 layers,
+  width 32, 2 heads, context 16, vocabulary 20): tokens INT32 [1, 16] -> logits.
 
 Each exported file must pass onnx.checker.check_model (full check, with the input
 shapes given); SqueezeNet is also exported without input shapes (the general Softmax
@@ -342,13 +344,24 @@ def seqnet(exe, work):
                    ["h", "p", "p2", "g1", "g2", "n2", "w"])
 
 
+def gpt(exe, work):
+    d = os.path.join(work, "gpt")
+    os.makedirs(d)
+    subprocess.run([sys.executable, os.path.join(SRC, "models", "gpt", "make_gpt.py"), "--layers",
+                    "2", "--width", "32", "--heads", "2", "--context", "16", "--vocab", "20",
+                    "--out-dir", d], check=True, stdout=subprocess.DEVNULL)
+    tokens = np.random.default_rng(17).integers(0, 20, (1, 16)).astype(np.int32)
+    return compare("gpt", exe, d, os.path.join(d, "gpt_init.pbtxt"),
+                   os.path.join(d, "gpt_infer.pbtxt"), {"tokens": tokens}, ["logits"])
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     exe, work = sys.argv[1], sys.argv[2]
     ok = True
-    for f in (squeezenet, lenet, example, opsnet, mathnet, matmulnet, seqnet):
+    for f in (squeezenet, lenet, example, opsnet, mathnet, matmulnet, seqnet, gpt):
         ok = f(exe, work) and ok
     return 0 if ok else 1
 
