@@ -405,6 +405,10 @@ dm_status dm_message_write_file(const char *path, const ProtobufCMessage *msg, d
 }
 
 dm_status dm_read_file(const char *path, uint8_t **out, size_t *len) {
+  return dm_read_file_as(path, "a net is read from a regular file", out, len);
+}
+
+dm_status dm_read_file_as(const char *path, const char *hint, uint8_t **out, size_t *len) {
   FILE *f = NULL;
   uint8_t *buf = NULL;
   size_t n = 0, cap = 0;
@@ -417,7 +421,7 @@ dm_status dm_read_file(const char *path, uint8_t **out, size_t *len) {
   /* a regular file only: a FIFO would block the open (or the read) forever, and a
    * directory or a device is no net (core/fileio.h) */
   int fd = -1;
-  DM_TRY(dm_open_regular(path, "a net is read from a regular file", &fd, &sb));
+  DM_TRY(dm_open_regular(path, hint, &fd, &sb));
   if (!(f = fdopen(fd, "rb"))) {
     int e = errno;
     close(fd);

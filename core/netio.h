@@ -57,6 +57,10 @@ DM_HIDDEN dm_status dm_text_print(const ProtobufCMessage *msg, char **out, size_
 /* Reads a whole file into a malloc'd buffer (NUL-terminated), refusing files larger
  * than DM_MAX_FILE_BYTES. */
 DM_HIDDEN dm_status dm_read_file(const char *path, uint8_t **out, size_t *len);
+/* The same, with `hint` saying what kind of file is wanted where `path` is no regular
+ * file (a FIFO, a directory, a device). */
+DM_HIDDEN dm_status dm_read_file_as(const char *path, const char *hint, uint8_t **out,
+                                    size_t *len);
 /* dm_write_file_atomic (core/fileio.h): the old file stays when the write fails. */
 DM_HIDDEN dm_status dm_write_file(const char *path, const void *data, size_t len);
 

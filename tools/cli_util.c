@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -93,6 +94,15 @@ int dm_cli_parse_long(const char *s, long lo, long hi, long *out) {
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
+int dm_cli_parse_double(const char *s, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (!*s || *end || !isfinite(v) || v < lo || v > hi)
     return 0;
   *out = v;
   return 1;

@@ -51,6 +51,8 @@ int dm_cli_split_binding(const char *arg, char **name, const char **path);
 int dm_cli_binding_repeats(const dm_strlist *l, const char *arg);
 /* A decimal integer in [lo, hi]; 0 if it is not one. */
 int dm_cli_parse_long(const char *s, long lo, long hi, long *out);
+/* A finite number in [lo, hi]; 0 if it is not one. */
+int dm_cli_parse_double(const char *s, double lo, double hi, double *out);
 
 /* A byte count: digits with an optional K, M, G, T, P or E (powers of 1024, either case,
  * optionally followed by "B" or "iB": 512M, 8GiB, 100kb). 0 if it is not one or does not

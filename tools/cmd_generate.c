@@ -255,12 +255,7 @@ cleanup:
 }
 
 static int parse_temperature(const char *s, double *out) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v) || v < 0)
-    return 0;
-  *out = v;
-  return 1;
+  return dm_cli_parse_double(s, 0, HUGE_VAL, out);
 }
 
 static int parse_seed(const char *s, uint64_t *out) {

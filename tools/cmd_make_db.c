@@ -10,6 +10,7 @@
  * The first --train images go to --out-train, the rest to --out-val.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,13 +137,8 @@ static dm_status make_db(const char *images, const char *labels, long train,
 /* Flags without a short form. */
 enum { F_TEXT = 1400, F_CONTEXT, F_VAL_FRACTION, F_TOKENIZER };
 
-static int parse_fraction(const char *s, double *out) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (!*s || *end || !(v >= 0 && v < 1))
-    return 0;
-  *out = v;
-  return 1;
+static int parse_fraction(const char *s, double *out) { /* [0, 1) */
+  return dm_cli_parse_double(s, 0, nextafter(1.0, 0.0), out);
 }
 
 /* The flags of both modes. parse_flags returns the exit code and sets *done when the

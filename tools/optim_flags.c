@@ -32,12 +32,7 @@ struct option *dm_optim_merge_opts(const struct option *own, size_t n_own) {
 }
 
 static int parse_double(const char *s, double *out) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v))
-    return 0;
-  *out = v;
-  return 1;
+  return dm_cli_parse_double(s, -HUGE_VAL, HUGE_VAL, out);
 }
 
 static const char *flag_name(int c) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/netio.h"
 #include "mkdb_write.h"
 
 /* The token stream: the code points (char) or bytes of every file, later mapped to ids
@@ -35,7 +36,7 @@ static dm_status read_one(const dm_text_db_opts *o, const char *path, stream *st
   uint8_t *text = NULL;
   uint32_t *cps = NULL;
   size_t len = 0, n = 0;
-  DM_TRY(dm_text_read_file(path, "a text is read from a regular file", &text, &len));
+  DM_TRY(dm_read_file_as(path, "a text is read from a regular file", &text, &len));
   dm_status s = len ? DM_OK : dm_error(DM_ERR_INVALID, "%s: empty file: no text to tokenize", path);
   if (s == DM_OK && o->tokenizer == DM_VOCAB_CHAR)
     s = dm_utf8_decode(path, text, len, &cps, &n);

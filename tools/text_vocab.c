@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/netio.h"
 
 #define HEADER "demitasse-vocab 1 "
 
@@ -292,7 +293,7 @@ dm_status dm_vocab_load(const char *path, dm_vocab *out) {
   memset(out, 0, sizeof *out);
   uint8_t *text = NULL;
   size_t len = 0;
-  DM_TRY(dm_text_read_file(path, "a vocabulary is read from a regular file", &text, &len));
+  DM_TRY(dm_read_file_as(path, "a vocabulary is read from a regular file", &text, &len));
   dm_status s = dm_vocab_parse(path, (const char *)text, len, out);
   free(text);
   return s;
@@ -357,50 +358,3 @@ size_t dm_vocab_decode(const dm_vocab *v, int32_t id, uint8_t out[4]) {
   return dm_utf8_encode(v->cp[id], out);
 }
 
-dm_status dm_text_read_file(const char *path, const char *hint, uint8_t **out, size_t *len) {
-  *out = NULL;
-  *len = 0;
-  int fd = -1;
-  struct stat st;
-  DM_TRY(dm_open_regular(path, hint, &fd, &st));
-  /* the size from stat is a first guess (a growing file): the limit holds on what is read */
-  size_t cap = (size_t)st.st_size + 1, n = 0;
-  if (cap > DM_TEXT_MAX_BYTES + 1)
-    cap = DM_TEXT_MAX_BYTES + 1;
-  uint8_t *buf = malloc(cap);
-  dm_status s = buf ? DM_OK : DM_NOMEM(path);
-  while (s == DM_OK) {
-    if (n == cap) {
-      uint8_t *grown = cap > DM_TEXT_MAX_BYTES ? NULL : realloc(buf, cap * 2);
-      if (!grown) {
-        s = cap > DM_TEXT_MAX_BYTES
-                ? dm_error(DM_ERR_LIMIT, "%s: more than the limit of %zu bytes", path,
-                           (size_t)DM_TEXT_MAX_BYTES)
-                : DM_NOMEM(path);
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
-    ssize_t r = read(fd, buf + n, cap - n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      s = dm_error(DM_ERR_IO, "%s: read error: %s", path, dm_errno_text(errno));
-    else if (r == 0)
-      break;
-    else
-      n += (size_t)r;
-  }
-  close(fd);
-  if (s == DM_OK && n > DM_TEXT_MAX_BYTES)
-    s = dm_error(DM_ERR_LIMIT, "%s: more than the limit of %zu bytes", path,
-                 (size_t)DM_TEXT_MAX_BYTES);
-  if (s != DM_OK) {
-    free(buf);
-    return s;
-  }
-  *out = buf;
-  *len = n;
-  return DM_OK;
-}

@@ -72,10 +72,5 @@ dm_status dm_vocab_encode(const dm_vocab *v, const char *what, const uint8_t *te
  * 0 for an id outside [0, n). */
 size_t dm_vocab_decode(const dm_vocab *v, int32_t id, uint8_t out[4]);
 
-/* The whole of the regular file `path` (a FIFO, a directory, a device refused, with
- * `hint` saying what is wanted) -> *out (malloc'd, *len bytes); at most
- * DM_TEXT_MAX_BYTES. */
-#define DM_TEXT_MAX_BYTES ((size_t)1 << 30)
-dm_status dm_text_read_file(const char *path, const char *hint, uint8_t **out, size_t *len);
 
 #endif

@@ -11,7 +11,8 @@
  *   MaskedSoftmax  Softmax(-1) of scale * X (+ mask) (+ a constant causal mask of 0 and
  *                  -inf for the keys j > i + (Tk - Tq)).
  * Their kernels compute in FP32 whatever the input's dtype, so a FLOAT16 or BFLOAT16
- * input is cast to FLOAT first and the result back, and the constants are FLOAT.
+ * input is cast to FLOAT first and the result back, and the constants are FLOAT; these
+ * three need the inputs' dtypes, so the export needs the graph inputs' shapes.
  *
  * One difference is left to the reader: a MaskedSoftmax row whose every key the mask
  * removes is zeros in Demitasse and NaN in ONNX's Softmax (exp of -inf everywhere); a
@@ -31,10 +32,21 @@ static const char *scalar(oxe *e, const ex_op *o, const char *suffix, float v) {
   return k;
 }
 
-/* Whether input k is known to be FLOAT16 or BFLOAT16 (computed here in FLOAT). */
+/* Whether input k is FLOAT16 or BFLOAT16 (computed here in FLOAT); its dtype is known
+ * (need_dtype has refused the op otherwise). */
 static int narrow_input(const ex_op *o, size_t k) {
   const ex_shape *s = &o->in_shape[k];
   return s->known && (s->dtype == DM_FLOAT16 || s->dtype == DM_BFLOAT16);
+}
+
+/* The definitions' constants are FLOAT and 16-bit inputs get a Cast: without the inputs'
+ * shapes (and so dtypes) a 16-bit net would be written ill-typed, so refuse. */
+static dm_status need_dtype(oxe *e, const ex_op *o) {
+  for (size_t k = 0; k < o->def->n_input; k++)
+    if (!o->in_shape[k].known)
+      return ex_refuse(e, "the dtype of input %zu ('%s') is unknown (give the inputs' shapes)",
+                       k, o->def->input[k]);
+  return DM_OK;
 }
 
 /* Input k as FLOAT: its name, or a Cast of it when it is 16-bit. */
@@ -87,6 +99,7 @@ static dm_status tr_layer_norm(oxe *e, const ex_op *o) {
                        k == 1 ? "mean" : "std");
   if (!sx->known)
     return ex_refuse(e, "the shape of X is unknown (give the inputs' shapes)");
+  DM_TRY(need_dtype(e, o));
   int64_t axis = ex_arg_i(o, "axis", 1);
   if (axis < 0)
     axis += sx->ndim;
@@ -135,6 +148,7 @@ static dm_status tr_layer_norm(oxe *e, const ex_op *o) {
 static dm_status tr_gelu(oxe *e, const ex_op *o) {
   if (o->def->n_input != 1 || o->def->n_output != 1)
     return ex_refuse(e, "expected X -> Y");
+  DM_TRY(need_dtype(e, o));
   const char *x = as_float(e, o, 0), *inner = ex_fresh(e, o->out[0], "_in");
   const char *t = ex_fresh(e, o->out[0], "_t"), *t1 = ex_fresh(e, o->out[0], "_t1");
   const char *h = ex_fresh(e, o->out[0], "_half"), *one = scalar(e, o, "_one", 1.0f);
@@ -180,6 +194,7 @@ static const char *causal_mask(oxe *e, const ex_op *o, int64_t tq, int64_t tk) {
 static dm_status tr_masked_softmax(oxe *e, const ex_op *o) {
   if (o->def->n_input < 1 || o->def->n_input > 2 || o->def->n_output != 1)
     return ex_refuse(e, "expected X [, mask] -> Y");
+  DM_TRY(need_dtype(e, o));
   const ex_shape *sx = &o->in_shape[0];
   int causal = ex_arg_i(o, "causal", 0) != 0;
   float scale = ex_arg_f(o, "scale", 1.0f);

@@ -209,7 +209,9 @@ static color paint(pass *p, const Caffe2__OperatorDef *op, const dm_op_schema *s
    * starts an FP16 island of its own; but FP32 when an FP32 activation meets an FP16 one
    * (a transformer's residual stream plus a block's FP16 output), the wider of the two as
    * autocast's type promotion keeps it. A weight does not count as FP32 there: its
-   * reduced copy is made once, at the top of the net. */
+   * reduced copy is made once, at the top of the net. Gradient ops take the same rule,
+   * so a backward op reading an FP32 activation or an FP32 loss gradient beside an FP16
+   * one runs in FP32 (in CNNs: the ops between an FP32 head and the FP16 body). */
   int reduced = 0, wide = 0;
   for (size_t i = 0; i < op->n_input; i++) {
     blob_state *b = NULL;

@@ -488,6 +488,11 @@ static void test_seq_ops(void **state) {
               (const char *[]){"'sm'", "Tk 2 < Tq 3", NULL});
   expect_fail(NULL, causal, NULL, 0, DM_ERR_UNSUPPORTED,
               (const char *[]){"'sm'", "causal=1 needs X's shape", NULL});
+  /* without the inputs' dtypes a 16-bit input would get FLOAT constants: refused */
+  const char *gelu = "op { input: 'x' output: 'y' name: 'g' type: 'Gelu' }"
+                     "external_input: 'x' external_output: 'y'";
+  expect_fail(NULL, gelu, NULL, 0, DM_ERR_UNSUPPORTED,
+              (const char *[]){"'g'", "dtype of input 0 ('x') is unknown", NULL});
 }
 
 /* ---- round trip ------------------------------------------------------------------- */
