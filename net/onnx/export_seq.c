@@ -194,7 +194,6 @@ static const char *causal_mask(oxe *e, const ex_op *o, int64_t tq, int64_t tk) {
 static dm_status tr_masked_softmax(oxe *e, const ex_op *o) {
   if (o->def->n_input < 1 || o->def->n_input > 2 || o->def->n_output != 1)
     return ex_refuse(e, "expected X [, mask] -> Y");
-  DM_TRY(need_dtype(e, o));
   const ex_shape *sx = &o->in_shape[0];
   int causal = ex_arg_i(o, "causal", 0) != 0;
   float scale = ex_arg_f(o, "scale", 1.0f);
@@ -205,6 +204,7 @@ static dm_status tr_masked_softmax(oxe *e, const ex_op *o) {
     return ex_refuse(e, "causal=1 with Tk %lld < Tq %lld: its first rows are all masked, "
                         "zeros here and NaN in ONNX's Softmax",
                      (long long)tk, (long long)tq);
+  DM_TRY(need_dtype(e, o));
   const char *z = as_float(e, o, 0);
   if (scale != 1.0f) {
     const char *s = ex_fresh(e, o->out[0], "_scaled");
