@@ -1,7 +1,8 @@
 #!/bin/sh
-# demo_gpt.sh: the language-model job. Sets up, builds, turns three of Debian's fortunes
-# files (fortunes, literature, riddles: real English, installed by setup.sh) into token
-# LMDBs with `make-db --text` (characters, context 128, the last 5% for validation),
+# demo_gpt.sh: the language-model job. Sets up, builds, turns the Debian fortunes files
+# that models/transformer/corpus.txt lists (1.64 M characters of real English, installed
+# by setup.sh) into token LMDBs with `make-db --text` (characters, context 128, the last
+# 5% for validation),
 # trains models/gpt's GPT (4 layers, width 256) with AdamW, testing on the validation
 # set as it goes (loss and perplexity in the CSV), then prints a sample with
 # `demitasse generate` from the checkpoint. Extra arguments go to `demitasse train`
@@ -14,11 +15,10 @@ cd "$(dirname "$0")"
 . tools/demo_lib.sh
 demo_binary
 out=${DM_DEMO_OUT:-build/gpt}
-text=/usr/share/games/fortunes
+texts=$(sed -n 's|^\([a-z-]*\)$|--text /usr/share/games/fortunes/\1|p' models/transformer/corpus.txt)
 mkdir -p "$out"
 if [ ! -e "$out/train_lmdb" ]; then
-  "$dm" make-db --text $text/fortunes --text $text/literature --text $text/riddles \
-    --context 128 --out-train "$out/train_lmdb" --out-val "$out/val_lmdb"
+  "$dm" make-db $texts --context 128 --out-train "$out/train_lmdb" --out-val "$out/val_lmdb"
 fi
 demo_precision "$@"
 run=$out/$precision

@@ -34,8 +34,8 @@ L=$(arg layers) D=$(arg width) H=$(arg heads) T=$(arg context) V=$(arg vocab) N=
 [ -n "$L" ] && [ -n "$D" ] && [ -n "$H" ] && [ -n "$T" ] && [ -n "$V" ] && [ -n "$N" ] || { echo "cannot read the config of $net"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dm_gpt_bench_XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-"$dm" make-db --text $corpus/fortunes --text $corpus/literature --text $corpus/riddles \
-  --context "$T" --out-train "$tmp/train" --out-val "$tmp/val" >/dev/null
+texts=$(sed -n "s|^\([a-z-]*\)\$|--text $corpus/\1|p" models/transformer/corpus.txt)
+"$dm" make-db $texts --context "$T" --out-train "$tmp/train" --out-val "$tmp/val" >/dev/null
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /CPU: /'
 echo "GPT: $L layers, width $D, $H heads, context $T, vocab $V, batch $N; AdamW; $threads threads"
 printf "%-6s %14s %14s %8s\n" round "ours tok/s" "torch tok/s" ratio

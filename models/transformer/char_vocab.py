@@ -6,7 +6,7 @@
 V is the number of distinct Unicode code points in the files read as UTF-8, the
 vocabulary `make-db --text` builds for its char tokenizer (sorted code points, one id
 each). The default nets in models/gpt and models/bert use it on Debian's `fortunes`
-package: /usr/share/games/fortunes/{fortunes,literature,riddles}.
+package: the files models/transformer/corpus.txt lists.
 """
 import sys
 

@@ -5,8 +5,8 @@
 
 The default configuration: 4 layers, width 256, 4 heads, context 128, and V = the char
 vocabulary of Debian's fortunes files CORPUS (`apt-get install fortunes`), counted by
-char_vocab.py. Prints each generator command it runs, which is also the second header
-line of every net it writes.
+char_vocab.py. The corpus is the list in corpus.txt. Prints each generator command it
+runs, which is also the second header line of every net it writes.
 """
 import os
 import subprocess
@@ -15,7 +15,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FORTUNES = "/usr/share/games/fortunes"
-CORPUS = ["fortunes", "literature", "riddles"]
+
+
+def read_corpus(path=os.path.join(HERE, "corpus.txt")):
+    """corpus.txt's file names, in order (# comments and blank lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+
+
+CORPUS = read_corpus()
 DEFAULT = ["--layers", "4", "--width", "256", "--heads", "4", "--context", "128"]
 
 
