@@ -83,9 +83,10 @@ static dm_status run_once(dm_workspace *ws, Caffe2__NetDef *def, const char *nam
 
 /* The layout pass on the training net, as the pipeline runs it (net/passes/pipeline.c): data and
  * label fed, the re-layouts at the front of the init addition; its summary on stderr. */
-static dm_status make_nhwc(Caffe2__NetDef *train, Caffe2__NetDef *init_add) {
+static dm_status make_nhwc(const bench_model *m, Caffe2__NetDef *train,
+                           Caffe2__NetDef *init_add) {
   const char *pad = getenv("DM_BENCH_PAD");
-  dm_layout_opts o = {.fed = bench_fed_blobs, .n_fed = BENCH_N_FED_BLOBS,
+  dm_layout_opts o = {.fed = m->fed, .n_fed = BENCH_N_FED_BLOBS,
                       .pad_channels = pad ? atoi(pad) : 8};
   dm_layout_summary sum = {0};
   dm_status s = dm_layout_pass(train, &o, init_add, &sum);
@@ -105,16 +106,16 @@ static dm_status bench(const bench_model *m, const char *name, int layout, const
   dm_device_summary sum = {0};
   dm_device_opts dev;
   dm_device_opts_init(&dev);
-  dev.host_blobs = bench_fed_blobs;
+  dev.host_blobs = m->fed;
   dev.n_host_blobs = BENCH_N_FED_BLOBS;
   snprintf(path, sizeof path, "%s/%s", dir, m->init);
   dm_status s = dm_netdef_read(path, &init);
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, 1, &train, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? DM_FLOAT16 : 0, 1, NULL, &train, init_add);
   if (s == DM_OK && layout)
-    s = make_nhwc(train, init_add);
+    s = make_nhwc(m, train, init_add);
   if (s == DM_OK)
     s = place_net(train, &dev, &sum);
   const char *const *state = (const char *const *)sum.gpu_state;

@@ -1,5 +1,6 @@
 /* memory.c: bytes of activations and gradients of one training step, FP32 beside mixed
- * precision, for LeNet (models/mnist) or ResNet-50 (models/resnet50).
+ * precision, for LeNet (models/mnist), ResNet-50 (models/resnet50) or the GPT
+ * (models/gpt; BATCH windows of its context, token ids fed).
  *
  * Two figures per precision:
  *   - peak: the training net after the memory pass (net/passes/memory_pass.c: a Free op after
@@ -22,10 +23,11 @@
  * or reused within a step, so this sum IS the step's peak for these blobs. A storage
  * shared by two blobs (Reshape, aliases) is counted once.
  *
- * usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR] [-p fp16|bf16]
+ * usage: memory lenet|resnet50|gpt BATCH [-v N] [-d MODELS_DIR] [-p fp16|bf16] [-o TYPES]
  *   prints "model batch fp32_peak fp16_peak ratio fp32_sum fp16_sum ratio" and a
  *   breakdown as '#' lines ("fp16" stands for the reduced precision, BF16 with -p bf16);
- *   -v N lists the N largest blobs of each precision.
+ *   -v N lists the N largest blobs of each precision; -o A,B forces op types A and B to the
+ *   reduced precision (`train --fp16-ops A,B`).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +108,9 @@ static dm_status gradient_blobs(const Caffe2__NetDef *def, char ***out, size_t *
 }
 
 /* The memory pass as `demitasse train` applies it: the state (what exists after the init
- * nets), the loss, the accuracy and 'data' are kept. */
-static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_persistent) {
+ * nets), the loss, the accuracy and the fed input are kept. */
+static dm_status plan_memory(const bench_model *m, Caffe2__NetDef *def, char **persistent,
+                             size_t n_persistent) {
   const char **keep = malloc((n_persistent + 3) * sizeof *keep);
   if (!keep)
     return DM_NOMEM("the keep list");
@@ -116,7 +119,7 @@ static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_pe
     keep[n++] = persistent[i];
   keep[n++] = "loss";
   keep[n++] = "accuracy";
-  keep[n++] = "data";
+  keep[n++] = m->fed[0];
   dm_memory_summary sum;
   dm_status s = dm_memory_pass(def, &(dm_memory_opts){keep, n}, &sum);
   free(keep);
@@ -125,8 +128,10 @@ static dm_status plan_memory(Caffe2__NetDef *def, char **persistent, size_t n_pe
 
 /* Builds, runs one step and measures it in one precision, with or without the memory
  * pass; lists the `top` largest blobs. */
-/* The reduced precision measured beside FP32 (-p): FLOAT16 unless BFLOAT16. */
+/* The reduced precision measured beside FP32 (-p): FLOAT16 unless BFLOAT16; and the op
+ * types forced to it (-o, as `train --fp16-ops`). */
 static dm_dtype half_dtype = DM_FLOAT16;
+static const char *fp16_ops;
 
 static dm_status measure(const bench_model *m, const char *dir, int64_t batch, int fp16,
                          int plan, int top, step_mem *res) {
@@ -147,7 +152,7 @@ static dm_status measure(const bench_model *m, const char *dir, int64_t batch, i
   if (s == DM_OK)
     s = dm_netdef_new("optimizer_init", &init_add);
   if (s == DM_OK)
-    s = bench_build_train_net(m, dir, fp16 ? half_dtype : 0, 0, &def, init_add);
+    s = bench_build_train_net(m, dir, fp16 ? half_dtype : 0, 0, fp16_ops, &def, init_add);
   if (s == DM_OK) {
     s = dm_workspace_create_net(ws, init_add, "optimizer_init", &net);
     init_add = NULL; /* the workspace owns it now, even on failure */
@@ -171,7 +176,7 @@ static dm_status measure(const bench_model *m, const char *dir, int64_t batch, i
     }
   qsort(persistent, n_persistent, sizeof *persistent, cmp_str);
   if ((s = gradient_blobs(def, &grads, &n_grads)) != DM_OK ||
-      (plan && (s = plan_memory(def, persistent, n_persistent)) != DM_OK))
+      (plan && (s = plan_memory(m, def, persistent, n_persistent)) != DM_OK))
     goto cleanup;
   size_t before, peak;
   dm_memory_usage(DM_CPU, &before, &peak);
@@ -259,7 +264,8 @@ static void print_breakdown(const char *prec, const step_mem *r) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: memory lenet|resnet50 BATCH [-v N] [-d MODELS_DIR] [-p fp16|bf16]\n");
+  fprintf(stderr, "usage: memory lenet|resnet50|gpt BATCH [-v N] [-d MODELS_DIR] "
+                  "[-p fp16|bf16] [-o TYPES]\n");
   return 2;
 }
 
@@ -276,6 +282,8 @@ int main(int argc, char **argv) {
       top = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "-d") == 0)
       dir = argv[i + 1];
+    else if (strcmp(argv[i], "-o") == 0)
+      fp16_ops = argv[i + 1];
     else if (strcmp(argv[i], "-p") == 0 && strcmp(argv[i + 1], "bf16") == 0)
       half_dtype = DM_BFLOAT16;
     else if (strcmp(argv[i], "-p") != 0 || strcmp(argv[i + 1], "fp16") != 0)

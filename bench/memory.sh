@@ -1,6 +1,11 @@
 #!/bin/sh
 # bench/memory.sh: bytes of activations and gradients of one training step, FP32 beside
-# mixed precision (bench/memory.c), for LeNet and ResNet-50.
+# mixed precision (bench/memory.c), for LeNet, ResNet-50 and the GPT (models/gpt). The GPT
+# twice: as `train --fp16` paints it (autocast's lists: the embedding lookups in FP32, so
+# the residual stream, the LayerNorms and the softmax are FP32 too), and with
+# `--fp16-ops Gather,MaskedSoftmax,MaskedSoftmaxGradient` (an FP16 residual stream; the
+# LayerNorms follow it, with FP32 statistics and parameters; softmax in FP16 storage
+# with FP32 arithmetic inside), the row marked `+ops`.
 #   bench/memory.sh [BUILD_DIR]     (default: build; needs `ninja -C BUILD_DIR`)
 # Prints per model and batch the step's peak bytes in FP32 and FP16 with the memory pass
 # (as `demitasse train` runs; measured by the allocator) and their ratio (target <= 0.6),
@@ -21,11 +26,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/run rows=$tmp/rows
 : >"$rows"
-for spec in "lenet 32" "lenet 64" "lenet 512" "resnet50 32"; do
+gpt_ops=Gather,MaskedSoftmax,MaskedSoftmaxGradient
+for spec in "lenet 32" "lenet 64" "lenet 512" "resnet50 32" "gpt 16" "gpt 16 $gpt_ops"; do
   set -- $spec
-  "$build/bench/memory" "$1" "$2" -v "${VERBOSE:-0}" >"$out"
+  if [ $# -eq 3 ]; then
+    "$build/bench/memory" "$1" "$2" -v "${VERBOSE:-0}" -o "$3" >"$out"
+  else
+    "$build/bench/memory" "$1" "$2" -v "${VERBOSE:-0}" >"$out"
+  fi
   grep '^# fp\|^#  ' "$out" | sed "s/^# /# $1 $2 /"
-  grep -v '^#' "$out" >>"$rows"
+  grep -v '^#' "$out" | sed "s/^gpt /gpt$([ $# -eq 3 ] && echo +ops) /" >>"$rows"
 done
 printf "%-9s %5s %13s %13s %6s %13s %13s %6s\n" model batch fp32_peak fp16_peak ratio \
   fp32_sum fp16_sum ratio
