@@ -2,6 +2,7 @@
  * op_ctx_impl.h, filled by the executor in net/net.c). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device.h"
@@ -136,13 +137,16 @@ dm_status dm_op_run_infer(dm_op_ctx *ctx) {
 }
 
 dm_status dm_op_check_shapes(dm_op_ctx *ctx) {
-  enum { MAX_OUT = 16 };
-  if (ctx->n_out > MAX_OUT)
-    return dm_error(DM_ERR_INVALID, "%s: %d outputs", ctx->def->type, ctx->n_out);
+  /* Most ops have a few outputs; an Allreduce has one per gradient (hundreds in a
+   * ResNet-50), so past the stack's few the saved tensors go to the heap. */
+  enum { ON_STACK = 16 };
+  dm_tensor stack[ON_STACK];
+  dm_tensor *saved = stack;
+  if (ctx->n_out > ON_STACK && !(saved = malloc((size_t)ctx->n_out * sizeof *saved)))
+    return DM_NOMEM("the outputs' shapes");
   /* Shape-only, the inference sets dims without allocating; each output's tensor is
    * put back as it was afterwards (storage, layout, dtype, dims), since it may be an
    * input too, in place, whose data must survive. */
-  dm_tensor saved[MAX_OUT];
   for (int i = 0; i < ctx->n_out; i++) {
     saved[i] = *ctx->out[i]->tensor;
     ctx->out[i]->tensor->storage = NULL; /* held in saved[i] meanwhile */
@@ -157,6 +161,8 @@ dm_status dm_op_check_shapes(dm_op_ctx *ctx) {
       dm_tensor_reset(t); /* nothing allocates shape-only; should it, drop it */
     *t = saved[i];
   }
+  if (saved != stack)
+    free(saved);
   return s;
 }
 

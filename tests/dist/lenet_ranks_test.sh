@@ -27,15 +27,8 @@
 # (DM_RANKS_ITERS: the steps, default 200; the sanitizer build runs 40)
 set -u
 MPI=$1 DM=$2 IMAGES=$3 LABELS=$4 INIT=$5 NET=$6
-N=${DM_RANKS_ITERS:-200}
-LOG=$((N / 20 > 0 ? N / 20 : 1)) # 20 logged iterations
-PY=/usr/bin/python3
-command -v mpirun >/dev/null 2>&1 || { echo "no mpirun: skipped"; exit 77; }
-$PY -c 'import numpy' 2>/dev/null || { echo "no numpy for $PY: skipped"; exit 77; }
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-T=$(mktemp -d "${TMPDIR:-/tmp}/dm_ranks_XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/ranks_lib.sh"
+ranks_setup ranks
 "$DM" make-db --images "$IMAGES" --labels "$LABELS" --train 8000 --out-train "$T/train_db" \
   --out-val "$T/val_db" >"$T/make_db.log" 2>&1 || { cat "$T/make_db.log"; exit 1; }
 sed 's/\(name: "batch_size" i:\) 64/\1 32/' "$NET" >"$T/net32.pbtxt"
@@ -92,33 +85,12 @@ fi
 two "$T/two_ck" "$T/two.csv" "$T/two.log" "$N" || { tail -20 "$T/two.log"; exit 1; }
 grep -q "Allreduce" "$T/two.log" || fail "the 2-rank run's passes added no Allreduce"
 for r in one ref two; do export_ckpt "$T/${r}_ck" "$T/$r.npz" || exit 1; done
-$PY - "$T" "$SPREAD" "$N" <<'EOF' || fails=$((fails + 1))
-import csv, sys, numpy as np
-t, spread_known, n = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
-def losses(name):
-    with open(f"{t}/{name}.csv") as f:
-        return {int(r["iter"]): float(r["loss"]) for r in csv.DictReader(f)}
-one, two, ref = losses("one"), losses("two"), losses("ref")
-common = sorted(set(one) & set(two) & set(ref))
-assert len(common) >= 10, f"only {len(common)} common logged iterations"
-ok = True
-worst = envelope = 0
-if not spread_known and all(ref[i] == one[i] for i in common):
-    common = [i for i in common if i <= 0.4 * n]
-    print(f"no second FP32 order here (one thread sums as two): the first {len(common)} logged "
-          "steps, within 1e-3")
-elif not spread_known:
-    spread_known = True
-    print("the second FP32 order: the same run on one thread")
-for i in common:
-    rel = abs(two[i] - one[i]) / abs(one[i])
-    envelope = max(envelope, abs(ref[i] - one[i]) / abs(one[i]))  # the drift so far
-    bound = max(1e-3, 4 * envelope)
-    worst = max(worst, rel / bound)
-    if rel > bound:
-        print(f"iteration {i}: loss {two[i]!r} on 2 ranks, {one[i]!r} on 1 (relative {rel:.2e}, bound {bound:.2e})")
-        ok = False
-print(f"losses: {len(common)} logged iterations, worst relative difference / bound {worst:.3f}")
+$PY - "$(dirname "$0")" "$T" "$SPREAD" "$N" <<'EOF' || fails=$((fails + 1))
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from ranks_losses import losses_agree
+t, n = sys.argv[2], int(sys.argv[4])
+ok, spread_known = losses_agree(t, sys.argv[3] == "1", n)
 a, r, b = (np.load(f"{t}/{k}.npz") for k in ("one", "ref", "two"))
 assert int(b["optimizer_iteration"].ravel()[0]) == int(a["optimizer_iteration"].ravel()[0])
 for k in sorted(a.files) if spread_known else []:
