@@ -2,7 +2,8 @@
  * (<demitasse.h>, the shared library), for bench/cpu_infer.sh. It builds the inference
  * net as `demitasse run` does by default (dm_workspace_create_infer_net, FP32, each
  * test-mode SpatialBN folded into its Conv), feeds a uniform random input of the given
- * shape (the batch is its first dimension), runs the net WARMUP times untimed, then
+ * shape (the batch is its first dimension; with --tokens V, a language model's INT32
+ * token ids uniform in [0, V)), runs the net WARMUP times untimed, then
  * ITERS times, each timed alone with CLOCK_MONOTONIC, and prints one line:
  *
  *     infer_net median_ms M min_ms A max_ms B batch N iters I threads T
@@ -10,7 +11,7 @@
  * M is the median of the ITERS runs in milliseconds per batch (not per image).
  *
  * usage: infer_net --net NET [--init INIT] --shape N,C,H,W [--input data] [--iters 20]
- *                  [--warmup 3] [--threads T] [--engine NAME]
+ *                  [--warmup 3] [--threads T] [--engine NAME] [--tokens V]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,12 +31,14 @@ typedef struct bench_opts {
   int ndim;
   long iters, warmup;
   int threads;
+  long tokens; /* > 0: the input is INT32 token ids in [0, tokens) */
 } bench_opts;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: infer_net --net NET [--init INIT] --shape N,C,H,W [--input NAME]\n"
-          "                 [--iters N] [--warmup N] [--threads T] [--engine NAME]\n\n"
+          "                 [--iters N] [--warmup N] [--threads T] [--engine NAME]\n"
+          "                 [--tokens V]\n\n"
           "Times the FP32 inference net `demitasse run` builds (BN folded into Conv) on a\n"
           "random input and prints \"infer_net median_ms M min_ms A max_ms B batch N iters I\n"
           "threads T\" (milliseconds per batch).\n\n"
@@ -47,6 +50,7 @@ static void usage(FILE *f) {
           "  -w, --warmup N      untimed runs before them (default 3)\n"
           "  -t, --threads T     CPU threads (default: the cores this process may use)\n"
           "  -e, --engine NAME   DNNL or REFERENCE (dm_workspace_set_engine; default DNNL)\n"
+          "  -T, --tokens V      the input is INT32 token ids in [0, V) (a language model)\n"
           "  -h, --help          this text\n");
 }
 
@@ -86,12 +90,17 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Uniform in [-1, 1) from a 64-bit LCG (Knuth's MMIX constants), seeded the same each
- * run: the input's values do not change the work of a dense net. */
-static void fill_random(float *x, int64_t n) {
+ * run: the input's values do not change the work of a dense net. With `tokens` > 0,
+ * INT32 ids in [0, tokens) from the same stream instead (x is then an int32_t array). */
+static void fill_random(void *x, int64_t n, long tokens) {
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (int64_t i = 0; i < n; i++) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = (float)((double)(state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    double u = (double)(state >> 40) / (double)(1ull << 24); /* [0, 1) */
+    if (tokens > 0)
+      ((int32_t *)x)[i] = (int32_t)(u * (double)tokens);
+    else
+      ((float *)x)[i] = (float)(u * 2.0 - 1.0);
   }
 }
 
@@ -101,10 +110,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       {"shape", required_argument, NULL, 's'},  {"input", required_argument, NULL, 'I'},
       {"iters", required_argument, NULL, 'N'},  {"warmup", required_argument, NULL, 'w'},
       {"threads", required_argument, NULL, 't'}, {"engine", required_argument, NULL, 'e'},
-      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+      {"tokens", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   int c;
   long v;
-  while ((c = getopt_long(argc, argv, "n:i:s:I:N:w:t:e:h", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:i:s:I:N:w:t:e:T:h", longs, NULL)) != -1) {
     switch (c) {
     case 'n': o->net = optarg; break;
     case 'i': o->init = optarg; break;
@@ -133,6 +143,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       }
       o->threads = (int)v;
       break;
+    case 'T':
+      if (parse_long(optarg, 1, &v) || v > INT32_MAX) {
+        fprintf(stderr, "infer_net: --tokens wants a vocabulary size, not '%s'\n", optarg);
+        return 2;
+      }
+      o->tokens = v;
+      break;
     case 'h': usage(stdout); return -1;
     default: usage(stderr); return 2;
     }
@@ -155,7 +172,7 @@ int main(int argc, char **argv) {
   const char *what = "";
   dm_workspace *ws = NULL;
   dm_net *net = NULL;
-  float *x = NULL;      /* (dims): the input */
+  void *x = NULL;       /* (dims): the input, FLOAT or (--tokens) INT32 */
   double *times = NULL; /* (iters): ms per run */
 
   int threads = o.threads ? o.threads : dm_num_threads_default();
@@ -187,15 +204,16 @@ int main(int argc, char **argv) {
   int64_t numel = 1;
   for (int i = 0; i < o.ndim; i++)
     numel *= o.dims[i];
-  x = malloc((size_t)numel * sizeof *x);
+  x = malloc((size_t)numel * (o.tokens ? sizeof(int32_t) : sizeof(float)));
   times = malloc((size_t)o.iters * sizeof *times);
   if (!x || !times) {
     fprintf(stderr, "infer_net: out of memory for the input (%lld floats)\n", (long long)numel);
     goto cleanup;
   }
-  fill_random(x, numel);
+  fill_random(x, numel, o.tokens);
   what = "feeding the input";
-  if ((s = dm_workspace_feed(ws, o.input, DM_FLOAT, o.ndim, o.dims, x)) != DM_OK)
+  if ((s = dm_workspace_feed(ws, o.input, o.tokens ? DM_INT32 : DM_FLOAT, o.ndim, o.dims,
+                             x)) != DM_OK)
     goto cleanup;
 
   what = "dm_net_run";

@@ -21,11 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gpt_reference_test import reference  # noqa: E402
 
 
-def main():
-    L, D, H, T, V, N, iters, threads, warmup = (int(a) for a in sys.argv[1:10])
-    torch.set_num_threads(threads)
-    g = torch.Generator().manual_seed(0)
-
+def gpt_weights(L, D, T, V, g):
+    """models/gpt's parameters by name, GPT-2's init (N(0, 0.02), LayerNorm 1 and 0,
+    biases 0), drawn from generator g, as torch.nn.Parameters."""
     def param(*shape, std=0.02, value=None):
         t = torch.full(shape, value) if value is not None else torch.randn(*shape, generator=g) * std
         return torch.nn.Parameter(t)
@@ -39,6 +37,14 @@ def main():
         for n, (o, k) in {"q": (D, D), "k": (D, D), "v": (D, D), "proj": (D, D),
                           "fc": (4 * D, D), "out": (D, 4 * D)}.items():
             w[p + n + "_w"], w[p + n + "_b"] = param(o, k), param(o, value=0.0)
+    return w
+
+
+def main():
+    L, D, H, T, V, N, iters, threads, warmup = (int(a) for a in sys.argv[1:10])
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    w = gpt_weights(L, D, T, V, g)
     opt = torch.optim.AdamW(w.values(), lr=1e-3, weight_decay=0.01)
     cfg = {"layers": L, "width": D, "heads": H}
     tokens = torch.randint(0, V, (N, T + 1), generator=g)
