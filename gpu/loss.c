@@ -91,6 +91,14 @@ static dm_status avg_grad_run(dm_op_ctx *ctx) { /* X, dY -> dX */
   return DM_OK;
 }
 
+/* The CUDA kernel counts every row: ignore_label (a masked LM's accuracy) stays on the CPU
+ * kernel, as SoftmaxWithLoss's does. */
+static int accuracy_supports(const dm_op_ctx *ctx) {
+  if (dm_op_has_arg(ctx, "ignore_label"))
+    return dm_op_refuse(ctx, "ignore_label has no CUDA kernel yet");
+  return 1;
+}
+
 static dm_status accuracy_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_run_infer(ctx));
   int64_t N, D;
@@ -110,6 +118,7 @@ const dm_kernel_def dm_cuda_loss_kernels[] = {
     GPU_KERNEL("LabelCrossEntropyGradient", "", .run = lce_grad_run, GRAPH_SAFE),
     GPU_KERNEL("AveragedLoss", "", .run = avg_run, GRAPH_SAFE),
     GPU_KERNEL("AveragedLossGradient", "", .run = avg_grad_run, GRAPH_SAFE),
-    GPU_KERNEL("Accuracy", "", .run = accuracy_run, GRAPH_SAFE),
+    GPU_KERNEL("Accuracy", "", .run = accuracy_run, .supports = accuracy_supports,
+               GRAPH_SAFE),
     {0},
 };

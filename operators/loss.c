@@ -159,8 +159,8 @@ static dm_status swl_check(dm_op_ctx *ctx, int has_w, int64_t *N, int64_t *D) {
   if (x->ndim > 1)
     DM_TRY(dm_op_canonical_axis(ctx, "axis", dm_op_arg_int(ctx, "axis", 1), x->ndim, 0, &axis));
   char ls[96];
-  int has_ig;
-  int32_t ig;
+  int has_ig = 0;
+  int32_t ig = 0;
   DM_TRY(ignore_arg(ctx, &has_ig, &ig));
   if (dm_op_arg_int(ctx, "label_prob", 0) && has_ig)
     return dm_op_error(ctx, DM_ERR_INVALID, "ignore_label needs integer labels; label_prob=1 "
@@ -332,8 +332,8 @@ static dm_status swl_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
   DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
-  int has_ig;
-  int32_t ig;
+  int has_ig = 0;
+  int32_t ig = 0;
   DM_TRY(ignore_arg(ctx, &has_ig, &ig));
   const int32_t *lab = prob ? NULL : dm_tensor_data(l); /* (N) */
   if (!prob)
@@ -379,8 +379,8 @@ static dm_status swl_grad_run(dm_op_ctx *ctx) {
   const dm_tensor *x = dm_op_input(ctx, 0), *l = dm_op_input(ctx, 1);
   int64_t N, D;
   DM_TRY(dm_loss_rows(ctx, x, dm_op_arg_int(ctx, "axis", 1), &N, &D));
-  int has_ig;
-  int32_t ig;
+  int has_ig = 0;
+  int32_t ig = 0;
   DM_TRY(ignore_arg(ctx, &has_ig, &ig));
   const int32_t *lab = prob ? NULL : dm_tensor_data(l); /* (N) */
   if (!prob)
@@ -634,6 +634,8 @@ static dm_status avg_grad_run(dm_op_ctx *ctx) {
 static const dm_arg_spec acc_args[] = {
     {"top_k", DM_ARG_INT, 0, "a row counts as correct when fewer than top_k entries exceed "
                              "the label's (default 1)"},
+    {"ignore_label", DM_ARG_INT, 0, "rows with this label are not counted: the fraction is "
+                                    "over the others, 0 when there are none (default: none)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -643,6 +645,9 @@ static dm_status acc_infer(dm_op_ctx *ctx) {
   int64_t k = dm_op_arg_int(ctx, "top_k", 1);
   if (k < 1)
     return dm_op_error(ctx, DM_ERR_INVALID, "top_k is %lld; it must be at least 1", (long long)k);
+  int has_ig = 0;
+  int32_t ig = 0;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
   return dm_op_set_output(ctx, 0, DM_FLOAT, 0, NULL);
 }
 
@@ -664,8 +669,8 @@ static const dm_op_schema acc_schema = {
     .nonfloat_inputs = 0x2, /* the INT32 labels */
     .doc = "predictions (N x D), labels (INT32 N) -> the fraction of rows whose label is in "
            "the top_k (ties favour the label: only strictly greater entries count; a row "
-           "holding a NaN is wrong). "
-           "Not differentiable.",
+           "holding a NaN is wrong), over the rows whose label is not ignore_label (a "
+           "masked LM's unmasked positions). Not differentiable.",
     .infer = acc_infer,
     .cost = acc_cost,
     .gradient = NULL,
@@ -678,9 +683,15 @@ static dm_status acc_run(dm_op_ctx *ctx) {
   DM_TRY(dm_loss_rows(ctx, dm_op_input(ctx, 0), 1, &N, &D));
   const float *px = dm_tensor_data(dm_op_input(ctx, 0));   /* (N, D) */
   const int32_t *lab = dm_tensor_data(dm_op_input(ctx, 1)); /* (N) */
-  DM_TRY(check_label_range(ctx, lab, N, D));
-  int64_t k = dm_op_arg_int(ctx, "top_k", 1), correct = 0;
+  int has_ig = 0;
+  int32_t ig = 0;
+  DM_TRY(ignore_arg(ctx, &has_ig, &ig));
+  DM_TRY(check_label_range_ignoring(ctx, lab, N, D, has_ig, ig));
+  int64_t k = dm_op_arg_int(ctx, "top_k", 1), correct = 0, counted = 0;
   for (int64_t i = 0; i < N; i++) {
+    if (has_ig && lab[i] == ig)
+      continue;
+    counted++;
     const float *r = px + i * D;
     float v = r[lab[i]];
     /* A NaN anywhere in the row makes it wrong: NaN compares greater than nothing, so a
@@ -693,7 +704,7 @@ static dm_status acc_run(dm_op_ctx *ctx) {
     correct += !nan && greater < k;
   }
   *(float *)dm_tensor_mutable_data(dm_op_output(ctx, 0)) =
-      N ? (float)((double)correct / (double)N) : 0.0f;
+      counted ? (float)((double)correct / (double)counted) : 0.0f;
   return DM_OK;
 }
 

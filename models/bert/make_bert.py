@@ -11,15 +11,16 @@ writes, sharing blob names:
   bert_train.pbtxt  TensorProtosDBInput (tokens, targets INT32 [N, T]; targets unused)
                     -> MaskTokens (15% of the positions chosen: 80% [MASK], 10% a random
                     token of [0, V), 10% kept; the labels -1 elsewhere) -> the encoder
-                    -> the MLM head -> SoftmaxWithLoss over the chosen positions
+                    -> the MLM head -> SoftmaxWithLoss and Accuracy over the chosen positions
   bert_test.pbtxt   the same on the validation DB, read in order
 
 The vocabulary has V + 1 rows: id V is [MASK]. The encoder is pre-LayerNorm (as GPT-2,
 not BERT's post-LN: the same block writer as the GPT, and it trains without warmup) with
 bidirectional attention and GELU's erf form, then a final LayerNorm. The MLM head is
 BERT's: FC D -> Gelu -> LayerNorm -> the decoder tied to the token embedding, an FC
-whose W is wte (h wte^T + a bias of V + 1, nn.Linear with the tied weight). No segment embeddings, no next-sentence head, no dropout. There is
-no masked-token accuracy: Accuracy has no ignore_label, so it would count the -1 rows.
+whose W is wte (h wte^T + a bias of V + 1, nn.Linear with the tied weight). No
+segment embeddings, no next-sentence head, no dropout. The accuracy is the masked-token
+accuracy: Accuracy's ignore_label -1 leaves out the positions not chosen.
 """
 import os
 import sys
@@ -58,7 +59,9 @@ def forward_loss(m, V):
     n.comment("loss: cross-entropy over the chosen positions only (label -1 elsewhere)")
     n.op("SoftmaxWithLoss", ["logits", "mlm_labels"], ["softmax", "loss"],
          [netgen.arg_i("axis", 2), netgen.arg_i("ignore_label", -1)])
-    n.outputs = ["loss"]
+    n.comment("accuracy: of the chosen positions only, as the loss")
+    m.token_accuracy("softmax", "mlm_labels", rows, ignore_label=-1)
+    n.outputs = ["loss", "accuracy"]
 
 
 def main():

@@ -250,13 +250,15 @@ class Model:
             self.net.op("FC", [h, "wte", bias], [out], [arg_i("axis", 2)])
         return out
 
-    def token_accuracy(self, softmax, labels, rows):
-        """Next-token accuracy over every position: the [N, T, rows] softmax and the
-        [N, T] labels flattened to N*T rows for Accuracy."""
+    def token_accuracy(self, softmax, labels, rows, ignore_label=None):
+        """Token accuracy: the [N, T, rows] softmax and the [N, T] labels flattened to
+        N*T rows for Accuracy; with ignore_label, over the positions labelled otherwise
+        (a masked LM's chosen positions)."""
         n = self.net
         n.op("Reshape", [softmax], [softmax + "_2d"], [arg_ints("shape", [-1, rows])])
         n.op("Reshape", [labels], [labels + "_1d"], [arg_ints("shape", [-1])])
-        n.op("Accuracy", [softmax + "_2d", labels + "_1d"], ["accuracy"])
+        n.op("Accuracy", [softmax + "_2d", labels + "_1d"], ["accuracy"],
+             [] if ignore_label is None else [arg_i("ignore_label", ignore_label)])
 
 
 def db_input(net, db, batch, context, train, seed, note):

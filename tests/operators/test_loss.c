@@ -345,9 +345,10 @@ static void test_averaged_loss(void **state) {
   free(x);
 }
 
-/* Accuracy: a row is correct when fewer than top_k entries exceed the label's. */
-static void check_accuracy(dm_workspace *ws, const float *x, const int32_t *lab, int64_t N,
-                           int64_t D, int top_k) {
+/* Accuracy: a row is correct when fewer than top_k entries exceed the label's; with
+ * `ignore` (non-NULL: ignore_label), rows labelled *ignore are not counted. */
+static void check_accuracy_ignoring(dm_workspace *ws, const float *x, const int32_t *lab,
+                                    int64_t N, int64_t D, int top_k, const int32_t *ignore) {
   int64_t d[] = {N, D}, dn[] = {N};
   opt_feed(ws, "X", DM_FLOAT, 2, d, x);
   opt_feed(ws, "L", DM_INT32, 1, dn, lab);
@@ -355,10 +356,15 @@ static void check_accuracy(dm_workspace *ws, const float *x, const int32_t *lab,
   opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "A");
   if (top_k != 1)
     opt_arg_int(op, "top_k", top_k);
+  if (ignore)
+    opt_arg_int(op, "ignore_label", *ignore);
   if (opt_run(op, ws) != DM_OK)
     fail_msg("%s", dm_last_error());
-  int correct = 0;
+  int correct = 0, counted = 0;
   for (int64_t i = 0; i < N; i++) {
+    if (ignore && lab[i] == *ignore)
+      continue;
+    counted++;
     int greater = 0, nan = 0;
     for (int64_t j = 0; j < D; j++) {
       greater += x[i * D + j] > x[i * D + lab[i]];
@@ -367,7 +373,12 @@ static void check_accuracy(dm_workspace *ws, const float *x, const int32_t *lab,
     correct += !nan && greater < top_k; /* a row with a NaN is wrong (issue 12) */
   }
   float got = *(const float *)dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL));
-  assert_true(got == (float)((double)correct / (double)N));
+  assert_true(got == (counted ? (float)((double)correct / (double)counted) : 0.0f));
+}
+
+static void check_accuracy(dm_workspace *ws, const float *x, const int32_t *lab, int64_t N,
+                           int64_t D, int top_k) {
+  check_accuracy_ignoring(ws, x, lab, N, D, top_k, NULL);
 }
 
 static void test_accuracy(void **state) {
@@ -386,7 +397,6 @@ static void test_accuracy(void **state) {
     rl[i] = (int32_t)opt_uniform(&s, 0, 11);
   for (int k = 1; k <= 5; k++)
     check_accuracy(ws, r, rl, 50, 11, k);
-  free(r);
   /* NaN predictions are wrong: at the label (row 0, where nothing compares greater), in
    * another column (row 1, the label otherwise the max), the whole row (row 2); row 3 is
    * clean and correct. A diverged net's all-NaN output scored 1.000 before. */
@@ -397,6 +407,31 @@ static void test_accuracy(void **state) {
   assert_true(*(const float *)dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL)) == 0.25f);
   const float *a = dm_tensor_data(opt_fetch(ws, "A", DM_FLOAT, 0, NULL));
   (void)a;
+  /* ignore_label (a masked LM's accuracy): the rows labelled -1 are not counted; with
+   * every row ignored the accuracy is 0, not 0/0. Out of the label range is still an
+   * error for any other label. */
+  int32_t mlm[50], minus1 = -1, seven = 7;
+  for (int i = 0; i < 50; i++)
+    mlm[i] = i % 3 ? -1 : rl[i];
+  for (int k = 1; k <= 3; k++)
+    check_accuracy_ignoring(ws, r, mlm, 50, 11, k, &minus1);
+  int32_t all_ignored[4] = {-1, -1, -1, -1};
+  check_accuracy_ignoring(ws, x, all_ignored, 4, 3, 1, &minus1);
+  check_accuracy_ignoring(ws, x, lab, 4, 3, 1, &seven); /* an ignore_label no row has */
+  int64_t d43[] = {4, 3}, d4[] = {4};
+  int32_t stray[4] = {-1, 0, -2, 1};
+  opt_feed(ws, "X", DM_FLOAT, 2, d43, x);
+  opt_feed(ws, "L", DM_INT32, 1, d4, stray);
+  opt_op *op = opt_new("Accuracy");
+  opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "A");
+  opt_arg_int(op, "ignore_label", -1);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "label -2 in row 2 is out of range",
+                   "and is not ignore_label", NULL);
+  op = opt_new("Accuracy");
+  opt_in(op, "X"), opt_in(op, "L"), opt_out(op, "A");
+  opt_arg_int(op, "ignore_label", 1LL << 40);
+  opt_expect_error(opt_run(op, ws), DM_ERR_INVALID, "is not an INT32 label", NULL);
+  free(r);
   /* The schema: no gradient, and asking for one is an error rather than "none". */
   const dm_op_schema *sc = dm_schema_lookup("Accuracy");
   assert_non_null(sc);
