@@ -97,13 +97,22 @@ static dm_status check_dtype(dm_op_ctx *ctx, const dm_tensor *t, const char *slo
   return DM_OK;
 }
 
-static dm_status forward_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
-  const dm_tensor *x = dm_op_input(ctx, 0);
-  DM_TRY(check_dtype(ctx, x, "X"));
+static dm_status forward_args_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
+  DM_TRY(check_dtype(ctx, dm_op_input(ctx, 0), "X"));
   if (k == DM_UN_Clip && p->lo > p->hi)
     return dm_op_error(ctx, DM_ERR_INVALID, "Clip's min %g is above its max %g", (double)p->lo,
                        (double)p->hi);
+  return DM_OK;
+}
+
+static dm_status forward_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
+  DM_TRY(forward_args_check(ctx, k, p));
+  const dm_tensor *x = dm_op_input(ctx, 0);
   return dm_op_set_output(ctx, 0, x->dtype, x->ndim, x->dims);
+}
+
+dm_status dm_unary_check_forward_args(dm_op_ctx *ctx, const dm_unary_op *u) {
+  return forward_args_check(ctx, u->kind, &u->p);
 }
 
 /* S (Y, or X where the row's reads_x is 1), dY -> dX. */

@@ -1,7 +1,8 @@
-/* unary_math.h: the activations of unary_math.c as the CUDA kernels share them
+/* unary_math.h: the activations of unary_math.c as the other kernels share them
  * (internal): the kernels' init, which resolves the op's kind and arguments once, and
- * the checks every run makes, so that gpu/elementwise.c reads an op exactly as the CPU
- * kernel does. The kinds and formulas are unary_family.h's and unary_formulas.h's. */
+ * the checks every run makes, so that gpu/elementwise.c and the oneDNN engine
+ * (operators/dnnl/eltwise.c) read an op exactly as the CPU kernel does. The kinds and
+ * formulas are unary_family.h's and unary_formulas.h's. */
 #ifndef DM_OPERATORS_UNARY_MATH_H
 #define DM_OPERATORS_UNARY_MATH_H
 
@@ -22,5 +23,8 @@ DM_HIDDEN void dm_unary_fini(void *state);
  * output they then declare: what the schemas' inference checks, with the kind and
  * arguments of the state. */
 DM_HIDDEN dm_status dm_unary_check(dm_op_ctx *ctx, const dm_unary_op *u);
+/* The forward's checks of X's dtype and of the arguments alone, Y left as it is: for
+ * the oneDNN engine's kernels (operators/dnnl/eltwise.c), which write Y in X's layout. */
+DM_HIDDEN dm_status dm_unary_check_forward_args(dm_op_ctx *ctx, const dm_unary_op *u);
 
 #endif

@@ -206,6 +206,58 @@ dm_status dm_dnnl_execute(dnnl_primitive_t prim, int n, const dm_dnnl_arg *args)
   return st;
 }
 
+int dm_dnnl_md_is_padded(const dnnl_memory_desc_t *md) {
+  for (int i = 0; i < md->ndims; i++)
+    if (md->padded_dims[i] != md->dims[i])
+      return 1;
+  return 0;
+}
+
+/* The usual case, a layout whose only inner block is on the channels (nChw16c) and whose
+ * only padding is theirs: the last channel block's tail, zeroed at every other index. */
+static int zero_channel_tail(const dnnl_memory_desc_t *md, unsigned char *data) {
+  const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  if (md->format_kind != dnnl_blocked || b->inner_nblks != 1 || b->inner_idxs[0] != 1)
+    return 0;
+  int64_t outer = 1;
+  for (int i = 0; i < md->ndims; i++) {
+    if (i != 1 && md->padded_dims[i] != md->dims[i])
+      return 0;
+    outer *= i == 1 ? 1 : md->dims[i];
+  }
+  const int64_t blk = b->inner_blks[0], c0 = md->dims[1] % blk;
+  const int64_t last = md->dims[1] / blk * b->strides[1];
+  const size_t es = dnnl_data_type_size(md->data_type);
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t off = md->offset0 + last, r = o;
+    for (int i = md->ndims - 1; i >= 0; i--)
+      if (i != 1) {
+        off += r % md->dims[i] * b->strides[i];
+        r /= md->dims[i];
+      }
+    memset(data + (size_t)(off + c0) * es, 0, (size_t)(blk - c0) * es);
+  }
+  return 1;
+}
+
+/* Any other layout goes to plain and back: a reorder writes zeros in its output's
+ * padding (oneDNN 2.6's dnnl_memory_set_data_handle does not). */
+dm_status dm_dnnl_zero_pad(const dnnl_memory_desc_t *md, void *data) {
+  if (!dm_dnnl_md_is_padded(md) || zero_channel_tail(md, data))
+    return DM_OK;
+  dnnl_memory_desc_t plain;
+  DM_DNNL_TRY(dnnl_memory_desc_init_by_strides(&plain, md->ndims, md->dims, md->data_type, NULL),
+              "describing a plain buffer");
+  dm_dnnl_buf tmp = {0};
+  dm_status st = dm_dnnl_buf_reserve(&tmp, dnnl_memory_desc_get_size(&plain));
+  if (st == DM_OK)
+    st = dm_dnnl_reorder(md, data, &plain, tmp.data);
+  if (st == DM_OK)
+    st = dm_dnnl_reorder(&plain, tmp.data, md, data);
+  dm_dnnl_buf_free(&tmp);
+  return st;
+}
+
 dm_status dm_dnnl_reorder(const dnnl_memory_desc_t *src_md, const void *src,
                           const dnnl_memory_desc_t *dst_md, void *dst) {
   dnnl_engine_t e = dm_dnnl_engine();

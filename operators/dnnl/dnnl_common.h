@@ -71,6 +71,12 @@ DM_HIDDEN void dm_dnnl_buf_free(dm_dnnl_buf *b);
 /* Grows b to at least n bytes (64-byte aligned; the old contents are not kept). */
 DM_HIDDEN dm_status dm_dnnl_buf_reserve(dm_dnnl_buf *b, size_t n);
 
+/* Whether layout md has padding (a blocked dim rounded up: nChw16c of 24 channels), and
+ * zeros written to that padding of the buffer at data, as oneDNN's primitives expect of
+ * their inputs: for kernels that run their own loop over a whole buffer, padding
+ * included, with a function that does not map 0 to 0 (Sigmoid, Div). */
+DM_HIDDEN int dm_dnnl_md_is_padded(const dnnl_memory_desc_t *md);
+DM_HIDDEN dm_status dm_dnnl_zero_pad(const dnnl_memory_desc_t *md, void *data);
 /* Copies `src` (layout src_md, at src) to dst (layout dst_md) with a reorder primitive. */
 DM_HIDDEN dm_status dm_dnnl_reorder(const dnnl_memory_desc_t *src_md, const void *src,
                                     const dnnl_memory_desc_t *dst_md, void *dst);

@@ -246,12 +246,6 @@ static dm_status avg_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p)
   return f32 == dxdata ? DM_OK : dm_dnnl_reorder(&dsmd, f32, &dxmd, dxdata);
 }
 
-/* Where element (n, c, h, w) of a 4-D oneDNN layout with at most a channel block sits:
- * off0 + n s[0] + (c / blk) s[1] + h s[2] + w s[3] + c % blk. */
-typedef struct flat4 {
-  int64_t off0, s[4], blk;
-} flat4;
-
 int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md) {
   if (md->format_kind != dnnl_blocked || md->ndims < 2)
     return 0;
@@ -261,7 +255,7 @@ int64_t dm_dnnl_channel_block(const dnnl_memory_desc_t *md) {
   return b->inner_nblks == 1 && b->inner_idxs[0] == 1 ? b->inner_blks[0] : 0;
 }
 
-static int flat4_of(const dnnl_memory_desc_t *md, flat4 *f) {
+int dm_dnnl_flat4_of(const dnnl_memory_desc_t *md, dm_dnnl_flat4 *f) {
   if (md->ndims != 4 || !(f->blk = dm_dnnl_channel_block(md)))
     return 0;
   f->off0 = md->offset0;
@@ -272,14 +266,14 @@ static int flat4_of(const dnnl_memory_desc_t *md, flat4 *f) {
 
 /* t's data and where its elements sit: as it is, or reordered to plain into scratch. */
 static dm_status flat_input(const dm_tensor *t, dm_dnnl_buf *scratch, const void **data,
-                            flat4 *f) {
+                            dm_dnnl_flat4 *f) {
   dnnl_memory_desc_t md;
   DM_TRY(dm_dnnl_md_of(t, &md));
-  if (!flat4_of(&md, f)) {
+  if (!dm_dnnl_flat4_of(&md, f)) {
     DM_TRY(dm_dnnl_plain_md(4, t->dims, t->dtype, &md));
     void *p;
     DM_TRY(dm_dnnl_input(t, &md, scratch, &p));
-    flat4_of(&md, f);
+    dm_dnnl_flat4_of(&md, f);
     *data = p;
     return DM_OK;
   }
@@ -291,19 +285,15 @@ static inline float load(const void *p, dm_dtype t, int64_t i) {
   return t == DM_FLOAT ? ((const float *)p)[i] : dm_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
-/* Offset of (n, c, 0, 0): the channel block's division done once per plane. */
-static inline int64_t flat4_plane(const flat4 *f, int64_t n, int64_t c) {
-  return f->off0 + n * f->s[0] + (c / f->blk) * f->s[1] + c % f->blk;
-}
-
 /* One (n, c) plane of MaxPoolGradient; inlined with t constant, so the loads do not
  * test the dtype per element. */
 static inline __attribute__((always_inline)) void
 max_grad_plane(const dm_conv_geom *g, const int64_t *hwin, const int64_t *wwin, const void *px,
-               const void *py, const void *pdy, float *acc, const flat4 *fx, const flat4 *fy,
-               const flat4 *fdy, const flat4 *fdx, int64_t n, int64_t c, dm_dtype t) {
-  const int64_t bx = flat4_plane(fx, n, c), by = flat4_plane(fy, n, c);
-  const int64_t bdy = flat4_plane(fdy, n, c), bdx = flat4_plane(fdx, n, c);
+               const void *py, const void *pdy, float *acc, const dm_dnnl_flat4 *fx,
+               const dm_dnnl_flat4 *fy, const dm_dnnl_flat4 *fdy, const dm_dnnl_flat4 *fdx,
+               int64_t n, int64_t c, dm_dtype t) {
+  const int64_t bx = dm_dnnl_flat4_plane(fx, n, c), by = dm_dnnl_flat4_plane(fy, n, c);
+  const int64_t bdy = dm_dnnl_flat4_plane(fdy, n, c), bdx = dm_dnnl_flat4_plane(fdx, n, c);
   for (int64_t oh = 0; oh < g->outH; oh++)
     for (int64_t ow = 0; ow < g->outW; ow++) {
       float yv = load(py, t, by + oh * fy->s[2] + ow * fy->s[3]);
@@ -321,16 +311,16 @@ static dm_status max_grad_run(dm_op_ctx *ctx, pool_state *s, const pool_geom *p)
   dm_tensor *dx = dm_op_output(ctx, 0);
   const dm_dtype t = x->dtype;
   const void *px, *py, *pdy;
-  flat4 fx, fy, fdy, fdx;
+  dm_dnnl_flat4 fx, fy, fdy, fdx;
   DM_TRY(flat_input(x, &s->scratch[0], &px, &fx));
   DM_TRY(flat_input(y, &s->scratch[1], &py, &fy));
   DM_TRY(flat_input(dy, &s->scratch[2], &pdy, &fdy));
   /* dX in X's layout when the loop can address it, else plain. */
   dnnl_memory_desc_t dxmd;
   DM_TRY(dm_dnnl_md_of(x, &dxmd));
-  if (!flat4_of(&dxmd, &fdx))
+  if (!dm_dnnl_flat4_of(&dxmd, &fdx))
     DM_TRY(dm_dnnl_plain_md(4, x->dims, t, &dxmd));
-  flat4_of(&dxmd, &fdx);
+  dm_dnnl_flat4_of(&dxmd, &fdx);
   int64_t dims[4];
   memcpy(dims, x->dims, sizeof dims);
   void *pdx;

@@ -1,18 +1,23 @@
-/* sum.c: the oneDNN engine's Sum (N inputs) and Add without broadcast (FLOAT, BFLOAT16),
- * on buffers in any layout.
+/* sum.c: the oneDNN engine's Sum (N inputs) and Add, Sub, Mul and Div (FLOAT, BFLOAT16), on
+ * buffers in any layout.
  *
- * An elementwise sum does not care how its buffers are laid out as long as they are laid
- * out alike, so these run the reference's arithmetic (operators/elementwise.c: FLOAT
- * added in input order; BFLOAT16 widened, added in FP32 in input order and rounded once)
- * over the bytes as they are, padding included (zeros stay zeros), and write Y in the
- * inputs' layout: ResNet's residual Sum of two blocked convolution outputs stays
- * nChw16c, with no conversion. Where layouts are mixed, the inputs are reordered (into
- * scratch buffers) to the first plain one's (see sum_common). The results are the
- * reference's bit for bit.
+ * An elementwise op does not care how its buffers are laid out as long as they are laid
+ * out alike, so these run the reference's arithmetic (operators/elementwise.c: FLOAT in
+ * input order; BFLOAT16 widened, computed in FP32 in input order and rounded once) over
+ * the bytes as they are, padding included, and write Y in the inputs' layout: ResNet's
+ * residual Sum of two blocked convolution outputs, or SiLU's Mul of X and Sigmoid(X),
+ * stays nChw16c, with no conversion. Where layouts are mixed, the inputs are reordered
+ * (into scratch buffers) to the first plain one's (see same_layout). Padding is written
+ * zeros again afterwards (Div's 0 / 0 is NaN). The results are the reference's bit for
+ * bit.
  *
- * Add with `broadcast` = 1 is refused (the reference runs it); without it unequal
- * shapes (numpy's broadcast) of plain buffers are handed to the reference kernel; the reference's shape checks run first, in its words. Y may be X0's
- * blob (Sum), A's or B's (Add), as the schemas allow.
+ * Numpy's broadcast of a per-channel operand onto a 4-D one (B of shape [C, 1, 1],
+ * [1, C, 1, 1] or [N, C, 1, 1] against A of [N, C, H, W], or the other way round: the
+ * squeeze-and-excitation block's scaling) runs in the 4-D operand's layout too
+ * (channel_run); any other broadcast is handed to the reference kernel on plain buffers.
+ * `broadcast` = 1 (Caffe2's legacy rule) is refused (the reference runs it). The
+ * reference's shape checks run first, in its words. Y may be X0's blob (Sum), A's or
+ * B's (the binary ops), as the schemas allow.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,16 +37,29 @@ static int sum_supports(const dm_op_ctx *ctx) {
   return 1;
 }
 
-static int add_supports(const dm_op_ctx *ctx) {
+static int binary_supports(const dm_op_ctx *ctx) {
   if (dm_op_arg_int(ctx, "broadcast", 0) != 0)
-    return dm_op_refuse(ctx, "the oneDNN Add runs equal shapes, not broadcast = 1");
+    return dm_op_refuse(ctx, "the oneDNN %s runs numpy's broadcast, not broadcast = 1",
+                        dm_op_type(ctx));
   return sum_supports(ctx);
+}
+
+/* What the kernel computes: Sum and Add add their inputs in order; the others take two. */
+typedef enum kind { K_ADD, K_SUB, K_MUL, K_DIV } kind;
+
+static kind kind_of(const char *type) {
+  return type[0] == 'S' && type[1] == 'u' && type[2] == 'b' ? K_SUB
+         : type[0] == 'M'                                   ? K_MUL
+         : type[0] == 'D'                                   ? K_DIV
+                                                            : K_ADD;
 }
 
 typedef struct sum_state {
   dm_dnnl_buf *bufs; /* per input: its data reordered to X0's layout */
   const void **ptrs;
   int n;
+  kind kind;
+  dm_dnnl_buf scale; /* channel_run: the per-channel operand, plain FP32 */
 } sum_state;
 
 static dm_status sum_init(dm_op_ctx *ctx, void **state) {
@@ -51,6 +69,7 @@ static dm_status sum_init(dm_op_ctx *ctx, void **state) {
     s->bufs = calloc((size_t)n, sizeof *s->bufs);
     s->ptrs = calloc((size_t)n, sizeof *s->ptrs);
     s->n = n;
+    s->kind = kind_of(dm_op_type(ctx));
   }
   if (!s || !s->bufs || !s->ptrs) {
     if (s)
@@ -66,6 +85,7 @@ static void sum_fini(void *state) {
   sum_state *s = state;
   for (int i = 0; i < s->n; i++)
     dm_dnnl_buf_free(&s->bufs[i]);
+  dm_dnnl_buf_free(&s->scale);
   free(s->bufs);
   free(s->ptrs);
   free(s);
@@ -101,6 +121,37 @@ static void sum_buffers(dm_dtype t, int nin, const void *const *x, void *y, int6
   }
 }
 
+/* y[i] = a[i] op b[i] for i in [0, n): Sub, Mul, Div (y may be a or b). */
+#define BIN_LOOP_(OP)                                                                      \
+  for (int64_t j = 0; j < m; j++)                                                          \
+    py[j] = pa[j] OP pb[j];
+static void binary_buffers(kind k, dm_dtype t, const void *a, const void *b, void *y,
+                           int64_t n) {
+#if DM_HAVE_OPENMP
+#pragma omp parallel for if (n > (1 << 16))
+#endif
+  for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+    int64_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+    float wa[BLOCK], wb[BLOCK];
+    const float *pa = wa, *pb = wb;
+    float *py = wa;
+    if (t == DM_FLOAT) {
+      pa = (const float *)a + i0, pb = (const float *)b + i0, py = (float *)y + i0;
+    } else { /* both read before Y (maybe A or B) is written */
+      dm_widen(t, (const uint16_t *)a + i0, wa, (size_t)m);
+      dm_widen(t, (const uint16_t *)b + i0, wb, (size_t)m);
+    }
+    switch (k) {
+    case K_SUB: BIN_LOOP_(-) break;
+    case K_MUL: BIN_LOOP_(*) break;
+    case K_DIV: BIN_LOOP_(/) break;
+    case K_ADD: BIN_LOOP_(+) break;
+    }
+    if (t != DM_FLOAT)
+      dm_narrow(t, wa, (uint16_t *)y + i0, (size_t)m);
+  }
+}
+
 static dm_status sum_common(dm_op_ctx *ctx) {
   sum_state *s = dm_op_state(ctx);
   int nin = dm_op_num_inputs(ctx);
@@ -112,6 +163,7 @@ static dm_status sum_common(dm_op_ctx *ctx) {
     plain = plain && dm_tensor_is_plain(dm_op_input(ctx, k));
   int64_t n;
   void *out;
+  dnnl_memory_desc_t md;
   if (plain) { /* any rank, zero sizes: the reference's plain arrays */
     for (int k = 0; k < nin; k++)
       s->ptrs[k] = dm_tensor_data(dm_op_input(ctx, k));
@@ -127,7 +179,6 @@ static dm_status sum_common(dm_op_ctx *ctx) {
     for (int k = nin - 1; k >= 0; k--)
       if (dm_tensor_is_plain(dm_op_input(ctx, k)))
         ref = k;
-    dnnl_memory_desc_t md;
     DM_TRY(dm_dnnl_md_of(dm_op_input(ctx, ref), &md));
     for (int k = 0; k < nin; k++) {
       void *p;
@@ -142,9 +193,12 @@ static dm_status sum_common(dm_op_ctx *ctx) {
     n = (int64_t)(dnnl_memory_desc_get_size(&md) / dm_dtype_size(t));
   }
   if (n && !out)
-    return DM_NOMEM("Sum's output");
-  sum_buffers(t, nin, s->ptrs, out, n);
-  return DM_OK;
+    return dm_op_error(ctx, DM_ERR_NOMEM, "out of memory for Y");
+  if (nin == 2 && s->kind != K_ADD)
+    binary_buffers(s->kind, t, s->ptrs[0], s->ptrs[1], out, n);
+  else
+    sum_buffers(t, nin, s->ptrs, out, n);
+  return plain ? DM_OK : dm_dnnl_zero_pad(&md, out);
 }
 
 /* The reference's checks, in its words (dm_op_check_shapes leaves Y, which may be an
@@ -154,25 +208,131 @@ static dm_status sum_run(dm_op_ctx *ctx) {
   return sum_common(ctx);
 }
 
-static dm_status add_run(dm_op_ctx *ctx) {
+/* ---- numpy's broadcast of a per-channel operand ---------------------------------- */
+
+/* Whether `small`, aligned at the last dims, is [C, 1, 1] with at most a leading 1 or N
+ * against the 4-D `big` of [N, C, H, W]: the result then has big's shape. *per_image: its
+ * elements are read at n * C + c (else at c). */
+static int channel_form(const dm_tensor *big, const dm_tensor *small, int *per_image) {
+  if (big->ndim != 4 || big->numel == 0 || small->ndim < 3 || small->ndim > 4)
+    return 0;
+  const int64_t *d = small->dims + small->ndim - 3;
+  if (d[0] != big->dims[1] || d[1] != 1 || d[2] != 1)
+    return 0;
+  int64_t sn = small->ndim == 4 ? small->dims[0] : 1;
+  *per_image = sn != 1;
+  return sn == 1 || sn == big->dims[0];
+}
+
+/* y[o + i] = x[o + i] op v[i * step] (or v op x where the broadcast operand is A), for i
+ * in [0, len): one contiguous run of the big operand, BFLOAT16 widened and rounded once. */
+#define RUN_LOOP_(OP)                                                                      \
+  for (int64_t i = 0; i < len; i++)                                                        \
+    w[i] = x_first ? w[i] OP v[i * step] : v[i * step] OP w[i];
+static void channel_span(kind k, dm_dtype t, int x_first, const void *x, void *y, int64_t o,
+                         const float *v, int64_t step, int64_t len) {
+  float buf[BLOCK], *w = buf;
+  if (t == DM_FLOAT)
+    memcpy(w, (const float *)x + o, (size_t)len * sizeof *w);
+  else
+    dm_widen(t, (const uint16_t *)x + o, w, (size_t)len);
+  switch (k) {
+  case K_ADD: RUN_LOOP_(+) break;
+  case K_SUB: RUN_LOOP_(-) break;
+  case K_MUL: RUN_LOOP_(*) break;
+  case K_DIV: RUN_LOOP_(/) break;
+  }
+  if (t == DM_FLOAT)
+    memcpy((float *)y + o, w, (size_t)len * sizeof *w);
+  else
+    dm_narrow(t, w, (uint16_t *)y + o, (size_t)len);
+}
+
+/* C = A op B where input `bi` is the 4-D operand and the other the per-channel one: C in
+ * the 4-D operand's layout (plain when that layout has more than a channel block). Runs
+ * are the channel block's elements of one pixel (nChw16c: 16 channels, 16 scales), or a
+ * row of W pixels of one channel (NCHW: one scale). */
+static dm_status channel_run(dm_op_ctx *ctx, int bi, int per_image) {
+  sum_state *s = dm_op_state(ctx);
+  const dm_tensor *big = dm_op_input(ctx, bi), *small = dm_op_input(ctx, 1 - bi);
+  dm_tensor *y = dm_op_output(ctx, 0);
+  const dm_dtype t = big->dtype;
+  dnnl_memory_desc_t md, smd;
+  dm_dnnl_flat4 f;
+  void *px, *py, *ps;
+  DM_TRY(dm_dnnl_md_of(big, &md));
+  int moved = !dm_dnnl_flat4_of(&md, &f);
+  if (moved) {
+    DM_TRY(dm_dnnl_plain_md(4, big->dims, t, &md));
+    dm_dnnl_flat4_of(&md, &f);
+  }
+  DM_TRY(dm_dnnl_input(big, &md, &s->bufs[bi], &px));
+  /* The per-channel values, plain FP32 (the 16-bit ones widened exactly). */
+  DM_TRY(dm_dnnl_plain_md(small->ndim, small->dims, t, &smd));
+  DM_TRY(dm_dnnl_input(small, &smd, &s->bufs[1 - bi], &ps));
+  DM_TRY(dm_dnnl_buf_reserve(&s->scale, (size_t)small->numel * sizeof(float)));
+  float *sv = s->scale.data;
+  dm_load_f32(t, ps, 0, small->numel, sv);
+  int64_t dims[DM_MAX_DIMS];
+  memcpy(dims, big->dims, sizeof dims); /* y may be big */
+  DM_TRY(dm_dnnl_output(y, t, 4, dims, &md, &py));
+  if (y == big && !moved)
+    px = py; /* in place: the resize kept the buffer */
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], blk = f.blk;
+  const int64_t nb = (C + blk - 1) / blk;
+  const int x_first = bi == 0, w_runs = blk == 1 && f.s[3] == 1;
+  const kind k = s->kind;
+#if DM_HAVE_OPENMP
+#pragma omp parallel for collapse(2) if (N * C * H * W > (1 << 16))
+#endif
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t cb = 0; cb < nb; cb++) {
+      const float *v = sv + (per_image ? n * C : 0) + cb * blk;
+      const int64_t cn = C - cb * blk < blk ? C - cb * blk : blk;
+      const int64_t base = f.off0 + n * f.s[0] + cb * f.s[1];
+      for (int64_t h = 0; h < H; h++) {
+        if (w_runs) { /* plain NCHW: a row of W, one value */
+          for (int64_t w0 = 0; w0 < W; w0 += BLOCK)
+            channel_span(k, t, x_first, px, py, base + h * f.s[2] + w0, v, 0,
+                         W - w0 < BLOCK ? W - w0 : BLOCK);
+          continue;
+        }
+        for (int64_t w = 0; w < W; w++) /* a pixel's channels of the block */
+          channel_span(k, t, x_first, px, py, base + h * f.s[2] + w * f.s[3], v, 1, cn);
+      }
+    }
+  return dm_dnnl_zero_pad(&md, py);
+}
+
+/* Add, Sub, Mul, Div: equal shapes and per-channel broadcasts in any layout; other
+ * broadcasts on the reference kernel, their blocked inputs converted in their blobs (as
+ * the executor does for any plain kernel) and a blocked Y dropped. */
+static dm_status binary_run(dm_op_ctx *ctx) {
   DM_TRY(dm_op_check_shapes(ctx));
   const dm_tensor *a = dm_op_input(ctx, 0), *b = dm_op_input(ctx, 1);
-  if (!dm_tensor_same_shape(a, b)) { /* numpy's broadcast (supports refuses broadcast = 1) */
-    if (dm_tensor_is_plain(a) && dm_tensor_is_plain(b))
-      return dm_binary_run_reference(ctx);
-    return dm_op_error(ctx, DM_ERR_UNSUPPORTED,
-                       "the oneDNN Add broadcasts (numpy's rule) plain buffers only, and an "
-                       "input is in a blocked layout; run this Add on engine REFERENCE");
-  }
-  return sum_common(ctx);
+  if (dm_tensor_same_shape(a, b))
+    return sum_common(ctx);
+  int per_image;
+  if (channel_form(a, b, &per_image))
+    return channel_run(ctx, 0, per_image);
+  if (channel_form(b, a, &per_image))
+    return channel_run(ctx, 1, per_image);
+  for (int i = 0; i < 2; i++)
+    DM_TRY(dm_tensor_make_plain((dm_tensor *)dm_op_input(ctx, i)));
+  if (!dm_tensor_is_plain(dm_op_output(ctx, 0)))
+    dm_tensor_reset(dm_op_output(ctx, 0));
+  return dm_binary_run_reference(ctx);
 }
+
+#define BINARY_KERNEL_(T)                                                                  \
+  {.struct_size = sizeof(dm_kernel_def), .type = T, .device = DM_CPU,                      \
+   .engine = DM_ENGINE_DNNL, .init = sum_init, .run = binary_run, .fini = sum_fini,        \
+   .supports = binary_supports},
 
 const dm_kernel_def dm_dnnl_sum_kernels[] = {
     {.struct_size = sizeof(dm_kernel_def), .type = "Sum", .device = DM_CPU,
      .engine = DM_ENGINE_DNNL, .init = sum_init, .run = sum_run, .fini = sum_fini,
      .supports = sum_supports},
-    {.struct_size = sizeof(dm_kernel_def), .type = "Add", .device = DM_CPU,
-     .engine = DM_ENGINE_DNNL, .init = sum_init, .run = add_run, .fini = sum_fini,
-     .supports = add_supports},
+    BINARY_KERNEL_("Add") BINARY_KERNEL_("Sub") BINARY_KERNEL_("Mul") BINARY_KERNEL_("Div")
     {0},
 };

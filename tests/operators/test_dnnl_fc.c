@@ -26,27 +26,14 @@
 #include "core/workspace.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
+#include "dnnl_test_util.h"
 #include "op_test_util.h"
 #include "operators/dnnl/dnnl_common.h"
 
 #define MAXN 16384
 
-static dm_workspace *wd, *wr; /* DNNL (the default), REFERENCE */
+DTU_TWO_WORKSPACES /* wd: DNNL (the default), wr: REFERENCE */
 static uint64_t seed = 7;
-
-static int setup(void **state) {
-  (void)state;
-  if (dm_workspace_create(&wd) != DM_OK || dm_workspace_create(&wr) != DM_OK)
-    return 1;
-  return dm_workspace_set_engine(wr, "REFERENCE") != DM_OK;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  dm_workspace_destroy(wd);
-  dm_workspace_destroy(wr);
-  return 0;
-}
 
 static int64_t numel(int ndim, const int64_t *d) {
   int64_t n = 1;
@@ -74,19 +61,8 @@ static void feed(const char *name, dm_dtype t, int ndim, const int64_t *d, float
   opt_feed(wr, name, t, ndim, d, p);
 }
 
-/* Reorders blob `name` of the DNNL workspace (4-D) into nChw16c, as a convolution writes. */
-static void make_blocked(const char *name) {
-  dm_tensor *t = (dm_tensor *)dm_workspace_tensor(wd, name);
-  assert_non_null(t);
-  assert_int_equal(t->ndim, 4);
-  dnnl_memory_desc_t md;
-  dnnl_data_type_t dt;
-  assert_true(dm_dnnl_dtype(t->dtype, &dt));
-  dnnl_dims_t d = {t->dims[0], t->dims[1], t->dims[2], t->dims[3]};
-  assert_int_equal(dnnl_memory_desc_init_by_tag(&md, 4, d, dt, dnnl_aBcd16b), dnnl_success);
-  assert_int_equal(dm_dnnl_relayout(t, &md), DM_OK);
-  assert_false(dm_tensor_is_plain(t));
-}
+/* Reorders blob `name` of the DNNL workspace into nChw16c, as a convolution writes. */
+static void make_blocked(const char *name) { dtu_make_blocked(wd, name, 16); }
 
 static int is_blocked(dm_workspace *ws, const char *name) {
   const dm_tensor *t = dm_workspace_tensor(ws, name);

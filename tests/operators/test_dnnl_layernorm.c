@@ -26,24 +26,12 @@
 #include "core/workspace.h"
 #include "net/net.h"
 #include "net/netdef_build.h"
+#include "dnnl_test_util.h"
 #include "op_test_util.h"
 #include "operators/dnnl/dnnl_common.h"
 
-static dm_workspace *wd, *wr; /* DNNL (the default), REFERENCE */
+DTU_TWO_WORKSPACES /* wd: DNNL (the default), wr: REFERENCE */
 
-static int setup(void **state) {
-  (void)state;
-  if (dm_workspace_create(&wd) != DM_OK || dm_workspace_create(&wr) != DM_OK)
-    return 1;
-  return dm_workspace_set_engine(wr, "REFERENCE") != DM_OK;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  dm_workspace_destroy(wd);
-  dm_workspace_destroy(wr);
-  return 0;
-}
 
 /* An op: type, inputs, outputs (NULL-ended), elementwise_affine and axis. */
 typedef struct spec {

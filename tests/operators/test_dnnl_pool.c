@@ -31,6 +31,7 @@
 #include "core/half.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
+#include "dnnl_test_util.h"
 #include "op_test_util.h"
 #include "operators/dnnl/dnnl_common.h"
 
@@ -40,8 +41,7 @@ typedef struct two_ws {
 
 static int setup(void **state) {
   two_ws *w = calloc(1, sizeof *w);
-  if (!w || dm_workspace_create(&w->d) != DM_OK || dm_workspace_create(&w->r) != DM_OK ||
-      dm_workspace_set_engine(w->r, "REFERENCE") != DM_OK)
+  if (!w || dtu_two_workspaces(&w->d, &w->r))
     return 1;
   *state = w;
   return 0;
@@ -49,8 +49,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   two_ws *w = *state;
-  dm_workspace_destroy(w->d);
-  dm_workspace_destroy(w->r);
+  dtu_destroy_two(w->d, w->r);
   free(w);
   return 0;
 }
@@ -84,27 +83,11 @@ static void feed_both(two_ws *w, const char *name, dm_dtype t, int ndim, const i
 /* Puts the DNNL workspace's blob in a channel-blocked layout (nChw16c or nChw8c), as a
  * convolution would leave it. */
 static void make_blocked(two_ws *w, const char *name, int blk) {
-  dm_tensor *t = (dm_tensor *)dm_workspace_tensor(w->d, name);
-  assert_non_null(t);
-  dnnl_memory_desc_t md;
-  dnnl_data_type_t dt;
-  assert_true(dm_dnnl_dtype(t->dtype, &dt));
-  dnnl_dims_t d = {t->dims[0], t->dims[1], t->dims[2], t->dims[3]};
-  assert_int_equal(dnnl_memory_desc_init_by_tag(&md, 4, d, dt, blk == 16 ? dnnl_nChw16c
-                                                                         : dnnl_nChw8c),
-                   dnnl_success);
-  assert_int_equal(dm_dnnl_relayout(t, &md), DM_OK);
-  assert_false(dm_tensor_is_plain(t));
+  dtu_make_blocked(w->d, name, blk);
 }
 
 static int is_blocked(two_ws *w, const char *name) {
   return !dm_tensor_is_plain(dm_workspace_tensor(w->d, name));
-}
-
-static double val(const dm_tensor *t, int64_t i) {
-  const void *p = dm_tensor_data(t); /* plain: converted from a blocked layout */
-  return dm_tensor_dtype(t) == DM_BFLOAT16 ? dm_bf16_to_float(((const uint16_t *)p)[i])
-                                           : ((const float *)p)[i];
 }
 
 static double worst[2]; /* the largest error seen relative to its bound: FP32, BF16 */
@@ -113,15 +96,10 @@ static double max_abs_err[2];
 /* Compares blob `name` of both workspaces: |d - r| <= abs_tol + rel * |r|. */
 static void compare(two_ws *w, const char *what, const char *name, double abs_tol, double rel) {
   const dm_tensor *d = dm_workspace_tensor(w->d, name), *r = dm_workspace_tensor(w->r, name);
-  assert_non_null(d);
-  assert_non_null(r);
-  assert_int_equal(dm_tensor_dtype(d), dm_tensor_dtype(r));
-  assert_int_equal(d->ndim, r->ndim);
-  for (int i = 0; i < d->ndim; i++)
-    assert_int_equal(d->dims[i], r->dims[i]);
+  dtu_expect_alike(d, r);
   int bf = dm_tensor_dtype(d) == DM_BFLOAT16;
   for (int64_t i = 0; i < d->numel; i++) {
-    double a = val(d, i), b = val(r, i), tol = abs_tol + rel * fabs(b);
+    double a = dtu_val(d, i), b = dtu_val(r, i), tol = abs_tol + rel * fabs(b);
     if (!(fabs(a - b) <= tol))
       fail_msg("%s: %s[%lld] = %.9g, reference %.9g, tolerance %.3g", what, name, (long long)i,
                a, b, tol);
@@ -259,7 +237,7 @@ static void test_max_pool_gradient_ties(void **state) {
   const dm_tensor *dx = dm_workspace_tensor(w->r, "dX");
   int64_t nonzero = 0;
   for (int64_t i = 0; i < dx->numel; i++)
-    nonzero += val(dx, i) != 0;
+    nonzero += dtu_val(dx, i) != 0;
   assert_true(nonzero > dx->numel / 4);
 }
 
@@ -327,7 +305,7 @@ static void test_chain_blocked(void **state) {
     const dm_tensor *p = opt_fetch(w->d, "P", t, 4, pd);
     const dm_tensor *pr = dm_workspace_tensor(w->r, "P");
     for (int64_t i = 0; i < p->numel; i++)
-      assert_true(val(p, i) == val(pr, i));
+      assert_true(dtu_val(p, i) == dtu_val(pr, i));
     free(x);
   }
 }
@@ -373,7 +351,7 @@ static double max_abs(two_ws *w, const char *name) {
   const dm_tensor *t = dm_workspace_tensor(w->r, name);
   double m = 0;
   for (int64_t i = 0; i < t->numel; i++)
-    m = fmax(m, fabs(val(t, i)));
+    m = fmax(m, fabs(dtu_val(t, i)));
   return m;
 }
 
@@ -400,7 +378,7 @@ static void bn_case(two_ws *w, int64_t N, int64_t C, int64_t H, int64_t W, dm_dt
   double inv = 0; /* the largest inv_std: is_test's from var, else the batch's (below) */
   const dm_tensor *vt = dm_workspace_tensor(w->r, "var");
   for (int64_t c = 0; c < C; c++)
-    inv = fmax(inv, 1 / sqrt(val(vt, c) + 0.05));
+    inv = fmax(inv, 1 / sqrt(dtu_val(vt, c) + 0.05));
   if (blk)
     make_blocked(w, "X", blk);
   bn_run b = {is_test, in_place, "SpatialBN"};
