@@ -23,14 +23,20 @@
  * allocated and freed on the stream, which a graph records as its own nodes.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cudnn_common.h"
 
-/* ConvFusion fusion_type 1 (FCFusion has only it; its schema refuses others). */
+/* ConvFusion fusion_type 1 with its relu (FCFusion has only it; its schema refuses
+ * others). */
 static int conv_fusion_supports(const dm_op_ctx *ctx) {
   if (dm_op_arg_int(ctx, "fusion_type", 0) != 1)
     return dm_op_refuse(ctx, "the CUDA ConvFusion kernel runs fusion_type 1 (conv + relu) "
                         "only; the sum forms run on the CPU");
+  const char *act = dm_op_arg_string(ctx, "activation", "Relu");
+  if (strcmp(act, "Relu") != 0)
+    return dm_op_refuse(ctx, "the CUDA ConvFusion kernel fuses Relu only, not %s; it runs "
+                        "on the CPU", act);
   return 1;
 }
 

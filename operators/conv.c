@@ -104,7 +104,8 @@ dm_status dm_conv_forward_infer(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
 }
 
 static dm_status conv_infer(dm_op_ctx *ctx) {
-  const dm_conv_epilogue e = {dm_op_num_inputs(ctx) > 2, -1, 0};
+  const dm_conv_epilogue e = {.has_bias = dm_op_num_inputs(ctx) > 2, .sum = -1,
+                              .act = DM_CONV_ACT_NONE, .unary = DM_UN_NONE};
   return dm_conv_forward_infer(ctx, &e);
 }
 
@@ -185,13 +186,29 @@ void dm_relu_f32(float *y, int64_t n) {
     y[i] = y[i] > 0.0f || y[i] != y[i] ? y[i] : 0.0f;
 }
 
+void dm_conv_act_apply(const dm_conv_epilogue *e, float *y, int64_t n) {
+  switch (e->act) {
+  case DM_CONV_ACT_NONE: break;
+  case DM_CONV_ACT_RELU: dm_relu_f32(y, n); break;
+  case DM_CONV_ACT_UNARY:
+    for (int64_t i = 0; i < n; i++)
+      y[i] = dm_unary_forward(e->unary, &e->p, y[i]);
+    break;
+  case DM_CONV_ACT_SWISH:
+    for (int64_t i = 0; i < n; i++)
+      y[i] = y[i] * dm_unary_fwd_Sigmoid(y[i], &e->p);
+    break;
+  }
+}
+
 /* Conv on nb images in FP32. x: their images; y: their outputs (Y's layout; for FP16 a
  * scratch block); col: (K, nb*HW) NCHW or (nb*HW, K) NHWC; ybig: (M, nb*HW) for NCHW.
- * sv: their S (Y's layout, FP32; may be y itself) or NULL, added after the bias; relu:
- * max(., 0) last. y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded
+ * sv: their S (Y's layout, FP32; may be y itself) or NULL, added after the bias; e's
+ * activation last. y16 (FP16 or BF16 output, of dtype yt) receives the outputs rounded
  * once. */
 static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, const float *w,
-                       const float *b, const float *sv, int relu, float *y, dm_dtype yt,
+                       const float *b, const float *sv, const dm_conv_epilogue *e, float *y,
+                       dm_dtype yt,
                        uint16_t *y16, float *col, float *ybig) {
   const int64_t xs = p->g.C * p->HWin, ys = p->M * p->HWout, HW = p->HWout, L = nb * HW;
   const int M = (int)p->M, Mg = (int)p->Mg, K = (int)p->K, C = (int)p->g.C;
@@ -225,7 +242,7 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
                   (int)L, 0.0f, ybig + grp * p->Mg * L, (int)L));
     }
   }
-  /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), S and the relu, then
+  /* Bias (for NCHW also the move from (M, nb*HW) to nb x (M, HW)), S and the activation, then
    * FP16's rounding. */
   for (int64_t i = 0; i < nb; i++) {
     if (!p->a.nhwc) {
@@ -241,8 +258,7 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
           for (int64_t j = 0; j < HW; j++)
             d[j] = r[j] + bm;
         }
-        if (relu)
-          dm_relu_f32(d, HW);
+        dm_conv_act_apply(e, d, HW);
         if (y16)
           dm_narrow(yt, d, y16 + i * ys + m * HW, (size_t)HW);
       }
@@ -252,8 +268,7 @@ static dm_status conv_chunk(const conv_plan *p, int64_t nb, const float *x, cons
         for (int64_t j = 0; j < HW; j++)
           for (int64_t m = 0; m < p->M; m++)
             yi[j * p->M + m] += b[m];
-      if (relu)
-        dm_relu_f32(yi, ys);
+      dm_conv_act_apply(e, yi, ys);
       if (y16)
         dm_narrow(yt, yi, y16 + i * ys, (size_t)ys);
     }
@@ -299,13 +314,13 @@ dm_status dm_conv_forward_run(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
       float *py = (float *)dm_tensor_mutable_data(y) + n0 * ys;
       const float *ps = sv ? (const float *)dm_tensor_data(sv) + n0 * ys : NULL;
       DM_TRY(conv_chunk(&p, nb, (const float *)dm_tensor_data(x) + n0 * xs, pw, pb, ps,
-                        e->relu, py, DM_FLOAT, NULL, col, ybig));
+                        e, py, DM_FLOAT, NULL, col, ybig));
     } else {
       dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(x) + n0 * xs, xf, (size_t)(nb * xs));
       if (sv) /* this chunk of S is read before its chunk of Y (maybe S) is written */
         dm_widen(x->dtype, (const uint16_t *)dm_tensor_data(sv) + n0 * ys, sf,
                  (size_t)(nb * ys));
-      DM_TRY(conv_chunk(&p, nb, xf, pw, pb, sv ? sf : NULL, e->relu, ybig, y->dtype,
+      DM_TRY(conv_chunk(&p, nb, xf, pw, pb, sv ? sf : NULL, e, ybig, y->dtype,
                         (uint16_t *)dm_tensor_mutable_data(y) + n0 * ys, col, ybig));
     }
   }
@@ -313,7 +328,8 @@ dm_status dm_conv_forward_run(dm_op_ctx *ctx, const dm_conv_epilogue *e) {
 }
 
 static dm_status conv_run(dm_op_ctx *ctx) {
-  const dm_conv_epilogue e = {dm_op_num_inputs(ctx) > 2, -1, 0};
+  const dm_conv_epilogue e = {.has_bias = dm_op_num_inputs(ctx) > 2, .sum = -1,
+                              .act = DM_CONV_ACT_NONE, .unary = DM_UN_NONE};
   return dm_conv_forward_run(ctx, &e);
 }
 

@@ -1,6 +1,7 @@
 /* conv_args.c: parsing and checking the Conv/pool arguments, and output sizes
  * (see conv_args.h). */
 #include "conv_args.h"
+#include "unary_math.h"
 #include "common.h"
 
 #include <stdio.h>
@@ -365,15 +366,67 @@ dm_status dm_conv_check_dtypes(dm_op_ctx *ctx, const dm_tensor *x, const dm_tens
 }
 
 int dm_conv_epilogue_of(int64_t t, int n, dm_conv_epilogue *e) {
+  const dm_conv_act relu = DM_CONV_ACT_RELU, none = DM_CONV_ACT_NONE;
   if (t == DM_CONV_FUSE_NONE && n <= 3)
-    *e = (dm_conv_epilogue){n == 3, -1, 0};
+    *e = (dm_conv_epilogue){.has_bias = n == 3, .sum = -1, .act = none, .unary = DM_UN_NONE};
   else if (t == DM_CONV_FUSE_RELU && n <= 3)
-    *e = (dm_conv_epilogue){n == 3, -1, 1};
+    *e = (dm_conv_epilogue){.has_bias = n == 3, .sum = -1, .act = relu, .unary = DM_UN_NONE};
   else if ((t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU) && n >= 3)
-    *e = (dm_conv_epilogue){n == 4, n - 1, t == DM_CONV_FUSE_SUM_RELU};
+    *e = (dm_conv_epilogue){.has_bias = n == 4, .sum = n - 1,
+                            .act = t == DM_CONV_FUSE_SUM_RELU ? relu : none,
+                            .unary = DM_UN_NONE};
   else
     return 0;
   return 1;
+}
+
+dm_status dm_conv_fusion_epilogue(dm_op_ctx *ctx, dm_conv_epilogue *e) {
+  int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
+  int n = dm_op_num_inputs(ctx);
+  if (t == DM_CONV_FUSE_NONE || !dm_conv_epilogue_of(t, n, e)) {
+    if (t == DM_CONV_FUSE_RELU)
+      return dm_op_error(ctx, DM_ERR_INVALID,
+                         "fusion_type 1 (conv + relu) takes X, W, [b]; got %d inputs", n);
+    if (t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU)
+      return dm_op_error(ctx, DM_ERR_INVALID,
+                         "fusion_type %lld (conv + sum) takes X, W, [b], S; got %d inputs",
+                         (long long)t, n);
+    return dm_op_error(ctx, DM_ERR_INVALID,
+                       "fusion_type is %lld; ConvFusion takes 1 (conv + relu), 2 (conv + "
+                       "sum) or 3 (conv + sum + relu)", (long long)t);
+  }
+  const char *act = dm_op_arg_string(ctx, "activation", NULL);
+  if (!act)
+    return DM_OK;
+  if (e->act == DM_CONV_ACT_NONE)
+    return dm_op_error(ctx, DM_ERR_INVALID, "activation '%s' with fusion_type %lld, which has "
+                       "none (1 and 3 do)", act, (long long)t);
+  if (strcmp(act, "Relu") == 0)
+    return DM_OK;
+  if (strcmp(act, "Swish") == 0) {
+    e->act = DM_CONV_ACT_SWISH;
+    return DM_OK;
+  }
+  e->unary = dm_unary_kind_of(act, 0);
+  if (e->unary == DM_UN_NONE)
+    return dm_op_error(ctx, DM_ERR_INVALID, "activation '%s' is not Relu, Swish or an op of "
+                       "the unary family (Sigmoid, Tanh, LeakyRelu, Clip, HardSigmoid, "
+                       "HardSwish, Erf, Sqrt, Gelu)", act);
+  e->act = DM_CONV_ACT_UNARY;
+  e->p = dm_unary_params_of(ctx, e->unary);
+  if (e->unary == DM_UN_Clip && e->p.lo > e->p.hi)
+    return dm_op_error(ctx, DM_ERR_INVALID, "Clip's min %g is above its max %g",
+                       (double)e->p.lo, (double)e->p.hi);
+  return DM_OK;
+}
+
+int dm_conv_fusable_activation(const char *type) {
+  static const char *const acts[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh",
+                                     "HardSigmoid", "HardSwish", "Gelu"};
+  for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+    if (type && strcmp(type, acts[i]) == 0)
+      return 1;
+  return 0;
 }
 
 /* The arguments, X's geometry, W against them, and Y's dims. */

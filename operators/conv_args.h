@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+#include "unary_formulas.h"
 
 /* Caffe2's LegacyPadding. */
 enum {
@@ -105,14 +106,22 @@ DM_HIDDEN dm_status dm_conv_geometry(dm_op_ctx *ctx, const dm_conv_args *a, cons
       {"deterministic", DM_ARG_ANY, 0, "GPU hint (the CPU is deterministic)"}
 
 
-/* Conv's forward pass with an epilogue: Conv is {has_bias, -1, 0}; ConvFusion
- * (operators/conv_fusion.c) adds S and a relu in the same FP32 pass, before the one
- * rounding of a FLOAT16 or BFLOAT16 Y. Defined in conv.c. */
+/* The activation an epilogue ends in: none, Relu (max(Y, 0), NaN passed through as Relu
+ * does), an op of unary_family.h (Clip, Sigmoid, HardSwish, ...: ConvFusion's
+ * `activation`, its formula and arguments), or Swish (Y * Sigmoid(Y), SiLU). */
+typedef enum dm_conv_act { DM_CONV_ACT_NONE, DM_CONV_ACT_RELU, DM_CONV_ACT_UNARY,
+                           DM_CONV_ACT_SWISH } dm_conv_act;
+
+/* Conv's forward pass with an epilogue: Conv is {has_bias, -1, DM_CONV_ACT_NONE};
+ * ConvFusion (operators/conv_fusion.c) adds S and an activation in the same FP32 pass,
+ * before the one rounding of a FLOAT16 or BFLOAT16 Y. Defined in conv.c. */
 typedef struct dm_conv_epilogue {
-  int has_bias; /* input 2 is b (M) */
-  int sum;      /* input index of S (Y's shape and dtype; Y may be S), added after the
-                   bias; -1: none */
-  int relu;     /* then Y = max(Y, 0), NaN passed through as Relu does */
+  int has_bias;       /* input 2 is b (M) */
+  int sum;            /* input index of S (Y's shape and dtype; Y may be S), added after
+                         the bias; -1: none */
+  dm_conv_act act;    /* then the activation */
+  dm_unary_kind unary; /* DM_CONV_ACT_UNARY: which, with its arguments */
+  dm_unary_params p;
 } dm_conv_epilogue;
 
 /* ConvFusion's fusion_type (Caffe2's IDEEP numbering, see operators/conv_fusion.c); 0 is
@@ -121,9 +130,21 @@ enum { DM_CONV_FUSE_NONE = 0, DM_CONV_FUSE_RELU = 1, DM_CONV_FUSE_SUM = 2,
        DM_CONV_FUSE_SUM_RELU = 3 };
 
 /* The epilogue that fusion_type t (DM_CONV_FUSE_NONE: Conv) with n inputs asks for:
- * relu: X, W, [b]; sum forms: X, W, [b], S (S last). 0 for a pair ConvFusion does not
- * take (nothing reported: conv_fusion.c words the error, engines refuse the op). */
+ * relu: X, W, [b]; sum forms: X, W, [b], S (S last); the activation Relu where there is
+ * one. 0 for a pair ConvFusion does not take (nothing reported: conv_fusion.c words the
+ * error, engines refuse the op). */
 DM_HIDDEN int dm_conv_epilogue_of(int64_t t, int n, dm_conv_epilogue *e);
+/* ConvFusion's epilogue: fusion_type and the inputs (dm_conv_epilogue_of), then the
+ * activation its `activation` argument names where fusion_type has one (1, 3; default
+ * Relu: Caffe2's ops), with that op's arguments read from ConvFusion's; the error naming
+ * what does not go together otherwise. Shared by every engine's ConvFusion kernel. */
+DM_HIDDEN dm_status dm_conv_fusion_epilogue(dm_op_ctx *ctx, dm_conv_epilogue *e);
+/* Applies e's activation to y[0 .. n) in place (FP32; conv.c). */
+DM_HIDDEN void dm_conv_act_apply(const dm_conv_epilogue *e, float *y, int64_t n);
+/* Whether the fusion pass (net/passes/fusion_pass.c) fuses an op of `type` after a Conv
+ * as ConvFusion's activation: Relu and the unary family's ops every CPU engine runs fused
+ * (the oneDNN engine has post-ops for them; Erf and Sqrt are left alone). */
+DM_HIDDEN int dm_conv_fusable_activation(const char *type);
 
 /* A convolution's checked geometry: its arguments, X's geometry, W's channels, Y's dims
  * (N, M, outH, outW in the order's places). */

@@ -9,6 +9,10 @@
  *   ConvFusion fusion_type 1: X, W, [b]    -> Y = relu(conv(X, W) + b)
  *              fusion_type 2: X, W, [b], S -> Y = conv(X, W) + b + S
  *              fusion_type 3: X, W, [b], S -> Y = relu(conv(X, W) + b + S)
+ *   `activation` (not Caffe2's) replaces the relu of types 1 and 3 by another: Swish
+ *   (Y * Sigmoid(Y), SiLU) or an op of operators/unary_family.h (Clip for ReLU6,
+ *   Sigmoid, HardSwish, ...), its formula as that op's and its arguments (min, max,
+ *   alpha, beta, fast_gelu) on the ConvFusion op (conv_args.c, dm_conv_fusion_epilogue).
  *   S is always the last input (b is there iff there are 4 inputs), has Y's shape and
  *   dtype, and may be Y's own blob (the ResNet pattern: the residual sum written over the
  *   shortcut). Every Conv argument (kernel, pads, strides, dilations, group, order ...)
@@ -37,40 +41,21 @@
 
 /* ---- ConvFusion ------------------------------------------------------------------ */
 
-/* The epilogue fusion_type and the input count ask for (dm_conv_epilogue_of), or the
- * error that names what does not go together. */
-static dm_status conv_fusion_epilogue(dm_op_ctx *ctx, dm_conv_epilogue *e) {
-  int64_t t = dm_op_arg_int(ctx, "fusion_type", 0);
-  int n = dm_op_num_inputs(ctx);
-  if (t != DM_CONV_FUSE_NONE && dm_conv_epilogue_of(t, n, e))
-    return DM_OK;
-  if (t == DM_CONV_FUSE_RELU)
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "fusion_type 1 (conv + relu) takes X, W, [b]; got %d inputs", n);
-  if (t == DM_CONV_FUSE_SUM || t == DM_CONV_FUSE_SUM_RELU)
-    return dm_op_error(ctx, DM_ERR_INVALID,
-                       "fusion_type %lld (conv + sum) takes X, W, [b], S; got %d inputs",
-                       (long long)t, n);
-  return dm_op_error(ctx, DM_ERR_INVALID,
-                     "fusion_type is %lld; ConvFusion takes 1 (conv + relu), 2 (conv + sum) "
-                     "or 3 (conv + sum + relu)", (long long)t);
-}
-
 static dm_status conv_fusion_infer(dm_op_ctx *ctx) {
   dm_conv_epilogue e;
-  DM_TRY(conv_fusion_epilogue(ctx, &e));
+  DM_TRY(dm_conv_fusion_epilogue(ctx, &e));
   return dm_conv_forward_infer(ctx, &e);
 }
 
 static dm_status conv_fusion_init(dm_op_ctx *ctx, void **state) {
   dm_conv_epilogue e; /* a bad fusion_type at instantiation, not at the first run */
-  DM_TRY(conv_fusion_epilogue(ctx, &e));
+  DM_TRY(dm_conv_fusion_epilogue(ctx, &e));
   return dm_conv_init(ctx, state);
 }
 
 static dm_status conv_fusion_run(dm_op_ctx *ctx) {
   dm_conv_epilogue e;
-  DM_TRY(conv_fusion_epilogue(ctx, &e));
+  DM_TRY(dm_conv_fusion_epilogue(ctx, &e));
   return dm_conv_forward_run(ctx, &e);
 }
 
@@ -86,6 +71,9 @@ static void conv_fusion_cost(dm_op_ctx *ctx, dm_op_cost *c) {
 /* Only conv + relu: a sum's gradient would be a second output the pass never needs. */
 static dm_status conv_fusion_gradient(dm_grad_ctx *g) {
   int64_t t = dm_grad_arg_int(g, "fusion_type", 0);
+  if (dm_grad_has_arg(g, "activation"))
+    return dm_error(DM_ERR_UNSUPPORTED, "ConvFusion with an `activation` has no gradient "
+                    "(the training fusion fuses Relu alone, written without the argument)");
   if (t != DM_CONV_FUSE_RELU || dm_grad_num_inputs(g) > 3)
     return dm_error(DM_ERR_UNSUPPORTED, "ConvFusion has a gradient for fusion_type 1 (conv + "
                     "relu, X, W, [b]) only, not fusion_type %lld with %d inputs", (long long)t,
@@ -96,6 +84,15 @@ static dm_status conv_fusion_gradient(dm_grad_ctx *g) {
 static const dm_arg_spec conv_fusion_args[] = {
     DM_CONV_ARG_SPECS,
     {"fusion_type", DM_ARG_INT, 1, "1 conv + relu, 2 conv + sum, 3 conv + sum + relu"},
+    {"activation", DM_ARG_STRING, 0,
+     "types 1 and 3: the activation instead of relu (not Caffe2's): Relu (the default), "
+     "Swish (Y * Sigmoid(Y)) or an op of the unary family (Clip, Sigmoid, HardSwish, ...), "
+     "with that op's arguments below"},
+    {"min", DM_ARG_FLOAT, 0, "activation Clip: the lower bound"},
+    {"max", DM_ARG_FLOAT, 0, "activation Clip: the upper bound"},
+    {"alpha", DM_ARG_FLOAT, 0, "activation LeakyRelu, HardSigmoid: alpha"},
+    {"beta", DM_ARG_FLOAT, 0, "activation HardSigmoid: beta"},
+    {"fast_gelu", DM_ARG_INT, 0, "activation Gelu: the tanh form"},
     {NULL, 0, 0, NULL},
 };
 
@@ -114,8 +111,9 @@ static const dm_op_schema conv_fusion_schema = {
     .precision = DM_PREC_FP16,
     .doc = "X, W (M x C/group x kH x kW), [b (M)], [S] -> Y: Conv with a fused epilogue "
            "(inference). fusion_type 1: Y = relu(conv + b); 2: conv + b + S; 3: relu(conv + "
-           "b + S). S is last (b is there when 4 inputs are), has Y's shape and may be Y. "
-           "Conv's arguments and layouts.",
+           "b + S); `activation` replaces relu (Clip, Sigmoid, Swish, ...). S is last (b is "
+           "there when 4 inputs are), has Y's shape and may be Y. Conv's arguments and "
+           "layouts.",
     .infer = conv_fusion_infer,
     .cost = conv_fusion_cost,
     .gradient = conv_fusion_gradient,

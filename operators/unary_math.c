@@ -36,8 +36,7 @@ static const char *const grad_names[] = {DM_UNARY_OPS(GRAD_NAME_)};
 #define READS_X_(Name, args, reads_x, ...) reads_x,
 static const int reads_x[] = {DM_UNARY_OPS(READS_X_)};
 
-/* The kind of forward op `type` (gradient 0) or of its gradient op (gradient 1). */
-static dm_unary_kind dm_unary_kind_of(const char *type, int gradient) {
+dm_unary_kind dm_unary_kind_of(const char *type, int gradient) {
   const char *const *names = gradient ? grad_names : fwd_names;
   for (int k = 0; k < DM_UN_NONE; k++)
     if (strcmp(type, names[k]) == 0)
@@ -50,7 +49,7 @@ static dm_unary_kind dm_unary_kind_of(const char *type, int gradient) {
 #define ARG_READ_(name, field, type, dflt, doc) p.field = dm_op_arg_float(ctx, #name, p.field);
 #define PARAMS_CASE_(Name, args, ...)                                                      \
   case DM_UN_##Name: args(ARG_DEFAULT_) args(ARG_READ_) break;
-static dm_unary_params params_of(dm_op_ctx *ctx, dm_unary_kind k) {
+dm_unary_params dm_unary_params_of(dm_op_ctx *ctx, dm_unary_kind k) {
   dm_unary_params p = {0, 0, -INFINITY, INFINITY, 0};
   switch (k) {
     DM_UNARY_OPS(PARAMS_CASE_)
@@ -70,7 +69,7 @@ dm_status dm_unary_init(dm_op_ctx *ctx, void **state) {
   dm_unary_op *u = malloc(sizeof *u);
   if (!u)
     return DM_NOMEM("a unary op's state");
-  u->kind = k, u->gradient = gradient, u->p = params_of(ctx, k);
+  u->kind = k, u->gradient = gradient, u->p = dm_unary_params_of(ctx, k);
   *state = u;
   return DM_OK;
 }
@@ -142,13 +141,13 @@ dm_status dm_unary_check(dm_op_ctx *ctx, const dm_unary_op *u) {
 /* The schemas' inference, which runs without a kernel's state: the kind by name. */
 static dm_status unary_infer(dm_op_ctx *ctx) {
   const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 0);
-  const dm_unary_params p = params_of(ctx, k);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
   return forward_check(ctx, k, &p);
 }
 
 static dm_status unary_grad_infer(dm_op_ctx *ctx) {
   const dm_unary_kind k = dm_unary_kind_of(dm_op_type(ctx), 1);
-  const dm_unary_params p = params_of(ctx, k);
+  const dm_unary_params p = dm_unary_params_of(ctx, k);
   return gradient_check(ctx, k, &p);
 }
 

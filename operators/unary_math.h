@@ -16,6 +16,13 @@ typedef struct dm_unary_op {
   dm_unary_params p; /* the op's arguments, defaults filled in */
 } dm_unary_op;
 
+/* The kind of forward op `type` (gradient 0) or of its gradient op (gradient 1);
+ * DM_UN_NONE for any other type. */
+DM_HIDDEN dm_unary_kind dm_unary_kind_of(const char *type, int gradient);
+/* Kind k's arguments as the op of ctx sets them, the row's defaults for the others
+ * (ConvFusion reads its fused activation's this way). */
+DM_HIDDEN dm_unary_params dm_unary_params_of(dm_op_ctx *ctx, dm_unary_kind k);
+
 /* Kernel init and fini of every op of the family, forward and gradient, CPU and CUDA. */
 DM_HIDDEN dm_status dm_unary_init(dm_op_ctx *ctx, void **state);
 DM_HIDDEN void dm_unary_fini(void *state);

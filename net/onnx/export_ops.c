@@ -185,6 +185,9 @@ static dm_status tr_conv_fusion(oxe *e, const ex_op *o) {
   int has_sum = t == 2 || t == 3, relu = t == 1 || t == 3;
   if (t < 1 || t > 3)
     return ex_refuse(e, "fusion_type %lld", (long long)t);
+  if (!arg_is(o, "activation", "Relu", "Relu"))
+    return ex_refuse(e, "an activation other than Relu (export the net before the fusion "
+                        "pass: `run --no-fuse`, `rewrite` without --fuse)");
   if (n_in < 2 + (size_t)has_sum || n_in > 3 + (size_t)has_sum || o->def->n_output != 1)
     return ex_refuse(e, "expected X, W, [b]%s -> Y", has_sum ? ", S" : "");
   int has_b = n_in == 3 + (size_t)has_sum;

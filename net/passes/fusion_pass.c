@@ -1,6 +1,7 @@
 /* fusion_pass.c: the inference fusion pass (see net/passes/fusion_pass.h): test-mode SpatialBN folded into
  * the Conv before it, the fold itself a FoldBN op in the init-net addition; then, with
- * post_ops, Conv + Sum/Add, Conv (+ Sum) + Relu and FC + Relu made ConvFusion and
+ * post_ops, Conv + Sum/Add, Conv (+ Sum) + Relu or another activation (Clip, Sigmoid,
+ * HardSwish, ...; Conv + Sigmoid + Mul as Swish) and FC + Relu made ConvFusion and
  * FCFusion ops (operators/conv_fusion.c). */
 #include "net/passes/fusion_pass.h"
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "net/netdef_build.h"
+#include "operators/conv_args.h"
 
 void dm_fusion_summary_free(dm_fusion_summary *s) {
   if (!s)
@@ -230,11 +232,34 @@ static const char *conv_refusal(const Caffe2__OperatorDef *c) {
   return NULL;
 }
 
-/* Makes op j `type` with fusion_type `ft` writing y (and reading S last, when not NULL),
- * moves it to i and removes op i. The op is rewritten on a copy, so on failure the net is
- * unchanged. */
+/* The arguments of a fused activation the fused op takes over. */
+static const char *const act_args[] = {"min", "max", "alpha", "beta", "fast_gelu"};
+
+/* An activation other than Relu that ConvFusion fuses (operators/conv_args.h). */
+static int is_fused_act(const Caffe2__OperatorDef *op) {
+  return !is_type(op, "Relu") && dm_conv_fusable_activation(op->type);
+}
+
+/* Sets f's `activation` to `name` and copies act's arguments (act may be NULL). */
+static dm_status set_activation(Caffe2__OperatorDef *f, const char *name,
+                                const Caffe2__OperatorDef *act) {
+  DM_TRY(dm_opdef_set_arg_string(f, "activation", name));
+  for (size_t k = 0; act && k < sizeof act_args / sizeof *act_args; k++) {
+    const Caffe2__Argument *a = dm_opdef_find_arg(act, act_args[k]);
+    if (a && a->has_f)
+      DM_TRY(dm_opdef_set_arg_float(f, act_args[k], a->f));
+    else if (a && a->has_i)
+      DM_TRY(dm_opdef_set_arg_int(f, act_args[k], a->i));
+  }
+  return DM_OK;
+}
+
+/* Makes op j `type` with fusion_type `ft` writing y (and reading S last, when not NULL;
+ * with the activation `act_name`, arguments from `act`, when not NULL), moves it to i and
+ * removes op i. The op is rewritten on a copy, so on failure the net is unchanged. */
 static dm_status fuse_into(Caffe2__NetDef *net, size_t j, size_t i, const char *type,
-                           int64_t ft, const char *y, const char *sv) {
+                           int64_t ft, const char *y, const char *sv, const char *act_name,
+                           const Caffe2__OperatorDef *act) {
   ProtobufCMessage *copy = NULL;
   DM_TRY(dm_pb_clone(&net->op[j]->base, &copy));
   Caffe2__OperatorDef *f = (Caffe2__OperatorDef *)copy;
@@ -244,6 +269,8 @@ static dm_status fuse_into(Caffe2__NetDef *net, size_t j, size_t i, const char *
     s = dm_opdef_set_arg_int(f, "fusion_type", ft);
   if (s == DM_OK && sv)
     s = dm_opdef_add_input(f, sv);
+  if (s == DM_OK && act_name)
+    s = set_activation(f, act_name, act);
   if (s != DM_OK) {
     free(nt);
     free(ny);
@@ -296,7 +323,8 @@ static const char *sum_refusal(const Caffe2__NetDef *net, size_t i, const dm_fus
   return why ? why : "neither operand is a Conv's output";
 }
 
-/* The op a Relu at i can take in (NULL: one, at *prod, made *type with fusion_type *ft). */
+/* The op a Relu (or another activation of fused_acts) at i can take in (NULL: one, at
+ * *prod, made *type with fusion_type *ft). */
 static const char *relu_refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
                                 size_t *prod, const char **type, int64_t *ft) {
   const Caffe2__OperatorDef *r = net->op[i];
@@ -311,6 +339,8 @@ static const char *relu_refusal(const Caffe2__NetDef *net, size_t i, const dm_fu
   if (is_type(p, "Conv")) {
     why = conv_refusal(p);
     *type = "ConvFusion", *ft = FUSION_CONV_RELU;
+  } else if (is_type(p, "FC") && !is_type(r, "Relu")) {
+    return "FCFusion fuses Relu only";
   } else if (is_type(p, "FC")) {
     if (p->n_input != 3 || p->n_output != 1)
       why = "its FC does not have the form X, W, b -> Y";
@@ -388,7 +418,84 @@ static dm_status sums_in_place(Caffe2__NetDef *net, const dm_fusion_opts *o) {
   return DM_OK;
 }
 
-/* Conv + Sum/Add first (so that a Relu after the sum joins it), then the Relus. */
+/* Why the Mul at i is not Swish over a Conv's output, Conv -> y, Sigmoid(y) -> s,
+ * Mul(y, s) (either order) -> z, that the pass can fuse (NULL: it is, with the Conv at
+ * *conv and the Sigmoid at *sig). y is read by the Sigmoid and the Mul only, s by the Mul
+ * only; neither is fed, fetched or kept; z is a new blob. */
+static const char *swish_refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
+                                 size_t *conv, size_t *sig) {
+  const Caffe2__OperatorDef *m = net->op[i];
+  if (m->n_input != 2 || m->n_output != 1 || strcmp(m->input[0], m->input[1]) == 0)
+    return NULL;
+  for (int k = 0; k < 2; k++) {
+    const char *y = m->input[1 - k], *sv = m->input[k], *z = m->output[0];
+    size_t q = last_writer(net, i, sv);
+    if (q == i || !is_type(net->op[q], "Sigmoid") || net->op[q]->n_input != 1 ||
+        strcmp(net->op[q]->input[0], y) != 0)
+      continue;
+    size_t j = last_writer(net, q, y);
+    if (j == q || !is_type(net->op[j], "Conv"))
+      return "Swish over a blob that is not a Conv's output";
+    const char *why = conv_refusal(net->op[j]);
+    if (why)
+      return why;
+    if (strcmp(z, y) == 0 || strcmp(z, sv) == 0 || strcmp(y, sv) == 0)
+      return "Swish in place";
+    if (!blob_private(net, y, o) || !blob_private(net, sv, o))
+      return "Swish's intermediate blobs are fed, fetched or kept";
+    for (size_t k2 = 0; k2 < net->n_op; k2++) {
+      if (k2 != j && k2 != q && k2 != i &&
+          (dm_opdef_reads(net->op[k2], y) || dm_opdef_writes(net->op[k2], y) ||
+           dm_opdef_reads(net->op[k2], sv) || dm_opdef_writes(net->op[k2], sv)))
+        return "Swish's intermediate blobs have another reader or writer";
+      if (k2 < j && (dm_opdef_reads(net->op[k2], z) || dm_opdef_writes(net->op[k2], z)))
+        return "Swish's output is an earlier op's blob";
+    }
+    for (size_t a = 0; a < net->op[j]->n_input; a++) {
+      if (strcmp(net->op[j]->input[a], z) == 0)
+        return "the fused op's output would be one of its inputs";
+      for (size_t b = j + 1; b < i; b++)
+        if (dm_opdef_writes(net->op[b], net->op[j]->input[a]))
+          return "an op between them writes an input of the Conv (it would read it later)";
+    }
+    *conv = j, *sig = q;
+    return "";
+  }
+  return NULL;
+}
+
+/* Conv -> Sigmoid -> Mul (SiLU) becomes ConvFusion with activation Swish. */
+static dm_status swishes(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion_summary *sum,
+                         size_t *len) {
+  for (size_t i = 0; i < net->n_op;) {
+    const Caffe2__OperatorDef *m = net->op[i];
+    size_t j = 0, q = 0;
+    const char *why = is_type(m, "Mul") ? swish_refusal(net, i, o, &j, &q) : NULL;
+    if (!why) { /* not a Swish at all */
+      i++;
+      continue;
+    }
+    sum->act_total++;
+    if (*why) {
+      report_post(sum, len, i, m, why);
+      i++;
+      continue;
+    }
+    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_RELU, m->output[0], NULL, "Swish",
+                     NULL));
+    /* the Sigmoid (after the Conv, so one place down now) goes */
+    protobuf_c_message_free_unpacked(&net->op[q - 1]->base, NULL);
+    memmove(net->op + q - 1, net->op + q, (net->n_op - q) * sizeof *net->op);
+    net->n_op--;
+    sum->conv_act++;
+    i -= 1; /* the fused op is at i - 2; the next op at i - 1 */
+  }
+  return DM_OK;
+}
+
+/* Conv + Sum/Add first (so that a Relu after the sum joins it), then the Swishes (Conv +
+ * Sigmoid + Mul, before their Sigmoid is taken for a lone activation), then the Relus and
+ * the other activations. */
 static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion_summary *sum,
                           size_t *len) {
   for (size_t i = 0; i < net->n_op;) {
@@ -405,16 +512,18 @@ static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusio
       i++;
       continue;
     }
-    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_SUM, a->output[0], sv));
+    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_SUM, a->output[0], sv, NULL, NULL));
     sum->conv_sum++; /* op i is gone: the next op is at i */
   }
+  DM_TRY(swishes(net, o, sum, len)); /* before the Sigmoids are taken as activations */
   for (size_t i = 0; i < net->n_op;) {
     const Caffe2__OperatorDef *r = net->op[i];
-    if (!is_type(r, "Relu")) {
+    int relu = is_type(r, "Relu");
+    if (!relu && !is_fused_act(r)) {
       i++;
       continue;
     }
-    sum->post_total++;
+    *(relu ? &sum->post_total : &sum->act_total) += 1;
     size_t j = 0;
     const char *type = NULL;
     int64_t ft = 0;
@@ -424,8 +533,9 @@ static dm_status post_ops(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusio
       i++;
       continue;
     }
-    DM_TRY(fuse_into(net, j, i, type, ft, r->output[0], NULL));
-    *(ft == FUSION_CONV_SUM_RELU ? &sum->conv_sum_relu
+    DM_TRY(fuse_into(net, j, i, type, ft, r->output[0], NULL, relu ? NULL : r->type, r));
+    *(!relu ? &sum->conv_act
+      : ft == FUSION_CONV_SUM_RELU ? &sum->conv_sum_relu
       : strcmp(type, "FCFusion") == 0 ? &sum->fc_relu : &sum->conv_relu) += 1;
   }
   return sums_in_place(net, o);

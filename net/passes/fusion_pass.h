@@ -74,6 +74,8 @@ typedef struct dm_fusion_summary {
   size_t conv_relu;     /* Relu fused into a Conv (ConvFusion fusion_type 1) */
   size_t conv_sum_relu; /* Relu fused into a Conv + Sum (fusion_type 2 made 3) */
   size_t fc_relu;       /* Relu fused into an FC (FCFusion fusion_type 1) */
+  size_t act_total;     /* other activations seen (Clip, Sigmoid, ..., Swish's Mul) */
+  size_t conv_act;      /* of which fused into a Conv or a Conv + Sum (`activation`) */
 } dm_fusion_summary;
 
 /* Rewrites `net` in place and appends the FoldBN ops to `init_add`. On failure the net

@@ -61,7 +61,7 @@ static int fusion_on(const dm_pipeline_plan *p) { return p->fuse; }
 
 /* Silent for a net without SpatialBN (SqueezeNet, LeNet): nothing to report. */
 static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
-  if (s->bn_total == 0 && s->post_total == 0)
+  if (s->bn_total == 0 && s->post_total == 0 && s->act_total == 0)
     return;
   if (s->bn_total)
     fprintf(f, "fusion: %zu of %zu SpatialBN folded into their Conv\n", s->folded, s->bn_total);
@@ -70,6 +70,9 @@ static void print_fusion_summary(FILE *f, const dm_fusion_summary *s) {
             "fusion: of %zu Relu/Sum/Add, %zu Conv+Relu, %zu Conv+Sum, %zu Conv+Sum+Relu and "
             "%zu FC+Relu fused\n",
             s->post_total, s->conv_relu, s->conv_sum, s->conv_sum_relu, s->fc_relu);
+  if (s->act_total)
+    fprintf(f, "fusion: of %zu other activations (Clip, Sigmoid, Swish, ...), %zu fused "
+            "into their Conv\n", s->act_total, s->conv_act);
   if (s->report)
     fprintf(f, "not fused:\n%s", s->report);
 }

@@ -17,10 +17,13 @@
  *
  * ConvFusion (inference, operators/conv_fusion.c) is Conv with oneDNN post-ops: a sum
  * (Y's buffer holds S in Y's layout before the primitive runs and is accumulated onto)
- * and then an eltwise relu. One difference from the reference: oneDNN's relu maps NaN to
- * 0, where the reference's passes NaN through (as Relu does; see eltwise.c). A fused
- * inference op is where that is acceptable: an overflow there is not checked by mixed
- * precision's loss scaling, which only watches training. The tests use finite inputs.
+ * and then the activation's eltwise post-ops (relu, or the one `activation` names:
+ * clip_v2 for Clip, logistic, swish, hardswish, ...; Erf has none and is refused). Two
+ * differences from the reference: oneDNN's relu maps NaN to 0, where the reference's
+ * passes NaN through (as Relu does; see eltwise.c), and its transcendental activations
+ * are its own approximations (a few ulps from glibc's). A fused inference op is where
+ * that is acceptable: an overflow there is not checked by mixed precision's loss scaling,
+ * which only watches training. The tests use finite inputs and derived tolerances.
  *
  * ConvGradient: backward-data (dX) and backward-weights (dW, db) primitives, made with
  * the forward-training descriptor as their hint. W is reordered into scratch for the
@@ -219,10 +222,46 @@ static int epilogue_of(const dm_op_ctx *ctx, dm_conv_epilogue *e) {
   return (!fusion || t != DM_CONV_FUSE_NONE) && dm_conv_epilogue_of(t, dm_op_num_inputs(ctx), e);
 }
 
+/* The eltwise post-ops computing e's activation, into po (n of them: HardSigmoid is a
+ * linear then a clip); -1 for one oneDNN 2.6 has no algorithm for (Erf). */
+typedef struct post_eltwise {
+  dnnl_alg_kind_t alg;
+  float alpha, beta;
+} post_eltwise;
+
+static int act_post_ops(const dm_conv_epilogue *e, post_eltwise *po) {
+  switch (e->act) {
+  case DM_CONV_ACT_NONE: return 0;
+  case DM_CONV_ACT_RELU: po[0] = (post_eltwise){dnnl_eltwise_relu, 0, 0}; return 1;
+  case DM_CONV_ACT_SWISH: po[0] = (post_eltwise){dnnl_eltwise_swish, 1, 0}; return 1;
+  case DM_CONV_ACT_UNARY: break;
+  }
+  const dm_unary_params *p = &e->p;
+  switch (e->unary) {
+  case DM_UN_Sigmoid: po[0] = (post_eltwise){dnnl_eltwise_logistic, 0, 0}; return 1;
+  case DM_UN_Tanh: po[0] = (post_eltwise){dnnl_eltwise_tanh, 0, 0}; return 1;
+  case DM_UN_LeakyRelu: po[0] = (post_eltwise){dnnl_eltwise_relu, p->alpha, 0}; return 1;
+  case DM_UN_Clip: po[0] = (post_eltwise){dnnl_eltwise_clip_v2, p->lo, p->hi}; return 1;
+  case DM_UN_HardSwish: po[0] = (post_eltwise){dnnl_eltwise_hardswish, 0, 0}; return 1;
+  case DM_UN_Sqrt: po[0] = (post_eltwise){dnnl_eltwise_sqrt, 0, 0}; return 1;
+  case DM_UN_Gelu:
+    po[0] = (post_eltwise){p->fast != 0 ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf, 0, 0};
+    return 1;
+  case DM_UN_HardSigmoid:
+    po[0] = (post_eltwise){dnnl_eltwise_linear, p->alpha, p->beta};
+    po[1] = (post_eltwise){dnnl_eltwise_clip_v2, 0, 1};
+    return 2;
+  default: return -1;
+  }
+}
+
 static int fwd_supports(const dm_op_ctx *ctx) {
   dm_conv_epilogue e;
   if (!epilogue_of(ctx, &e))
     return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
+  const char *act = dm_op_arg_string(ctx, "activation", NULL);
+  if (act && strcmp(act, "Erf") == 0)
+    return dm_op_refuse(ctx, "oneDNN has no post-op for the activation Erf");
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
     if (!dm_dnnl_dtype_ok(ctx, i, DM_DNNL_KIND(DM_DNNL_CONV)))
       return 0;
@@ -235,7 +274,13 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
   if (!epilogue_of(ctx, &e))
     return dm_op_error(ctx, DM_ERR_INVALID, "ConvFusion: a fusion_type and input count it "
                                             "does not take (the engine refused it)");
-  const int fused = e.relu || e.sum >= 0;
+  if (strcmp(dm_op_type(ctx), "ConvFusion") == 0) /* the activation, in the reference's words */
+    DM_TRY(dm_conv_fusion_epilogue(ctx, &e));
+  post_eltwise acts[2];
+  const int n_acts = act_post_ops(&e, acts);
+  if (n_acts < 0)
+    return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "oneDNN has no post-op for this activation");
+  const int fused = n_acts > 0 || e.sum >= 0;
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */
   const dm_tensor *b = e.has_bias ? dm_op_input(ctx, 2) : NULL;
@@ -276,9 +321,10 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
         st = dm_dnnl_status(dnnl_post_ops_create(&po), "creating post-ops");
       if (st == DM_OK && sv)
         st = dm_dnnl_status(dnnl_post_ops_append_sum(po, 1.0f), "adding the sum post-op");
-      if (st == DM_OK && e.relu)
-        st = dm_dnnl_status(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
-                            "adding the relu post-op");
+      for (int k = 0; st == DM_OK && k < n_acts; k++)
+        st = dm_dnnl_status(dnnl_post_ops_append_eltwise(po, 1.0f, acts[k].alg, acts[k].alpha,
+                                                         acts[k].beta),
+                            "adding the activation's post-op");
       if (st == DM_OK)
         st = dm_dnnl_status(dnnl_primitive_attr_set_post_ops(attr, po), "setting post-ops");
     }

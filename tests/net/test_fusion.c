@@ -399,22 +399,28 @@ static void expect_post(const char *text, const char *const *keep, size_t n_keep
   protobuf_c_message_free_unpacked(&add->base, NULL);
 }
 
-static int64_t fusion_type_of(const char *text, size_t op) {
+/* The text net after the pass with post_ops (the caller frees it). */
+static Caffe2__NetDef *post_fused(const char *text) {
   Caffe2__NetDef *net = parse(text), *add = NULL;
   assert_ok(dm_netdef_new("add", &add));
   dm_fusion_opts o = {0};
   o.post_ops = 1;
   dm_fusion_summary sum;
   assert_ok(dm_fusion_pass(net, &o, add, &sum));
+  dm_fusion_summary_free(&sum);
+  protobuf_c_message_free_unpacked(&add->base, NULL);
+  return net;
+}
+
+static int64_t fusion_type_of(const char *text, size_t op) {
+  Caffe2__NetDef *net = post_fused(text);
   assert_true(op < net->n_op);
   const Caffe2__Argument *a = dm_opdef_find_arg(net->op[op], "fusion_type");
   int64_t t = a && a->has_i ? a->i : -1;
   const Caffe2__Argument *k = dm_opdef_find_arg(net->op[op], "kernel");
   if (strcmp(net->op[op]->type, "ConvFusion") == 0) /* the Conv's arguments carried */
     assert_true(k && k->has_i && k->i == 3);
-  dm_fusion_summary_free(&sum);
   protobuf_c_message_free_unpacked(&net->base, NULL);
-  protobuf_c_message_free_unpacked(&add->base, NULL);
   return t;
 }
 
@@ -525,6 +531,79 @@ static void test_post_not_fused(void **state) {
   protobuf_c_message_free_unpacked(&add->base, NULL);
 }
 
+/* The string argument `name` of op `op` of the fused text net ("" when absent), and
+ * float argument `fname` (NAN when absent). */
+static void act_of(const char *text, size_t op, const char *fname, char *act, size_t cap,
+                   float *fval) {
+  Caffe2__NetDef *net = post_fused(text);
+  assert_true(op < net->n_op);
+  const Caffe2__Argument *a = dm_opdef_find_arg(net->op[op], "activation");
+  snprintf(act, cap, "%.*s", a && a->has_s ? (int)a->s.len : 0,
+           a && a->has_s ? (const char *)a->s.data : "");
+  const Caffe2__Argument *f = fname ? dm_opdef_find_arg(net->op[op], fname) : NULL;
+  *fval = f && f->has_f ? f->f : NAN;
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
+/* Activations other than Relu: Conv + Clip (ReLU6, its bounds carried), Conv + Sigmoid,
+ * Conv + Sum + HardSwish, Conv + Sigmoid + Mul (SiLU) as Swish; and what is not fused. */
+static void test_post_activations(void **state) {
+  (void)state;
+  dm_fusion_summary sum;
+  char act[32];
+  float v;
+  const char *clip = CONV("x", "w", "c")
+      "op { input: 'c' output: 'y' type: 'Clip' arg { name: 'min' f: 0 }"
+      " arg { name: 'max' f: 6 } }";
+  expect_post(clip, NULL, 0, "ConvFusion(x,w)>y", NULL, &sum);
+  assert_int_equal(sum.act_total, 1);
+  assert_int_equal(sum.conv_act, 1);
+  assert_int_equal(sum.post_total, 0);
+  assert_int_equal(fusion_type_of(clip, 0), 1);
+  act_of(clip, 0, "max", act, sizeof act, &v);
+  assert_string_equal(act, "Clip");
+  assert_true(v == 6.0f);
+  const char *sig = CONV("x", "w", "c") OP1("Sigmoid", "c", "y");
+  expect_post(sig, NULL, 0, "ConvFusion(x,w)>y", NULL, NULL);
+  act_of(sig, 0, NULL, act, sizeof act, &v);
+  assert_string_equal(act, "Sigmoid");
+  /* Conv + Sum + an activation: fusion_type 3 with it */
+  const char *sum_hs = CONV("x", "w1", "a") OP1("Softmax", "x", "s") OP2("Add", "a", "s", "t")
+      OP1("HardSwish", "t", "y") "external_output: 'y'";
+  expect_post(sum_hs, NULL, 0, "Softmax(x)>s ConvFusion(x,w1,s)>y", NULL, NULL);
+  assert_int_equal(fusion_type_of(sum_hs, 1), 3);
+  act_of(sum_hs, 1, NULL, act, sizeof act, &v);
+  assert_string_equal(act, "HardSwish");
+  /* SiLU, both operand orders; the Sigmoid goes too */
+  const char *silu = CONV("x", "w", "c") OP1("Sigmoid", "c", "s") OP2("Mul", "c", "s", "y")
+      OP1("Softmax", "y", "p");
+  expect_post(silu, NULL, 0, "ConvFusion(x,w)>y Softmax(y)>p", NULL, &sum);
+  assert_int_equal(sum.act_total, 1);
+  assert_int_equal(sum.conv_act, 1);
+  act_of(silu, 0, NULL, act, sizeof act, &v);
+  assert_string_equal(act, "Swish");
+  expect_post(CONV("x", "w", "c") OP1("Softmax", "x", "z") OP1("Sigmoid", "c", "s")
+                  OP2("Mul", "s", "c", "y"),
+              NULL, 0, "Softmax(x)>z ConvFusion(x,w)>y", NULL, NULL);
+  /* not fused: FC + Clip, Swish with another reader of the Conv's output or of the
+   * Sigmoid's, the Sigmoid's output fetched, Swish over a pool's output */
+  expect_post("op { input: ['x', 'w', 'b'] output: 'f' type: 'FC' }" OP1("Tanh", "f", "y"),
+              NULL, 0, "FC(x,w,b)>f Tanh(f)>y", "FCFusion fuses Relu only", NULL);
+  expect_post(CONV("x", "w", "c") OP1("Sigmoid", "c", "s") OP2("Mul", "c", "s", "y")
+                  OP1("Softmax", "c", "z"),
+              NULL, 0, "Conv(x,w)>c Sigmoid(c)>s Mul(c,s)>y Softmax(c)>z",
+              "another reader or writer", NULL);
+  static const char *const keep_s[] = {"s"};
+  expect_post(CONV("x", "w", "c") OP1("Sigmoid", "c", "s") OP2("Mul", "c", "s", "y"), keep_s, 1,
+              "Conv(x,w)>c Sigmoid(c)>s Mul(c,s)>y", "fed, fetched or kept", NULL);
+  expect_post(OP1("MaxPool", "x", "c") OP1("Sigmoid", "c", "s") OP2("Mul", "c", "s", "y"), NULL,
+              0, "MaxPool(x)>c Sigmoid(c)>s Mul(c,s)>y", "not a Conv's output", NULL);
+  /* Erf has no engine post-op: left alone, and not counted */
+  expect_post(CONV("x", "w", "c") OP1("Erf", "c", "y"), NULL, 0, "Conv(x,w)>c Erf(c)>y", NULL,
+              &sum);
+  assert_int_equal(sum.act_total, 0);
+}
+
 static int setup(void **state) {
   (void)state;
   return dm_init() == DM_OK ? 0 : -1;
@@ -537,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_gradient_refused), cmocka_unit_test(test_numerics_group),
       cmocka_unit_test(test_old_struct),     cmocka_unit_test(test_foldbn_shapes),
       cmocka_unit_test(test_post_fused),     cmocka_unit_test(test_post_not_fused),
+      cmocka_unit_test(test_post_activations),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
