@@ -18,7 +18,7 @@ usage:
                                                         of a net at batch 1
   cpu_infer.py lenet-net LENET_TEST.pbtxt OUT.pbtxt     the LeNet test net less its DB
                                                         input, loss and accuracy
-MODEL: resnet50, squeezenet1_0, squeezenet1_1 or lenet. The timing commands print
+MODEL: resnet50, squeezenet1_0, squeezenet1_1, lenet or another torchvision.models name. The timing commands print
 "median_ms M threads T" (M per batch, over ITERS runs after WARMUP untimed ones).
 """
 import os
@@ -32,6 +32,8 @@ OPSET = 13  # torch 1.13 exports up to 17; 13 is what every ONNX Runtime since 1
 # Caffe2 zoo net's 227, which torchvision's adaptive pooling takes as well), LeNet MNIST.
 IMAGE = {"resnet50": (3, 224, 224), "squeezenet1_0": (3, 227, 227),
          "squeezenet1_1": (3, 227, 227), "lenet": (1, 28, 28)}
+# Any other torchvision model at ImageNet's size.
+IMAGE_DEFAULT = (3, 224, 224)
 
 
 def torch_model(name):
@@ -62,7 +64,7 @@ def cmd_torch(name, batch, threads, warmup, iters):
     import torch
     torch.set_num_threads(threads)
     model = torch_model(name)
-    x = torch.rand(batch, *IMAGE[name]) * 2 - 1
+    x = torch.rand(batch, *IMAGE.get(name, IMAGE_DEFAULT)) * 2 - 1
     with torch.inference_mode():
         ms = timed(lambda: model(x), warmup, iters)
     print(f"median_ms {ms:.4f} threads {torch.get_num_threads()}")
@@ -86,7 +88,7 @@ def cmd_ort(path, batch, threads, warmup, iters):
 def cmd_export(name, out):
     import torch
     model = torch_model(name)
-    x = torch.zeros(1, *IMAGE[name])
+    x = torch.zeros(1, *IMAGE.get(name, IMAGE_DEFAULT))
     tmp = out + ".tmp"
     torch.onnx.export(model, x, tmp, opset_version=OPSET, input_names=["data"],
                       output_names=["out"], dynamic_axes={"data": {0: "N"}, "out": {0: "N"}})
@@ -109,7 +111,7 @@ def cmd_flops_torch(name):
         if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
             m.register_forward_hook(hook)
     with torch.inference_mode():
-        model(torch.zeros(1, *IMAGE[name]))
+        model(torch.zeros(1, *IMAGE.get(name, IMAGE_DEFAULT)))
     print(total[0])
 
 
@@ -172,7 +174,10 @@ def main():
     if not a or a[0] not in cmds or len(a) != cmds[a[0]][0]:
         raise SystemExit(__doc__)
     if a[0] in ("torch", "export", "flops-torch") and a[1] not in IMAGE:
-        raise SystemExit(f"unknown model '{a[1]}': one of {', '.join(IMAGE)}")
+        import torchvision
+        if not hasattr(torchvision.models, a[1]):
+            raise SystemExit(f"unknown model '{a[1]}': one of {', '.join(IMAGE)} or a "
+                             "torchvision.models name")
     cmds[a[0]][1]()
 
 

@@ -6,7 +6,9 @@
 #        and WARMUP (untimed runs before them) for every model, by default per model:
 #        ResNet-50 10 and 2, SqueezeNet 50 and 5, LeNet 500 and 50 (LeNet runs in a
 #        tenth of a millisecond, where a few runs measure only the machine's noise);
-#        MODELS (default "resnet50 squeezenet lenet"), BATCHES (default "1 8")
+#        MODELS (default "resnet50 squeezenet lenet"; any torchvision.models name too,
+#        e.g. mobilenet_v2 efficientnet_b0: ours then runs the same ONNX export through
+#        `demitasse import-onnx`, 20 timed runs after 3), BATCHES (default "1 8")
 # Each round runs every side once per model and batch, each in a fresh process (the
 # order of the sides turns every round): warm-up runs, then ITERS timed runs, their
 # median. The table gives, per side, the median over the rounds in ms per image, and the
@@ -83,13 +85,21 @@ prepare() {
     $py bench/cpu_infer.py lenet-net models/mnist/lenet_test.pbtxt $tmp/lenet_net.pbtxt
     net=$tmp/lenet_net.pbtxt init=models/mnist/lenet_init.pbtxt image=1,28,28 tv=lenet
     iters=500 warmup=50 ;;
-  *) echo "unknown model '$1' (resnet50, squeezenet, lenet)"; exit 1 ;;
+  *) # any other torchvision.models name: ours runs the same ONNX export, imported
+    $py -c "import sys, torchvision; sys.exit(not hasattr(torchvision.models, '$1'))" ||
+      { echo "unknown model '$1' (resnet50, squeezenet, lenet, or a torchvision.models name)"
+        exit 1; }
+    tv=$1 net= init= image=3,224,224 iters=20 warmup=3 ;;
   esac
   iters=${ITERS:-$iters} warmup=${WARMUP:-$warmup}
   # The export is cached by model, opset and torch version.
   onnx=$cache/${tv}_$($sys_py -c 'import torch; print(torch.__version__)').onnx
   [ -f "$onnx" ] || $py bench/cpu_infer.py export $tv "$onnx" >$tmp/export.log 2>&1 ||
     { cat $tmp/export.log; exit 1; }
+  if [ -z "$net" ]; then
+    "$dm" import-onnx "$onnx" -o $tmp/$1 >$tmp/import.log 2>&1 || { cat $tmp/import.log; exit 1; }
+    net=$tmp/$1/predict_net.pb init=$tmp/$1/init_net.pb
+  fi
   "$dm" inspect "$net" --init "$init" --input data=1,$image >$tmp/$1_inspect.txt
   ours_flops=$($py bench/cpu_infer.py flops-ours $tmp/$1_inspect.txt)
   tv_flops=$($py bench/cpu_infer.py flops-torch $tv)

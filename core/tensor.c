@@ -631,6 +631,17 @@ void *dm_tensor_raw_data(const dm_tensor *t) { return t && t->storage ? t->stora
 
 int dm_tensor_is_plain(const dm_tensor *t) { return !t->storage || !t->storage->layout; }
 
+/* Per thread: a net's ops run on its caller's thread, so a profile sees its own. */
+static _Thread_local dm_reorder_totals reorders;
+
+void dm_layout_note_reorder(size_t bytes, double seconds) {
+  reorders.count++;
+  reorders.bytes += bytes;
+  reorders.seconds += seconds;
+}
+
+dm_reorder_totals dm_layout_reorders(void) { return reorders; }
+
 dm_status dm_tensor_make_plain(dm_tensor *t) {
   if (dm_tensor_is_plain(t))
     return DM_OK;

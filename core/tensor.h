@@ -141,6 +141,16 @@ DM_HIDDEN dm_status dm_tensor_copy_to(dm_tensor *dst, dm_device_type device, int
 DM_HIDDEN int dm_tensor_is_plain(const dm_tensor *t);
 /* Converts t's data to plain row-major in new storage of its own (no-op when plain). */
 DM_HIDDEN dm_status dm_tensor_make_plain(dm_tensor *t);
+/* Layout conversions (an engine's reorders: to and from its blocked layouts, of inputs,
+ * weights and outputs) made by the calling thread so far: their count, the bytes they
+ * wrote and the seconds they took. The engine notes each (dm_layout_note_reorder);
+ * `run --profile` reports the difference over its runs. */
+typedef struct dm_reorder_totals {
+  uint64_t count, bytes;
+  double seconds;
+} dm_reorder_totals;
+DM_HIDDEN void dm_layout_note_reorder(size_t bytes, double seconds);
+DM_HIDDEN dm_reorder_totals dm_layout_reorders(void);
 /* Resizes t on the CPU to dtype and dims with `nbytes` of storage in `layout` (NULL:
  * plain), described by `desc`, which it takes over (freed with layout->free_desc, also
  * on failure). The storage is t's own afterwards: one shared with another tensor is not

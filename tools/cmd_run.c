@@ -39,6 +39,7 @@ static void help(FILE *f) {
           "  -N, --iters N           run the net N times (default 1)\n"
           "      --profile           print the time of each op type to stderr (over the\n"
           "                          runs after the first, which sets up the kernels)\n"
+          "                          and the layout conversions (reorders) per run\n"
           "  -p, --plugin LIB        load an operator plugin (repeatable)\n"
           "  -d, --device DEV        cpu (default), cuda or cuda:N: the device pass puts\n"
           "                          every op with a CUDA kernel on GPU N, with copies\n"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
@@ -274,8 +275,14 @@ dm_status dm_dnnl_reorder(const dnnl_memory_desc_t *src_md, const void *src,
   if (st != DM_OK)
     return st;
   dm_dnnl_arg args[] = {{DNNL_ARG_FROM, src_md, (void *)src}, {DNNL_ARG_TO, dst_md, dst}};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   st = dm_dnnl_execute(prim, 2, args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
   dnnl_primitive_destroy(prim);
+  double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  if (st == DM_OK) /* for `run --profile` */
+    dm_layout_note_reorder(dnnl_memory_desc_get_size(dst_md), seconds);
   return st;
 }
 

@@ -225,27 +225,29 @@ static int channel_form(const dm_tensor *big, const dm_tensor *small, int *per_i
 }
 
 /* y[o + i] = x[o + i] op v[i * step] (or v op x where the broadcast operand is A), for i
- * in [0, len): one contiguous run of the big operand, BFLOAT16 widened and rounded once. */
+ * in [0, len): one contiguous run of the big operand (len <= BLOCK); FLOAT in place of
+ * its own, BFLOAT16 widened and rounded once. */
 #define RUN_LOOP_(OP)                                                                      \
-  for (int64_t i = 0; i < len; i++)                                                        \
-    w[i] = x_first ? w[i] OP v[i * step] : v[i * step] OP w[i];
+  if (x_first)                                                                             \
+    for (int64_t i = 0; i < len; i++)                                                      \
+      w[i] = px[i] OP v[i * step];                                                         \
+  else                                                                                     \
+    for (int64_t i = 0; i < len; i++)                                                      \
+      w[i] = v[i * step] OP px[i];
 static void channel_span(kind k, dm_dtype t, int x_first, const void *x, void *y, int64_t o,
                          const float *v, int64_t step, int64_t len) {
-  float buf[BLOCK], *w = buf;
-  if (t == DM_FLOAT)
-    memcpy(w, (const float *)x + o, (size_t)len * sizeof *w);
-  else
-    dm_widen(t, (const uint16_t *)x + o, w, (size_t)len);
+  float buf[BLOCK], *w = t == DM_FLOAT ? (float *)y + o : buf;
+  const float *px = t == DM_FLOAT ? (const float *)x + o : buf;
+  if (t != DM_FLOAT)
+    dm_widen(t, (const uint16_t *)x + o, buf, (size_t)len);
   switch (k) {
   case K_ADD: RUN_LOOP_(+) break;
   case K_SUB: RUN_LOOP_(-) break;
   case K_MUL: RUN_LOOP_(*) break;
   case K_DIV: RUN_LOOP_(/) break;
   }
-  if (t == DM_FLOAT)
-    memcpy((float *)y + o, w, (size_t)len * sizeof *w);
-  else
-    dm_narrow(t, w, (uint16_t *)y + o, (size_t)len);
+  if (t != DM_FLOAT)
+    dm_narrow(t, buf, (uint16_t *)y + o, (size_t)len);
 }
 
 /* C = A op B where input `bi` is the 4-D operand and the other the per-channel one: C in

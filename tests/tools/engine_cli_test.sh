@@ -23,6 +23,7 @@ grep -q '^CPU engine: oneDNN' "$T/out" && dnnl=1
 expect 0 "$DM" run $EX --engine reference --output prob="$T/ref.npy" --iters 2 --profile && {
   has err '# profile of 1 runs'
   has err 'reference'
+  has err '# layout conversions: 0.0 per run, 0.000 MB per run' # plain kernels convert nothing
 }
 if [ $dnnl -eq 1 ]; then
   # shellcheck disable=SC2086
@@ -30,6 +31,7 @@ if [ $dnnl -eq 1 ]; then
     # FC + Relu is fused (FCFusion), the last FC runs on its own: both oneDNN's
     grep -E '^# (FCFusion|FC) +DNNL' "$T/err" >"$T/dnnl_ops"
     count dnnl_ops 'DNNL' 2
+    has err '# layout conversions: ' # counted, whatever the kernels chose
   }
   # the default is oneDNN
   # shellcheck disable=SC2086
