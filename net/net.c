@@ -285,6 +285,7 @@ void dm_net_free(dm_net *net) {
     free_op(&net->ops[i]);
   free(net->ops);
   free(net->op_seconds);
+  free(net->op_reorders);
   if (net->def)
     protobuf_c_message_free_unpacked(&net->def->base, NULL);
   free(net->source);
@@ -493,10 +494,16 @@ static double now_seconds(void) {
 
 dm_status dm_net_set_profile(dm_net *net, int on) {
   free(net->op_seconds);
+  free(net->op_reorders);
   net->op_seconds = NULL;
+  net->op_reorders = NULL;
   net->profiled_runs = 0;
-  if (on && !(net->op_seconds = calloc(net->n_ops + 1, sizeof *net->op_seconds)))
+  if (on && (!(net->op_seconds = calloc(net->n_ops + 1, sizeof *net->op_seconds)) ||
+             !(net->op_reorders = calloc(net->n_ops + 1, sizeof *net->op_reorders)))) {
+    free(net->op_seconds);
+    net->op_seconds = NULL;
     return DM_NOMEM("the op profile");
+  }
   net->reorders0 = dm_layout_reorders();
   return DM_OK;
 }
@@ -506,10 +513,12 @@ static dm_status run_op_timed(dm_net *net, size_t i) {
   dm_op_ctx *op = &net->ops[i];
   const dm_device_ops *dev = dm_device_ops_for(op->device);
   double t0 = now_seconds();
+  uint64_t r0 = dm_layout_reorders().count;
   dm_status s = run_op(op);
   if (s == DM_OK && dev)
     s = dev->synchronize(op->device_id);
   net->op_seconds[i] += now_seconds() - t0;
+  net->op_reorders[i] += dm_layout_reorders().count - r0;
   return s;
 }
 
@@ -518,6 +527,7 @@ typedef struct type_total {
   const char *engine; /* the kernel's ("" for the plain kernel) */
   double seconds;
   long ops;
+  uint64_t reorders;
 } type_total;
 
 static int by_seconds_desc(const void *a, const void *b) {
@@ -544,20 +554,23 @@ void dm_net_print_profile(const dm_net *net, FILE *f) {
       t[n++].engine = engine;
     }
     t[k].seconds += net->op_seconds[i];
+    t[k].reorders += net->op_reorders[i];
     t[k].ops++;
     all += net->op_seconds[i];
   }
   qsort(t, n, sizeof *t, by_seconds_desc);
   double runs = (double)net->profiled_runs;
-  fprintf(f, "# profile of %ld runs: %.3f ms per run\n# %-26s %-10s %5s %10s %6s\n",
-          net->profiled_runs, 1e3 * all / runs, "op type", "engine", "ops", "ms/run", "share");
+  fprintf(f, "# profile of %ld runs: %.3f ms per run\n# %-26s %-10s %5s %10s %6s %8s\n",
+          net->profiled_runs, 1e3 * all / runs, "op type", "engine", "ops", "ms/run", "share",
+          "conv/run");
   for (size_t k = 0; k < n; k++)
-    fprintf(f, "# %-26s %-10s %5ld %10.3f %5.1f%%\n", t[k].type,
+    fprintf(f, "# %-26s %-10s %5ld %10.3f %5.1f%% %8.1f\n", t[k].type,
             *t[k].engine ? t[k].engine : "reference", t[k].ops, 1e3 * t[k].seconds / runs,
-            all > 0 ? 100 * t[k].seconds / all : 0);
+            all > 0 ? 100 * t[k].seconds / all : 0, (double)t[k].reorders / runs);
   free(t);
-  /* Layout conversions in the profiled runs (inside the ops' times above): the engine's
-   * reorders between its blocked layouts and plain, of inputs, outputs and weights. */
+  /* Layout conversions in the profiled runs (inside the ops' times above; conv/run: an op
+   * type's share): the engine's reorders between its blocked layouts and plain, of
+   * inputs, outputs and weights, and the executor's conversions for plain kernels. */
   dm_reorder_totals r = dm_layout_reorders();
   fprintf(f, "# layout conversions: %.1f per run, %.3f MB per run, %.3f ms per run\n",
           (double)(r.count - net->reorders0.count) / runs,

@@ -26,6 +26,7 @@ struct dm_net {
   char *finite_hint;     /* the fix, for the message */
   double *op_seconds;    /* with profiling on: each op's time summed over the runs */
   dm_reorder_totals reorders0; /* with profiling on: the thread's layout conversions before */
+  uint64_t *op_reorders; /* with profiling on: each op's layout conversions over the runs */
   long profiled_runs;
   long first_nonfinite;  /* op index of the first inf/nan output in the last run, or -1 */
   int nonfinite_output;  /* which output of that op */

@@ -161,10 +161,11 @@ typedef struct fwd_state {
   dm_dnnl_prim p;
   dnnl_memory_desc_t src, wei, bias, dst; /* as the primitive wants them */
   dm_dnnl_buf xbuf, wbuf, wbuf2, bbuf, sbuf;
-  /* Winograd weights in wbuf, transformed from this storage at this version (NULL: none
-   * kept). They cannot live in W's blob: oneDNN has no way back from them to plain. */
-  const void *wino_of;
-  uint64_t wino_version;
+  /* W's derived copy in wbuf (Winograd's, or grouped weights no 4-D view of the blob
+   * describes), made from this storage at this version (NULL: none kept). Winograd's
+   * cannot live in W's blob: oneDNN has no way back from them to plain. */
+  const void *derived_of;
+  uint64_t derived_version;
 } fwd_state;
 
 /* Winograd for 3x3, stride-1, undilated, ungrouped FP32 convolutions with outputs this
@@ -340,7 +341,7 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
       goto describe;
     }
     DM_TRY(st);
-    s->wino_of = NULL;
+    s->derived_of = NULL;
     DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_src_md, 0, &s->src));
     DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_weights_md, 0, &s->wei));
     DM_TRY(dm_dnnl_query_md(s->p.pd, dnnl_query_dst_md, 0, &s->dst));
@@ -351,15 +352,22 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
    * storage with one of them. */
   void *xd, *wd, *bd = NULL, *sd = NULL, *yd;
   DM_TRY(dm_dnnl_input(x, &s->src, &s->xbuf, &xd));
-  if (s->wei.format_kind != dnnl_format_kind_wino) {
+  /* W in its blob where its blob can hold the primitive's layout; else (Winograd's, or a
+   * grouped one no 4-D view describes) a copy in wbuf, made again only when W changes */
+  dnnl_memory_desc_t four;
+  const int wino = s->wei.format_kind == dnnl_format_kind_wino;
+  if (!wino && weights_as_4d(&s->wei, w->dims, &four)) {
     DM_TRY(weights_in(w, &s->wei, 1, &s->wbuf, &s->wbuf2, &wd));
-  } else if (s->wino_of == w->storage && s->wino_version == dm_tensor_version(w)) {
+  } else if (s->derived_of == w->storage && s->derived_version == dm_tensor_version(w)) {
     wd = s->wbuf.data; /* W unchanged since its transform */
   } else {
-    s->wino_of = NULL;
-    DM_TRY(weights_winograd(w, &s->wei, &s->wbuf, &s->wbuf2, &wd));
-    s->wino_of = w->storage;
-    s->wino_version = dm_tensor_version(w);
+    s->derived_of = NULL;
+    if (wino)
+      DM_TRY(weights_winograd(w, &s->wei, &s->wbuf, &s->wbuf2, &wd));
+    else
+      DM_TRY(weights_in(w, &s->wei, 1, &s->wbuf, &s->wbuf2, &wd));
+    s->derived_of = w->storage;
+    s->derived_version = dm_tensor_version(w);
   }
   if (b)
     DM_TRY(dm_dnnl_input(b, &s->bias, &s->bbuf, &bd));

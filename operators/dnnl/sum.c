@@ -250,6 +250,30 @@ static void channel_span(kind k, dm_dtype t, int x_first, const void *x, void *y
     dm_narrow(t, buf, (uint16_t *)y + o, (size_t)len);
 }
 
+/* FLOAT, a channel-blocked plane stored whole (nChw16c: the H W pixels of one block of
+ * blk channels, one after the other): y[p blk + c] = x[p blk + c] op vb[c] (or vb op x)
+ * over its `pixels`, vb the block's blk values. */
+#define PLANE_LOOP_(OP)                                                                    \
+  for (int64_t q = 0; q < pixels; q++) {                                                   \
+    const float *xp = x + q * blk;                                                         \
+    float *yp = y + q * blk;                                                               \
+    if (x_first)                                                                           \
+      for (int64_t c = 0; c < blk; c++)                                                    \
+        yp[c] = xp[c] OP vb[c];                                                            \
+    else                                                                                   \
+      for (int64_t c = 0; c < blk; c++)                                                    \
+        yp[c] = vb[c] OP xp[c];                                                            \
+  }
+static void channel_plane_f32(kind k, int x_first, const float *x, float *y, const float *vb,
+                              int64_t blk, int64_t pixels) {
+  switch (k) {
+  case K_ADD: PLANE_LOOP_(+) break;
+  case K_SUB: PLANE_LOOP_(-) break;
+  case K_MUL: PLANE_LOOP_(*) break;
+  case K_DIV: PLANE_LOOP_(/) break;
+  }
+}
+
 /* C = A op B where input `bi` is the 4-D operand and the other the per-channel one: C in
  * the 4-D operand's layout (plain when that layout has more than a channel block). Runs
  * are the channel block's elements of one pixel (nChw16c: 16 channels, 16 scales), or a
@@ -283,6 +307,8 @@ static dm_status channel_run(dm_op_ctx *ctx, int bi, int per_image) {
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], blk = f.blk;
   const int64_t nb = (C + blk - 1) / blk;
   const int x_first = bi == 0, w_runs = blk == 1 && f.s[3] == 1;
+  const int planes = t == DM_FLOAT && blk > 1 && blk <= 64 && f.s[3] == blk &&
+                     f.s[2] == W * blk;
   const kind k = s->kind;
 #if DM_HAVE_OPENMP
 #pragma omp parallel for collapse(2) if (N * C * H * W > (1 << 16))
@@ -292,6 +318,13 @@ static dm_status channel_run(dm_op_ctx *ctx, int bi, int per_image) {
       const float *v = sv + (per_image ? n * C : 0) + cb * blk;
       const int64_t cn = C - cb * blk < blk ? C - cb * blk : blk;
       const int64_t base = f.off0 + n * f.s[0] + cb * f.s[1];
+      if (planes) { /* the padding's values are 0 (then zeroed again below, for Div) */
+        float vb[64] = {0};
+        memcpy(vb, v, (size_t)cn * sizeof *vb);
+        channel_plane_f32(k, x_first, (const float *)px + base, (float *)py + base, vb, blk,
+                          H * W);
+        continue;
+      }
       for (int64_t h = 0; h < H; h++) {
         if (w_runs) { /* plain NCHW: a row of W, one value */
           for (int64_t w0 = 0; w0 < W; w0 += BLOCK)

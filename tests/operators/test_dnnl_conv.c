@@ -228,20 +228,21 @@ static void test_conv_forward(void **state) {
          worst[0][0], worst[1][0], worst[0][1], worst[1][1]);
 }
 
-/* ConvFusion keeps the weights it transformed for Winograd while W is unchanged: a new W
- * fed between runs of its net, and a W another net's op rewrote in place, are transformed
- * again (each run checked against the reference on the W it sees). The case is the first
- * Winograd one of the table; the net is made once, so its op state lives across runs. */
-static const char wino_net[] =
-    "name: 'wino' op { type: 'ConvFusion' engine: 'DNNL' input: 'X' input: 'W' input: 'b'\n"
-    "  output: 'Fd' arg { name: 'kernel' i: 3 } arg { name: 'pad' i: 1 }\n"
-    "  arg { name: 'fusion_type' i: 1 } }";
+/* ConvFusion keeps the weights it transformed (for Winograd, or a grouped W no 4-D view
+ * of its blob describes: 8 channels per group) while W is unchanged: a new W fed between
+ * runs of its net, and a W another net's op rewrote in place, are transformed again (each
+ * run checked against the reference on the W it sees). The cases are the first Winograd
+ * one of the table and its group-4 one; the net is made once, so its op state lives
+ * across runs. */
 static const char halve_net[] =
     "name: 'halve' op { type: 'Scale' input: 'W' output: 'W' arg { name: 'scale' f: 0.5 } }";
 
-static void test_winograd_weights_follow_w(void **state) {
-  (void)state;
-  const conv_case *c = &cases[sizeof cases / sizeof *cases - 2]; /* 3x3, pad 1, bias */
+static void weights_follow_w(const conv_case *c) {
+  char wino_net[512];
+  snprintf(wino_net, sizeof wino_net,
+           "name: 'wino' op { type: 'ConvFusion' engine: 'DNNL' input: 'X' input: 'W'\n"
+           "  input: 'b' output: 'Fd' arg { name: 'kernel' i: 3 } arg { name: 'pad' i: 1 }\n"
+           "  arg { name: 'group' i: %d } arg { name: 'fusion_type' i: 1 } }", (int)c->group);
   uint64_t seed = 0x3a7;
   dm_workspace *ws;
   assert_int_equal(dm_workspace_create(&ws), DM_OK);
@@ -268,6 +269,16 @@ static void test_winograd_weights_follow_w(void **state) {
     compare(ws, "Fd", "Fr", 0, K + 2, K + 2, c->name);
   }
   dm_workspace_destroy(ws);
+}
+
+static void test_winograd_weights_follow_w(void **state) {
+  (void)state;
+  weights_follow_w(&cases[sizeof cases / sizeof *cases - 2]); /* 3x3, pad 1, bias */
+  const conv_case *g = &cases[6]; /* group 4, 32 channels, 3x3, pad 1 */
+  assert_int_equal(g->group, 4);
+  conv_case gb = *g;
+  gb.bias = 1;
+  weights_follow_w(&gb);
 }
 
 static void test_conv_gradient(void **state) {
