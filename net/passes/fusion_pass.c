@@ -418,10 +418,24 @@ static dm_status sums_in_place(Caffe2__NetDef *net, const dm_fusion_opts *o) {
   return DM_OK;
 }
 
-/* Why the Mul at i is not Swish over a Conv's output, Conv -> y, Sigmoid(y) -> s,
- * Mul(y, s) (either order) -> z, that the pass can fuse (NULL: it is, with the Conv at
- * *conv and the Sigmoid at *sig). y is read by the Sigmoid and the Mul only, s by the Mul
- * only; neither is fed, fetched or kept; z is a new blob. */
+/* The activation y * g(y) is, for the gate op g (NULL: none the pass fuses): Swish for
+ * Sigmoid, HardSwish for HardSigmoid with alpha 1/6 and beta 1/2 (ONNX's definition of
+ * HardSwish, and how torch exports it below opset 14). */
+static const char *gated_activation(const Caffe2__OperatorDef *g) {
+  if (is_type(g, "Sigmoid"))
+    return "Swish";
+  if (!is_type(g, "HardSigmoid"))
+    return NULL;
+  const Caffe2__Argument *a = dm_opdef_find_arg(g, "alpha"), *b = dm_opdef_find_arg(g, "beta");
+  int sixth = a && a->has_f && a->f == (float)(1.0 / 6.0);
+  int half = !b || (b->has_f && b->f == 0.5f);
+  return sixth && half ? "HardSwish" : NULL;
+}
+
+/* Why the Mul at i is not a gated activation over a Conv's output, Conv -> y, g(y) -> s,
+ * Mul(y, s) (either order) -> z, that the pass can fuse (NULL: it is not one at all; "":
+ * it is, with the Conv at *conv and the gate g at *sig). y is read by the gate and the
+ * Mul only, s by the Mul only; neither is fed, fetched or kept; z is a new blob. */
 static const char *swish_refusal(const Caffe2__NetDef *net, size_t i, const dm_fusion_opts *o,
                                  size_t *conv, size_t *sig) {
   const Caffe2__OperatorDef *m = net->op[i];
@@ -430,26 +444,26 @@ static const char *swish_refusal(const Caffe2__NetDef *net, size_t i, const dm_f
   for (int k = 0; k < 2; k++) {
     const char *y = m->input[1 - k], *sv = m->input[k], *z = m->output[0];
     size_t q = last_writer(net, i, sv);
-    if (q == i || !is_type(net->op[q], "Sigmoid") || net->op[q]->n_input != 1 ||
+    if (q == i || !gated_activation(net->op[q]) || net->op[q]->n_input != 1 ||
         strcmp(net->op[q]->input[0], y) != 0)
       continue;
     size_t j = last_writer(net, q, y);
     if (j == q || !is_type(net->op[j], "Conv"))
-      return "Swish over a blob that is not a Conv's output";
+      return "a gated activation (Swish, HardSwish) over a blob that is not a Conv's output";
     const char *why = conv_refusal(net->op[j]);
     if (why)
       return why;
     if (strcmp(z, y) == 0 || strcmp(z, sv) == 0 || strcmp(y, sv) == 0)
-      return "Swish in place";
+      return "a gated activation in place";
     if (!blob_private(net, y, o) || !blob_private(net, sv, o))
-      return "Swish's intermediate blobs are fed, fetched or kept";
+      return "the gated activation's intermediate blobs are fed, fetched or kept";
     for (size_t k2 = 0; k2 < net->n_op; k2++) {
       if (k2 != j && k2 != q && k2 != i &&
           (dm_opdef_reads(net->op[k2], y) || dm_opdef_writes(net->op[k2], y) ||
            dm_opdef_reads(net->op[k2], sv) || dm_opdef_writes(net->op[k2], sv)))
-        return "Swish's intermediate blobs have another reader or writer";
+        return "the gated activation's intermediate blobs have another reader or writer";
       if (k2 < j && (dm_opdef_reads(net->op[k2], z) || dm_opdef_writes(net->op[k2], z)))
-        return "Swish's output is an earlier op's blob";
+        return "the gated activation's output is an earlier op's blob";
     }
     for (size_t a = 0; a < net->op[j]->n_input; a++) {
       if (strcmp(net->op[j]->input[a], z) == 0)
@@ -464,7 +478,8 @@ static const char *swish_refusal(const Caffe2__NetDef *net, size_t i, const dm_f
   return NULL;
 }
 
-/* Conv -> Sigmoid -> Mul (SiLU) becomes ConvFusion with activation Swish. */
+/* Conv -> Sigmoid -> Mul (SiLU) becomes ConvFusion with activation Swish; Conv ->
+ * HardSigmoid(1/6, 1/2) -> Mul with activation HardSwish. */
 static dm_status swishes(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion_summary *sum,
                          size_t *len) {
   for (size_t i = 0; i < net->n_op;) {
@@ -481,9 +496,9 @@ static dm_status swishes(Caffe2__NetDef *net, const dm_fusion_opts *o, dm_fusion
       i++;
       continue;
     }
-    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_RELU, m->output[0], NULL, "Swish",
-                     NULL));
-    /* the Sigmoid (after the Conv, so one place down now) goes */
+    DM_TRY(fuse_into(net, j, i, "ConvFusion", FUSION_CONV_RELU, m->output[0], NULL,
+                     gated_activation(net->op[q]), NULL));
+    /* the gate (after the Conv, so one place down now) goes */
     protobuf_c_message_free_unpacked(&net->op[q - 1]->base, NULL);
     memmove(net->op + q - 1, net->op + q, (net->n_op - q) * sizeof *net->op);
     net->n_op--;

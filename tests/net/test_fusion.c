@@ -585,6 +585,19 @@ static void test_post_activations(void **state) {
   expect_post(CONV("x", "w", "c") OP1("Softmax", "x", "z") OP1("Sigmoid", "c", "s")
                   OP2("Mul", "s", "c", "y"),
               NULL, 0, "Softmax(x)>z ConvFusion(x,w)>y", NULL, NULL);
+  /* HardSwish as torch exports it below opset 14: x * HardSigmoid(x; 1/6, 1/2); with
+   * another alpha it is no HardSwish, and the HardSigmoid's input has two readers */
+  const char *hswish = CONV("x", "w", "c")
+      "op { input: 'c' output: 's' type: 'HardSigmoid' arg { name: 'alpha' f: 0.16666667 }"
+      " arg { name: 'beta' f: 0.5 } }" OP2("Mul", "s", "c", "y");
+  expect_post(hswish, NULL, 0, "ConvFusion(x,w)>y", NULL, NULL);
+  act_of(hswish, 0, NULL, act, sizeof act, &v);
+  assert_string_equal(act, "HardSwish");
+  expect_post(CONV("x", "w", "c")
+                  "op { input: 'c' output: 's' type: 'HardSigmoid' arg { name: 'alpha' f: 0.2 }"
+                  " }" OP2("Mul", "s", "c", "y"),
+              NULL, 0, "Conv(x,w)>c HardSigmoid(c)>s Mul(s,c)>y", "another reader or writer",
+              NULL);
   /* not fused: FC + Clip, Swish with another reader of the Conv's output or of the
    * Sigmoid's, the Sigmoid's output fetched, Swish over a pool's output */
   expect_post("op { input: ['x', 'w', 'b'] output: 'f' type: 'FC' }" OP1("Tanh", "f", "y"),
