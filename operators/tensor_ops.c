@@ -545,15 +545,25 @@ static dm_status transpose_run_as(dm_op_ctx *ctx, int inverse) {
   size_t es = dm_dtype_size(x->dtype);
   const char *px = dm_tensor_data(x);
   char *py = dm_tensor_mutable_data(y);
+  /* Y's trailing dims that are contiguous in X too (a channel shuffle's H and W) make one
+   * run, copied at once; the odometer walks the dims before them. */
+  int r = nd;
+  int64_t run = 1;
+  while (r > 0 && (st[r - 1] == run || y->dims[r - 1] == 1))
+    run *= y->dims[--r];
   int64_t src = 0;
-  for (int64_t k = 0; k < y->numel; k++) {
-    switch (es) {
-    case 1: py[k] = px[src]; break;
-    case 2: ((uint16_t *)(void *)py)[k] = ((const uint16_t *)(const void *)px)[src]; break;
-    case 4: ((uint32_t *)(void *)py)[k] = ((const uint32_t *)(const void *)px)[src]; break;
-    default: memcpy(py + (size_t)k * es, px + (size_t)src * es, es); break;
+  for (int64_t k = 0; k < y->numel; k += run) {
+    if (run > 1) {
+      memcpy(py + (size_t)k * es, px + (size_t)src * es, (size_t)run * es);
+    } else {
+      switch (es) {
+      case 1: py[k] = px[src]; break;
+      case 2: ((uint16_t *)(void *)py)[k] = ((const uint16_t *)(const void *)px)[src]; break;
+      case 4: ((uint32_t *)(void *)py)[k] = ((const uint32_t *)(const void *)px)[src]; break;
+      default: memcpy(py + (size_t)k * es, px + (size_t)src * es, es); break;
+      }
     }
-    for (int d = nd - 1; d >= 0; d--) { /* odometer over Y's dims */
+    for (int d = r - 1; d >= 0; d--) { /* odometer over Y's dims before the run */
       src += st[d];
       if (++idx[d] < y->dims[d])
         break;

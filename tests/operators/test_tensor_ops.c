@@ -215,7 +215,8 @@ static void test_flatten(void **state) {
   }
 }
 
-/* Transpose against y[i0..] = x[permuted index], for FLOAT16 (2-byte path) and FLOAT. */
+/* Transpose against y[i0..] = x[permuted index], for FLOAT16 (2-byte path) and FLOAT,
+ * element by element and in runs of trailing dims that stay in place. */
 static void test_transpose(void **state) {
   dm_workspace *ws = *state;
   int64_t d[4] = {2, 3, 4, 5};
@@ -224,15 +225,17 @@ static void test_transpose(void **state) {
   fill_seq(x, 120, 0);
   for (int i = 0; i < 120; i++)
     h[i] = (uint16_t)(i * 7);
-  const int64_t perms[3][4] = {{0, 2, 3, 1}, {3, 2, 1, 0}, {1, 0, 3, 2}};
-  for (int p = 0; p < 4; p++)
+  /* the last three keep trailing dims in place (copied as runs of 20, 5 and 120) */
+  const int64_t perms[6][4] = {{0, 2, 3, 1}, {3, 2, 1, 0}, {1, 0, 3, 2},
+                               {1, 0, 2, 3}, {0, 2, 1, 3}, {0, 1, 2, 3}};
+  for (int p = 0; p < 7; p++)
     for (int half = 0; half < 2; half++) {
       opt_feed(ws, "x", half ? DM_FLOAT16 : DM_FLOAT, 4, d, half ? (void *)h : (void *)x);
       opt_op *op = opt_new("Transpose");
       opt_in(op, "x"), opt_out(op, "y");
-      const int64_t *perm = perms[p == 3 ? 1 : p];
-      if (p < 3)
-        opt_arg_ints(op, "axes", 4, perm); /* p == 3: no axes, the default reversal */
+      const int64_t *perm = perms[p == 6 ? 1 : p];
+      if (p < 6)
+        opt_arg_ints(op, "axes", 4, perm); /* p == 6: no axes, the default reversal */
       assert_int_equal(opt_run(op, ws), DM_OK);
       int64_t dy[4];
       for (int i = 0; i < 4; i++)
