@@ -48,10 +48,10 @@ static int binary_supports(const dm_op_ctx *ctx) {
 typedef enum kind { K_ADD, K_SUB, K_MUL, K_DIV } kind;
 
 static kind kind_of(const char *type) {
-  return type[0] == 'S' && type[1] == 'u' && type[2] == 'b' ? K_SUB
-         : type[0] == 'M'                                   ? K_MUL
-         : type[0] == 'D'                                   ? K_DIV
-                                                            : K_ADD;
+  return strcmp(type, "Sub") == 0   ? K_SUB
+         : strcmp(type, "Mul") == 0 ? K_MUL
+         : strcmp(type, "Div") == 0 ? K_DIV
+                                    : K_ADD; /* Sum, Add */
 }
 
 typedef struct sum_state {
