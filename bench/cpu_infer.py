@@ -119,7 +119,9 @@ def cmd_flops_ours(path):
     """From `demitasse inspect NET --init INIT --input data=1,...`: the op list ("  12
     Conv: x, w -> y") and the inferred shapes ("  y   FLOAT   1x64x56x56")."""
     text = open(path).read()
-    ops = re.findall(r"^\s+\d+\s+(Conv|FC): ([^\n]*?) -> ([^\n]*)$", text, re.M)
+    # "  12  Conv: x, w -> y", or with the op's name: "  12  Conv 'conv1': x, w -> y"
+    ops = re.findall(r"^\s+\d+\s+(Conv|FC)(?: '[^'\n]*')?: ([^\n]*?) -> ([^\n]*)$", text,
+                     re.M)
     shapes_at = text.find("\nshapes:")
     if not ops or shapes_at < 0:
         raise SystemExit(f"{path}: no Conv/FC ops or no shapes: not `demitasse inspect` "
