@@ -43,11 +43,12 @@ EMITTED = {"CopyCPUToGPU", "CopyGPUToCPU", "ConstantFill", "Sum", "Free", "Cast"
 # it emits, net/passes/fusion_pass.c), which no schema field can say for a pair; the
 # arguments it needs (is_test, order, epsilon, broadcast, fusion_type) it reads from the
 # ops. Nowhere else may these be named.
-# Swish is the pattern Conv -> Sigmoid -> Mul(conv, sigmoid) made one ConvFusion; the
-# other activations it fuses after a Conv it asks ConvFusion's module about
-# (dm_conv_fusable_activation), not a table of its own.
+# Swish and HardSwish are the patterns Conv -> Sigmoid or HardSigmoid -> Mul(conv, gate)
+# made one ConvFusion; the other activations it fuses after a Conv it asks ConvFusion's
+# module about (dm_conv_fusable_activation), not a table of its own.
 MATCHED = {"net/passes/fusion_pass.c": {"Conv", "SpatialBN", "Relu", "Sum", "Add", "FC",
-                                        "ConvFusion", "FCFusion", "Sigmoid", "Mul"},
+                                        "ConvFusion", "FCFusion", "Sigmoid", "HardSigmoid",
+                                        "Mul"},
            # training-mode SpatialBN (+ Sum/Add) + Relu made SpatialBNRelu and
            # SpatialBNAddRelu, Conv + Relu and FC + Relu made ConvFusion and FCFusion
            # (net/passes/train_fusion_pass.c)
