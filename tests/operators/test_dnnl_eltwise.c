@@ -231,6 +231,36 @@ static void test_unary(void **state) {
   compare("Clip 1-D", "Y", 0, 0);
 }
 
+/* A layout with two inner blocks and padding (a Conv's weights, OIhw16i16o, of 20 x 20
+ * channels: padded to 32 x 32) takes the generic zeroing (dnnl_common.c's reorder through
+ * plain): the raw buffer's sum, padding included, equals the plain values' sum, which a
+ * Sigmoid's 0.5 left in the padding would break. */
+static void test_unary_padded_weights(void **state) {
+  (void)state;
+  const int64_t d[4] = {20, 20, 3, 3};
+  feed("X", DM_FLOAT, 4, d, 0, -3, 3);
+  dm_tensor *t = (dm_tensor *)dm_workspace_tensor(wd, "X");
+  dnnl_memory_desc_t md;
+  dnnl_dims_t dd = {20, 20, 3, 3};
+  assert_int_equal(dnnl_memory_desc_init_by_tag(&md, 4, dd, dnnl_f32, dnnl_OIhw16i16o),
+                   dnnl_success);
+  assert_int_equal(dm_dnnl_relayout(t, &md), DM_OK);
+  run_both(make_unary, &unary_cases[0], "X", "Y"); /* Sigmoid */
+  const dm_tensor *y = dm_workspace_tensor(wd, "Y");
+  assert_false(dm_tensor_is_plain(y));
+  const size_t n = dnnl_memory_desc_get_size(&md) / sizeof(float);
+  assert_true(n > (size_t)y->numel); /* there is padding */
+  double raw = 0, plain = 0;
+  const float *r = dm_tensor_raw_data(y);
+  for (size_t i = 0; i < n; i++)
+    raw += r[i];
+  for (int64_t i = 0; i < y->numel; i++)
+    plain += dtu_val(y, i); /* converts Y to plain in its blob */
+  if (fabs(raw - plain) > 1e-9 * fabs(plain))
+    fail_msg("the padding is not zeros: raw sum %.12g, values' sum %.12g", raw, plain);
+  compare("Sigmoid OIhw16i16o", "Y", 4 * 0x1p-24, 0x1p-125);
+}
+
 /* The reference's errors, in its words, from the engine's kernel. */
 static void test_unary_errors(void **state) {
   (void)state;
@@ -359,6 +389,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vexp),          cmocka_unit_test(test_unary),
+      cmocka_unit_test(test_unary_padded_weights),
       cmocka_unit_test(test_unary_errors),  cmocka_unit_test(test_binary),
       cmocka_unit_test(test_div_specials),  cmocka_unit_test(test_binary_errors),
   };
