@@ -414,10 +414,7 @@ dm_status dm_conv_fusion_epilogue(dm_op_ctx *ctx, dm_conv_epilogue *e) {
                        "HardSwish, Erf, Sqrt, Gelu)", act);
   e->act = DM_CONV_ACT_UNARY;
   e->p = dm_unary_params_of(ctx, e->unary);
-  if (e->unary == DM_UN_Clip && e->p.lo > e->p.hi)
-    return dm_op_error(ctx, DM_ERR_INVALID, "Clip's min %g is above its max %g",
-                       (double)e->p.lo, (double)e->p.hi);
-  return DM_OK;
+  return dm_unary_check_params(ctx, e->unary, &e->p);
 }
 
 int dm_conv_fusable_activation(const char *type) {

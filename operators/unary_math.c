@@ -96,12 +96,16 @@ static dm_status check_dtype(dm_op_ctx *ctx, const dm_tensor *t, const char *slo
   return DM_OK;
 }
 
-static dm_status forward_args_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
-  DM_TRY(check_dtype(ctx, dm_op_input(ctx, 0), "X"));
+dm_status dm_unary_check_params(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
   if (k == DM_UN_Clip && p->lo > p->hi)
     return dm_op_error(ctx, DM_ERR_INVALID, "Clip's min %g is above its max %g", (double)p->lo,
                        (double)p->hi);
   return DM_OK;
+}
+
+static dm_status forward_args_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {
+  DM_TRY(check_dtype(ctx, dm_op_input(ctx, 0), "X"));
+  return dm_unary_check_params(ctx, k, p);
 }
 
 static dm_status forward_check(dm_op_ctx *ctx, dm_unary_kind k, const dm_unary_params *p) {

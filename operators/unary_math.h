@@ -23,6 +23,11 @@ DM_HIDDEN dm_unary_kind dm_unary_kind_of(const char *type, int gradient);
  * (ConvFusion reads its fused activation's this way). */
 DM_HIDDEN dm_unary_params dm_unary_params_of(dm_op_ctx *ctx, dm_unary_kind k);
 
+/* The checks of kind k's arguments alone (Clip's min <= max), in the op's words: the
+ * forward's, and ConvFusion's for the activation it fuses. */
+DM_HIDDEN dm_status dm_unary_check_params(dm_op_ctx *ctx, dm_unary_kind k,
+                                          const dm_unary_params *p);
+
 /* Kernel init and fini of every op of the family, forward and gradient, CPU and CUDA. */
 DM_HIDDEN dm_status dm_unary_init(dm_op_ctx *ctx, void **state);
 DM_HIDDEN void dm_unary_fini(void *state);

@@ -41,6 +41,7 @@
 #include <strings.h>
 
 #include "operators/conv_args.h"
+#include "operators/unary_math.h"
 #include "dnnl_common.h"
 #include "kernels.h"
 #include "settings.h"
@@ -260,9 +261,15 @@ static int fwd_supports(const dm_op_ctx *ctx) {
   dm_conv_epilogue e;
   if (!epilogue_of(ctx, &e))
     return dm_op_refuse(ctx, "not a fusion_type and input count ConvFusion takes");
+  /* An activation without a post-op (Erf; a name the reference will reject) is left to
+   * the reference kernel, which words any error. */
   const char *act = dm_op_arg_string(ctx, "activation", NULL);
-  if (act && strcmp(act, "Erf") == 0)
-    return dm_op_refuse(ctx, "oneDNN has no post-op for the activation Erf");
+  post_eltwise po[2];
+  const dm_conv_epilogue named = {.act = DM_CONV_ACT_UNARY, .unary = act ? dm_unary_kind_of(act, 0)
+                                                                         : DM_UN_NONE};
+  if (act && strcmp(act, "Relu") != 0 && strcmp(act, "Swish") != 0 &&
+      act_post_ops(&named, po) < 0)
+    return dm_op_refuse(ctx, "oneDNN has no post-op for the activation %s", act);
   for (int i = 0; i < dm_op_num_inputs(ctx); i++)
     if (!dm_dnnl_dtype_ok(ctx, i, DM_DNNL_KIND(DM_DNNL_CONV)))
       return 0;
@@ -279,8 +286,10 @@ static dm_status fwd_run(dm_op_ctx *ctx) {
     DM_TRY(dm_conv_fusion_epilogue(ctx, &e));
   post_eltwise acts[2];
   const int n_acts = act_post_ops(&e, acts);
-  if (n_acts < 0)
+  if (n_acts < 0) { /* supports() refuses these: the reference kernel runs them */
+    dm_op_refuse(ctx, "oneDNN has no post-op for this activation");
     return dm_op_error(ctx, DM_ERR_UNSUPPORTED, "oneDNN has no post-op for this activation");
+  }
   const int fused = n_acts > 0 || e.sum >= 0;
   const dm_tensor *x = dm_op_input(ctx, 0);
   dm_tensor *w = (dm_tensor *)dm_op_input(ctx, 1); /* its layout may change, not its values */

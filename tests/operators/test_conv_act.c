@@ -2,7 +2,8 @@
  * reference kernel against the unfused ops it replaces, and the oneDNN engine's post-ops
  * (operators/dnnl/conv.c) against the reference kernel, for every activation the fusion
  * pass fuses (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu in both
- * forms, Swish), with fusion_type 1 and 3 (S), plain and blocked X; and the errors.
+ * forms, Swish) and Erf, which the engine leaves to the reference kernel, with
+ * fusion_type 1 and 3 (S), plain and blocked X; and the errors.
  *
  * Reference: the fused epilogue computes the unfused ops' formulas on the same FP32
  * values (the conv's result, then the activation's; Swish is Y * Sigmoid(Y) as Sigmoid
@@ -55,6 +56,7 @@ static const act_case acts[] = {
     {"Gelu", {NULL}, {0}},
     {"Gelu", {"fast_gelu", NULL}, {1}},
     {"Swish", {NULL}, {0}},
+    {"Erf", {NULL}, {0}}, /* no oneDNN post-op: the engine leaves it to the reference */
 };
 #define N_ACTS (sizeof acts / sizeof acts[0])
 
