@@ -203,6 +203,10 @@ DM_API dm_status dm_workspace_create_net_bytes(dm_workspace *ws, const void *dat
 /* Runs every op of the net once, in order. */
 DM_API dm_status dm_net_run(dm_net *net);
 DM_API const char *dm_net_name(const dm_net *net); /* "" for NULL */
+/* Frees a net of its workspace before the workspace goes (a net run once, as Caffe2's
+ * RunNetOnce does, or one replaced by another of the same name). The blobs it created
+ * stay. NULL is fine; DM_ERR_BUSY as any call on its workspace. */
+DM_API dm_status dm_net_destroy(dm_net *net);
 /* Device graphs (on by default): a net's longest run of ops on one GPU is recorded as a
  * CUDA graph once its blobs' shapes and addresses repeat, and replayed with one launch
  * per run; a run with other shapes runs op by op, or is recorded anew. Off (on = 0),
@@ -217,6 +221,14 @@ DM_API dm_status dm_workspace_feed(dm_workspace *ws, const char *name, dm_dtype 
                                    const int64_t *dims, const void *data);
 /* Borrows the tensor in blob `name` (DM_ERR_NOT_FOUND if there is none). */
 DM_API dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor **out);
+/* A tensor of the caller's that shares blob `name`'s data without a copy (a copy only
+ * where the data is in an engine's blocked layout), released by dm_tensor_destroy. It
+ * outlives the blob and the workspace, and keeps the values it was fetched with: a later
+ * run or feed that writes the blob gives the blob new storage rather than writing into
+ * the shared one. Read-only: writing through dm_tensor_data's pointer is not allowed.
+ * DM_ERR_NOT_FOUND if there is no blob `name`; an empty blob gives an empty tensor. */
+DM_API dm_status dm_workspace_fetch_shared(dm_workspace *ws, const char *name, dm_tensor **out);
+DM_API void dm_tensor_destroy(dm_tensor *t); /* NULL is fine */
 DM_API int dm_workspace_has_blob(const dm_workspace *ws, const char *name); /* 0 for NULL */
 /* Number of blobs, and the i-th blob name in sorted order (borrowed); 0 and NULL for a
  * NULL workspace. */
@@ -364,6 +376,16 @@ DM_API dm_status dm_workspace_create_train_net(dm_workspace *ws, const char *net
  * or binary by extension (.pbtxt text). Each file is replaced atomically. Needs no GPU. */
 DM_API dm_status dm_rewrite_train_net(const char *net_path, const dm_train_options *o,
                                       const char *out_net_path, const char *out_init_path);
+
+/* Appends to a forward NetDef (binary protobuf, `size` bytes) the backward ops of the
+ * gradient pass that `demitasse train` runs first (the gradient of X is X_grad; the
+ * gradient of each loss is seeded with 1 by ConstantFill into <loss>_autogen_grad), and
+ * writes the result, binary, to a malloc'd buffer *out of *out_size bytes that the caller
+ * frees with dm_free. `losses`: n_losses blob names (at least one). */
+DM_API dm_status dm_netdef_add_gradient(const void *net, size_t size, const char *const *losses,
+                                        size_t n_losses, void **out, size_t *out_size);
+/* Frees a buffer the library returned (NULL is fine). */
+DM_API void dm_free(void *p);
 
 /* Data parallelism ---------------------------------------------------------------- */
 

@@ -187,6 +187,17 @@ dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *
   return DM_OK;
 }
 
+int dm_workspace_disown(dm_workspace *ws, void *obj) {
+  for (size_t i = 0; i < ws->n_owned; i++)
+    if (ws->owned[i].obj == obj) {
+      /* Kept in adoption order: destroy and rollback free the latest first. */
+      memmove(&ws->owned[i], &ws->owned[i + 1], (ws->n_owned - i - 1) * sizeof *ws->owned);
+      ws->n_owned--;
+      return 1;
+    }
+  return 0;
+}
+
 void *dm_workspace_find_owned(const dm_workspace *ws, void (*destroy)(void *obj)) {
   for (size_t i = 0; i < ws->n_owned; i++)
     if (ws->owned[i].destroy == destroy)
@@ -247,6 +258,21 @@ static void free_strings(char **v, int64_t n) {
 /* All or nothing: every argument is checked and every allocation made (the string copies,
  * the storage) before the blob changes, and a blob this call created is removed again on
  * failure, so a failed feed leaves the workspace as it was. */
+/* A feed into a blob whose storage another tensor shares (a Reshape view, or a host's
+ * dm_workspace_fetch_shared) gets new storage: writing one blob must not change what
+ * another holder reads. Allocated aside first, so a failure leaves the blob as it was. */
+static dm_status detach_for_feed(dm_workspace *ws, dm_tensor *t, dm_dtype dtype, int ndim,
+                                 const int64_t *dims) {
+  dm_tensor *fresh = dm_tensor_new(ws->tensor_limit);
+  if (!fresh)
+    return DM_NOMEM("a blob's new storage");
+  dm_status s = dm_tensor_resize(fresh, dtype, ndim, dims);
+  if (s == DM_OK)
+    dm_tensor_share(t, fresh); /* t drops its share of the old storage */
+  dm_tensor_free(fresh);
+  return s;
+}
+
 static dm_status feed_entered(dm_workspace *ws, const char *name, dm_dtype dtype, int ndim,
                               const int64_t *dims, const void *data) {
   int64_t numel = 0;
@@ -266,7 +292,9 @@ static dm_status feed_entered(dm_workspace *ws, const char *name, dm_dtype dtype
   dm_blob *b = dm_workspace_find(ws, name);
   int created = !b;
   dm_status s = created ? dm_workspace_get_or_create(ws, name, &b) : DM_OK;
-  if (s == DM_OK)
+  if (s == DM_OK && b->tensor->storage && atomic_load(&b->tensor->storage->refs) > 1)
+    s = detach_for_feed(ws, b->tensor, dtype, ndim, dims);
+  else if (s == DM_OK)
     s = dm_tensor_resize(b->tensor, dtype, ndim, dims); /* unchanged if this fails */
   if (s != DM_OK) {
     if (created && b)
@@ -320,6 +348,37 @@ dm_status dm_workspace_fetch(dm_workspace *ws, const char *name, const dm_tensor
   DM_TRY(dm_workspace_enter(ws, "dm_workspace_fetch"));
   return dm_workspace_leave_with(ws, fetch_entered(ws, name, out));
 }
+
+static dm_status fetch_shared_entered(dm_workspace *ws, const char *name, dm_tensor **out) {
+  const dm_tensor *src = NULL;
+  DM_TRY(fetch_entered(ws, name, &src));
+  dm_tensor *view = dm_tensor_new(ws->tensor_limit);
+  if (!view)
+    return DM_NOMEM("a shared tensor");
+  dm_tensor_share(view, src);
+  /* A blocked buffer is converted in a storage of the view's own, so that the blob and
+   * its engine keep their layout. */
+  dm_status s = dm_tensor_make_plain(view);
+  if (s != DM_OK) {
+    dm_tensor_free(view);
+    return dm_error_prefix(s, "fetching blob '%s'", name);
+  }
+  *out = view;
+  return DM_OK;
+}
+
+dm_status dm_workspace_fetch_shared(dm_workspace *ws, const char *name, dm_tensor **out) {
+  if (!ws || !name || !out)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch_shared: NULL %s",
+                    !ws ? "ws" : !name ? "name" : "out");
+  *out = NULL;
+  if (!*name)
+    return dm_error(DM_ERR_INVALID, "dm_workspace_fetch_shared: an empty blob name");
+  DM_TRY(dm_workspace_enter(ws, "dm_workspace_fetch_shared"));
+  return dm_workspace_leave_with(ws, fetch_shared_entered(ws, name, out));
+}
+
+void dm_tensor_destroy(dm_tensor *t) { dm_tensor_free(t); }
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);

@@ -69,6 +69,8 @@ DM_HIDDEN void dm_workspace_rollback(dm_workspace *ws, dm_workspace_mark m);
 /* Takes ownership of `obj` (a net): dm_workspace_destroy calls destroy(obj), in the
  * order objects were adopted, before it frees the blobs. On failure nothing is taken. */
 DM_HIDDEN dm_status dm_workspace_adopt(dm_workspace *ws, void *obj, void (*destroy)(void *obj));
+/* Takes `obj` off the workspace's list without destroying it; 0 if it is not there. */
+DM_HIDDEN int dm_workspace_disown(dm_workspace *ws, void *obj);
 /* The first object `ws` owns that was adopted with `destroy`, or NULL: the destructor
  * names the kind, so a kernel can keep one object per workspace (the NCCL communicator
  * of gpu/allreduce_nccl.c) without a process-wide static, freed with the workspace. */
