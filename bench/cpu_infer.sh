@@ -8,7 +8,9 @@
 #        tenth of a millisecond, where a few runs measure only the machine's noise);
 #        MODELS (default "resnet50 squeezenet lenet"; any torchvision.models name too,
 #        e.g. mobilenet_v2 efficientnet_b0: ours then runs the same ONNX export through
-#        `demitasse import-onnx`, 20 timed runs after 3), BATCHES (default "1 8")
+#        `demitasse import-onnx`, 20 timed runs after 3; a model whose shape arithmetic
+#        reads the dynamic batch, such as ShuffleNet's channel shuffle, is imported once
+#        per batch with `--dim N=B`, and its rows say so), BATCHES (default "1 8")
 # Each round runs every side once per model and batch, each in a fresh process (the
 # order of the sides turns every round): warm-up runs, then ITERS timed runs, their
 # median. The table gives, per side, the median over the rounds in ms per image, and the
@@ -96,18 +98,32 @@ prepare() {
   onnx=$cache/${tv}_$($sys_py -c 'import torch; print(torch.__version__)').onnx
   [ -f "$onnx" ] || $py bench/cpu_infer.py export $tv "$onnx" >$tmp/export.log 2>&1 ||
     { cat $tmp/export.log; exit 1; }
+  probe_net=$net probe_init=$init pinned=
   if [ -z "$net" ]; then
-    "$dm" import-onnx "$onnx" -o $tmp/$1 >$tmp/import.log 2>&1 || { cat $tmp/import.log; exit 1; }
-    net=$tmp/$1/predict_net.pb init=$tmp/$1/init_net.pb
+    if "$dm" import-onnx "$onnx" -o $tmp/$1 >$tmp/import.log 2>&1; then
+      net=$tmp/$1/predict_net.pb init=$tmp/$1/init_net.pb
+    elif grep -q "computed in the graph" $tmp/import.log; then
+      # Shape arithmetic on the dynamic batch (ShuffleNet's channel shuffle, ViT's
+      # attention reshapes): imported once per batch with the batch dim given
+      # (import-onnx --dim N=B), so that it folds; @B@ in the paths is the batch.
+      for b in 1 $batches; do
+        "$dm" import-onnx "$onnx" -o $tmp/$1_b$b --dim N=$b >$tmp/import.log 2>&1 ||
+          { cat $tmp/import.log; exit 1; }
+      done
+      net=$tmp/$1_b@B@/predict_net.pb init=$tmp/$1_b@B@/init_net.pb pinned=pinned
+    else
+      cat $tmp/import.log; exit 1
+    fi
+    probe_net=$(echo "$net" | sed 's/@B@/1/') probe_init=$(echo "$init" | sed 's/@B@/1/')
   fi
-  "$dm" inspect "$net" --init "$init" --input data=1,$image >$tmp/$1_inspect.txt
+  "$dm" inspect "$probe_net" --init "$probe_init" --input data=1,$image >$tmp/$1_inspect.txt
   ours_flops=$($py bench/cpu_infer.py flops-ours $tmp/$1_inspect.txt)
   tv_flops=$($py bench/cpu_infer.py flops-torch $tv)
 }
 
 for m in $models; do
   prepare $m
-  echo "$m $net $init $image $tv $onnx $ours_flops $tv_flops $iters $warmup" >>$tmp/models.txt
+  echo "$m $net $init $image $tv $onnx $ours_flops $tv_flops $iters $warmup ${pinned:--}" >>$tmp/models.txt
 done
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
@@ -115,7 +131,7 @@ echo "CPU: ${cpu:-unknown} ($(nproc) cores available)"
 echo "THREADS=$threads ROUNDS=$rounds (each side a fresh process per run; ITERS and WARMUP per model below)"
 echo "versions: $("$dm" --version | head -n 1)," \
   "$($py -c 'import onnxruntime, torch; print("onnxruntime", onnxruntime.__version__ + ", torch", torch.__version__)')"
-while read -r m net init image tv onnx of tf iters warmup; do
+while read -r m net init image tv onnx of tf iters warmup pin; do
   awk -v m=$m -v tv=$tv -v o=$of -v t=$tf -v i=$iters -v w=$warmup 'BEGIN {
     printf "%-10s ITERS=%d WARMUP=%d; ours %.4f GFLOP/image (Conv+FC), torch/ONNX %s %.4f%s\n",
       m, i, w, o / 1e9, tv, t / 1e9, (o == t ? ", the same" : sprintf(" (ours/theirs %.3f)", o / t)) }'
@@ -126,7 +142,8 @@ done <$tmp/models.txt
 one() {
   side=$1 m=$2 b=$3
   case $side in
-  ours) out=$("$infer" --net "$net" --init "$init" --shape $b,$image --threads "$threads" \
+  ours) out=$("$infer" --net "$(echo "$net" | sed "s/@B@/$b/")" \
+                --init "$(echo "$init" | sed "s/@B@/$b/")" --shape $b,$image --threads "$threads" \
                 --iters "$iters" --warmup "$warmup" </dev/null) ;;
   ort) out=$($py bench/cpu_infer.py ort "$onnx" $b "$threads" "$warmup" "$iters" </dev/null) ;;
   torch) out=$($sys_py bench/cpu_infer.py torch $tv $b "$threads" "$warmup" "$iters" </dev/null) ;;
@@ -142,7 +159,7 @@ while [ $r -le "$rounds" ]; do
   # The sides' order turns each round, so none is always first after another's run.
   case $((r % 3)) in 1) order="ours ort torch" ;; 2) order="ort torch ours" ;;
                      0) order="torch ours ort" ;; esac
-  while read -r m net init image tv onnx of tf iters warmup; do
+  while read -r m net init image tv onnx of tf iters warmup pin; do
     for b in $batches; do
       for side in $order; do one $side $m $b; done
     done
@@ -156,7 +173,7 @@ echo
 printf "%-10s %5s %12s %12s %12s %9s %9s  %s\n" model batch "ours ms/img" "ORT ms/img" \
   "torch ms/img" "ours/ORT" "ours/torch" note
 for m in $models; do
-  read -r _ _ _ _ _ _ of tf _ <<EOF
+  read -r _ _ _ _ _ _ of tf _ _ pin <<EOF
 $(grep "^$m " $tmp/models.txt)
 EOF
   for b in $batches; do
@@ -166,11 +183,12 @@ EOF
         >$tmp/med_$side
     done
     awk -v m=$m -v b=$b -v o="$(cat $tmp/med_ours)" -v x="$(cat $tmp/med_ort)" \
-      -v t="$(cat $tmp/med_torch)" -v of=$of -v tf=$tf 'BEGIN {
+      -v t="$(cat $tmp/med_torch)" -v of=$of -v tf=$tf -v pin=$pin 'BEGIN {
       # time per FLOP: ours/theirs = (o / of) / (x / tf)
       k = tf / of
       printf "%-10s %5d %12.3f %12.3f %12.3f %9.2f %9.2f  %s\n", m, b, o / b, x / b, t / b,
-        o / x * k, o / t * k, (of == tf ? "" : "ratios per FLOP (FLOPs differ)") }'
+        o / x * k, o / t * k, (of == tf ? "" : "ratios per FLOP (FLOPs differ)") \
+        (pin == "pinned" ? " ours imported at this batch (--dim N=B)" : "") }'
   done
 done
 cp $tmp/runs.txt $cache/cpu_infer_runs.txt

@@ -82,8 +82,19 @@ static int is_default_domain(const char *d) {
   return !d || !*d || strcmp(d, "ai.onnx") == 0;
 }
 
-/* A graph input's static shape, where its ValueInfo gives every dim a value (a
- * dim_param, a symbolic batch size, leaves it unknown). */
+/* The override for symbolic dim `name` (import-onnx --dim), or -1. */
+static int64_t dim_override(imp *c, const char *name) {
+  for (size_t k = 0; name && k < c->n_dims; k++)
+    if (strcmp(c->dims[k].name, name) == 0) {
+      c->dims_used[k] = 1;
+      return c->dims[k].value;
+    }
+  return -1;
+}
+
+/* A graph input's static shape, where its ValueInfo gives every dim a value or names a
+ * dim_param the caller gave a value (any other dim_param, a symbolic batch size, leaves
+ * it unknown). */
 static dm_status input_shape(imp *c, const char *name, const Onnx__TypeProto__Tensor *tt,
                              int rank) {
   dm_dtype dt = tt->has_elem_type ? ox_dm_dtype(tt->elem_type) : DM_UNDEFINED;
@@ -92,11 +103,16 @@ static dm_status input_shape(imp *c, const char *name, const Onnx__TypeProto__Te
     return DM_OK;
   for (int d = 0; d < rank; d++) {
     const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
-    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
-        dim->dim_value < 0)
-      return DM_OK;
-    dims[d] = dim->dim_value;
+    if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+      dims[d] = dim_override(c, dim->dim_param);
+    else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+      dims[d] = dim->dim_value;
+    else
+      dims[d] = -1;
   }
+  for (int d = 0; d < rank; d++)
+    if (dims[d] < 0)
+      return DM_OK;
   int64_t numel;
   if (dm_shape_numel(rank, dims, &numel) != DM_OK) {
     dm_error_clear(); /* too large to be static: left unknown */
@@ -354,11 +370,62 @@ static dm_status translate_graph(imp *c) {
   return s;
 }
 
+/* Checks the overrides before anything is translated: a name, a value of at least 1,
+ * each name once. */
+static dm_status check_dims(const dm_onnx_import_options *o) {
+  for (size_t k = 0; k < o->n_dims; k++) {
+    const dm_onnx_dim *d = &o->dims[k];
+    if (!d->name || !*d->name)
+      return dm_error(DM_ERR_INVALID, "dim override %zu has no name", k);
+    if (d->value < 1)
+      return dm_error(DM_ERR_INVALID, "dim '%s' = %lld: a dim override must be at least 1",
+                      d->name, (long long)d->value);
+    for (size_t j = 0; j < k; j++)
+      if (strcmp(o->dims[j].name, d->name) == 0)
+        return dm_error(DM_ERR_INVALID, "dim '%s' is given twice", d->name);
+  }
+  return DM_OK;
+}
+
+/* The first override that named no graph input's dim: a typo the user should hear of. */
+static dm_status check_dims_used(const imp *c) {
+  for (size_t k = 0; k < c->n_dims; k++)
+    if (!c->dims_used[k]) {
+      char names[256] = "";
+      size_t len = 0;
+      const Onnx__GraphProto *g = c->g;
+      for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__TypeProto *ty = g->input[i]->type;
+        if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type->shape)
+          continue;
+        for (size_t d = 0; d < ty->tensor_type->shape->n_dim; d++) {
+          const Onnx__TensorShapeProto__Dimension *dim = ty->tensor_type->shape->dim[d];
+          if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+              dim->dim_param && len + strlen(dim->dim_param) + 8 < sizeof names &&
+              !strstr(names, dim->dim_param))
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
+                                    dim->dim_param);
+        }
+      }
+      return dm_error(DM_ERR_INVALID, "no graph input has a dim named '%s' (the named dims: %s)",
+                      c->dims[k].name, len ? names : "none");
+    }
+  return DM_OK;
+}
+
 dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
                          Caffe2__NetDef **init, Caffe2__NetDef **predict) {
-  if (!model || !init || !predict)
+  return dm_onnx_import_with(model, base_dir, NULL, init, predict);
+}
+
+dm_status dm_onnx_import_with(const Onnx__ModelProto *model, const char *base_dir,
+                              const dm_onnx_import_options *opts, Caffe2__NetDef **init,
+                              Caffe2__NetDef **predict) {
+  if (!model || !init || !predict || (opts && opts->n_dims && !opts->dims))
     return dm_error(DM_ERR_INVALID, "dm_onnx_import: NULL argument");
   *init = *predict = NULL;
+  if (opts)
+    DM_TRY(check_dims(opts));
   if (!model->graph)
     return dm_error(DM_ERR_PARSE, "the model has no graph");
   imp c;
@@ -374,6 +441,13 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
   if (c.opset < OX_OPSET_MIN || c.opset > OX_OPSET_MAX)
     return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opsets %d to %d",
                     (long long)c.opset, OX_OPSET_MIN, OX_OPSET_MAX);
+  if (opts && opts->n_dims) {
+    c.dims = opts->dims;
+    c.n_dims = opts->n_dims;
+    c.dims_used = calloc(opts->n_dims, 1);
+    if (!c.dims_used)
+      return DM_NOMEM("the dim overrides");
+  }
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
   dm_status s = dm_init(); /* the schemas, whose shape inference gives static shapes */
   if (s == DM_OK)
@@ -384,6 +458,9 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
     s = dm_netdef_new(gname, &c.pred);
   if (s == DM_OK)
     s = translate_graph(&c);
+  if (s == DM_OK)
+    s = check_dims_used(&c);
+  free(c.dims_used);
   for (size_t i = 0; i < c.n_made; i++) {
     free(c.made[i]->dims);
     free(c.made[i]->raw_data.data);
@@ -410,6 +487,11 @@ dm_status dm_onnx_import(const Onnx__ModelProto *model, const char *base_dir,
 }
 
 dm_status dm_onnx_import_file(const char *path, Caffe2__NetDef **init, Caffe2__NetDef **predict) {
+  return dm_onnx_import_file_with(path, NULL, init, predict);
+}
+
+dm_status dm_onnx_import_file_with(const char *path, const dm_onnx_import_options *opts,
+                                   Caffe2__NetDef **init, Caffe2__NetDef **predict) {
   ProtobufCMessage *m = NULL;
   DM_TRY(dm_message_read_file(path, &onnx__model_proto__descriptor, DM_FORMAT_BINARY, &m));
   char *dir = strdup(path);
@@ -420,7 +502,8 @@ dm_status dm_onnx_import_file(const char *path, Caffe2__NetDef **init, Caffe2__N
   char *slash = strrchr(dir, '/');
   if (slash)
     *slash = '\0';
-  dm_status s = dm_onnx_import((const Onnx__ModelProto *)m, slash ? dir : ".", init, predict);
+  dm_status s =
+      dm_onnx_import_with((const Onnx__ModelProto *)m, slash ? dir : ".", opts, init, predict);
   if (s != DM_OK)
     dm_error_prefix(s, "%s", path);
   free(dir);

@@ -54,4 +54,12 @@ head -c 600 "$M" >"$T/cut.onnx"
 expect 1 "$DM" import-onnx "$T/cut.onnx" -o "$T/cut" && has err "cut.onnx"
 expect 1 "$DM" import-onnx "$T/none.onnx" -o "$T/none" && has err "none.onnx"
 expect 2 "$DM" import-onnx "$M"
+# --dim: malformed values are usage errors; a name no input's dims carry (tiny.onnx's
+# are all values) is refused, naming it, and nothing is written
+expect 2 "$DM" import-onnx "$M" -o "$T/dim" --dim N=0 && has err "--dim takes NAME=VALUE"
+expect 2 "$DM" import-onnx "$M" -o "$T/dim" --dim N && has err "--dim takes NAME=VALUE"
+expect 2 "$DM" import-onnx "$M" -o "$T/dim" --dim =3 && has err "--dim takes NAME=VALUE"
+expect 1 "$DM" import-onnx "$M" -o "$T/dim" --dim N=2 &&
+  has err "no graph input has a dim named 'N' (the named dims: none)"
+[ -e "$T/dim/predict_net.pb" ] && fail "import-onnx --dim N=2 wrote nets"
 cli_summary

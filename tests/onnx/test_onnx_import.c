@@ -647,6 +647,41 @@ static void test_shape_chain_folds(void **state) {
                    "only a constant shape", NULL);
   assert_null(init);
   assert_null(pred);
+
+  /* A value for the dim_param (import-onnx --dim C=6) makes the shape static again:
+   * the chain folds with c = 6, (1, 2, 6 / 2, -1). */
+  dm_onnx_dim dims[2] = {{"C", 6}, {"C", 4}};
+  dm_onnx_import_options o = {.dims = dims, .n_dims = 1};
+  assert_int_equal(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_OK);
+  assert_int_equal(pred->n_op, 1);
+  int64_t want6[4] = {1, 2, 3, -1};
+  assert_memory_equal(arg(pred->op[0], "shape")->ints, want6, sizeof want6);
+  free_pair(init, pred);
+  init = pred = NULL;
+  /* the same name twice, a value below 1, a name no input has: refused before anything */
+  o.n_dims = 2;
+  opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
+                   "dim 'C' is given twice", NULL);
+  o.n_dims = 1;
+  dims[0].value = 0;
+  opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
+                   "dim 'C' = 0", "at least 1", NULL);
+  dims[0] = (dm_onnx_dim){"N", 1};
+  opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_UNSUPPORTED,
+                   "only a constant shape", NULL);
+  dims[1] = (dm_onnx_dim){"C", 4};
+  o.dims = dims + 1;
+  assert_int_equal(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_OK);
+  free_pair(init, pred);
+  init = pred = NULL;
+  /* a name no input has, beside a good one: named, with the dims the graph has */
+  dm_onnx_dim cn[2] = {{"C", 4}, {"N", 1}};
+  o.dims = cn;
+  o.n_dims = 2;
+  opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
+                   "no graph input has a dim named 'N'", "the named dims: 'C'", NULL);
+  assert_null(init);
+  assert_null(pred);
 }
 
 /* Static shapes come from the emitted ops' own inference: a Mul of two graph inputs
