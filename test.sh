@@ -35,9 +35,33 @@ suite() { # name builddir meson-setup-args...
   python3 tools/summarize_tests.py "$dir/meson-logs/testlog.json" >>"$results"
 }
 
+# The Python package's pytest suite (python/tests) on a build's package folder
+# (<builddir>/python imports uninstalled), with the interpreter it was built for; its
+# counts join the others (pytest's JUnit XML). Without pytest, or in a build without the
+# package (no python3-dev or NumPy), one skipped, never passed.
+pysuite() { # builddir
+  echo "== Python package (pytest on $1/python)"
+  py=$(cat "$1/python/interpreter" 2>/dev/null)
+  if [ -z "$py" ] || ! ls "$1"/python/demitasse/_C*.so >/dev/null 2>&1; then
+    echo "skipped: $1 has no Python package (meson's summary says why)"; echo "0 0 1" >>"$results"; return
+  fi
+  if ! "$py" -c "import pytest" 2>/dev/null; then
+    echo "skipped: $py has no pytest (python3-pytest)"; echo "0 0 1" >>"$results"; return
+  fi
+  rm -f "$1/pytest.xml"
+  PYTHONPATH="$1/python" OMP_WAIT_POLICY=PASSIVE "$py" -m pytest -q -p no:cacheprovider \
+    --junitxml="$1/pytest.xml" python/tests
+  if [ -f "$1/pytest.xml" ]; then
+    python3 tools/summarize_tests.py "$1/pytest.xml" >>"$results"
+  else
+    echo "pytest wrote no results"; echo "0 1 0" >>"$results"
+  fi
+}
+
 cuda=auto
 command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || cuda=disabled
 suite "build (-Werror, cuda=$cuda)" build-ci -Dwerror=true -Dcuda=$cuda
+pysuite build-ci
 if [ $quick -eq 0 ]; then
   # The kernels' and nets' suites again with oneDNN capped below this CPU: at AVX2 (an
   # AMD Zen 3: no AVX-512, so oneDNN 2.6 builds no BFLOAT16 primitive and the reference
