@@ -293,12 +293,25 @@ static dm_status channel_run(dm_op_ctx *ctx, int bi, int per_image) {
     dm_dnnl_flat4_of(&md, &f);
   }
   DM_TRY(dm_dnnl_input(big, &md, &s->bufs[bi], &px));
-  /* The per-channel values, plain FP32 (the 16-bit ones widened exactly). */
-  DM_TRY(dm_dnnl_plain_md(small->ndim, small->dims, t, &smd));
-  DM_TRY(dm_dnnl_input(small, &smd, &s->bufs[1 - bi], &ps));
+  /* The per-channel values as plain FP32 (the 16-bit ones widened exactly), read where
+   * they are: the squeeze-and-excitation scale arrives as a [N, C, 1, 1] in the blocked
+   * layout of the conv that made it, and converting it would be one more reorder. */
   DM_TRY(dm_dnnl_buf_reserve(&s->scale, (size_t)small->numel * sizeof(float)));
   float *sv = s->scale.data;
-  dm_load_f32(t, ps, 0, small->numel, sv);
+  dm_dnnl_flat4 sf;
+  DM_TRY(dm_dnnl_md_of(small, &smd));
+  if (small->ndim == 4 && dm_dnnl_flat4_of(&smd, &sf)) {
+    DM_TRY(dm_dnnl_input(small, &smd, &s->bufs[1 - bi], &ps)); /* its own layout: no copy */
+    const int64_t sn = small->dims[0], sc = small->dims[1];
+    for (int64_t n = 0; n < sn; n++)
+      for (int64_t c0 = 0; c0 < sc; c0 += sf.blk) /* a block's channels are adjacent */
+        dm_load_f32(t, ps, dm_dnnl_flat4_plane(&sf, n, c0),
+                    sc - c0 < sf.blk ? sc - c0 : sf.blk, sv + n * sc + c0);
+  } else {
+    DM_TRY(dm_dnnl_plain_md(small->ndim, small->dims, t, &smd));
+    DM_TRY(dm_dnnl_input(small, &smd, &s->bufs[1 - bi], &ps));
+    dm_load_f32(t, ps, 0, small->numel, sv);
+  }
   int64_t dims[DM_MAX_DIMS];
   memcpy(dims, big->dims, sizeof dims); /* y may be big */
   DM_TRY(dm_dnnl_output(y, t, 4, dims, &md, &py));
