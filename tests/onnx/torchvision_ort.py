@@ -18,6 +18,10 @@ rounds its input, its weights and its output to FP16 (unit roundoff u = 2^-11) a
 accumulates in FP32, so each such layer adds at most about 3u of relative error to what
 it passes on; over L of them the first-order bound is 3uL of the largest output.
 
+For the CNNs in REORDER_BOUND, `run --profile` on the imported pair must report at most
+one layout conversion in and one out per run (the oneDNN engine keeps its blocked
+layouts from the first op to the last; on the reference kernels there are none).
+
 Usage: torchvision_ort.py DEMITASSE WORKDIR MODEL[@OPSET]...   (a torchvision.models name,
        opsnet, spatialnet or encoder)
 Exits 77 (skipped) when torch, torchvision or onnxruntime cannot be imported.
@@ -122,6 +126,23 @@ def build(name):
     return m.eval()
 
 
+# Models whose every op keeps oneDNN's blocked layout. ShuffleNet's channel shuffle
+# (Reshape, Transpose, Slice on the reference kernels) and DenseNet's BatchNorm + Relu
+# before each Conv still convert.
+REORDER_BOUND = {"resnet18": 2, "squeezenet1_1": 2, "mobilenet_v2": 2, "efficientnet_b0": 2,
+                 "vit_b_16": 2}
+
+
+def reorders(exe, pair, data):
+    """The layout conversions per run `run --profile` reports for the pair."""
+    r = subprocess.run([exe, "run", *pair, "--input", "data=" + data, "--iters", "3",
+                        "--profile"], check=True, capture_output=True, text=True)
+    for line in r.stderr.splitlines():
+        if line.startswith("# layout conversions:"):
+            return float(line.split(":")[1].split()[0])
+    raise RuntimeError("run --profile printed no layout conversion line:\n" + r.stderr)
+
+
 def check(exe, work, spec):
     name, _, opset = spec.partition("@")
     opset = int(opset or 13)
@@ -161,6 +182,12 @@ def check(exe, work, spec):
         good = err <= bound * scale
         print(f"{spec} ({how}): max |demitasse - onnxruntime| = {err:.3g}, max |out| = "
               f"{scale:.3g}, relative {err / scale:.3g} (bound {bound:.3g}): "
+              f"{'ok' if good else 'FAIL'}")
+        ok = ok and good
+    if spec in REORDER_BOUND:
+        n = reorders(exe, pair, data)
+        good = n <= REORDER_BOUND[spec]
+        print(f"{spec}: {n:g} layout conversions per run (at most {REORDER_BOUND[spec]}): "
               f"{'ok' if good else 'FAIL'}")
         ok = ok and good
     return ok
