@@ -44,16 +44,23 @@ static int npy_type_of(dm_dtype t) {
   }
 }
 
+/* NumPy 2 reads a descriptor's item size through an accessor; 1.x (Debian 12's) has
+ * none (NumPy's own migration advice). */
+#if NPY_ABI_VERSION < 0x02000000
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
+
 /* The dtype a NumPy array is fed as (by kind and size, so that int64 is INT64 whether
  * NumPy calls it long or longlong); DM_UNDEFINED for one the library has not. */
-static dm_dtype dtype_of_descr(const PyArray_Descr *d) {
+static dm_dtype dtype_of_descr(PyArray_Descr *d) {
+  const npy_intp size = PyDataType_ELSIZE(d);
   switch (d->kind) {
   case 'b': return DM_BOOL;
-  case 'f': return d->elsize == 2 ? DM_FLOAT16 : d->elsize == 4 ? DM_FLOAT
-                 : d->elsize == 8 ? DM_DOUBLE : DM_UNDEFINED;
-  case 'i': return d->elsize == 1 ? DM_INT8 : d->elsize == 2 ? DM_INT16 : d->elsize == 4 ? DM_INT32
-                 : d->elsize == 8 ? DM_INT64 : DM_UNDEFINED;
-  case 'u': return d->elsize == 1 ? DM_UINT8 : d->elsize == 2 ? DM_UINT16 : DM_UNDEFINED;
+  case 'f': return size == 2 ? DM_FLOAT16 : size == 4 ? DM_FLOAT
+                 : size == 8 ? DM_DOUBLE : DM_UNDEFINED;
+  case 'i': return size == 1 ? DM_INT8 : size == 2 ? DM_INT16 : size == 4 ? DM_INT32
+                 : size == 8 ? DM_INT64 : DM_UNDEFINED;
+  case 'u': return size == 1 ? DM_UINT8 : size == 2 ? DM_UINT16 : DM_UNDEFINED;
   case 'O': case 'S': case 'U': return DM_STRING;
   default: return DM_UNDEFINED;
   }

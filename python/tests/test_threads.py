@@ -2,6 +2,7 @@
 released around runs, so they run side by side), and one workspace used from two threads
 takes turns (a Python caller waits where the C API would answer DM_ERR_BUSY)."""
 import threading
+import time
 
 import numpy as np
 
@@ -61,3 +62,29 @@ def test_one_workspace_from_two_threads_takes_turns():
     for t in threads:
         t.join()
     assert not errors  # no DM_ERR_BUSY: the second caller waited
+
+
+def test_runs_release_the_gil():
+    """While one thread is inside a run, another runs Python code: iterations of the main
+    thread's loop land inside the worker's run (with the GIL held, none could)."""
+    ws = workspace.Workspace()
+    ws.FeedBlob("a", np.ones((384, 384), np.float32))
+    net = core.Net("slow")
+    for _ in range(8):
+        net.MatMul(["a", "a"], "c")
+    ws.CreateNet(net)
+    window = []
+
+    def work():
+        t0 = time.perf_counter()
+        ws.RunNet("slow", num_iter=10)
+        window.extend([t0, time.perf_counter()])
+
+    t = threading.Thread(target=work)
+    stamps = []
+    t.start()
+    while t.is_alive():
+        stamps.append(time.perf_counter())
+    t.join()
+    inside = sum(window[0] < s < window[1] for s in stamps)
+    assert inside > 100, (inside, window[1] - window[0])
