@@ -83,12 +83,10 @@ static int is_default_domain(const char *d) {
 }
 
 /* The override for symbolic dim `name` (import-onnx --dim), or -1. */
-static int64_t dim_override(imp *c, const char *name) {
+static int64_t dim_override(const imp *c, const char *name) {
   for (size_t k = 0; name && k < c->n_dims; k++)
-    if (strcmp(c->dims[k].name, name) == 0) {
-      c->dims_used[k] = 1;
+    if (strcmp(c->dims[k].name, name) == 0)
       return c->dims[k].value;
-    }
   return -1;
 }
 
@@ -387,29 +385,32 @@ static dm_status check_dims(const dm_onnx_import_options *o) {
   return DM_OK;
 }
 
-/* The first override that named no graph input's dim: a typo the user should hear of. */
-static dm_status check_dims_used(const imp *c) {
-  for (size_t k = 0; k < c->n_dims; k++)
-    if (!c->dims_used[k]) {
-      char names[256] = "";
-      size_t len = 0;
-      const Onnx__GraphProto *g = c->g;
-      for (size_t i = 0; i < g->n_input; i++) {
-        const Onnx__TypeProto *ty = g->input[i]->type;
-        if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type->shape)
+/* Refuses an override that names no graph input's dim (a typo the user should hear
+ * of), listing the dims the inputs name. */
+static dm_status check_dims_named(const Onnx__GraphProto *g, const dm_onnx_import_options *o) {
+  for (size_t k = 0; k < o->n_dims; k++) {
+    char names[256] = "";
+    size_t len = 0;
+    int found = 0;
+    for (size_t i = 0; i < g->n_input && !found; i++) {
+      const Onnx__TypeProto *ty = g->input[i]->type;
+      if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type->shape)
+        continue;
+      for (size_t d = 0; d < ty->tensor_type->shape->n_dim && !found; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = ty->tensor_type->shape->dim[d];
+        if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ||
+            !dim->dim_param)
           continue;
-        for (size_t d = 0; d < ty->tensor_type->shape->n_dim; d++) {
-          const Onnx__TensorShapeProto__Dimension *dim = ty->tensor_type->shape->dim[d];
-          if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-              dim->dim_param && len + strlen(dim->dim_param) + 8 < sizeof names &&
-              !strstr(names, dim->dim_param))
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
-                                    dim->dim_param);
-        }
+        found = strcmp(dim->dim_param, o->dims[k].name) == 0;
+        if (len + strlen(dim->dim_param) + 8 < sizeof names && !strstr(names, dim->dim_param))
+          len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
+                                  dim->dim_param);
       }
-      return dm_error(DM_ERR_INVALID, "no graph input has a dim named '%s' (the named dims: %s)",
-                      c->dims[k].name, len ? names : "none");
     }
+    if (!found)
+      return dm_error(DM_ERR_INVALID, "no graph input has a dim named '%s' (the named dims: %s)",
+                      o->dims[k].name, len ? names : "none");
+  }
   return DM_OK;
 }
 
@@ -428,6 +429,8 @@ dm_status dm_onnx_import_with(const Onnx__ModelProto *model, const char *base_di
     DM_TRY(check_dims(opts));
   if (!model->graph)
     return dm_error(DM_ERR_PARSE, "the model has no graph");
+  if (opts)
+    DM_TRY(check_dims_named(model->graph, opts));
   imp c;
   memset(&c, 0, sizeof c);
   c.g = model->graph;
@@ -441,12 +444,9 @@ dm_status dm_onnx_import_with(const Onnx__ModelProto *model, const char *base_di
   if (c.opset < OX_OPSET_MIN || c.opset > OX_OPSET_MAX)
     return dm_error(DM_ERR_UNSUPPORTED, "opset %lld; the importer reads opsets %d to %d",
                     (long long)c.opset, OX_OPSET_MIN, OX_OPSET_MAX);
-  if (opts && opts->n_dims) {
+  if (opts) {
     c.dims = opts->dims;
     c.n_dims = opts->n_dims;
-    c.dims_used = calloc(opts->n_dims, 1);
-    if (!c.dims_used)
-      return DM_NOMEM("the dim overrides");
   }
   const char *gname = model->graph->name && *model->graph->name ? model->graph->name : "onnx";
   dm_status s = dm_init(); /* the schemas, whose shape inference gives static shapes */
@@ -458,9 +458,6 @@ dm_status dm_onnx_import_with(const Onnx__ModelProto *model, const char *base_di
     s = dm_netdef_new(gname, &c.pred);
   if (s == DM_OK)
     s = translate_graph(&c);
-  if (s == DM_OK)
-    s = check_dims_used(&c);
-  free(c.dims_used);
   for (size_t i = 0; i < c.n_made; i++) {
     free(c.made[i]->dims);
     free(c.made[i]->raw_data.data);

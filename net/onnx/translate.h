@@ -53,11 +53,9 @@ typedef struct imp {
    * outputs of each emitted op, by that op's own schema inference (ox_infer_op). A name
    * whose shape depends on an unknown dim has no tensor (or an UNDEFINED one) here. */
   dm_workspace *ws;
-  /* Values for symbolic dims of the graph inputs (import-onnx --dim); dims_used[k]
-   * records that override k named some input's dim. */
+  /* Values for symbolic dims of the graph inputs (import-onnx --dim). */
   const struct dm_onnx_dim *dims;
   size_t n_dims;
-  unsigned char *dims_used;
   char why[256]; /* a translator's reason for refusing a node */
 } imp;
 
