@@ -11,17 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define EXPECT(cond, ...)                                      \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);          \
-      fprintf(stderr, __VA_ARGS__);                            \
-      fprintf(stderr, " [last error: %s]\n", dm_last_error()); \
-      failures++;                                              \
-    }                                                          \
-  } while (0)
+#include "host_expect.h"
 
 #define KIB ((size_t)1024)
 #define MIB (1024 * KIB)

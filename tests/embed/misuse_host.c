@@ -8,17 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define EXPECT(cond, ...)                                 \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);     \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, " [last error: %s]\n", dm_last_error()); \
-      failures++;                                         \
-    }                                                     \
-  } while (0)
+#include "host_expect.h"
 
 /* The call failed with `want` and a message that names `fn` and `arg`. */
 static void expect_refused(dm_status s, dm_status want, const char *fn, const char *arg,

@@ -9,17 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-
-#define EXPECT(cond, ...)                                      \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);          \
-      fprintf(stderr, __VA_ARGS__);                            \
-      fprintf(stderr, " [last error: %s]\n", dm_last_error()); \
-      failures++;                                              \
-    }                                                          \
-  } while (0)
+#include "host_expect.h"
 
 /* Scale(x) -> y, as text: y = 2 x. */
 static const char *scale_net = "name: \"scale\"\n"
