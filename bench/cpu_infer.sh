@@ -106,7 +106,7 @@ prepare() {
       # Shape arithmetic on the dynamic batch (ShuffleNet's channel shuffle, ViT's
       # attention reshapes): imported once per batch with the batch dim given
       # (import-onnx --dim N=B), so that it folds; @B@ in the paths is the batch.
-      for b in 1 $batches; do
+      for b in $(echo 1 $batches | tr ' ' '\n' | sort -un); do
         "$dm" import-onnx "$onnx" -o $tmp/$1_b$b --dim N=$b >$tmp/import.log 2>&1 ||
           { cat $tmp/import.log; exit 1; }
       done

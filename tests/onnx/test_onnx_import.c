@@ -666,6 +666,9 @@ static void test_shape_chain_folds(void **state) {
   dims[0].value = 0;
   opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
                    "dim 'C' = 0", "at least 1", NULL);
+  dims[0] = (dm_onnx_dim){"", 1};
+  opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
+                   "dim override 0 has no name", NULL);
   dims[0] = (dm_onnx_dim){"N", 1};
   opt_expect_error(dm_onnx_import_with(&t.m, NULL, &o, &init, &pred), DM_ERR_INVALID,
                    "no graph input has a dim named 'N'", "the named dims: 'C'", NULL);
